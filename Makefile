@@ -1,0 +1,45 @@
+# PSE — every target installs what it needs first (`make setup` is idempotent).
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: setup demo summarize review test lint format typecheck bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/pse run code-delivery
+
+summarize: setup
+	$(BIN)/pse summarize incident-review
+
+review: setup
+	$(BIN)/pse run incident-review
+
+test: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+format: setup
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache .mypy_cache bench/results
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,215 @@
+"""Typed records and events: what the trace is made of and what live views consume.
+
+Records (`ToolCallRecord`, `MessageRecord`, ...) are the trace's building blocks.
+Events (`kind`-tagged, one class each) are what the engine emits while a run goes
+on; the CLI's live view and the dashboard's SSE stream both consume these same
+objects. Every class round-trips through JSON (`model_dump_json` /
+`model_validate_json`); `Event` is a discriminated union on `kind`.
+
+This module is pure data: it imports nothing of PSE's but nothing either.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "CriterionResult",
+    "CycleStarted",
+    "Event",
+    "EVENT_ADAPTER",
+    "GateRecord",
+    "GateResult",
+    "MessageEvent",
+    "MessageRecord",
+    "OutcomeEvent",
+    "RetrievalEvent",
+    "TokenCount",
+    "ToolCallEvent",
+    "ToolCallRecord",
+    "TransitionEvent",
+    "TransitionRecord",
+    "VerdictEvent",
+    "VerdictRecord",
+    "utc_now",
+]
+
+ToolStatus = Literal["ok", "error", "denied", "timeout"]
+Decision = Literal["allowed", "denied"]
+
+
+def utc_now() -> str:
+    """Current time as an ISO-8601 UTC string with milliseconds (the format of every `at` field)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallRecord(_Record):
+    """One tool request as the ToolAgent decided and (maybe) executed it; also its audit event."""
+
+    requester: str
+    tool: str
+    arguments: dict[str, str]
+    decision: Decision
+    rule: str = Field(description="the policy rule that decided, e.g. 'roles.Specialist.write_file'")
+    status: ToolStatus
+    ms: int = 0
+    output: str = ""
+    index: int = Field(1, description="position of the invoke in its message, from 1")
+    sandbox: str | None = Field(None, description="sandbox mode that ran it: bwrap, fallback, or None")
+    truncated: bool = False
+    facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
+    at: str = Field(default_factory=utc_now)
+
+
+class MessageRecord(_Record):
+    """One message of a cycle, with what it cost."""
+
+    source: str
+    content: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    at: str = Field(default_factory=utc_now)
+
+
+class CriterionResult(_Record):
+    """The Evaluator's finding on one acceptance criterion."""
+
+    id: str
+    met: bool
+    finding: str = ""
+
+
+class VerdictRecord(_Record):
+    """A parsed `<verdict>`."""
+
+    status: Literal["PASS", "PARTIAL", "FAIL", "BLOCKED"]
+    reason_code: str
+    criteria: list[CriterionResult] = Field(default_factory=list)
+    summary: str = ""
+
+
+class GateResult(_Record):
+    """One hard gate's outcome."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+class GateRecord(_Record):
+    """The hard gates of one cycle; `failures` names each gate that failed and why."""
+
+    passed: bool
+    failures: list[str] = Field(default_factory=list)
+    results: list[GateResult] = Field(default_factory=list)
+
+
+class TransitionRecord(_Record):
+    """One state-machine transition (serialized with the key `from`)."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    at: str = Field(default_factory=utc_now)
+    reason: str = ""
+
+
+class TokenCount(_Record):
+    """Tokens and calls of one role (or of a whole run)."""
+
+    prompt: int = 0
+    completion: int = 0
+    calls: int = 0
+
+    def add(self, prompt: int, completion: int, calls: int = 1) -> None:
+        """Add one call's usage."""
+        self.prompt += prompt
+        self.completion += completion
+        self.calls += calls
+
+
+# ---- events: what happens while a run goes on ----------------------------------------------
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    at: str = Field(default_factory=utc_now)
+
+
+class CycleStarted(_Event):
+    """A cycle begins."""
+
+    kind: Literal["cycle_start"] = "cycle_start"
+    cycle: int
+    cycle_kind: Literal["initial", "revise", "replan"]
+    first_speaker: str
+
+
+class MessageEvent(_Event):
+    """A role (or the ToolAgent) said something."""
+
+    kind: Literal["message"] = "message"
+    cycle: int
+    message: MessageRecord
+
+
+class ToolCallEvent(_Event):
+    """The ToolAgent decided (and maybe executed) one request."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    cycle: int
+    call: ToolCallRecord
+
+
+class RetrievalEvent(_Event):
+    """Knowledge was retrieved for a role."""
+
+    kind: Literal["retrieval"] = "retrieval"
+    cycle: int
+    query: str
+    results: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class VerdictEvent(_Event):
+    """The cycle's verdict and its gates (verdict None: the review was an ERROR)."""
+
+    kind: Literal["verdict"] = "verdict"
+    cycle: int
+    verdict: VerdictRecord | None
+    gate: GateRecord
+    error: str | None = None
+
+
+class TransitionEvent(_Event):
+    """The state machine moved."""
+
+    kind: Literal["transition"] = "transition"
+    transition: TransitionRecord
+
+
+class OutcomeEvent(_Event):
+    """The run ended."""
+
+    kind: Literal["outcome"] = "outcome"
+    outcome: Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR"]
+    reason: str
+    cycles: int
+    tokens: TokenCount
+    cost: float
+    currency: str
+
+
+Event = Annotated[
+    CycleStarted | MessageEvent | ToolCallEvent | RetrievalEvent | VerdictEvent | TransitionEvent | OutcomeEvent,
+    Field(discriminator="kind"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,103 @@
+"""Every exception PSE raises on purpose.
+
+Hierarchy::
+
+    PSEError                      base of everything below
+    ├── UserError                 the user's configuration or input is wrong; fix it and run again (CLI exit 2)
+    │   ├── ConfigError           a setting, .env value or task config is invalid
+    │   ├── TaskNotFoundError     no task of that name in any tasks directory
+    │   └── CassetteError         a cassette file is missing, unreadable or not of the cassette format
+    ├── RunFailure                the run cannot go on; the engine records it as outcome ERROR (CLI exit 3)
+    │   ├── ModelUnavailableError the model API did not answer usefully after bounded retries
+    │   ├── ModelAuthError        the model API refused our credentials (never retried)
+    │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
+    │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
+    │   └── ToolInfrastructureError the sandbox itself failed (not the command it ran)
+    └── ControlSignal             not an error: tells the loop to stop
+        └── RunCancelled          cancelled from outside (Ctrl-C, dashboard)
+
+The loop's error rule: a model's mistake (bad XML, a denied tool call, a missing
+verdict) is an observation the model sees or a review ERROR recorded in the
+trace, and the loop goes on by its rules; infrastructure failure (RunFailure)
+ends the run as ERROR without burning a retry; anything else is a bug in our
+code and propagates.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CassetteError",
+    "CassetteExhaustedError",
+    "ConfigError",
+    "ControlSignal",
+    "ModelAuthError",
+    "ModelUnavailableError",
+    "PSEError",
+    "ReplayMismatchError",
+    "RunCancelled",
+    "RunFailure",
+    "TaskNotFoundError",
+    "ToolInfrastructureError",
+    "UserError",
+]
+
+
+class PSEError(Exception):
+    """Base of every exception PSE raises on purpose."""
+
+
+class UserError(PSEError):
+    """A mistake in the user's configuration or input. The message says what and how to fix it."""
+
+
+class ConfigError(UserError):
+    """A setting, a `.env` value or a task configuration is invalid."""
+
+
+class TaskNotFoundError(UserError):
+    """No task of the requested name exists in any tasks directory."""
+
+
+class CassetteError(UserError):
+    """A cassette file is missing, unreadable, or not in the cassette format."""
+
+
+class RunFailure(PSEError):
+    """The run cannot continue for a reason outside the roles' control; it ends as ERROR."""
+
+
+class ModelUnavailableError(RunFailure):
+    """The model API timed out, rate-limited or failed after the bounded retries."""
+
+
+class ModelAuthError(RunFailure):
+    """The model API rejected the credentials. Retrying would not help."""
+
+
+class CassetteExhaustedError(RunFailure):
+    """A scripted role asked for more turns than its cassette holds."""
+
+    def __init__(self, role: str, turn: int, available: int) -> None:
+        self.role = role
+        self.turn = turn
+        self.available = available
+        super().__init__(
+            f"cassette has no turn {turn} for role {role} (it holds {available} turn(s) for {role}); "
+            f"add a {role} turn to the cassette or check why the run needed one more"
+        )
+
+
+class ReplayMismatchError(RunFailure):
+    """Strict replay found a request that differs from the recorded one."""
+
+
+class ToolInfrastructureError(RunFailure):
+    """The sandbox or tool machinery failed; the command the role asked for is not to blame."""
+
+
+class ControlSignal(PSEError):
+    """Not an error: a request to stop the loop."""
+
+
+class RunCancelled(ControlSignal):
+    """The run was cancelled from outside (Ctrl-C, the dashboard)."""

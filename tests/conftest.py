@@ -1,0 +1,51 @@
+"""Test-wide guards: no real network, no real model, no settings leaking in from the developer's shell."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_loopback(address: object) -> bool:
+    if isinstance(address, tuple) and address:
+        host = str(address[0])
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return True  # AF_UNIX paths and the like never leave the machine
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if not _is_loopback(address):
+        raise RuntimeError(f"test tried to reach {address!r}: tests may only talk to loopback stand-ins")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if not _is_loopback(address):
+        raise RuntimeError(f"test tried to reach {address!r}: tests may only talk to loopback stand-ins")
+    return _real_connect_ex(self, address)
+
+
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Drop PSE_* and provider variables and leave the repo's .env unread (tests run from a temp dir)."""
+    for name in list(os.environ):
+        if name.startswith(("PSE_", "OPENAI_", "OLLAMA_", "DEEPSEEK_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
