@@ -17,6 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "BlockedRecord",
+    "PlanItem",
+    "PlanRecord",
     "CriterionResult",
     "CycleStarted",
     "Event",
@@ -76,6 +79,30 @@ class MessageRecord(_Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     at: str = Field(default_factory=utc_now)
+
+
+class PlanItem(_Record):
+    """A numbered step or acceptance criterion of a plan."""
+
+    id: str
+    text: str
+
+
+class PlanRecord(_Record):
+    """A parsed `<plan>`: the task packet. Its criteria stay fixed until a FAIL forces a re-plan."""
+
+    goal: str
+    steps: list[PlanItem] = Field(default_factory=list)
+    criteria: list[PlanItem] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+
+
+class BlockedRecord(_Record):
+    """A parsed `<blocked>`: a role cannot go on and asks for a person."""
+
+    role: str
+    reason_code: str
+    detail: str = ""
 
 
 class CriterionResult(_Record):

@@ -13,6 +13,8 @@ Hierarchy::
     │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
     │   └── ToolInfrastructureError the sandbox itself failed (not the command it ran)
+    ├── ProtocolError             a model's message breaks the protocol (no verdict, two plans, ...);
+    │                             the engine records it, it never escapes a run
     └── ControlSignal             not an error: tells the loop to stop
         └── RunCancelled          cancelled from outside (Ctrl-C, dashboard)
 
@@ -33,6 +35,7 @@ __all__ = [
     "ModelAuthError",
     "ModelUnavailableError",
     "PSEError",
+    "ProtocolError",
     "ReplayMismatchError",
     "RunCancelled",
     "RunFailure",
@@ -93,6 +96,10 @@ class ReplayMismatchError(RunFailure):
 
 class ToolInfrastructureError(RunFailure):
     """The sandbox or tool machinery failed; the command the role asked for is not to blame."""
+
+
+class ProtocolError(PSEError):
+    """A model's message breaks the protocol: a missing, duplicated or malformed plan, verdict or tag."""
 
 
 class ControlSignal(PSEError):
