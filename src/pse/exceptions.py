@@ -14,7 +14,9 @@ Hierarchy::
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
     │   └── ToolInfrastructureError the sandbox itself failed (not the command it ran)
     ├── ProtocolError             a model's message breaks the protocol (no verdict, two plans, ...);
-    │                             the engine records it, it never escapes a run
+    │   │                         the engine records it, it never escapes a run
+    │   └── SandboxViolation      a tool request points outside the run workspace (absolute path, `..`,
+    │                             escaping symlink); the ToolAgent answers it as a denied result
     └── ControlSignal             not an error: tells the loop to stop
         └── RunCancelled          cancelled from outside (Ctrl-C, dashboard)
 
@@ -39,6 +41,7 @@ __all__ = [
     "ReplayMismatchError",
     "RunCancelled",
     "RunFailure",
+    "SandboxViolation",
     "TaskNotFoundError",
     "ToolInfrastructureError",
     "UserError",
@@ -100,6 +103,10 @@ class ToolInfrastructureError(RunFailure):
 
 class ProtocolError(PSEError):
     """A model's message breaks the protocol: a missing, duplicated or malformed plan, verdict or tag."""
+
+
+class SandboxViolation(ProtocolError):
+    """A tool request names a path outside the run workspace; it is denied, never executed."""
 
 
 class ControlSignal(PSEError):
