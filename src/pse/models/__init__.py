@@ -1,0 +1,43 @@
+"""The model layer: real providers, the offline scripted provider, cassettes, record/replay, cost.
+
+```python
+from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+
+player = CassettePlayer.from_file("cassette.json", strict=settings.replay_strict)
+client = create_model_client(settings, "Planner", player=player)   # an autogen ChatCompletionClient
+cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
+```
+"""
+
+from pse.models._digest import normalize, recorded_request, scrub_secrets
+from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
+from pse.models._format import Cassette, CassetteTurn, MessageDigest, RecordedRequest, TurnUsage
+from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
+from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
+from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
+from pse.models._usage import Cost, price_of
+from pse.models._wrapper import WrapperChatCompletionClient
+
+__all__ = [
+    "GENERIC_MODEL_INFO",
+    "SCRIPTED_MODEL_INFO",
+    "Cassette",
+    "CassettePlayer",
+    "CassetteRecorder",
+    "CassetteTurn",
+    "Cost",
+    "MessageDigest",
+    "RecordedRequest",
+    "RecordingChatCompletionClient",
+    "ResilientChatCompletionClient",
+    "RetryPolicy",
+    "ScriptedChatCompletionClient",
+    "TurnUsage",
+    "WrapperChatCompletionClient",
+    "create_model_client",
+    "normalize",
+    "price_of",
+    "public_url",
+    "recorded_request",
+    "scrub_secrets",
+]

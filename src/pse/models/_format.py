@@ -1,0 +1,145 @@
+"""The cassette format (a public contract: people write cassettes by hand) and its file I/O.
+
+```json
+{"version": 1,
+ "turns": [
+   {"role": "Planner", "content": "…<plan>…</plan>"},
+   {"role": "Evaluator", "content": "…", "usage": {"prompt_tokens": 812, "completion_tokens": 95}},
+   {"role": "Specialist", "content": "…",
+    "request": {"digest": "<sha256>", "excerpt": "…",
+                "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"}]}}
+ ]}
+```
+`usage` and `request` are optional; recorded cassettes carry both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pse.config import ROLES
+from pse.exceptions import CassetteError
+
+__all__ = ["Cassette", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
+
+
+class _Strict(BaseModel):
+    # Unknown keys are refused so a typo ("contnet") is an error, not a silently empty turn.
+    model_config = ConfigDict(extra="forbid")
+
+
+class TurnUsage(_Strict):
+    """Tokens a turn reports; replayed as the turn's usage instead of the offline count."""
+
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+
+class MessageDigest(_Strict):
+    """One message of a recorded request: who sent it, a short digest, its length and an excerpt."""
+
+    speaker: str
+    digest: str
+    chars: int = Field(ge=0)
+    excerpt: str = ""
+
+
+class RecordedRequest(_Strict):
+    """The request a recorded turn answered: its digest, its last message's excerpt, per-message detail."""
+
+    digest: str = Field(min_length=16)
+    excerpt: str = ""
+    messages: list[MessageDigest] = Field(default_factory=list)
+
+
+class CassetteTurn(_Strict):
+    """One scripted reply of one role."""
+
+    role: str
+    content: str
+    usage: TurnUsage | None = None
+    request: RecordedRequest | None = None
+
+    @field_validator("role")
+    @classmethod
+    def _known_role(cls, role: str) -> str:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        return role
+
+
+class Cassette(_Strict):
+    """A whole cassette: the version and the turns of every role, in the order they were spoken."""
+
+    version: Literal[1] = 1
+    turns: list[CassetteTurn] = Field(default_factory=list)
+
+    def turns_of(self, role: str) -> list[CassetteTurn]:
+        """The turns of one role, in order."""
+        return [turn for turn in self.turns if turn.role == role]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Cassette:
+        """Read and validate a cassette file.
+
+        Raises:
+            CassetteError: the file is missing, not JSON, or not in the cassette format; the message names
+                the file and the turn.
+        """
+        where = Path(path)
+        try:
+            raw = where.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CassetteError(
+                f"cannot read cassette {where}: {exc.strerror or exc}; check the path"
+            ) from exc
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CassetteError(
+                f"cassette {where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise CassetteError(
+                f"cassette {where} is not in the cassette format:\n  " + _explain(exc)
+            ) from exc
+
+    def to_file(self, path: str | os.PathLike[str]) -> None:
+        """Write the cassette atomically (a temp file in the same folder, then a rename)."""
+        where = Path(path)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        text = self.model_dump_json(indent=1, exclude_none=True) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, where)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _explain(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        loc = err["loc"]
+        if len(loc) >= 2 and loc[0] == "turns" and isinstance(loc[1], int):
+            rest = ".".join(str(p) for p in loc[2:]) or "the turn"
+            where = f"turn {loc[1]} (counting from 0), {rest}"
+        else:
+            where = ".".join(str(p) for p in loc) or "the top level"
+        problems.append(f"{where}: {err['msg']}")
+    return (
+        "\n  ".join(problems)
+        + '\nA cassette is {"version": 1, "turns": [{"role": "Planner", "content": "..."}]}.'
+    )

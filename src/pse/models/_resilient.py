@@ -1,0 +1,259 @@
+"""The provider adapter: per-call timeout, bounded retries, error translation, no silent empty turns.
+
+Every real provider client (OpenAI-compatible, Ollama) is wrapped in
+`ResilientChatCompletionClient`. It is where third-party exceptions stop: openai,
+ollama and httpx errors become `ModelAuthError` (401/403, never retried) or
+`ModelUnavailableError` (after the retries, or at once for an error retrying cannot
+fix), raised `from` the original.
+
+Reasoning models: when a reply has no content, it is never passed on silently.
+If the reasoning text (`thought`) holds one of PSE's protocol blocks
+(`<tool_calls>`, `<plan>`, `<verdict`, `<blocked`), the reasoning text becomes the
+content (some servers route everything into `reasoning_content`); otherwise a
+`ModelUnavailableError` says what happened (e.g. the max-tokens limit was spent on
+reasoning: raise or unset `PSE_MODEL_MAX_TOKENS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import ollama
+import openai
+from autogen_core import CancellationToken
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage
+from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
+
+from pse.config import ModelSpec
+from pse.exceptions import ModelAuthError, ModelUnavailableError
+from pse.models._digest import message_texts
+from pse.models._wrapper import WrapperChatCompletionClient
+from pse.tokens import count_message_tokens, count_tokens
+
+__all__ = ["ResilientChatCompletionClient", "RetryPolicy", "public_url"]
+
+_PROTOCOL_TAGS = ("<tool_calls>", "<plan>", "<verdict", "<blocked")
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+_BACKOFF_CAP_S = 60.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one call: a timeout per attempt, retries after the first, first backoff delay."""
+
+    timeout_s: float
+    max_retries: int
+    backoff_s: float
+
+    def delay(self, retry: int) -> float:
+        """Delay before retry number `retry` (1-based): exponential, with ±50 % jitter."""
+        base: float = min(_BACKOFF_CAP_S, self.backoff_s * 2.0 ** (retry - 1))
+        return base * (0.5 + random.random())
+
+
+def public_url(url: str | None, provider: str) -> str:
+    """`url` without user info, query or fragment (where secrets hide), or the provider's default."""
+    if not url:
+        return {"openai": "https://api.openai.com/v1", "ollama": "Ollama's default host"}.get(provider, "-")
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+_Kind = Literal["retry", "auth", "fatal"]
+
+
+def _classify(exc: BaseException) -> tuple[_Kind, str] | None:
+    """How to treat a provider exception; None when it is no provider failure (a bug: let it propagate)."""
+    if isinstance(exc, TimeoutError):
+        return "retry", "no answer within the timeout"
+    if isinstance(exc, openai.APIStatusError):
+        return _by_status(exc.status_code, _short(exc.message))
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return "retry", f"connection failed: {_short(str(exc.__cause__ or exc))}"
+    if isinstance(exc, ollama.ResponseError):
+        return _by_status(exc.status_code, _short(str(exc.error)))
+    if isinstance(
+        exc, ConnectionError | httpx.TransportError
+    ):  # ollama raises the builtin on refused connects
+        return "retry", f"connection failed: {_short(str(exc) or type(exc).__name__)}"
+    if isinstance(exc, openai.OpenAIError | ollama.RequestError | httpx.HTTPError):
+        return "fatal", _short(str(exc) or type(exc).__name__)
+    return None
+
+
+def _by_status(status: int, message: str) -> tuple[_Kind, str]:
+    text = f"HTTP {status}: {message}"
+    if status in (401, 403):
+        return "auth", text
+    if status in _RETRY_STATUS or status >= 500:
+        return "retry", text
+    return "fatal", text
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class ResilientChatCompletionClient(WrapperChatCompletionClient):
+    """Wraps a real provider client with a timeout, retries with backoff and typed errors.
+
+    Args:
+        inner: the provider's client.
+        spec: the role's resolved model settings (for messages; the key is never shown).
+        policy: timeout, retries and backoff.
+    """
+
+    def __init__(self, inner: ChatCompletionClient, spec: ModelSpec, policy: RetryPolicy) -> None:
+        super().__init__(inner)
+        self.spec = spec
+        self.policy = policy
+        self.attempts = 0  # provider calls made, retries included (for tests and diagnostics)
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        retry = 0
+        while True:
+            self.attempts += 1
+            try:
+                result = await asyncio.wait_for(
+                    self.inner.create(
+                        messages,
+                        tools=tools,
+                        tool_choice=tool_choice,
+                        json_output=json_output,
+                        extra_create_args=extra_create_args,
+                        cancellation_token=cancellation_token,
+                    ),
+                    timeout=self.policy.timeout_s,
+                )
+            except Exception as exc:
+                retry = await self._after_failure(exc, retry)
+                continue
+            return self._checked(result, messages)
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        # Retries happen only before the first chunk: once text has gone out it cannot be taken back.
+        # The timeout bounds the whole stream of one attempt.
+        retry = 0
+        while True:
+            self.attempts += 1
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.policy.timeout_s
+            stream = self.inner.create_stream(
+                messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                json_output=json_output,
+                extra_create_args=extra_create_args,
+                cancellation_token=cancellation_token,
+            )
+            started = False
+            try:
+                while True:
+                    try:
+                        item = await asyncio.wait_for(anext(stream), timeout=max(0.0, deadline - loop.time()))
+                    except StopAsyncIteration:
+                        return
+                    if isinstance(item, CreateResult):
+                        item = self._checked(item, messages)
+                    started = True
+                    yield item
+            except Exception as exc:
+                if started:
+                    kind = _classify(exc)
+                    if kind is None:
+                        raise
+                    self._raise(
+                        kind[0] if kind[0] == "auth" else "fatal", f"stream broke off: {kind[1]}", exc
+                    )
+                retry = await self._after_failure(exc, retry)
+            finally:
+                await stream.aclose()
+
+    async def _after_failure(self, exc: Exception, retry: int) -> int:
+        """Sleep before the next attempt and return its retry number, or raise the translated error."""
+        verdict = _classify(exc)
+        if verdict is None:
+            raise exc
+        kind, detail = verdict
+        if kind != "retry" or retry >= self.policy.max_retries:
+            self._raise(kind, detail, exc)
+        retry += 1
+        await asyncio.sleep(self.policy.delay(retry))
+        return retry
+
+    def _where(self) -> str:
+        spec = self.spec
+        where = public_url(spec.base_url, spec.provider)
+        return f"{spec.role}'s model {spec.model!r} ({spec.provider} at {where})"
+
+    def _raise(self, kind: _Kind, detail: str, exc: Exception) -> NoReturn:
+        role = self.spec.role.upper()
+        if kind == "auth":
+            raise ModelAuthError(
+                f"{self._where()} refused the credentials ({detail}). Set a valid key in "
+                f"PSE_{role}_API_KEY or PSE_API_KEY (or OPENAI_API_KEY); not retried."
+            ) from exc
+        tries = self.attempts
+        raise ModelUnavailableError(
+            f"{self._where()} gave no usable answer after {tries} attempt(s); last error: {detail}. "
+            f"Check that the server is up and the base URL and model name are right (PSE_{role}_BASE_URL, "
+            f"PSE_{role}_MODEL), or raise PSE_MODEL_TIMEOUT_S / PSE_MODEL_MAX_RETRIES."
+        ) from exc
+
+    def _checked(self, result: CreateResult, messages: Sequence[LLMMessage]) -> CreateResult:
+        """Refuse a silently empty reply and fill in usage the provider did not report."""
+        content = result.content
+        if isinstance(content, str) and not content.strip():
+            thought = result.thought or ""
+            if any(tag in thought for tag in _PROTOCOL_TAGS):
+                result = result.model_copy(update={"content": thought})
+            elif result.finish_reason == "length":
+                raise ModelUnavailableError(
+                    f"{self._where()} hit its max-tokens limit before writing any answer"
+                    + (" (the reasoning used it up)" if thought else "")
+                    + ": raise PSE_MODEL_MAX_TOKENS, or unset it to use the provider's limit."
+                )
+            else:
+                raise ModelUnavailableError(
+                    f"{self._where()} returned an empty answer"
+                    + (
+                        f" with only reasoning text ({len(thought)} chars, no protocol tags)"
+                        if thought
+                        else ""
+                    )
+                    + f" (finish reason {result.finish_reason!r}); a reasoning model may need more "
+                    "max tokens, or try another model."
+                )
+        if result.usage.prompt_tokens == 0 and result.usage.completion_tokens == 0:
+            text = result.content if isinstance(result.content, str) else str(result.content)
+            usage = RequestUsage(count_message_tokens(message_texts(messages)), count_tokens(text))
+            result = result.model_copy(update={"usage": usage})
+        return result

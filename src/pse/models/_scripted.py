@@ -1,0 +1,206 @@
+"""The scripted provider: a deterministic offline ChatCompletionClient that replays a cassette.
+
+One `CassettePlayer` per run is shared by the three roles' clients. Each role
+consumes its own turns in cassette order, independent of the others and across
+every cycle of the run. `positions` (turns consumed per role) is what a trace saves
+to resume a run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from autogen_core import CancellationToken
+from autogen_core.models import (
+    ChatCompletionClient,
+    CreateResult,
+    LLMMessage,
+    ModelCapabilities,
+    ModelFamily,
+    ModelInfo,
+    RequestUsage,
+)
+from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
+
+from pse.config import ROLES
+from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
+from pse.models._digest import describe_mismatch, message_texts
+from pse.models._format import Cassette, CassetteTurn
+from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
+from pse.tokens import count_message_tokens, count_tokens
+
+__all__ = ["SCRIPTED_MODEL_INFO", "CassettePlayer", "ScriptedChatCompletionClient"]
+
+SCRIPTED_MODEL_INFO: ModelInfo = {
+    "vision": False,
+    "function_calling": False,
+    "json_output": False,
+    "family": ModelFamily.UNKNOWN,
+    "structured_output": False,
+    "multiple_system_messages": True,
+}
+
+
+class CassettePlayer:
+    """Hands out each role's cassette turns in order and keeps what every role was asked.
+
+    Args:
+        cassette: the validated cassette.
+        strict: compare each recorded request digest with the incoming request.
+        positions: turns already consumed per role (to resume a run); missing roles start at 0.
+        source: where the cassette came from, for messages.
+    """
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        strict: bool = True,
+        positions: Mapping[str, int] | None = None,
+        source: str = "<in-memory cassette>",
+    ) -> None:
+        self.cassette = cassette
+        self.strict = strict
+        self.source = source
+        self._turns = {role: cassette.turns_of(role) for role in ROLES}
+        self._positions = dict.fromkeys(ROLES, 0)
+        self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in ROLES}
+        for role, position in (positions or {}).items():
+            if role not in ROLES or not 0 <= position <= len(self._turns[role]):
+                raise CassetteError(
+                    f"cannot resume {source} at {role}={position}: roles are {', '.join(ROLES)} and {role} "
+                    f"has {len(self._turns.get(role, []))} turn(s); the trace and cassette do not match"
+                )
+            self._positions[role] = position
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, strict: bool = True, positions: Mapping[str, int] | None = None
+    ) -> CassettePlayer:
+        """Load and validate a cassette file (a `CassetteError` names the file and turn if malformed)."""
+        return cls(Cassette.from_file(path), strict=strict, positions=positions, source=str(Path(path)))
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Turns consumed so far, per role (a copy)."""
+        return dict(self._positions)
+
+    def remaining(self, role: str) -> int:
+        """Turns `role` still has."""
+        return len(self._turns[role]) - self._positions[role]
+
+    def next_turn(self, role: str, messages: Sequence[LLMMessage]) -> CassetteTurn:
+        """Consume `role`'s next turn for the request `messages`.
+
+        Raises:
+            CassetteExhaustedError: `role` has no turn left.
+            ReplayMismatchError: strict mode, and the turn's recorded request differs from `messages`.
+        """
+        if role not in self._turns:
+            raise CassetteError(f"no such role {role!r} in a cassette; roles are {', '.join(ROLES)}")
+        self.requests[role].append(list(messages))
+        position = self._positions[role]
+        turns = self._turns[role]
+        if position >= len(turns):
+            raise CassetteExhaustedError(role, position + 1, len(turns))
+        turn = turns[position]
+        if self.strict and turn.request is not None:
+            difference = describe_mismatch(turn.request, messages)
+            if difference is not None:
+                raise ReplayMismatchError(
+                    f"strict replay of {self.source}: {role}'s turn {position + 1} was recorded for a "
+                    f"different request.\n{difference}\nRe-record the cassette (PSE_RECORD) if the prompt "
+                    "changed on purpose, or replay with PSE_REPLAY_STRICT=false to ignore recorded requests."
+                )
+        self._positions[role] = position + 1
+        return turn
+
+
+class ScriptedChatCompletionClient(ChatCompletionClient):
+    """Answers each request of one role with that role's next cassette turn.
+
+    Usage is the turn's `usage` when it has one; otherwise prompt tokens are
+    `count_message_tokens` of every message sent and completion tokens are
+    `count_tokens` of the reply, so the figures are exact and repeatable.
+    """
+
+    def __init__(self, player: CassettePlayer, role: str, *, model: str = "scripted") -> None:
+        self.player = player
+        self.role = role
+        self.model = model
+        self._actual = RequestUsage(prompt_tokens=0, completion_tokens=0)
+        self._total = RequestUsage(prompt_tokens=0, completion_tokens=0)
+
+    @property
+    def requests(self) -> list[list[LLMMessage]]:
+        """Every request this role made, in order (kept by the shared player)."""
+        return self.player.requests[self.role]
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        turn = self.player.next_turn(self.role, messages)
+        if turn.usage is not None:
+            usage = RequestUsage(turn.usage.prompt_tokens, turn.usage.completion_tokens)
+        else:
+            usage = RequestUsage(count_message_tokens(message_texts(messages)), count_tokens(turn.content))
+        self._actual = RequestUsage(
+            self._actual.prompt_tokens + usage.prompt_tokens,
+            self._actual.completion_tokens + usage.completion_tokens,
+        )
+        self._total = RequestUsage(
+            self._total.prompt_tokens + usage.prompt_tokens,
+            self._total.completion_tokens + usage.completion_tokens,
+        )
+        return CreateResult(finish_reason="stop", content=turn.content, usage=usage, cached=False)
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        result = await self.create(messages)
+        assert isinstance(result.content, str)
+        yield result.content
+        yield result
+
+    async def close(self) -> None:
+        return None
+
+    def actual_usage(self) -> RequestUsage:
+        return self._actual
+
+    def total_usage(self) -> RequestUsage:
+        return self._total
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
+        return count_message_tokens(message_texts(messages))
+
+    def remaining_tokens(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
+    ) -> int:
+        return CONTEXT_WINDOW_TOKENS - self.count_tokens(messages)
+
+    @property
+    def capabilities(self) -> ModelCapabilities:
+        return {"vision": False, "function_calling": False, "json_output": False}
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return SCRIPTED_MODEL_INFO

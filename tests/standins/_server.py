@@ -1,0 +1,208 @@
+"""A threaded HTTP server on 127.0.0.1 that imitates the OpenAI and Ollama chat APIs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+
+Api = Literal["openai", "ollama"]
+_HANG_LIMIT_S = 30.0  # a hanging reply gives up by itself so a broken test cannot wedge the run
+
+
+@dataclass
+class Reply:
+    """One scripted reply. Defaults give a plain successful answer.
+
+    Attributes:
+        status: HTTP status; anything but 200 sends an error body of the API's shape.
+        content: the assistant's text.
+        usage: (prompt_tokens, completion_tokens) reported, or None to report none.
+        reasoning: a DeepSeek-style `reasoning_content` (OpenAI flavour) or `thinking` (Ollama).
+        finish_reason: OpenAI finish reason / Ollama done_reason.
+        hang: never answer (until the stand-in closes or 30 s pass).
+        error: the error message of a non-200 reply.
+    """
+
+    status: int = 200
+    content: str = "ok"
+    usage: tuple[int, int] | None = (11, 7)
+    reasoning: str | None = None
+    finish_reason: str = "stop"
+    hang: bool = False
+    error: str = "scripted failure"
+
+
+@dataclass
+class RecordedRequest:
+    """What the stand-in received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class ChatStandIn:
+    """A loopback chat API. Use as a context manager; `url` is what a client is pointed at."""
+
+    api: Api
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _script: deque[Reply] = field(default_factory=deque)
+    _closing: threading.Event = field(default_factory=threading.Event)
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def script(self, *replies: Reply) -> ChatStandIn:
+        """Queue replies, played one per request in order."""
+        self._script.extend(replies)
+        return self
+
+    @property
+    def url(self) -> str:
+        """Base URL: `http://127.0.0.1:PORT/v1` for OpenAI, `http://127.0.0.1:PORT` for Ollama."""
+        assert self._server is not None, "start the stand-in first"
+        root = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return root + "/v1" if self.api == "openai" else root
+
+    def __enter__(self) -> ChatStandIn:
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                stand_in.requests.append(
+                    RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
+                reply = stand_in._script.popleft() if stand_in._script else Reply()
+                if reply.hang:
+                    stand_in._closing.wait(_HANG_LIMIT_S)
+                    return
+                stand_in._answer(self, body, reply)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._closing.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    # --- replies -----------------------------------------------------------------------
+    def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:
+        if reply.status != 200:
+            error = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
+            self._send_json(handler, reply.status, error if self.api == "openai" else {"error": reply.error})
+            return
+        model = str(body.get("model", "unknown"))
+        if body.get("stream"):
+            self._send_stream(handler, model, reply)
+        elif self.api == "openai":
+            self._send_json(handler, 200, _openai_completion(model, reply))
+        else:
+            self._send_json(handler, 200, _ollama_chat(model, reply, done=True, content=reply.content))
+
+    @staticmethod
+    def _send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _send_stream(self, handler: BaseHTTPRequestHandler, model: str, reply: Reply) -> None:
+        handler.send_response(200)
+        handler.send_header(
+            "Content-Type", "text/event-stream" if self.api == "openai" else "application/x-ndjson"
+        )
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        words = reply.content.split(" ")
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        if self.api == "openai":
+            for piece in pieces:
+                chunk = _openai_chunk(model, {"content": piece}, None)
+                handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            handler.wfile.write(
+                f"data: {json.dumps(_openai_chunk(model, {}, reply.finish_reason))}\n\n".encode()
+            )
+            if reply.usage is not None:
+                final = _openai_chunk(model, {}, None) | {"choices": [], "usage": _openai_usage(reply.usage)}
+                handler.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+            handler.wfile.write(b"data: [DONE]\n\n")
+        else:
+            for piece in pieces:
+                handler.wfile.write(
+                    (json.dumps(_ollama_chat(model, reply, done=False, content=piece)) + "\n").encode()
+                )
+            handler.wfile.write(
+                (json.dumps(_ollama_chat(model, reply, done=True, content="")) + "\n").encode()
+            )
+        handler.wfile.flush()
+        handler.close_connection = True
+
+
+def _openai_usage(usage: tuple[int, int]) -> dict[str, int]:
+    return {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+
+
+def _openai_completion(model: str, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+    payload: dict[str, Any] = {
+        "id": "chatcmpl-standin",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+    }
+    if reply.usage is not None:
+        payload["usage"] = _openai_usage(reply.usage)
+    return payload
+
+
+def _openai_chunk(model: str, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-standin",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+    }
+
+
+def _ollama_chat(model: str, reply: Reply, *, done: bool, content: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.reasoning is not None and done:
+        message["thinking"] = reply.reasoning
+    payload: dict[str, Any] = {
+        "model": model,
+        "created_at": "2025-01-01T00:00:00Z",
+        "message": message,
+        "done": done,
+    }
+    if done:
+        payload["done_reason"] = reply.finish_reason
+        if reply.usage is not None:
+            payload["prompt_eval_count"], payload["eval_count"] = reply.usage
+    return payload
