@@ -113,4 +113,11 @@ def _ollama(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
         kwargs["host"] = spec.base_url
     if options:
         kwargs["options"] = options
-    return OllamaChatCompletionClient(**kwargs)
+    return _OllamaClient(**kwargs)
+
+
+class _OllamaClient(OllamaChatCompletionClient):
+    """AutoGen 0.7.5's Ollama client never closes its HTTP connections (`close` is a no-op); this one does."""
+
+    async def close(self) -> None:
+        await self._client.close()  # type: ignore[no-untyped-call]

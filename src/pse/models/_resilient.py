@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
@@ -42,6 +43,7 @@ __all__ = ["ResilientChatCompletionClient", "RetryPolicy", "public_url"]
 _PROTOCOL_TAGS = ("<tool_calls>", "<plan>", "<verdict", "<blocked")
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _BACKOFF_CAP_S = 60.0
+_OPENAI_PREFIX = re.compile(r"^Error code: \d+ - ")  # the SDK's own prefix; we say "HTTP <status>" already
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def _classify(exc: BaseException) -> tuple[_Kind, str] | None:
     if isinstance(exc, TimeoutError):
         return "retry", "no answer within the timeout"
     if isinstance(exc, openai.APIStatusError):
-        return _by_status(exc.status_code, _short(exc.message))
+        return _by_status(exc.status_code, _short(_OPENAI_PREFIX.sub("", exc.message)))
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return "retry", f"connection failed: {_short(str(exc.__cause__ or exc))}"
     if isinstance(exc, ollama.ResponseError):
