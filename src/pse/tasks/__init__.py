@@ -1,0 +1,44 @@
+"""The task platform: registry, task config, prompts, the zero-LLM rules engine and report extraction.
+
+Typical use::
+
+    registry = TaskRegistry.discover(settings.tasks_dir)
+    task = registry.get("code-delivery")          # validated; TaskNotFoundError / ConfigError otherwise
+    task.seed_workspace(workspace, inputs)         # data files, inputs.json, rules summary
+    message = task.task_message(inputs, rules_md)  # the run's opening message (no paths, ids or times)
+    system = task.system_prompt("Planner")          # protocol + base prompt + the task's prompt
+"""
+
+from pse.tasks._config import BUILTIN_CHECKS, KNOWN_TOOLS, InputSpec, LimitOverrides, ReportSpec, TaskConfig
+from pse.tasks._paths import builtin_tasks_dir, prompts_dir
+from pse.tasks._registry import TaskRegistry, validate
+from pse.tasks._report import extract_report
+from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
+from pse.tasks._scaffold import scaffold_task
+from pse.tasks._task import Problem, Task, TaskLocation, base_prompt, protocol_prompt
+
+__all__ = [
+    "BUILTIN_CHECKS",
+    "KNOWN_TOOLS",
+    "Finding",
+    "InputSpec",
+    "LimitOverrides",
+    "Problem",
+    "ReportSpec",
+    "RulesSummary",
+    "SourceInfo",
+    "Task",
+    "TaskConfig",
+    "TaskLocation",
+    "TaskRegistry",
+    "Window",
+    "base_prompt",
+    "builtin_tasks_dir",
+    "extract_report",
+    "load_rules",
+    "prompts_dir",
+    "protocol_prompt",
+    "run_rules",
+    "scaffold_task",
+    "validate",
+]

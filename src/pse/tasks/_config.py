@@ -1,0 +1,191 @@
+"""The typed task configuration (`task.toml`) and registry file (`registry.toml`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pse.config import ROLES
+
+__all__ = [
+    "BUILTIN_CHECKS",
+    "KNOWN_TOOLS",
+    "InputSpec",
+    "LimitOverrides",
+    "RegistryEntry",
+    "RegistryFile",
+    "ReportSpec",
+    "TaskConfig",
+]
+
+KNOWN_TOOLS: tuple[str, ...] = (
+    "read_file",
+    "list_files",
+    "write_file",
+    "bash",
+    "run_pytest",
+    "run_ruff",
+    "run_check",
+    "search_knowledge",
+)
+"""Every tool the ToolAgent knows; a policy override naming another tool is a validation problem."""
+
+BUILTIN_CHECKS: dict[str, str] = {"pytest": "run_pytest", "ruff": "run_ruff"}
+"""Required-check names that map to a built-in tool; any other name must be declared in `[checks]`."""
+
+TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_ROLE_KEYS = {role.lower(): role for role in ROLES}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _relative_path(value: str, what: str) -> str:
+    """Reject absolute paths and `..`: everything a task names lives inside its folder or the workspace."""
+    path = PurePosixPath(value)
+    if not value or path.is_absolute() or ".." in path.parts or "\\" in value:
+        raise ValueError(f"{what} {value!r} must be a relative path without '..' (e.g. 'data/metrics.csv')")
+    return value
+
+
+class InputSpec(_Strict):
+    """One run input (`pse run TASK --input NAME=VALUE`)."""
+
+    description: str
+    default: str | None = None
+    required: bool = False
+
+    @model_validator(mode="after")
+    def _default_or_optional(self) -> InputSpec:
+        if self.required and self.default is not None:
+            raise ValueError("an input cannot be required and have a default; drop one of them")
+        return self
+
+
+class LimitOverrides(_Strict):
+    """Per-task overrides of the engine limits; the same bounds as the `PSE_*` settings."""
+
+    max_partial_retries: int | None = Field(None, ge=0)
+    max_fail_retries: int | None = Field(None, ge=0)
+    turns_per_cycle: int | None = Field(None, ge=3)
+    run_timeout_s: float | None = Field(None, gt=0)
+    token_budget: int | None = Field(None, gt=0)
+    cost_budget: float | None = Field(None, gt=0)
+    step_buffer_tokens: int | None = Field(None, ge=100)
+
+
+class ReportSpec(_Strict):
+    """Where a run's `report.md` comes from: a workspace file, or a tagged part of the Specialist's report."""
+
+    file: str | None = Field(None, description="workspace path copied as report.md")
+    tag: str | None = Field(None, description="text between <tag> and </tag> in the Specialist's last report")
+
+    @field_validator("file")
+    @classmethod
+    def _file_relative(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value, "report file")
+
+    @field_validator("tag")
+    @classmethod
+    def _tag_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", value):
+            raise ValueError(f"report tag {value!r} must be a bare tag name such as 'report'")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ReportSpec:
+        if (self.file is None) == (self.tag is None):
+            raise ValueError(
+                "set exactly one of report.file (a workspace file) or report.tag (e.g. 'report')"
+            )
+        return self
+
+
+class TaskConfig(_Strict):
+    """A task's `task.toml`. Unknown keys are errors, so a typo never passes silently."""
+
+    description: str = Field(min_length=1, description="one line, shown by `pse list`")
+    goal: str = Field(min_length=1, description="what the run must achieve; opens the task message")
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    seed: list[str] = Field(default_factory=list, description="task-folder paths copied into the workspace")
+    expected_outputs: list[str] = Field(default_factory=list, description="workspace paths a PASS needs")
+    required_checks: list[str] = Field(
+        default_factory=list, description="'pytest', 'ruff' or a declared check"
+    )
+    checks: dict[str, str] = Field(
+        default_factory=dict, description="name -> command; placeholders {python} and {task_dir}"
+    )
+    policy: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="role -> tool -> mode/budget, passed verbatim to the ToolAgent"
+    )
+    limits: LimitOverrides = Field(default_factory=LimitOverrides)
+    report: ReportSpec | None = None
+    cassette: str | None = Field(None, description="default cassette, relative to the task folder")
+
+    @field_validator("inputs", "checks")
+    @classmethod
+    def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key):
+                raise ValueError(
+                    f"name {key!r} must start with a letter and hold only letters, digits, '_', '-'"
+                )
+        return value
+
+    @field_validator("seed", "expected_outputs")
+    @classmethod
+    def _relative_paths(cls, value: list[str]) -> list[str]:
+        return [_relative_path(item, "path") for item in value]
+
+    @field_validator("cassette")
+    @classmethod
+    def _cassette_relative(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value, "cassette")
+
+    @field_validator("checks")
+    @classmethod
+    def _known_placeholders(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, command in value.items():
+            unknown = set(re.findall(r"\{([^{}]*)\}", command)) - {"python", "task_dir"}
+            if unknown:
+                raise ValueError(
+                    f"check {name!r} uses unknown placeholder(s) {sorted(unknown)}; only {{python}} and "
+                    "{task_dir} are filled in"
+                )
+            if not command.strip():
+                raise ValueError(f"check {name!r} has an empty command")
+        return value
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_shape(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # Shallow on purpose: the ToolAgent owns the policy format and validates the modes deeply.
+        problems = []
+        for role, tools in value.items():
+            if role.lower() not in _ROLE_KEYS:
+                problems.append(f"policy role {role!r} is not one of {', '.join(ROLES)}")
+            problems += [f"policy.{role}: unknown tool {tool!r}" for tool in tools if tool not in KNOWN_TOOLS]
+        if problems:
+            raise ValueError("; ".join(problems) + f" (known tools: {', '.join(KNOWN_TOOLS)})")
+        return value
+
+
+class RegistryEntry(_Strict):
+    """One `[tasks.NAME]` table of `registry.toml`."""
+
+    path: str | None = Field(None, description="task folder relative to registry.toml (default: the name)")
+
+    @field_validator("path")
+    @classmethod
+    def _path_relative(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value, "task path")
+
+
+class RegistryFile(_Strict):
+    """A whole `registry.toml`: `[tasks.NAME]` tables."""
+
+    tasks: dict[str, RegistryEntry] = Field(default_factory=dict)

@@ -1,0 +1,245 @@
+"""What `validate` checks in one task folder and one tasks directory; every problem at once, with its fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pse.config import ROLES
+from pse.exceptions import ConfigError
+from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
+from pse.tasks._rules import load_rules
+from pse.tasks._rules_config import load_rows
+from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, read_toml, role_file
+
+__all__ = ["load_task_config", "task_problems", "unregistered_folders"]
+
+_TASK_DIR_REF = re.compile(r"\{task_dir\}/([^\s'\"]+)")
+_TASK_MARKERS = (TASK_FILE, "planner.md", "specialist.md", "evaluator.md")
+
+
+def load_task_config(location: TaskLocation) -> tuple[TaskConfig | None, list[Problem]]:
+    """Parse `task.toml`; on failure return None and one Problem per pydantic error (with its field path)."""
+    path = location.dir / TASK_FILE
+    if not path.is_file():
+        return None, [
+            Problem(
+                file=str(path),
+                message="task config missing",
+                fix=f"create {TASK_FILE} with at least description and goal (see docs/tasks.md)",
+            )
+        ]
+    try:
+        raw = read_toml(path)
+    except ConfigError as exc:
+        return None, [Problem(file=str(path), message=str(exc), fix="fix the TOML syntax at the line shown")]
+    try:
+        return TaskConfig.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [_pydantic_problem(path, err) for err in exc.errors()] + _cross_problems(path, raw)
+
+
+def task_problems(location: TaskLocation) -> list[Problem]:
+    """Every problem of one task folder: prompts, config, checks, cassette, rules."""
+    if not location.dir.is_dir():
+        return [
+            Problem(
+                file=str(location.registry_file),
+                message=f"task {location.name!r} is registered but its folder {location.dir} does not exist",
+                fix=f"create the folder, fix its path, or remove [tasks.{location.name}] from the registry",
+            )
+        ]
+    problems = [
+        Problem(
+            file=str(location.dir / role_file(role)),
+            message=f"{role} prompt file missing",
+            fix=f"create {role_file(role)} with the task-specific instructions for the {role}",
+        )
+        for role in ROLES
+        if not (location.dir / role_file(role)).is_file()
+    ]
+    config, config_problems = load_task_config(location)
+    problems += config_problems
+    if config is not None:
+        problems += _cross_problems(location.dir / TASK_FILE, config.model_dump())
+        problems += _file_problems(location, config)
+    rules = location.dir / RULES_FILE
+    if rules.is_file():
+        problems += _rules_problems(location.dir, rules)
+    return problems
+
+
+def unregistered_folders(tasks_dir: Path, registered: set[Path], registry_file: Path) -> list[Problem]:
+    """Folders of `tasks_dir` that look like tasks but no registry entry points at."""
+    problems = []
+    for child in sorted(tasks_dir.iterdir()) if tasks_dir.is_dir() else []:
+        if not child.is_dir() or child.name.startswith((".", "_")) or child.resolve() in registered:
+            continue
+        if any((child / marker).is_file() for marker in _TASK_MARKERS):
+            problems.append(
+                Problem(
+                    file=str(child),
+                    message=f"folder {child.name!r} has no registry entry",
+                    fix=f'add [tasks.{child.name}] with path = "{child.name}" to {registry_file}',
+                )
+            )
+    return problems
+
+
+def _pydantic_problem(path: Path, err: Any) -> Problem:
+    field = ".".join(str(p) for p in err["loc"]) or "(file)"
+    got = err.get("input")
+    if err["type"] == "extra_forbidden":
+        return Problem(
+            file=str(path),
+            message=f"unknown key {field!r}",
+            fix="remove it or fix its spelling (allowed keys: see docs/tasks.md)",
+        )
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    return Problem(file=str(path), message=f"{field}: {err['msg']}{shown}", fix=f"fix the value of {field}")
+
+
+def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
+    """Checks spanning several keys, done on raw data too, so they show even when a field is invalid."""
+    checks = raw.get("checks") if isinstance(raw.get("checks"), dict) else {}
+    required = raw.get("required_checks") if isinstance(raw.get("required_checks"), list) else []
+    return [
+        Problem(
+            file=str(path),
+            message=f"required check {name!r} is neither built-in ({', '.join(BUILTIN_CHECKS)}) nor declared",
+            fix=f'declare it: [checks] {name} = "{{python}} {{task_dir}}/checks/{name}.py", or remove it',
+        )
+        for name in required
+        if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in (checks or {})
+    ]
+
+
+def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:
+    task_file, problems = str(location.dir / TASK_FILE), []
+    for name, command in config.checks.items():
+        for ref in _TASK_DIR_REF.findall(command):
+            if not (location.dir / ref).exists():
+                problems.append(
+                    Problem(
+                        file=task_file,
+                        message=f"check {name!r} runs {ref}, which does not exist",
+                        fix=f"create {location.dir / ref} or fix the command",
+                    )
+                )
+    for item in config.seed:
+        if not (location.dir / item).exists():
+            problems.append(
+                Problem(
+                    file=task_file,
+                    message=f"seed path {item!r} does not exist",
+                    fix=f"create {location.dir / item} or remove it from seed",
+                )
+            )
+    if config.cassette is not None:
+        cassette = location.dir / config.cassette
+        if not cassette.is_file():
+            problems.append(
+                Problem(
+                    file=task_file,
+                    message=f"cassette {config.cassette!r} does not exist",
+                    fix=f"record one with `pse run {location.name} --record {config.cassette}` "
+                    "or remove the cassette key",
+                )
+            )
+        else:
+            problems += _cassette_problems(cassette)
+    return problems
+
+
+def _cassette_problems(path: Path) -> list[Problem]:
+    # A shallow look only: the model layer owns the cassette format and checks it fully on replay.
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [
+            Problem(
+                file=str(path),
+                message=f"cassette is not readable JSON ({exc})",
+                fix="fix the JSON or record the cassette again",
+            )
+        ]
+    if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
+        return [
+            Problem(
+                file=str(path),
+                message="cassette has no 'turns' list",
+                fix='use the format {"version": 1, "turns": [{"role": "Planner", "content": "..."}]}',
+            )
+        ]
+    return []
+
+
+def _rules_problems(task_dir: Path, path: Path) -> list[Problem]:
+    try:
+        rules = load_rules(path)
+    except ConfigError as exc:
+        return [Problem(file=str(path), message=str(exc), fix="fix the rules file (format: docs/tasks.md)")]
+    problems: list[Problem] = []
+    ids = [rule.id for rule in rules.rules]
+    problems += [
+        Problem(file=str(path), message=f"rule id {i!r} is used more than once", fix="make rule ids unique")
+        for i in sorted({i for i in ids if ids.count(i) > 1})
+    ]
+    columns: dict[str, set[str] | None] = {}
+    for name, source in rules.sources.items():
+        try:
+            rows = load_rows(task_dir, source)
+            columns[name] = {key for row in rows for key in row}
+        except ConfigError as exc:
+            problems.append(
+                Problem(file=str(path), message=f"source {name!r}: {exc}", fix="fix the source path")
+            )
+            columns[name] = None
+        if (
+            source.timestamp
+            and columns.get(name) is not None
+            and source.timestamp not in (columns[name] or set())
+        ):
+            problems.append(
+                Problem(
+                    file=str(path),
+                    message=f"source {name!r} has no timestamp column {source.timestamp!r}",
+                    fix="fix the timestamp column name",
+                )
+            )
+    for rule_id, source_name, cols in rules.references():
+        if source_name not in rules.sources:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    message=f"rule {rule_id!r} uses unknown source {source_name!r}",
+                    fix=f"declare [sources.{source_name}] or fix the name "
+                    f"(declared: {', '.join(rules.sources)})",
+                )
+            )
+            continue
+        known = columns.get(source_name)
+        for col in cols if known is not None else []:
+            if col not in known:  # type: ignore[operator]
+                problems.append(
+                    Problem(
+                        file=str(path),
+                        message=f"rule {rule_id!r}: source {source_name!r} has no column {col!r}",
+                        fix=f"use one of {', '.join(sorted(known or []))}",
+                    )
+                )
+    for rule_id, source_name in rules.timed_sources():
+        source = rules.sources.get(source_name)
+        if source is not None and source.timestamp is None:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    message=f"rule {rule_id!r} needs timestamps but source {source_name!r} declares none",
+                    fix=f'set timestamp = "COLUMN" in [sources.{source_name}]',
+                )
+            )
+    return problems

@@ -1,0 +1,166 @@
+"""Finding tasks: the built-in tasks directory plus an optional user one, each with a `registry.toml`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from pse.exceptions import ConfigError, TaskNotFoundError
+from pse.tasks._config import RegistryFile
+from pse.tasks._paths import builtin_tasks_dir
+from pse.tasks._problems import load_task_config, task_problems, unregistered_folders
+from pse.tasks._task import Problem, Task, TaskLocation, read_toml
+
+__all__ = ["REGISTRY_FILE", "TaskRegistry", "validate"]
+
+REGISTRY_FILE = "registry.toml"
+
+
+class TaskRegistry:
+    """The tasks of one or more tasks directories, later directories winning on a name clash.
+
+    `discover` puts the built-in directory first and the user's (`PSE_TASKS_DIR` / `--tasks-dir`) last,
+    so a user task of the same name replaces the built-in one (`shadowed` records which).
+    """
+
+    def __init__(self, dirs: Sequence[Path], builtin_dir: Path | None = None) -> None:
+        self.dirs = [Path(d) for d in dirs]
+        self.problems: list[Problem] = []
+        self.locations: dict[str, TaskLocation] = {}
+        self.shadowed: dict[str, TaskLocation] = {}
+        self._registered: dict[Path, set[Path]] = {}
+        for tasks_dir in self.dirs:
+            self._read(tasks_dir, builtin=builtin_dir is not None and tasks_dir == builtin_dir)
+
+    @classmethod
+    def discover(cls, extra_dir: Path | None = None) -> TaskRegistry:
+        """The built-in tasks plus `extra_dir` (default: `PSE_TASKS_DIR` when set).
+
+        Raises:
+            ConfigError: `extra_dir` was given but is not a directory.
+        """
+        if extra_dir is None and os.environ.get("PSE_TASKS_DIR"):
+            extra_dir = Path(os.environ["PSE_TASKS_DIR"])
+        builtin = builtin_tasks_dir()
+        dirs = [builtin]
+        if extra_dir is not None:
+            extra_dir = Path(extra_dir)
+            if not extra_dir.is_dir():
+                raise ConfigError(
+                    f"tasks directory {extra_dir} does not exist; create it (`pse new NAME` does) "
+                    "or fix PSE_TASKS_DIR / --tasks-dir"
+                )
+            if extra_dir.resolve() != builtin.resolve():
+                dirs.append(extra_dir)
+        return cls(dirs, builtin_dir=builtin)
+
+    def names(self) -> list[str]:
+        """Every registered task name, sorted."""
+        return sorted(self.locations)
+
+    def location(self, name: str) -> TaskLocation:
+        """Where a task lives. Raises TaskNotFoundError naming the available tasks."""
+        try:
+            return self.locations[name]
+        except KeyError:
+            available = ", ".join(self.names()) or "none"
+            raise TaskNotFoundError(
+                f"no task named {name!r}; available: {available}. Check the spelling, or point "
+                "PSE_TASKS_DIR / --tasks-dir at the directory that holds it"
+            ) from None
+
+    def get(self, name: str) -> Task:
+        """Load a task after validating it.
+
+        Raises:
+            TaskNotFoundError: no task of that name is registered.
+            ConfigError: the task has problems (all listed, as `pse validate` shows them).
+        """
+        location = self.location(name)
+        problems = task_problems(location)
+        config, _ = load_task_config(location)
+        if problems or config is None:
+            listed = "\n".join(f"  - {p}" for p in problems)
+            raise ConfigError(
+                f"task {name!r} is invalid:\n{listed}\nFix these, then check with `pse validate {name}`"
+            )
+        return Task(location, config)
+
+    def description(self, name: str) -> str:
+        """A task's one-line description, or a note saying why it cannot be read (for `pse list`)."""
+        config, problems = load_task_config(self.location(name))
+        return config.description if config is not None else f"(invalid: {len(problems)} problem(s))"
+
+    def _read(self, tasks_dir: Path, *, builtin: bool) -> None:
+        registry_file = tasks_dir / REGISTRY_FILE
+        registered: set[Path] = set()
+        if not registry_file.is_file():
+            self._registered[tasks_dir] = registered
+            if tasks_dir.is_dir() and any(tasks_dir.iterdir()):
+                self.problems.append(
+                    Problem(
+                        file=str(registry_file),
+                        message="tasks directory has no registry",
+                        fix="create it with one [tasks.NAME] table per task folder",
+                    )
+                )
+            return
+        try:
+            registry = RegistryFile.model_validate(read_toml(registry_file))
+        except ConfigError as exc:
+            self.problems.append(
+                Problem(file=str(registry_file), message=str(exc), fix="fix the TOML syntax")
+            )
+            return
+        except ValidationError as exc:
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"])
+                self.problems.append(
+                    Problem(
+                        file=str(registry_file),
+                        message=f"{where}: {err['msg']}",
+                        fix='each entry is [tasks.NAME] with an optional path = "FOLDER"',
+                    )
+                )
+            return
+        self._registered[tasks_dir] = registered
+        for name, entry in registry.tasks.items():
+            location = TaskLocation(
+                name=name, dir=tasks_dir / (entry.path or name), registry_file=registry_file, builtin=builtin
+            )
+            registered.add(location.dir.resolve())
+            if name in self.locations:
+                self.shadowed[name] = self.locations[name]
+            self.locations[name] = location
+
+
+def validate(registry_or_dirs: TaskRegistry | Sequence[Path], name: str | None = None) -> list[Problem]:
+    """Every problem of one task (`name`) or of every task and tasks directory, all at once.
+
+    Args:
+        registry_or_dirs: a registry, or the tasks directories to build one from (later ones win).
+        name: validate only this task (registry-level problems of its directory included).
+
+    Raises:
+        TaskNotFoundError: `name` is given but not registered.
+    """
+    registry = (
+        registry_or_dirs
+        if isinstance(registry_or_dirs, TaskRegistry)
+        else TaskRegistry(list(registry_or_dirs))
+    )
+    if name is not None:
+        location = registry.location(name)
+        registry_problems = [
+            p for p in registry.problems if Path(p.file).parent == location.registry_file.parent
+        ]
+        return registry_problems + task_problems(location)
+    problems = list(registry.problems)
+    for tasks_dir, registered in registry._registered.items():
+        problems += unregistered_folders(tasks_dir, registered, tasks_dir / REGISTRY_FILE)
+    for task_name in registry.names():
+        problems += task_problems(registry.locations[task_name])
+    return problems

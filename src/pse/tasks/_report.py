@@ -1,0 +1,36 @@
+"""Final report extraction: the deliverable a task names, as the text of the run's `report.md`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pse.tasks._task import Task
+
+__all__ = ["extract_report"]
+
+
+def extract_report(task: Task, workspace: Path, last_specialist_message: str | None) -> str | None:
+    """The run's report per the task's `[report]` spec, or None when there is none to take.
+
+    `report.file` reads that workspace file (None when missing, empty, or resolving outside the workspace).
+    `report.tag` takes the text between the last `<tag>` and `</tag>` of the Specialist's last report
+    (None when absent or empty). A task without `[report]` has no report.
+    """
+    spec = task.config.report
+    if spec is None:
+        return None
+    if spec.file is not None:
+        root = workspace.resolve()
+        path = (workspace / spec.file).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        return text + "\n" if text else None
+    if not last_specialist_message or spec.tag is None:
+        return None
+    tag = re.escape(spec.tag)
+    matches = re.findall(rf"<{tag}>(.*?)</{tag}>", last_specialist_message, flags=re.DOTALL | re.IGNORECASE)
+    if not matches or not matches[-1].strip():
+        return None
+    return matches[-1].strip() + "\n"

@@ -1,0 +1,437 @@
+"""The zero-LLM rules engine: declarative checks over a task's CSV/JSON data, summarised as JSON + Markdown.
+
+Nothing here imports or calls a model; `tests/test_rules.py` runs it in a fresh interpreter and asserts
+that no AutoGen or provider module was even imported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pse.exceptions import ConfigError
+from pse.tasks._rules_config import (
+    CountMatchRule,
+    EventAlignmentRule,
+    MissingFieldsRule,
+    OutliersRule,
+    Row,
+    Rule,
+    RulesFile,
+    Source,
+    ThresholdRule,
+    TimeGapsRule,
+    load_rows,
+    parse_time,
+    to_number,
+)
+
+if TYPE_CHECKING:
+    from pse.tasks._task import Task
+
+__all__ = ["Finding", "RulesSummary", "SourceInfo", "Window", "evaluate_rules", "load_rules", "run_rules"]
+
+Category = Literal["completeness", "consistency", "threshold", "distribution"]
+_CATEGORY: dict[str, Category] = {
+    "missing_fields": "completeness",
+    "time_gaps": "completeness",
+    "count_match": "consistency",
+    "event_alignment": "consistency",
+    "threshold": "threshold",
+    "outliers": "distribution",
+}
+_ITEM_CAP = 20  # items kept per finding in the JSON; the Markdown shows fewer
+_MD_WINDOWS = 3
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Window(_Model):
+    """A run of consecutive rows where a rule fired."""
+
+    start: str
+    end: str
+    rows: int
+    peak: float | None = None
+
+
+class Finding(_Model):
+    """What one rule found."""
+
+    rule: str
+    kind: str
+    category: Category
+    title: str
+    source: str
+    fired: bool
+    message: str
+    windows: list[Window] = Field(default_factory=list)
+    items: list[dict[str, Any]] = Field(default_factory=list, description="rule-specific details, capped")
+    items_total: int = 0
+
+
+class SourceInfo(_Model):
+    """A data source as the rules saw it."""
+
+    name: str
+    path: str
+    rows: int
+
+
+class RulesSummary(_Model):
+    """The rules engine's output (`rules_summary.json`); `to_markdown()` gives `rules_summary.md`."""
+
+    schema_version: int = 1
+    task: str
+    sources: list[SourceInfo]
+    findings: list[Finding]
+
+    @property
+    def fired(self) -> list[Finding]:
+        """The findings whose rule fired."""
+        return [f for f in self.findings if f.fired]
+
+    def to_markdown(self) -> str:
+        """A compact Markdown summary: one table row per rule, then the windows of the rules that fired."""
+        lines = [
+            f"# Rules summary: {self.task}",
+            "",
+            f"{len(self.findings)} rules over {len(self.sources)} sources "
+            f"({', '.join(f'{s.path}: {s.rows} rows' for s in self.sources)}); {len(self.fired)} fired.",
+            "",
+            "| rule | category | fired | finding |",
+            "|---|---|---|---|",
+        ]
+        for f in self.findings:
+            lines.append(f"| {f.rule} | {f.category} | {'yes' if f.fired else 'no'} | {f.message} |")
+        return "\n".join(lines) + "\n"
+
+
+def load_rules(path: Path) -> RulesFile:
+    """Parse and validate a `rules.toml`.
+
+    Raises:
+        ConfigError: the file is not valid TOML or not of the rules format (every problem listed).
+    """
+    from pse.tasks._task import read_toml  # local: _task imports this module lazily too
+
+    try:
+        return RulesFile.model_validate(read_toml(path))
+    except ValidationError as exc:
+        problems = "\n  ".join(
+            f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(
+            f"{path}: invalid rules file:\n  {problems}\nSee docs/tasks.md for the format."
+        ) from exc
+
+
+def evaluate_rules(rules: RulesFile, data_dir: Path, task_name: str) -> RulesSummary:
+    """Run every rule over the sources found under `data_dir` and return the summary (no files written)."""
+    rows = {name: load_rows(data_dir, source) for name, source in rules.sources.items()}
+    findings = [_evaluate(rule, rules.sources, rows) for rule in rules.rules]
+    infos = [SourceInfo(name=n, path=s.path, rows=len(rows[n])) for n, s in rules.sources.items()]
+    return RulesSummary(task=task_name, sources=infos, findings=findings)
+
+
+def run_rules(task: Task, out_dir: Path, data_dir: Path | None = None) -> RulesSummary:
+    """Run a task's rules and write `rules_summary.json` and `rules_summary.md` into `out_dir`.
+
+    Args:
+        task: a task with a `rules.toml`.
+        out_dir: where the two summary files go (created if needed).
+        data_dir: where the sources' paths are resolved (default: the task folder).
+
+    Raises:
+        ConfigError: the task has no rules, or its rules or data are invalid.
+    """
+    if task.rules_path is None:
+        raise ConfigError(
+            f"task {task.name!r} has no rules.toml; add one (see docs/tasks.md) or skip summarize"
+        )
+    summary = evaluate_rules(load_rules(task.rules_path), data_dir or task.dir, task.name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "rules_summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out_dir / "rules_summary.md").write_text(summary.to_markdown(), encoding="utf-8")
+    return summary
+
+
+# --- the rules -----------------------------------------------------------------------------------
+
+
+def _evaluate(rule: Rule, sources: dict[str, Source], rows: dict[str, list[Row]]) -> Finding:
+    src = sources[rule.source]
+    data = _sorted(rows[rule.source], src.timestamp)
+    title = rule.title or rule.id
+    base = {
+        "rule": rule.id,
+        "kind": rule.kind,
+        "category": _CATEGORY[rule.kind],
+        "title": title,
+        "source": rule.source,
+    }
+    match rule:
+        case MissingFieldsRule():
+            return _missing_fields(rule, data, src, base)
+        case TimeGapsRule():
+            return _time_gaps(rule, data, src, base)
+        case CountMatchRule():
+            other = sources[rule.other]
+            return _count_match(rule, data, src, rows[rule.other], other, base)
+        case EventAlignmentRule():
+            events = sources[rule.events]
+            return _event_alignment(
+                rule, data, src, _sorted(rows[rule.events], events.timestamp), events, base
+            )
+        case ThresholdRule():
+            return _threshold(rule, data, src, base)
+        case OutliersRule():
+            return _outliers(rule, data, src, base)
+    raise AssertionError(f"unhandled rule kind {rule.kind}")  # pragma: no cover - the union is exhaustive
+
+
+def _missing_fields(rule: MissingFieldsRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
+    counts: Counter[str] = Counter()
+    items: list[dict[str, Any]] = []
+    for index, row in enumerate(data):
+        absent = [f for f in rule.fields if row.get(f) is None or str(row.get(f)).strip() == ""]
+        counts.update(absent)
+        if absent:
+            items.append({"at": _where(row, index, src), "fields": absent})
+    if not items:
+        return Finding(**base, fired=False, message=f"all {len(data)} rows have {', '.join(rule.fields)}")
+    per_field = ", ".join(f"{name} missing in {n} row(s)" for name, n in sorted(counts.items()))
+    shown = ", ".join(str(i["at"]) for i in items[:_MD_WINDOWS])
+    return Finding(
+        **base,
+        fired=True,
+        message=f"{per_field} (at {shown}{_more(len(items))})",
+        items=items[:_ITEM_CAP],
+        items_total=len(items),
+    )
+
+
+def _time_gaps(rule: TimeGapsRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
+    stamped = [(t, row) for row in data if (t := parse_time(row.get(src.timestamp or ""))) is not None]
+    windows: list[Window] = []
+    for (t0, r0), (t1, r1) in itertools.pairwise(stamped):
+        gap = (t1 - t0).total_seconds()
+        if gap > rule.max_gap_s:
+            windows.append(
+                Window(start=str(r0[src.timestamp or ""]), end=str(r1[src.timestamp or ""]), rows=0, peak=gap)
+            )
+    if not windows:
+        return Finding(
+            **base, fired=False, message=f"no gap over {rule.max_gap_s:g} s in {len(stamped)} timestamps"
+        )
+    listed = "; ".join(f"{w.start} → {w.end} ({w.peak:g} s)" for w in windows[:_MD_WINDOWS])
+    return Finding(
+        **base,
+        fired=True,
+        windows=windows[:_ITEM_CAP],
+        items_total=len(windows),
+        message=f"{len(windows)} gap(s) over {rule.max_gap_s:g} s: {listed}{_more(len(windows))}",
+    )
+
+
+def _count_match(
+    rule: CountMatchRule,
+    data: list[Row],
+    src: Source,
+    other_rows: list[Row],
+    other: Source,
+    base: dict[str, Any],
+) -> Finding:
+    counted: Counter[int] = Counter()
+    for row in other_rows:
+        t = parse_time(row.get(other.timestamp or ""))
+        if t is not None and (rule.where is None or rule.where.holds(row)):
+            counted[int(t.timestamp() // rule.bucket_s)] += 1
+    items: list[dict[str, Any]] = []
+    flags: list[bool] = []
+    for row in data:
+        t, expected = parse_time(row.get(src.timestamp or "")), to_number(row.get(rule.column))
+        if t is None or expected is None:
+            flags.append(False)
+            continue
+        actual = counted[int(t.timestamp() // rule.bucket_s)]
+        off = abs(expected - actual) > max(rule.tolerance_abs, rule.tolerance_rel * abs(expected))
+        flags.append(off)
+        if off:
+            items.append(
+                {"at": str(row[src.timestamp or ""]), rule.column: expected, f"{rule.other}_count": actual}
+            )
+    what = f"{rule.source}.{rule.column} vs {rule.other} rows" + (
+        f" where {rule.where.describe()}" if rule.where else ""
+    )
+    if not items:
+        return Finding(**base, fired=False, message=f"{what} agree in all {len(data)} buckets")
+    windows = _windows(data, flags, src, None)
+    listed = "; ".join(f"{w.start} → {w.end}" for w in windows[:_MD_WINDOWS])
+    first = items[0]
+    return Finding(
+        **base,
+        fired=True,
+        windows=windows[:_ITEM_CAP],
+        items=items[:_ITEM_CAP],
+        items_total=len(items),
+        message=f"{what} disagree in {len(items)} bucket(s): {listed}{_more(len(windows))} "
+        f"(e.g. {first['at']}: {first[rule.column]:g} vs {first[f'{rule.other}_count']})",
+    )
+
+
+def _event_alignment(
+    rule: EventAlignmentRule,
+    data: list[Row],
+    src: Source,
+    events: list[Row],
+    ev_src: Source,
+    base: dict[str, Any],
+) -> Finding:
+    flags = [rule.condition.holds(row) for row in data]
+    windows = [w for w in _windows(data, flags, src, None) if w.rows >= rule.min_consecutive]
+    what = f"anomaly {rule.condition.describe()}"
+    if not windows:
+        return Finding(**base, fired=False, message=f"no {what} lasting {rule.min_consecutive}+ rows")
+    onset, end = parse_time(windows[0].start), parse_time(windows[-1].end)
+    assert onset is not None and end is not None  # windows are built from timestamped rows
+    items: list[dict[str, Any]] = []
+    for row in events:
+        at = parse_time(row.get(ev_src.timestamp or ""))
+        if at is None:
+            continue
+        offset = (at - onset).total_seconds() / 60
+        if -rule.window_min <= offset < 0:
+            position = f"{-offset:g} min before onset"
+        elif at <= end:
+            position = f"during the anomaly, {offset:g} min after onset" if offset >= 0 else ""
+        elif (at - end).total_seconds() / 60 <= rule.window_min:
+            position = "after the anomaly ended"
+        else:
+            continue
+        if position:
+            items.append(
+                {
+                    "event": str(row.get(rule.label)),
+                    "at": str(row[ev_src.timestamp or ""]),
+                    "position": position,
+                    "offset_min": round(offset, 1),
+                }
+            )
+    span = f"{what} from {windows[0].start} to {windows[-1].end}"
+    if not items:
+        return Finding(
+            **base, fired=False, message=f"{span}; no {rule.events} event within {rule.window_min:g} min"
+        )
+    listed = "; ".join(f"{i['event']} at {i['at']}: {i['position']}" for i in items[: _MD_WINDOWS + 2])
+    return Finding(
+        **base,
+        fired=True,
+        windows=windows[:1],
+        items=items[:_ITEM_CAP],
+        items_total=len(items),
+        message=f"{span}; {listed}{_more(len(items), _MD_WINDOWS + 2)}",
+    )
+
+
+def _threshold(rule: ThresholdRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
+    cond = rule.condition()
+    flags = [cond.holds(row) for row in data]
+    high = rule.op in (">", ">=")
+    windows = [w for w in _windows(data, flags, src, rule.column, high) if w.rows >= rule.min_consecutive]
+    if not windows:
+        return Finding(**base, fired=False, message=f"{cond.describe()} never holds ({len(data)} rows)")
+    rows = sum(w.rows for w in windows)
+    listed = "; ".join(f"{w.start} → {w.end} ({w.rows} rows, peak {w.peak:g})" for w in windows[:_MD_WINDOWS])
+    return Finding(
+        **base,
+        fired=True,
+        windows=windows[:_ITEM_CAP],
+        items_total=len(windows),
+        message=f"{cond.describe()} in {rows} rows, {len(windows)} window(s): {listed}{_more(len(windows))}",
+    )
+
+
+def _outliers(rule: OutliersRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
+    values = [v for row in data if (v := to_number(row.get(rule.column))) is not None]
+    if len(values) < 3:
+        return Finding(**base, fired=False, message=f"too few numeric {rule.column} values ({len(values)})")
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    # MAD is 0 when most values are equal; fall back to the mean absolute deviation (scaled to match).
+    scale = mad / 0.6745 if mad > 0 else statistics.fmean(abs(v - median) for v in values) * 1.2533
+    if scale == 0:
+        return Finding(**base, fired=False, message=f"all {rule.column} values equal {median:g}")
+
+    def is_outlier(row: Row) -> bool:
+        v = to_number(row.get(rule.column))
+        if v is None:
+            return False
+        z = (v - median) / scale
+        return {"both": abs(z) > rule.z, "high": z > rule.z, "low": z < -rule.z}[rule.direction]
+
+    flags = [is_outlier(row) for row in data]
+    stats = f"median {median:g}, MAD {mad:g}, |z| > {rule.z:g}"
+    if not any(flags):
+        return Finding(**base, fired=False, message=f"no {rule.column} outlier ({stats})")
+    windows = _windows(data, flags, src, rule.column, rule.direction != "low")
+    listed = "; ".join(f"{w.start} → {w.end} ({w.rows} rows, peak {w.peak:g})" for w in windows[:_MD_WINDOWS])
+    return Finding(
+        **base,
+        fired=True,
+        windows=windows[:_ITEM_CAP],
+        items_total=len(windows),
+        message=f"{sum(flags)} {rule.column} outlier(s) ({stats}): {listed}{_more(len(windows))}",
+    )
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _sorted(rows: list[Row], timestamp: str | None) -> list[Row]:
+    if timestamp is None:
+        return rows
+    stamped = [(parse_time(row.get(timestamp)), i, row) for i, row in enumerate(rows)]
+    # Rows without a parseable time keep their place at the end; completeness rules report them.
+    return [row for t, _, row in sorted(stamped, key=lambda x: (x[0] is None, x[0] or 0, x[1]))]  # type: ignore[operator]
+
+
+def _where(row: Row, index: int, src: Source) -> str:
+    if src.timestamp and row.get(src.timestamp):
+        return str(row[src.timestamp])
+    return f"row {index + 1}"
+
+
+def _windows(
+    data: list[Row], flags: list[bool], src: Source, column: str | None, high: bool = True
+) -> list[Window]:
+    windows: list[Window] = []
+    start: int | None = None
+    for index, flag in enumerate([*flags, False]):
+        if flag and start is None:
+            start = index
+        elif not flag and start is not None:
+            chunk = data[start:index]
+            values = [v for row in chunk if column and (v := to_number(row.get(column))) is not None]
+            peak = (max(values) if high else min(values)) if values else None
+            windows.append(
+                Window(
+                    start=_where(chunk[0], start, src),
+                    end=_where(chunk[-1], index - 1, src),
+                    rows=len(chunk),
+                    peak=peak,
+                )
+            )
+            start = None
+    return windows
+
+
+def _more(total: int, shown: int = _MD_WINDOWS) -> str:
+    return f" … and {total - shown} more" if total > shown else ""

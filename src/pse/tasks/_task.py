@@ -1,0 +1,249 @@
+"""One task: its folder, its typed config, its prompts, and how it seeds a run workspace."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pse.config import ROLES
+from pse.exceptions import ConfigError, UserError
+from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
+from pse.tasks._paths import prompts_dir
+
+__all__ = [
+    "Problem",
+    "Task",
+    "TaskLocation",
+    "base_prompt",
+    "protocol_prompt",
+    "read_toml",
+    "role_file",
+]
+
+TASK_FILE = "task.toml"
+RULES_FILE = "rules.toml"
+DEFAULT_CASSETTE = "cassette.json"
+RULES_SUMMARY_FILES = ("rules_summary.json", "rules_summary.md")
+_SEED_LISTING_CAP = 30
+
+
+class Problem(BaseModel):
+    """One thing `validate` found wrong: where, what, and how to fix it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.message}\n    fix: {self.fix}"
+
+
+@dataclass(frozen=True)
+class TaskLocation:
+    """Where a registry says a task lives (the folder may not exist: `validate` reports that)."""
+
+    name: str
+    dir: Path
+    registry_file: Path
+    builtin: bool
+
+
+def role_file(role: str) -> str:
+    """The prompt file name of a role (`Planner` -> `planner.md`)."""
+    canonical = {r.lower(): r for r in ROLES}.get(role.lower())
+    if canonical is None:
+        raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+    return f"{canonical.lower()}.md"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML file, turning a syntax error into a ConfigError that names the file and line."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+
+
+def base_prompt(role: str) -> str:
+    """The base prompt shared by every task for one role (`prompts/<role>.md`)."""
+    return (prompts_dir() / role_file(role)).read_text(encoding="utf-8").strip()
+
+
+def protocol_prompt() -> str:
+    """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`)."""
+    return (prompts_dir() / "protocol.md").read_text(encoding="utf-8").strip()
+
+
+class Task:
+    """A loaded, valid task. Build one through `TaskRegistry.get`, which validates it first."""
+
+    def __init__(self, location: TaskLocation, config: TaskConfig) -> None:
+        self.name = location.name
+        self.dir = location.dir
+        self.builtin = location.builtin
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"Task(name={self.name!r}, dir={str(self.dir)!r})"
+
+    # --- files ------------------------------------------------------------------------------
+    @property
+    def cassette_path(self) -> Path | None:
+        """The default cassette: the configured one, else `cassette.json` when present, else None."""
+        if self.config.cassette is not None:
+            return self.dir / self.config.cassette
+        default = self.dir / DEFAULT_CASSETTE
+        return default if default.is_file() else None
+
+    @property
+    def rules_path(self) -> Path | None:
+        """The task's `rules.toml`, or None when it has no rules."""
+        path = self.dir / RULES_FILE
+        return path if path.is_file() else None
+
+    @property
+    def knowledge_dir(self) -> Path | None:
+        """The task's `knowledge/` folder for `search_knowledge`, or None."""
+        path = self.dir / "knowledge"
+        return path if path.is_dir() else None
+
+    # --- prompts ----------------------------------------------------------------------------
+    def role_prompt(self, role: str) -> str:
+        """The task's own prompt for a role (`planner.md`, `specialist.md` or `evaluator.md`)."""
+        return (self.dir / role_file(role)).read_text(encoding="utf-8").strip()
+
+    def system_prompt(self, role: str) -> str:
+        """Protocol + base role prompt + the task's role prompt (the engine appends the role's tools)."""
+        return "\n\n".join((protocol_prompt(), base_prompt(role), self.role_prompt(role))) + "\n"
+
+    # --- inputs and the opening message ----------------------------------------------------
+    def resolve_inputs(self, inputs: dict[str, str] | None = None) -> dict[str, str]:
+        """Fill defaults and reject unknown or missing inputs.
+
+        Raises:
+            UserError: an input is not declared by the task, or a required one is missing.
+        """
+        given = dict(inputs or {})
+        declared = self.config.inputs
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            known = ", ".join(sorted(declared)) or "none"
+            raise UserError(f"task {self.name!r} has no input(s) {unknown}; its inputs are: {known}")
+        resolved: dict[str, str] = {}
+        for name, spec in declared.items():
+            if name in given:
+                resolved[name] = given[name]
+            elif spec.default is not None:
+                resolved[name] = spec.default
+            elif spec.required:
+                raise UserError(
+                    f"task {self.name!r} needs input {name!r} ({spec.description}); pass --input {name}=VALUE"
+                )
+        return resolved
+
+    def seed_listing(self) -> list[str]:
+        """Workspace-relative paths `seed_workspace` will create (sorted; deterministic)."""
+        files: list[str] = []
+        for item in self.config.seed:
+            source = self.dir / item
+            if source.is_dir():
+                files += [
+                    p.relative_to(self.dir).as_posix()
+                    for p in source.rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts
+                ]
+            else:
+                files.append(item)
+        if self.rules_path is not None:
+            files += RULES_SUMMARY_FILES
+        if self.config.inputs:
+            files.append("inputs.json")
+        return sorted(set(files))
+
+    def task_message(self, inputs: dict[str, str] | None = None, rules_summary: str | None = None) -> str:
+        """The run's opening message: goal, inputs, workspace files, expected outputs, checks, rules summary.
+
+        Deterministic and free of absolute paths, run ids and times, so a cassette recorded with request
+        digests replays in any later run.
+        """
+        resolved = self.resolve_inputs(inputs)
+        parts = [f"# Task: {self.name}", "## Goal\n" + self.config.goal.strip()]
+        if resolved:
+            parts.append("## Inputs\n" + "\n".join(f"- {k}: {v}" for k, v in sorted(resolved.items())))
+        listing = self.seed_listing()
+        if listing:
+            shown = listing[:_SEED_LISTING_CAP]
+            more = len(listing) - len(shown)
+            lines = [f"- {path}" for path in shown] + ([f"- … and {more} more"] if more else [])
+            parts.append("## Files already in the workspace\n" + "\n".join(lines))
+        if self.config.expected_outputs:
+            parts.append(
+                "## Expected outputs (workspace paths)\n"
+                + "\n".join(f"- {path}" for path in self.config.expected_outputs)
+            )
+        if self.config.required_checks:
+            parts.append(
+                "## Required checks (the Evaluator must run each, and its last run must succeed)\n"
+                + "\n".join(f"- {_check_call(name)}" for name in self.config.required_checks)
+            )
+        if rules_summary:
+            parts.append("## Rules summary (computed without a model)\n" + rules_summary.strip())
+        return "\n\n".join(parts) + "\n"
+
+    # --- the run workspace -----------------------------------------------------------------
+    def seed_workspace(self, workspace: Path, inputs: dict[str, str] | None = None) -> list[str]:
+        """Copy the seed files into `workspace`; write `inputs.json` and the rules summary if present.
+
+        Returns:
+            The workspace-relative paths written, sorted.
+        """
+        from pse.tasks._rules import run_rules  # local: the rules engine imports this module
+
+        resolved = self.resolve_inputs(inputs)
+        workspace.mkdir(parents=True, exist_ok=True)
+        for item in self.config.seed:
+            source, target = self.dir / item, workspace / item
+            if source.is_dir():
+                shutil.copytree(
+                    source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            elif source.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+            else:
+                raise ConfigError(
+                    f"{self.dir / TASK_FILE}: seed path {item!r} does not exist in the task folder"
+                )
+        if self.config.inputs:
+            (workspace / "inputs.json").write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
+        if self.rules_path is not None:
+            run_rules(self, workspace)
+        return self.seed_listing()
+
+    def resolved_checks(self) -> dict[str, str]:
+        """Declared checks with `{python}` (this interpreter) and `{task_dir}` filled in, shell-quoted."""
+        python, task_dir = shlex.quote(sys.executable), shlex.quote(str(self.dir))
+        return {
+            name: command.replace("{python}", python).replace("{task_dir}", task_dir)
+            for name, command in self.config.checks.items()
+        }
+
+    def required_tools(self) -> dict[str, str]:
+        """Each required check -> the tool the Evaluator must call (run_pytest, run_ruff or run_check)."""
+        return {name: BUILTIN_CHECKS.get(name, "run_check") for name in self.config.required_checks}
+
+
+def _check_call(name: str) -> str:
+    tool = BUILTIN_CHECKS.get(name)
+    return f'{name}: run_check(name="{name}")' if tool is None else f"{name}: {tool}"
