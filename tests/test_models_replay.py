@@ -1,0 +1,189 @@
+"""Record a real exchange through a stand-in, replay it offline; strict replay; secrets; prices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_core.models import AssistantMessage, LLMMessage, RequestUsage, SystemMessage, UserMessage
+
+from pse.config import Price, load_settings
+from pse.exceptions import ReplayMismatchError
+from pse.models import (
+    Cassette,
+    CassettePlayer,
+    CassetteRecorder,
+    Cost,
+    RecordingChatCompletionClient,
+    create_model_client,
+    price_of,
+)
+from standins import ChatStandIn, Reply
+
+KEY = "sk-live-abcdefghijklmnopqrstuvwx"
+SYSTEM = "You are the Specialist.\nWork inside the workspace.\nReport artifacts."
+
+
+def _conversation(task: str = "Implement quicksort.") -> dict[str, list[LLMMessage]]:
+    return {
+        "Planner": [SystemMessage(content="You are the Planner."), UserMessage(content=task, source="user")],
+        "Specialist": [
+            SystemMessage(content=SYSTEM),
+            UserMessage(content="<plan>S1</plan>", source="Planner"),
+        ],
+    }
+
+
+async def _record(tmp_path: Path) -> tuple[Path, list[tuple[str, str, RequestUsage]]]:
+    """Run Planner, Specialist, Specialist against a stand-in with recording on; return the cassette path."""
+    path = tmp_path / "recorded.json"
+    recorder = CassetteRecorder(path)
+    seen: list[tuple[str, str, RequestUsage]] = []
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(
+            Reply(content="<plan>S1</plan>", usage=(40, 6)),
+            Reply(content="<tool_calls>write</tool_calls>", usage=(55, 9)),
+            Reply(content=f"Done; the key was {KEY} and sk-other-0123456789abcdefgh", usage=(70, 12)),
+        )
+        settings = load_settings(provider="openai", model="gpt-x", base_url=stand_in.url, api_key=KEY)
+        clients = {
+            role: create_model_client(settings, role, recorder=recorder) for role in ("Planner", "Specialist")
+        }
+        asks = _conversation()
+        for role in ("Planner", "Specialist", "Specialist"):
+            result = await clients[role].create(asks[role])
+            assert isinstance(result.content, str)
+            seen.append((role, result.content, result.usage))
+        for client in clients.values():
+            await client.close()
+        assert len(stand_in.requests) == 3
+    assert recorder.save() == path
+    return path, seen
+
+
+async def test_record_then_replay_offline_gives_identical_replies_and_usage(tmp_path: Path) -> None:
+    path, seen = await _record(tmp_path)
+    # A new run: a fresh player from the file, scripted clients, no server anywhere.
+    player = CassettePlayer.from_file(path, strict=True)
+    settings = load_settings(provider="scripted", cassette=path)
+    clients = {role: create_model_client(settings, role, player=player) for role in ("Planner", "Specialist")}
+    asks = _conversation()
+    replayed = []
+    for role in ("Planner", "Specialist", "Specialist"):
+        result = await clients[role].create(asks[role])
+        assert isinstance(result.content, str)
+        replayed.append((role, result.content, result.usage))
+    scrubbed = "Done; the key was *** and ***"
+    assert replayed == [*seen[:2], ("Specialist", scrubbed, RequestUsage(70, 12))]
+    assert seen[2][1] != scrubbed  # the live run saw the real text; only the cassette is scrubbed
+    assert player.positions == {"Planner": 1, "Specialist": 2, "Evaluator": 0}
+
+
+async def test_a_recorded_cassette_holds_no_secret_and_says_what_was_asked(tmp_path: Path) -> None:
+    path, _ = await _record(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert KEY not in text and "sk-other" not in text and "authorization" not in text.lower()
+    turn = Cassette.from_file(path).turns[1]
+    assert turn.role == "Specialist" and turn.usage is not None and turn.usage.prompt_tokens == 55
+    assert turn.request is not None and turn.request.excerpt == "<plan>S1</plan>"
+    assert [m.speaker for m in turn.request.messages] == ["system", "user:Planner"]
+    assert turn.request.messages[0].chars == len(SYSTEM)
+
+
+async def test_a_changed_prompt_fails_strict_replay_with_a_diff(tmp_path: Path) -> None:
+    path, _ = await _record(tmp_path)
+    player = CassettePlayer.from_file(path, strict=True)
+    planner = create_model_client(load_settings(), "Planner", player=player)
+    with pytest.raises(ReplayMismatchError) as info:
+        await planner.create(_conversation(task="Implement mergesort.")["Planner"])
+    message = str(info.value)
+    assert f"strict replay of {path}: Planner's turn 1 was recorded for a different request" in message
+    assert "message 2 (user:user) changed: 20 chars recorded, 20 now" in message
+    assert "-Implement quicksort." in message and "+Implement mergesort." in message
+    assert "message 1" not in message  # the unchanged system message is not blamed
+    assert player.positions["Planner"] == 0  # a mismatch consumes nothing
+
+
+async def test_diff_names_an_added_message_and_a_changed_speaker(tmp_path: Path) -> None:
+    path, _ = await _record(tmp_path)
+    player = CassettePlayer.from_file(path)
+    specialist = create_model_client(load_settings(), "Specialist", player=player)
+    ask = [
+        SystemMessage(content=SYSTEM),
+        AssistantMessage(content="<plan>S1</plan>", source="Planner"),
+        UserMessage(content="extra", source="ToolAgent"),
+    ]
+    with pytest.raises(ReplayMismatchError) as info:
+        await specialist.create(ask)
+    message = str(info.value)
+    assert "recorded request had 2 message(s), this one has 3" in message
+    assert "message 2: speaker was user:Planner, now assistant:Planner" in message
+    assert "message 3 (user:ToolAgent) is new: 'extra'" in message
+
+
+async def test_non_strict_replay_and_hand_written_turns_are_not_compared(tmp_path: Path) -> None:
+    path, _ = await _record(tmp_path)
+    loose = CassettePlayer.from_file(path, strict=False)
+    result = await create_model_client(load_settings(), "Planner", player=loose).create(
+        [UserMessage(content="anything at all", source="user")]
+    )
+    assert result.content == "<plan>S1</plan>"
+    by_hand = CassettePlayer(
+        Cassette.model_validate({"turns": [{"role": "Planner", "content": "hand"}]}), strict=True
+    )
+    result = await create_model_client(load_settings(), "Planner", player=by_hand).create(
+        [UserMessage(content="whatever", source="user")]
+    )
+    assert result.content == "hand"
+
+
+async def test_recording_a_stream_records_the_final_result(tmp_path: Path) -> None:
+    recorder = CassetteRecorder(tmp_path / "s.json")
+    with ChatStandIn("ollama") as stand_in:
+        stand_in.script(Reply(content="streamed answer here", usage=(30, 3)))
+        settings = load_settings(provider="ollama", model="qwen3:8b", base_url=stand_in.url)
+        client = create_model_client(settings, "Evaluator", recorder=recorder)
+        assert isinstance(client, RecordingChatCompletionClient)
+        items = [i async for i in client.create_stream([UserMessage(content="check", source="user")])]
+        await client.close()
+    assert "".join(i for i in items if isinstance(i, str)) == "streamed answer here"
+    [turn] = recorder.cassette.turns
+    assert (turn.role, turn.content, turn.usage) == ("Evaluator", "streamed answer here", turn.usage)
+    assert turn.usage is not None and (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (30, 3)
+
+
+async def test_assistant_agent_reports_the_scripted_usage_as_models_usage() -> None:
+    cassette = Cassette.model_validate(
+        {
+            "turns": [
+                {
+                    "role": "Planner",
+                    "content": "<plan/>",
+                    "usage": {"prompt_tokens": 812, "completion_tokens": 95},
+                }
+            ]
+        }
+    )
+    client = create_model_client(load_settings(), "Planner", player=CassettePlayer(cassette))
+    agent = AssistantAgent("Planner", model_client=client, system_message="You plan.")
+    result = await agent.run(task="Sort a list.")
+    last = result.messages[-1]
+    assert last.source == "Planner" and last.models_usage == RequestUsage(812, 95)
+    assert [m.content for m in client.requests[0]] == ["You plan.", "Sort a list."]  # type: ignore[attr-defined]
+
+
+def test_price_of_computes_cost_per_million_and_flags_unpriced_models() -> None:
+    prices = {"gpt-4o": Price(input=2.5, output=10), "qwen3": Price(input=0.1, output=0.2, currency="EUR")}
+    settings = load_settings(prices=prices)
+    assert price_of(settings, "gpt-4o", 1_000_000, 500_000) == Cost(7.5, "USD", True)
+    assert price_of(settings, "openrouter/gpt-4o", 2_000, 0) == Cost(0.005, "USD", True)
+    assert price_of(settings, "qwen3:8b", 1_000_000, 1_000_000) == Cost(pytest.approx(0.3), "EUR", True)
+    assert price_of(settings, "mystery-model", 10, 10) == Cost(0.0, "USD", False)
+
+
+def test_prices_come_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PSE_PRICES", json.dumps({"deepseek-chat": {"input": 0.27, "output": 1.1}}))
+    amount, currency, priced = price_of(load_settings(), "deepseek-chat", 1_000_000, 0)
+    assert (amount, currency, priced) == (0.27, "USD", True)
