@@ -211,14 +211,20 @@ def test_cassette_round_trips_through_a_file_atomically(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["c.json"]  # no temp file left behind
 
 
-async def test_factory_builds_scripted_clients_from_the_shared_player() -> None:
+async def test_factory_builds_scripted_clients_from_the_shared_player(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     settings = load_settings()
+    assert settings.model_spec(
+        "Planner"
+    ).provider_was_defaulted  # the CLI announces it; the factory stays quiet
     player = _player(("Planner", "P1"), ("Evaluator", "E1"))
     planner = create_model_client(settings, "Planner", player=player)
     evaluator = create_model_client(settings, "Evaluator", player=player)
     assert isinstance(planner, ScriptedChatCompletionClient) and planner.player is player
     assert (await evaluator.create([UserMessage(content="x", source="u")])).content == "E1"
     assert player.positions["Evaluator"] == 1
+    assert capsys.readouterr() == ("", "")
 
 
 async def test_factory_loads_the_cassette_setting_when_given_no_player(tmp_path: Path) -> None:
