@@ -1,0 +1,48 @@
+"""The loop engine: cycles, verdict gates, retries, budgets, step_buffer, the state machine and the trace."""
+
+from pse.engine._engine import Engine, new_run_id
+from pse.engine._escalation import build_escalation, write_escalation
+from pse.engine._gates import CHECK_TOOLS, evaluate_gates
+from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
+from pse.engine._state import TERMINAL, IllegalTransition, State, check_transition
+from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
+from pse.engine._trace import (
+    TRACE_SCHEMA_VERSION,
+    Cost,
+    CycleRecord,
+    RunTokens,
+    Trace,
+    load_trace,
+    prune_runs,
+    trace_schema,
+    write_trace,
+)
+
+__all__ = [
+    "CHECK_TOOLS",
+    "TERMINAL",
+    "TRACE_SCHEMA_VERSION",
+    "Cost",
+    "CycleRecord",
+    "Engine",
+    "IllegalTransition",
+    "PriceFn",
+    "RunSetup",
+    "RunTokens",
+    "State",
+    "ToolRuntime",
+    "Trace",
+    "artifact_list",
+    "build_escalation",
+    "check_transition",
+    "evaluate_gates",
+    "fit_to_tokens",
+    "load_trace",
+    "new_run_id",
+    "prune_runs",
+    "replan_packet",
+    "revise_packet",
+    "trace_schema",
+    "write_escalation",
+    "write_trace",
+]

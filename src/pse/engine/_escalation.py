@@ -1,0 +1,90 @@
+"""The escalation record: what a person needs when a run ends ESCALATED.
+
+It lists the last artifacts, the last verdict, every criterion that ever failed with how many times
+and its last finding, what passed, and any `<blocked>` reason: enough to decide without reading the
+whole trace. Written as `escalation.json` (for tools) and `escalation.md` (for people).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pse.engine._step_buffer import artifact_list
+from pse.engine._trace import Trace
+
+__all__ = ["build_escalation", "write_escalation"]
+
+
+def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
+    """Collect the escalation record from a finished trace."""
+    failed: Counter[str] = Counter()
+    last_finding: dict[str, str] = {}
+    for cycle in trace.cycles:
+        for crit in cycle.verdict.criteria if cycle.verdict else []:
+            if not crit.met:
+                failed[crit.id] += 1
+                last_finding[crit.id] = crit.finding
+    last = next((c for c in reversed(trace.cycles) if c.verdict is not None), None)
+    blocked = next((c.blocked for c in reversed(trace.cycles) if c.blocked is not None), None)
+    plan_text = {c.id: c.text for c in (trace.plan.criteria if trace.plan else [])}
+    return {
+        "run_id": trace.run_id,
+        "task": trace.task,
+        "reason": trace.outcome_reason,
+        "cycles": len(trace.cycles),
+        "goal": trace.plan.goal if trace.plan else None,
+        "blocked": blocked.model_dump() if blocked else None,
+        "last_verdict": last.verdict.model_dump() if last and last.verdict else None,
+        "last_gate_failures": last.gate.failures if last else [],
+        "failed_criteria": [
+            {
+                "id": cid,
+                "criterion": plan_text.get(cid, ""),
+                "times_failed": n,
+                "last_finding": last_finding[cid],
+            }
+            for cid, n in failed.most_common()
+        ],
+        "passed_criteria": [c.id for c in (last.verdict.criteria if last and last.verdict else []) if c.met],
+        "artifacts": artifact_list(workspace),
+    }
+
+
+def _markdown(record: dict[str, Any]) -> str:
+    lines = [
+        f"# Escalation: {record['task']} run {record['run_id']}",
+        "",
+        f"**Why:** {record['reason']}  ",
+        f"**Cycles:** {record['cycles']}  ",
+        f"**Goal:** {record['goal'] or '(no plan was fixed)'}",
+        "",
+    ]
+    if record["blocked"]:
+        b = record["blocked"]
+        lines += [f"**Blocked by {b['role']}** ({b['reason_code']}): {b['detail']}", ""]
+    lines.append("## Failed criteria")
+    lines += [
+        f"- **{f['id']}** ({f['criterion']}) failed {f['times_failed']}×; last: {f['last_finding']}"
+        for f in record["failed_criteria"]
+    ] or ["- none"]
+    lines += [
+        "",
+        "## Passed in the last verdict",
+        *([f"- {c}" for c in record["passed_criteria"]] or ["- none"]),
+    ]
+    if record["last_gate_failures"]:
+        lines += ["", "## Hard gate failures (last cycle)", *[f"- {g}" for g in record["last_gate_failures"]]]
+    lines += ["", "## Last artifacts", *([f"- {a}" for a in record["artifacts"]] or ["- none"]), ""]
+    return "\n".join(lines)
+
+
+def write_escalation(trace: Trace, run_dir: Path, workspace: Path) -> Path:
+    """Write escalation.json and escalation.md into the run folder; return the JSON's path."""
+    record = build_escalation(trace, workspace)
+    path = run_dir / "escalation.json"
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (run_dir / "escalation.md").write_text(_markdown(record), encoding="utf-8")
+    return path

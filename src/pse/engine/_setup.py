@@ -1,0 +1,63 @@
+"""What the engine needs for one run, wired by the runner. Interfaces, not implementations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from autogen_agentchat.base import ChatAgent
+
+from pse.config import Settings
+from pse.events import Event, ToolCallRecord
+from pse.exceptions import RunFailure
+from pse.team import RoleSetup
+
+__all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
+
+
+class ToolRuntime(Protocol):
+    """The part of the ToolAgent's executor the engine uses."""
+
+    @property
+    def records(self) -> Sequence[ToolCallRecord]:
+        """Every tool decision so far, in order (the audit)."""
+        ...
+
+    @property
+    def infrastructure_error(self) -> RunFailure | None:
+        """Set when the sandbox itself failed; the run must end as ERROR."""
+        ...
+
+    def new_cycle(self) -> None:
+        """Reset the per-cycle call budgets."""
+        ...
+
+
+class PriceFn(Protocol):
+    """Money for some tokens of one role's model: (amount, currency, priced)."""
+
+    def __call__(self, role: str, prompt_tokens: int, completion_tokens: int) -> tuple[float, str, bool]: ...
+
+
+@dataclass
+class RunSetup:
+    """Everything one run is made of. The runner builds it; the engine only uses it."""
+
+    run_id: str
+    task: str
+    task_message: str
+    roles: Sequence[RoleSetup]
+    tool_agent: ChatAgent
+    tools: ToolRuntime
+    workspace: Path
+    run_dir: Path
+    settings: Settings
+    required_checks: Sequence[str] = ()
+    expected_outputs: Sequence[str] = ()
+    inputs: dict[str, str] = field(default_factory=dict)
+    price: PriceFn | None = None
+    model_names: dict[str, str] = field(default_factory=dict)
+    positions: Callable[[], dict[str, int]] | None = None
+    on_event: Callable[[Event], None] | None = None

@@ -1,0 +1,113 @@
+"""step_buffer: the only thing that crosses from one cycle to the next, built from structured data and capped.
+
+Every cycle starts from fresh agents. A PARTIAL sends the Specialist the fixed plan, the failed criteria
+with the Evaluator's findings, the gate failures and the artifact list; a FAIL sends the Planner the
+failure reason. The packet is capped at `PSE_STEP_BUFFER_TOKENS` (counted with `pse.tokens`), trimming the
+least useful parts first, so a retry costs the same number of prompt tokens however many came before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pse.events import GateRecord, PlanRecord, VerdictRecord
+from pse.protocol import render_plan
+from pse.tokens import count_tokens
+
+__all__ = ["artifact_list", "fit_to_tokens", "replan_packet", "revise_packet"]
+
+_MAX_ARTIFACTS = 50
+_TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
+
+
+def artifact_list(workspace: Path) -> list[str]:
+    """Files in the workspace as `relative/path (N bytes)`, sorted; caches and hidden folders skipped."""
+    entries: list[str] = []
+    if not workspace.is_dir():
+        return entries
+    for path in sorted(workspace.rglob("*")):
+        rel = path.relative_to(workspace)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts) or not path.is_file():
+            continue
+        entries.append(f"{rel.as_posix()} ({path.stat().st_size} bytes)")
+    return entries
+
+
+def fit_to_tokens(text: str, cap: int) -> str:
+    """Cut `text` to at most `cap` tokens, with a visible marker when it was cut."""
+    if count_tokens(text) <= cap:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # longest prefix that fits together with the marker
+        mid = (low + high + 1) // 2
+        if count_tokens(text[:mid] + _TRIM_MARKER) <= cap:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low] + _TRIM_MARKER
+
+
+def _criterion_text(plan: PlanRecord, cid: str) -> str:
+    return next((c.text for c in plan.criteria if c.id == cid), "not in the plan")
+
+
+def _build(sections: Sequence[str]) -> str:
+    return "\n\n".join(s for s in sections if s)
+
+
+def revise_packet(
+    *,
+    cycle: int,
+    plan: PlanRecord,
+    verdict: VerdictRecord | None,
+    gate: GateRecord,
+    artifacts: Sequence[str],
+    cap: int,
+) -> str:
+    """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL)."""
+    status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
+    head = (
+        f"## Revision request (cycle {cycle})\n"
+        f"The Evaluator's review came back {status}. The plan below is fixed: do not change its criteria.\n"
+        "Fix what failed, keep what passed, then report as before."
+    )
+    failed = [c for c in (verdict.criteria if verdict else []) if not c.met]
+    findings_full = [f"- {c.id} ({_criterion_text(plan, c.id)}): {c.finding}" for c in failed]
+    summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
+    gates = ["Hard gate failures:", *(f"- {f}" for f in gate.failures)] if gate.failures else []
+    shown = list(artifacts[:_MAX_ARTIFACTS])
+    if len(artifacts) > _MAX_ARTIFACTS:
+        shown.append(f"… and {len(artifacts) - _MAX_ARTIFACTS} more")
+    arts = ["Workspace artifacts:", *(f"- {a}" for a in shown)] if shown else ["Workspace artifacts: none"]
+
+    def assemble(findings: list[str], artifacts_block: list[str]) -> str:
+        crit = ["Failed criteria:", *findings] if findings else []
+        return _build(
+            [head, render_plan(plan), "\n".join(crit), summary, "\n".join(gates), "\n".join(artifacts_block)]
+        )
+
+    packet = assemble(findings_full, arts)
+    if count_tokens(packet) > cap:  # trim the least useful parts first
+        packet = assemble([f[:300] for f in findings_full], arts[:11])
+    if count_tokens(packet) > cap:
+        packet = assemble([f[:300] for f in findings_full], [])
+    return fit_to_tokens(packet, cap)
+
+
+def replan_packet(
+    *, cycle: int, reason: str, verdict: VerdictRecord | None, plan: PlanRecord | None, cap: int
+) -> str:
+    """The Planner's packet after a FAIL (or a PARTIAL over its retry cap)."""
+    head = (
+        f"## Re-plan request (cycle {cycle})\n"
+        f"The previous plan did not succeed: {reason}\n"
+        "Write a new plan for the original goal above. You may change the steps and the criteria."
+    )
+    failed = [c for c in (verdict.criteria if verdict else []) if not c.met]
+    lines = ["What failed last time:"] + [
+        f"- {c.id} ({_criterion_text(plan, c.id) if plan else ''}): {c.finding}" for c in failed
+    ]
+    summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
+    packet = _build([head, "\n".join(lines) if failed else "", summary])
+    return fit_to_tokens(packet, cap)

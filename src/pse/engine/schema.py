@@ -1,0 +1,8 @@
+"""Print the trace JSON Schema: `python -m pse.engine.schema > src/pse/engine/trace.schema.json`."""
+
+import json
+
+from pse.engine._trace import trace_schema
+
+if __name__ == "__main__":
+    print(json.dumps(trace_schema(), indent=2))

@@ -1,0 +1,232 @@
+"""The engine's pure parts: state table, hard gates, step_buffer, trace file and schema, pruning."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pse.engine import (
+    IllegalTransition,
+    State,
+    Trace,
+    check_transition,
+    evaluate_gates,
+    fit_to_tokens,
+    load_trace,
+    prune_runs,
+    replan_packet,
+    revise_packet,
+    trace_schema,
+    write_trace,
+)
+from pse.engine._state import TRANSITIONS
+from pse.events import CriterionResult, GateRecord, PlanItem, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.tokens import count_tokens
+
+PLAN = PlanRecord(
+    goal="quicksort with tests",
+    criteria=[PlanItem(id="AC1", text="new sorted list"), PlanItem(id="AC2", text="tests pass")],
+    outputs=["quicksort.py"],
+)
+
+
+def _verdict(status: str, *met: bool) -> VerdictRecord:
+    return VerdictRecord(
+        status=status,  # type: ignore[arg-type]
+        reason_code="X",
+        criteria=[
+            CriterionResult(id=f"AC{i + 1}", met=m, finding=f"finding {i + 1}") for i, m in enumerate(met)
+        ],
+    )
+
+
+def _call(
+    tool: str,
+    status: str = "ok",
+    exit_code: int | None = 0,
+    requester: str = "Evaluator",
+    decision: str = "allowed",
+    **args: str,
+) -> ToolCallRecord:
+    return ToolCallRecord(
+        requester=requester,
+        tool=tool,
+        arguments=args,
+        decision=decision,  # type: ignore[arg-type]
+        rule="r",
+        status=status,  # type: ignore[arg-type]
+        facts={} if exit_code is None else {"exit_code": exit_code},
+    )
+
+
+# ---- state machine --------------------------------------------------------------------------
+
+
+def test_every_working_state_can_stop_and_terminals_cannot_move() -> None:
+    for state, targets in TRANSITIONS.items():
+        if state in (State.PASSED, State.ESCALATED, State.TIMEOUT, State.ERROR):
+            assert targets == frozenset()
+        elif state != State.BLOCKED:
+            assert {State.TIMEOUT, State.ERROR} <= targets
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    [
+        (State.START, State.REVIEWING),
+        (State.PASSED, State.RUNNING),
+        (State.REVISING, State.PLANNED),
+        (State.BLOCKED, State.RUNNING),
+        (State.RUNNING, State.PASSED),
+    ],
+)
+def test_illegal_transitions_raise(current: State, target: State) -> None:
+    with pytest.raises(IllegalTransition, match=f"{current} → {target}"):
+        check_transition(current, target)
+
+
+# ---- gates -------------------------------------------------------------------------------------
+
+
+def _gates(
+    tmp_path: Path,
+    verdict: VerdictRecord | None,
+    calls: list[ToolCallRecord],
+    checks: tuple[str, ...] = ("pytest", "ruff"),
+) -> GateRecord:
+    return evaluate_gates(
+        verdict=verdict,
+        plan=PLAN,
+        tool_calls=calls,
+        required_checks=checks,
+        expected_outputs=["test_quicksort.py"],
+        workspace=tmp_path,
+    )
+
+
+def test_gates_pass_when_everything_holds(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    gate = _gates(tmp_path, _verdict("PASS", True, True), [_call("run_pytest"), _call("run_ruff")])
+    assert gate.passed and gate.failures == []
+
+
+def test_each_gate_failure_is_named(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    calls = [_call("run_pytest"), _call("run_pytest", exit_code=1), _call("run_ruff", requester="Specialist")]
+    gate = _gates(tmp_path, _verdict("PASS", True, False), calls)
+    assert not gate.passed
+    assert gate.failures == [
+        "outputs_exist: missing: test_quicksort.py",
+        "check:pytest: last run_pytest run: status ok, exit code 1",
+        "check:ruff: the Evaluator did not run run_ruff",
+        "criteria_met: PASS with unmet criteria: AC2",
+    ]
+
+
+def test_uncovered_criteria_and_denied_or_timed_out_checks_fail(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    verdict = VerdictRecord(status="PASS", reason_code="X", criteria=[CriterionResult(id="AC1", met=True)])
+    calls = [_call("run_pytest", status="timeout", exit_code=None), _call("run_ruff", decision="denied")]
+    gate = _gates(tmp_path, verdict, calls)
+    assert [f.split(":")[0] + ":" + f.split(":")[1] for f in gate.failures] == [
+        "check:pytest",
+        "check:ruff",
+        "criteria_covered: no met entry for",
+    ]
+
+
+def test_named_checks_match_run_check_by_name(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    calls = [_call("run_check", name="other"), _call("run_check", name="evidence_index")]
+    gate = _gates(tmp_path, _verdict("PASS", True, True), calls, checks=("evidence_index",))
+    assert gate.passed
+    gate = _gates(tmp_path, _verdict("PASS", True, True), calls[:1], checks=("evidence_index",))
+    assert gate.failures == ["check:evidence_index: the Evaluator did not run run_check(name=evidence_index)"]
+
+
+def test_outputs_outside_the_workspace_never_count(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "secret.txt").write_text("x")
+    gate = evaluate_gates(
+        verdict=None,
+        plan=None,
+        tool_calls=[],
+        required_checks=[],
+        expected_outputs=["../secret.txt"],
+        workspace=ws,
+    )
+    assert gate.failures[0] == "outputs_exist: missing: ../secret.txt"
+
+
+# ---- step_buffer ----------------------------------------------------------------------------------
+
+
+def test_revise_packet_carries_plan_failures_and_artifacts() -> None:
+    gate = GateRecord(passed=False, failures=["check:pytest: exit code 1"])
+    packet = revise_packet(
+        cycle=2,
+        plan=PLAN,
+        verdict=_verdict("PARTIAL", True, False),
+        gate=gate,
+        artifacts=["quicksort.py (10 bytes)"],
+        cap=2000,
+    )
+    assert '<criterion id="AC2">tests pass</criterion>' in packet
+    assert "- AC2 (tests pass): finding 2" in packet
+    assert "AC1 (" not in packet
+    assert "- check:pytest: exit code 1" in packet and "- quicksort.py (10 bytes)" in packet
+
+
+@pytest.mark.parametrize("cap", [120, 200, 400, 2000])
+def test_packets_never_exceed_the_cap(cap: int) -> None:
+    verdict = _verdict("PARTIAL", False, False)
+    verdict.criteria[0].finding = "trace line " * 500
+    artifacts = [f"file_{i}.py ({i} bytes)" for i in range(400)]
+    packet = revise_packet(
+        cycle=3, plan=PLAN, verdict=verdict, gate=GateRecord(passed=False), artifacts=artifacts, cap=cap
+    )
+    assert count_tokens(packet) <= cap
+    assert count_tokens(replan_packet(cycle=3, reason="FAIL (X)", verdict=verdict, plan=PLAN, cap=cap)) <= cap
+
+
+def test_fit_to_tokens_marks_the_cut() -> None:
+    text = "word " * 1000
+    cut = fit_to_tokens(text, 50)
+    assert count_tokens(cut) <= 50 and cut.endswith("trimmed to its token cap …]")
+    assert fit_to_tokens("short", 50) == "short"
+
+
+# ---- trace -----------------------------------------------------------------------------------------
+
+
+def test_trace_round_trips_and_writes_atomically(tmp_path: Path) -> None:
+    trace = Trace(run_id="r1", task="t", started_at="2026-01-01T00:00:00.000+00:00")
+    path = write_trace(trace, tmp_path)
+    assert load_trace(tmp_path) == trace
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # no temporary file left behind
+    assert json.loads(path.read_text())["schema_version"] == 1
+
+
+def test_shipped_schema_matches_the_model() -> None:
+    shipped = Path(__file__).parents[1] / "src" / "pse" / "engine" / "trace.schema.json"
+    assert json.loads(shipped.read_text()) == trace_schema(), "run: python -m pse.engine.schema > that file"
+
+
+def test_prune_keeps_recent_running_and_foreign_folders(tmp_path: Path) -> None:
+    old = time.time() - 10 * 86400
+    for name in ("old", "running", "recent"):
+        write_trace(Trace(run_id=name, task="t", started_at="x"), tmp_path / name)
+    (tmp_path / "not-a-run").mkdir()
+    for name in ("old", "running"):
+        os.utime(tmp_path / name / "trace.json", (old, old))
+    assert prune_runs(tmp_path, 7, keep={"running"}) == ["old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-run", "recent", "running"]
+    assert prune_runs(tmp_path, 0) == []
