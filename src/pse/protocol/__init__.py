@@ -3,9 +3,35 @@
 No I/O here; the only PSE modules it uses are the leaf data modules `pse.events` and `pse.exceptions`.
 """
 
+from pse.protocol._dsml import (
+    DsmlError,
+    ParamSpec,
+    ParsedMessage,
+    ResultItem,
+    ToolCall,
+    ToolSignature,
+    has_tool_calls,
+    parse_tool_calls,
+    parse_tool_results,
+    render_tool_calls,
+    render_tool_results,
+    truncate_text,
+)
 from pse.protocol._tags import find_blocked, parse_plan, parse_verdict, render_plan, strip_tool_traffic
 
 __all__ = [
+    "DsmlError",
+    "ParamSpec",
+    "ParsedMessage",
+    "ResultItem",
+    "ToolCall",
+    "ToolSignature",
+    "has_tool_calls",
+    "parse_tool_calls",
+    "parse_tool_results",
+    "render_tool_calls",
+    "render_tool_results",
+    "truncate_text",
     "find_blocked",
     "parse_plan",
     "parse_verdict",

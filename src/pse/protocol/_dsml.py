@@ -1,0 +1,531 @@
+"""DSML: the tool-call wire format. Pure functions: parse requests, render requests and results.
+
+Requests, inside any role's message (prose and Markdown fences around them are fine)::
+
+    <tool_calls>
+      <invoke name="write_file">
+        <parameter name="path">quicksort.py</parameter>
+        <parameter name="content">def quicksort(a): return a if len(a) < 2 else ...</parameter>
+      </invoke>
+    </tool_calls>
+
+Scanning rules (a small scanner, never an XML library, so nothing is ever expanded):
+
+* A parameter body is **raw text** up to the first literal `</parameter>`; `<`, `&`, quotes, blank lines
+  and even `<parameter` inside it are data. `&lt;` stays the four characters `&lt;`.
+* A body that (after optional whitespace) starts with `<![CDATA[` is one or more adjacent CDATA sections
+  followed by optional whitespace and `</parameter>`; the value is their concatenated content. This is how a
+  value holding `</parameter>` is written, and `]]>` inside a value is split as `]]]]><![CDATA[>`.
+* `string="true"` (and any other attribute but `name`) on a parameter is accepted and ignored: every value
+  is text; tools convert.
+* Inside `<tool_calls>` only `<invoke>` elements and whitespace may appear; inside `<invoke>` only
+  `<parameter>` elements and whitespace. A syntax error (an unclosed tag, stray text) fails its whole
+  block: nothing in that block runs, because executing half of a garbled request is worse than none.
+  Semantic errors (unknown tool, missing / duplicate / unexpected parameter, over-size value) fail only
+  their invoke. More invokes in one message than allowed fail the whole message.
+* Text inside `<tool_results>` is never read as requests, and a tag wrapped in single backticks
+  (`` `<tool_calls>` ``) is a mention in prose, not a request.
+
+Results: each `<result>` body is raw text when it holds no `<`, `&` or `]]>`; otherwise it is one CDATA
+section with every `]]>` split as `]]]]><![CDATA[>`. So output can never close a `<result>` or
+`<tool_results>` early, and a scanner that skips CDATA finds the real closing tag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "DsmlError",
+    "ParamSpec",
+    "ParsedMessage",
+    "ResultItem",
+    "ToolCall",
+    "ToolSignature",
+    "has_tool_calls",
+    "parse_tool_calls",
+    "parse_tool_results",
+    "render_tool_calls",
+    "render_tool_results",
+    "truncate_text",
+]
+
+ResultStatus = Literal["ok", "error", "denied", "timeout"]
+
+_CDATA_OPEN = "<![CDATA["
+_CDATA_CLOSE = "]]>"
+_ATTR = re.compile(r"""([A-Za-z_][\w:.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_CALLS_OPEN = re.compile(r"<tool_calls(?=[\s>/])")
+_RESULTS_OPEN = re.compile(r"<tool_results(?=[\s>/])")
+_RESULTS_CLOSE = re.compile(r"</tool_results\s*>")
+_CALLS_CLOSE = re.compile(r"</tool_calls\s*>")
+_INVOKE_OPEN = re.compile(r"<invoke(?=[\s>/])")
+_INVOKE_CLOSE = re.compile(r"</invoke\s*>")
+_PARAM_OPEN = re.compile(r"<parameter(?=[\s>/])")
+_PARAM_CLOSE = re.compile(r"</parameter\s*>")
+_RESULT_OPEN = re.compile(r"<result(?=[\s>/])")
+_RESULT_CLOSE = re.compile(r"</result\s*>")
+_WS = re.compile(r"\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One parameter of a tool, as the parser checks it."""
+
+    name: str
+    required: bool = True
+    default: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSignature:
+    """What the parser needs to know about a tool: its name and parameters."""
+
+    name: str
+    params: tuple[ParamSpec, ...] = ()
+
+    def usage(self) -> str:
+        """`name(a, b=".")`, for error messages and prompts."""
+        parts = [p.name if p.required else f"{p.name}={p.default!r}" for p in self.params]
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A well-formed request. `arguments` has every parameter, defaults filled in."""
+
+    index: int
+    name: str
+    arguments: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DsmlError:
+    """A request that cannot run. `kind` names the rule (e.g. `unknown_tool`), `message` says what to do."""
+
+    index: int
+    kind: str
+    message: str
+    name: str = ""
+    arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedMessage:
+    """Everything one message asked for, in order. `found_block` is False when it held no `<tool_calls>`."""
+
+    items: tuple[ToolCall | DsmlError, ...]
+    found_block: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResultItem:
+    """One `<result>` to render (or as parsed back)."""
+
+    index: int
+    name: str
+    status: ResultStatus
+    output: str
+    ms: int | None = None
+
+
+class _SyntaxProblem(Exception):
+    """Internal: a syntax error that fails the enclosing block."""
+
+
+def _attributes(tag_body: str) -> dict[str, str]:
+    return {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _ATTR.finditer(tag_body)
+    }
+
+
+def _tag_end(text: str, start: int, tag: str) -> int:
+    """Index just past the `>` of the tag opening at `start`; attribute values never hold `>`."""
+    end = text.find(">", start)
+    if end < 0:
+        raise _SyntaxProblem(f"the tag <{tag} is never closed with '>'")
+    return end + 1
+
+
+def _skip_cdata_region(text: str, pos: int, close: re.Pattern[str]) -> int | None:
+    """From `pos`, find the end of the first `close` match outside CDATA; None when there is none."""
+    while True:
+        m = close.search(text, pos)
+        cdata = text.find(_CDATA_OPEN, pos)
+        if m is None:
+            return None
+        if cdata < 0 or cdata > m.start():
+            return m.end()
+        cdata_end = text.find(_CDATA_CLOSE, cdata + len(_CDATA_OPEN))
+        if cdata_end < 0:
+            return None
+        pos = cdata_end + len(_CDATA_CLOSE)
+
+
+def _is_backticked(text: str, start: int, end: int) -> bool:
+    return start > 0 and text[start - 1] == "`" and end < len(text) and text[end] == "`"
+
+
+def _find_block(text: str, pos: int = 0) -> int | None:
+    """Position of the next `<tool_calls` from `pos` opening a request (not in tool_results, not quoted)."""
+    while True:
+        calls = _CALLS_OPEN.search(text, pos)
+        if calls is None:
+            return None
+        results = _RESULTS_OPEN.search(text, pos, calls.start())
+        if results is not None:
+            end = _skip_cdata_region(text, results.end(), _RESULTS_CLOSE)
+            if end is None:
+                return None  # an unclosed tool_results swallows the rest: never requests
+            pos = end
+            continue
+        tag_end = text.find(">", calls.start())
+        if tag_end >= 0 and _is_backticked(text, calls.start(), tag_end + 1):
+            pos = tag_end + 1
+            continue
+        return calls.start()
+
+
+def has_tool_calls(text: str) -> bool:
+    """True when the text opens a `<tool_calls` block outside `<tool_results>` (the speaker selector's test).
+
+    Cheap: it does not validate the block, so a malformed request still routes to the ToolAgent, which
+    answers it with a precise error.
+    """
+    return _find_block(text) is not None
+
+
+def _read_value(text: str, pos: int, pname: str) -> tuple[str, int]:
+    """Read a parameter body from `pos` (just after its open tag); return (value, position after it)."""
+    lead = _WS.match(text, pos)
+    assert lead is not None
+    if text.startswith(_CDATA_OPEN, lead.end()):
+        parts: list[str] = []
+        cur = lead.end()
+        while text.startswith(_CDATA_OPEN, cur):
+            close = text.find(_CDATA_CLOSE, cur + len(_CDATA_OPEN))
+            if close < 0:
+                raise _SyntaxProblem(
+                    f"parameter {pname!r}: unclosed <![CDATA[ (no ']]>' before the end of the message)"
+                )
+            parts.append(text[cur + len(_CDATA_OPEN) : close])
+            cur = close + len(_CDATA_CLOSE)
+        trail = _WS.match(text, cur)
+        assert trail is not None
+        m = _PARAM_CLOSE.match(text, trail.end())
+        if m is None:
+            raise _SyntaxProblem(
+                f"parameter {pname!r}: text after its CDATA section; put the whole value inside "
+                "<![CDATA[ ... ]]> followed directly by </parameter>"
+            )
+        return "".join(parts), m.end()
+    m = _PARAM_CLOSE.search(text, pos)
+    if m is None:
+        raise _SyntaxProblem(
+            f"unclosed <parameter name={pname!r}> (no </parameter> before the end of the message)"
+        )
+    return text[pos : m.start()], m.end()
+
+
+@dataclass(slots=True)
+class _RawInvoke:
+    name: str
+    params: list[tuple[str, str]]
+
+
+def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
+    """Parse one `<invoke ...>...</invoke>` starting at `pos` (at `<invoke`)."""
+    end = _tag_end(text, pos, "invoke")
+    tag = text[pos:end]
+    name = _attributes(tag).get("name")
+    if not name:
+        raise _SyntaxProblem(f'{tag!r} has no name attribute; write <invoke name="TOOL">')
+    if tag.rstrip(">").rstrip().endswith("/"):
+        return _RawInvoke(name, []), end
+    params: list[tuple[str, str]] = []
+    cur = end
+    while True:
+        cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
+        if _INVOKE_CLOSE.match(text, cur):
+            return _RawInvoke(name, params), _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
+        if _PARAM_OPEN.match(text, cur):
+            ptag_end = _tag_end(text, cur, "parameter")
+            ptag = text[cur:ptag_end]
+            pname = _attributes(ptag).get("name")
+            if not pname:
+                raise _SyntaxProblem(
+                    f'{ptag!r} in invoke {name!r} has no name attribute; write <parameter name="P">'
+                )
+            if ptag.rstrip(">").rstrip().endswith("/"):
+                params.append((pname, ""))
+                cur = ptag_end
+                continue
+            value, cur = _read_value(text, ptag_end, pname)
+            params.append((pname, value))
+            continue
+        if cur >= len(text):
+            raise _SyntaxProblem(
+                f"unclosed <invoke name={name!r}> (no </invoke> before the end of the message)"
+            )
+        snippet = text[cur : cur + 40].split("\n")[0]
+        raise _SyntaxProblem(
+            f"unexpected text {snippet!r} inside <invoke name={name!r}>; "
+            "only <parameter> elements belong there"
+        )
+
+
+def _parse_block(text: str, start: int) -> tuple[list[_RawInvoke], int]:
+    """Parse one `<tool_calls>` block starting at `start`; return its invokes and the position after it."""
+    cur = _tag_end(text, start, "tool_calls")
+    if text[start:cur].rstrip(">").rstrip().endswith("/"):
+        return [], cur
+    invokes: list[_RawInvoke] = []
+    while True:
+        cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
+        close = _CALLS_CLOSE.match(text, cur)
+        if close:
+            return invokes, close.end()
+        if _INVOKE_OPEN.match(text, cur):
+            invoke, cur = _parse_invoke(text, cur)
+            invokes.append(invoke)
+            continue
+        if cur >= len(text):
+            raise _SyntaxProblem("unclosed <tool_calls> (no </tool_calls> before the end of the message)")
+        snippet = text[cur : cur + 40].split("\n")[0]
+        raise _SyntaxProblem(
+            f"unexpected text {snippet!r} inside <tool_calls>; only <invoke> elements belong there"
+        )
+
+
+def _check_invoke(
+    raw: _RawInvoke, index: int, tools: Mapping[str, ToolSignature], max_value_bytes: int
+) -> ToolCall | DsmlError:
+    sig = tools.get(raw.name)
+    given = dict(raw.params)
+    if sig is None:
+        known = ", ".join(sorted(tools)) or "(none)"
+        return DsmlError(
+            index, "unknown_tool", f"unknown tool {raw.name!r}; the tools are: {known}", raw.name, given
+        )
+    seen: set[str] = set()
+    for pname, value in raw.params:
+        if pname in seen:
+            return DsmlError(
+                index,
+                "duplicate_parameter",
+                f"{raw.name}: parameter {pname!r} is given twice; give each parameter once",
+                raw.name,
+                given,
+            )
+        seen.add(pname)
+        size = len(value.encode("utf-8"))
+        if size > max_value_bytes:
+            return DsmlError(
+                index,
+                "value_too_large",
+                f"{raw.name}: parameter {pname!r} is {size} bytes; the limit is {max_value_bytes} bytes. "
+                "Split the work into smaller pieces.",
+                raw.name,
+                {k: v[:200] for k, v in given.items()},
+            )
+    accepted = {p.name for p in sig.params}
+    unexpected = [p for p in given if p not in accepted]
+    if unexpected:
+        return DsmlError(
+            index,
+            "unexpected_parameter",
+            f"{raw.name}: unexpected parameter {unexpected[0]!r}; usage: {sig.usage()}",
+            raw.name,
+            given,
+        )
+    arguments: dict[str, str] = {}
+    for p in sig.params:
+        if p.name in given:
+            arguments[p.name] = given[p.name]
+        elif p.required:
+            hint = ""
+            if any(f'name="{p.name}"' in v or f"name='{p.name}'" in v for v in given.values()):
+                hint = f' (another value contains <parameter name="{p.name}">: a missing </parameter>?)'
+            return DsmlError(
+                index,
+                "missing_parameter",
+                f"{raw.name}: missing required parameter {p.name!r}{hint}; usage: {sig.usage()}",
+                raw.name,
+                given,
+            )
+        else:
+            arguments[p.name] = p.default if p.default is not None else ""
+    return ToolCall(index, raw.name, arguments)
+
+
+def parse_tool_calls(
+    text: str, tools: Mapping[str, ToolSignature], *, max_invokes: int = 16, max_value_bytes: int = 1_000_000
+) -> ParsedMessage:
+    """Parse every `<tool_calls>` block of a message into calls and precise errors, in order.
+
+    Never raises on model input: every problem becomes a `DsmlError` item the requester will see.
+
+    Args:
+        text: the whole message.
+        tools: the registered tools by name (anything else is an `unknown_tool` error).
+        max_invokes: most invokes the message may hold; more fail the whole message (`too_many_invokes`).
+        max_value_bytes: largest parameter value in UTF-8 bytes (`value_too_large`).
+    """
+    items: list[ToolCall | DsmlError] = []
+    raw_count = 0
+    found = False
+    pos = 0
+    block_no = 0
+    while (start := _find_block(text, pos)) is not None:
+        found = True
+        block_no += 1
+        try:
+            invokes, pos = _parse_block(text, start)
+        except _SyntaxProblem as exc:
+            items.append(
+                DsmlError(
+                    len(items) + 1,
+                    "syntax",
+                    f"<tool_calls> block {block_no}: {exc}. Nothing in this block was run; "
+                    "close every tag and send the block again.",
+                )
+            )
+            break  # after an unclosed tag the rest of the message cannot be trusted to be requests
+        if not invokes:
+            items.append(
+                DsmlError(len(items) + 1, "empty_block", f"<tool_calls> block {block_no} holds no <invoke>")
+            )
+        for raw in invokes:
+            raw_count += 1
+            items.append(_check_invoke(raw, len(items) + 1, tools, max_value_bytes))
+    if raw_count > max_invokes:
+        message = (
+            f"too many invokes: the message holds {raw_count}, at most {max_invokes} are allowed "
+            "per message. "
+            "Nothing was run; send fewer requests per message."
+        )
+        return ParsedMessage((DsmlError(1, "too_many_invokes", message),), found)
+    return ParsedMessage(tuple(items), found)
+
+
+def _cdata(value: str) -> str:
+    return _CDATA_OPEN + value.replace(_CDATA_CLOSE, "]]]]><![CDATA[>") + _CDATA_CLOSE
+
+
+def _escape_attr(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _unescape_attr(value: str) -> str:
+    return value.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
+    """Render requests as one `<tool_calls>` block that `parse_tool_calls` reads back exactly.
+
+    A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`);
+    then it is written as CDATA sections with every `]]>` split.
+    """
+    lines = ["<tool_calls>"]
+    for name, arguments in calls:
+        lines.append(f'<invoke name="{name}">')
+        for pname, value in arguments.items():
+            raw_ok = _CDATA_OPEN not in value and "</parameter" not in value
+            body = value if raw_ok else _cdata(value)
+            lines.append(f'<parameter name="{pname}">{body}</parameter>')
+        lines.append("</invoke>")
+    lines.append("</tool_calls>")
+    return "\n".join(lines)
+
+
+def _result_body(output: str) -> str:
+    if "<" in output or "&" in output or _CDATA_CLOSE in output:
+        return _cdata(output)
+    return output
+
+
+def render_tool_results(requester: str, items: Sequence[ResultItem]) -> str:
+    """Render results addressed to `requester`; bodies use the escaping rule in the module docstring."""
+    lines = [f'<tool_results for="{_escape_attr(requester)}">']
+    for it in items:
+        ms = f' ms="{it.ms}"' if it.ms is not None else ""
+        lines.append(
+            f'<result index="{it.index}" name="{_escape_attr(it.name)}" status="{it.status}"{ms}>'
+            f"{_result_body(it.output)}</result>"
+        )
+    lines.append("</tool_results>")
+    return "\n".join(lines)
+
+
+def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
+    """Read back the first `<tool_results>` rendered by `render_tool_results` (for tests and trace tools).
+
+    Raises:
+        ValueError: the text holds no complete `<tool_results>` element.
+    """
+    opening = _RESULTS_OPEN.search(text)
+    if opening is None:
+        raise ValueError("no <tool_results> element in the text")
+    head_end = text.find(">", opening.start()) + 1
+    requester = _unescape_attr(_attributes(text[opening.start() : head_end]).get("for", ""))
+    items: list[ResultItem] = []
+    cur = head_end
+    while True:
+        cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
+        if _RESULTS_CLOSE.match(text, cur):
+            return requester, items
+        if not _RESULT_OPEN.match(text, cur):
+            raise ValueError(f"unexpected text at offset {cur} inside <tool_results>")
+        tag_end = text.find(">", cur) + 1
+        attrs = {k: _unescape_attr(v) for k, v in _attributes(text[cur:tag_end]).items()}
+        if text.startswith(_CDATA_OPEN, tag_end):
+            value, after = _read_cdata_run(text, tag_end)
+        else:
+            after = text.find("<", tag_end)
+            if after < 0:
+                raise ValueError(f"result {attrs.get('index')} is not closed by </result>")
+            value = text[tag_end:after]
+        close = _RESULT_CLOSE.match(text, after)
+        if close is None:
+            raise ValueError(f"result {attrs.get('index')} is not closed by </result>")
+        ms = attrs.get("ms")
+        items.append(
+            ResultItem(
+                int(attrs.get("index", "0")),
+                attrs.get("name", ""),
+                attrs.get("status", "error"),  # type: ignore[arg-type]
+                value,
+                int(ms) if ms else None,
+            )
+        )
+        cur = close.end()
+
+
+def _read_cdata_run(text: str, pos: int) -> tuple[str, int]:
+    parts: list[str] = []
+    while text.startswith(_CDATA_OPEN, pos):
+        close = text.find(_CDATA_CLOSE, pos + len(_CDATA_OPEN))
+        if close < 0:
+            raise ValueError("unclosed CDATA section")
+        parts.append(text[pos + len(_CDATA_OPEN) : close])
+        pos = close + len(_CDATA_CLOSE)
+    return "".join(parts), pos
+
+
+def truncate_text(text: str, limit: int) -> tuple[str, int]:
+    """Cap `text` at about `limit` characters, keeping its head and tail around a visible marker.
+
+    The tail is kept because the end of a command's output (pytest's summary, a traceback's last line)
+    usually matters most. Returns (text, number of characters removed); 0 means untouched.
+    """
+    if len(text) <= limit:
+        return text, 0
+    keep = max(limit - 48, 0)
+    head, tail = keep * 2 // 3, keep - keep * 2 // 3
+    removed = len(text) - head - tail
+    tail_text = text[len(text) - tail :] if tail else ""
+    return f"{text[:head]}\n[… truncated {removed} characters …]\n{tail_text}", removed

@@ -1,0 +1,74 @@
+"""`ToolAgent`: the AutoGen face of the executor. Not an LLM; the only holder of side effects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autogen_agentchat.agents import BaseChatAgent
+from autogen_agentchat.base import Response
+from autogen_agentchat.messages import BaseChatMessage, TextMessage
+from autogen_core import CancellationToken
+
+from pse.exceptions import ToolInfrastructureError
+from pse.protocol import ResultItem, render_tool_results
+from pse.toolagent._executor import ToolExecutor
+
+__all__ = ["ToolAgent"]
+
+
+class ToolAgent(BaseChatAgent):
+    """Executes the tool requests of the latest message and answers `<tool_results for="ROLE">`.
+
+    Only the LAST message of the delta counts (a delta may hold several); its `source` is the requester
+    the policy judges. The agent never raises into the group chat: any failure becomes an error result.
+    A failure of the tool machinery is kept on `executor.infrastructure_error`, which the engine checks
+    after the team returns to end the run as ERROR.
+
+    Args:
+        executor: decides, runs and audits the requests.
+        name: the agent's name in the group chat.
+        description: what the team is told about it.
+    """
+
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        name: str = "ToolAgent",
+        description: str = "Executes <tool_calls> requests under the requesting role's policy; not an LLM.",
+    ) -> None:
+        super().__init__(name=name, description=description)
+        self.executor = executor
+
+    @property
+    def produced_message_types(self) -> Sequence[type[BaseChatMessage]]:
+        """It only ever answers with text (`<tool_results>`)."""
+        return (TextMessage,)
+
+    async def on_messages(
+        self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
+    ) -> Response:
+        """Run the requests of the last message and answer with their results."""
+        if not messages:
+            content = self._error("(nobody)", "the ToolAgent was called with no message to answer")
+            return Response(chat_message=TextMessage(source=self.name, content=content))
+        last = messages[-1]
+        requester = last.source
+        try:
+            batch = await self.executor.execute(requester, last.to_text())
+            content = batch.text
+        except ToolInfrastructureError as exc:
+            self.executor.infrastructure_error = self.executor.infrastructure_error or exc
+            content = self._error(requester, f"the tool machinery failed, not your request: {exc}")
+        except Exception as exc:  # never let a bug of ours kill the group chat; the engine sees the error
+            error = ToolInfrastructureError(f"ToolAgent failed: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            self.executor.infrastructure_error = self.executor.infrastructure_error or error
+            content = self._error(requester, f"the ToolAgent failed, not your request: {exc}")
+        return Response(chat_message=TextMessage(source=self.name, content=content))
+
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        """Nothing to clear: the agent keeps no conversation state (`executor.new_cycle` resets budgets)."""
+
+    @staticmethod
+    def _error(requester: str, message: str) -> str:
+        return render_tool_results(requester, [ResultItem(1, "(toolagent)", "error", message)])

@@ -1,0 +1,79 @@
+"""The tools roles may request, as `ToolSpec`s in a `ToolRegistry`.
+
+The names and parameter names are a public contract (prompts and cassettes use them):
+`read_file(path)`, `list_files(path=".")`, `write_file(path, content)`, `bash(command)`,
+`run_pytest(target=".")`, `run_ruff(target=".")`, `run_check(name)`. Other parts add tools by
+registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`).
+"""
+
+from pse.protocol import ParamSpec
+from pse.tools._commands import bash, parse_pytest_summary, run_check, run_pytest, run_ruff
+from pse.tools._files import list_files, read_file, write_file
+from pse.tools._registry import Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
+
+__all__ = [
+    "Mode",
+    "ParamSpec",
+    "ToolContext",
+    "ToolFunction",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolSpec",
+    "builtin_tools",
+    "parse_pytest_summary",
+]
+
+
+def builtin_tools() -> ToolRegistry:
+    """A fresh registry holding the seven built-in tools."""
+    path = ParamSpec("path", description="a path relative to the workspace")
+    target = ParamSpec("target", required=False, default=".", description="a workspace path (file or folder)")
+    return ToolRegistry(
+        [
+            ToolSpec("read_file", "Read a text file of the workspace.", (path,), read_file),
+            ToolSpec(
+                "list_files",
+                "List a workspace folder recursively, with file sizes.",
+                (
+                    ParamSpec(
+                        "path", required=False, default=".", description="a folder relative to the workspace"
+                    ),
+                ),
+                list_files,
+            ),
+            ToolSpec(
+                "write_file",
+                "Create or replace a file of the workspace.",
+                (path, ParamSpec("content", description="the whole new file content, raw text")),
+                write_file,
+                modes=("read-write",),
+            ),
+            ToolSpec(
+                "bash",
+                "Run a bash command in the workspace (no network; read-only unless granted read-write).",
+                (ParamSpec("command", description="a bash command line"),),
+                bash,
+                modes=("read-only", "read-write"),
+            ),
+            ToolSpec(
+                "run_pytest",
+                "Run pytest on the workspace; reports passed, failed and error counts.",
+                (target,),
+                run_pytest,
+                modes=("read-only", "read-write"),
+            ),
+            ToolSpec(
+                "run_ruff",
+                "Run ruff check on the workspace; reports the number of findings.",
+                (target,),
+                run_ruff,
+                modes=("read-only", "read-write"),
+            ),
+            ToolSpec(
+                "run_check",
+                "Run one of the task's declared checks by name (read-only).",
+                (ParamSpec("name", description="the check's declared name"),),
+                run_check,
+            ),
+        ]
+    )
