@@ -1,0 +1,315 @@
+"""`pse`: run tasks, inspect runs, manage tasks.
+
+Exit codes: 0 PASSED, 1 the run ended without a pass, 2 usage or configuration error, 3 ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pse.config import Settings, load_settings
+from pse.engine import load_trace, prune_runs
+from pse.exceptions import PSEError, UserError
+from pse.history import compute_stats, list_runs, run_dir_of
+from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end
+from pse.tasks import run_rules, scaffold_task, validate
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="pse",
+    help="PSE: Planner / Specialist / Evaluator runs where done means verified.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_PASSED, EXIT_NO_PASS, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+
+TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks directory (PSE_TASKS_DIR).")]
+RunsDir = Annotated[Path | None, typer.Option("--runs-dir", help="Where run folders go (PSE_RUNS_DIR).")]
+
+
+def _settings(**overrides: Any) -> Settings:
+    return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _parse_inputs(pairs: list[str]) -> dict[str, str]:
+    inputs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--input {pair!r} is not KEY=VALUE")
+        inputs[key.strip()] = value
+    return inputs
+
+
+def _exit_code(outcome: str | None) -> int:
+    return {"PASSED": EXIT_PASSED, "ERROR": EXIT_ERROR}.get(outcome or "ERROR", EXIT_NO_PASS)
+
+
+def _execute(prepared: PreparedRun, as_json: bool) -> int:
+    """Run with a live view (or quietly for --json), Ctrl-C cancelling cleanly; print the result."""
+    from pse.cli._live import LiveView, outcome_style, token_table
+
+    if prepared.defaulted_scripted:
+        err.print(
+            "[yellow]No model configured: using the scripted provider, replaying a cassette "
+            "(set PSE_PROVIDER / PSE_API_KEY for a real model).[/]"
+        )
+
+    async def go() -> Any:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, prepared.engine.cancel)
+        try:
+            return await run_to_end(prepared)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    if as_json:
+        summary = asyncio.run(go())
+        print(summary.model_dump_json())
+        return _exit_code(summary.outcome)
+    view = LiveView(out, prepared.task.name, prepared.run_id)
+    prepared.engine.setup.on_event = view.on_event
+    with view:
+        summary = asyncio.run(go())
+    trace = load_trace(Path(summary.trace))
+    out.print()
+    out.print(token_table(trace))
+    style = outcome_style(summary.outcome)
+    out.print(f"[{style}]{summary.outcome}[/] after {summary.cycles} cycle(s): {summary.outcome_reason}")
+    out.print(f"trace:  {summary.trace}")
+    if summary.report:
+        out.print(f"report: {summary.report}")
+    if summary.escalation:
+        out.print(f"escalation: {summary.escalation}")
+    return _exit_code(summary.outcome)
+
+
+@app.command("list")
+def list_tasks(tasks_dir: TasksDir = None) -> None:
+    """List the tasks you can run."""
+    registry = registry_for(_settings(tasks_dir=tasks_dir))
+    table = Table("task", "description")
+    for name in registry.names():
+        table.add_row(name, registry.description(name))
+    out.print(table)
+
+
+@app.command("validate")
+def validate_cmd(task: Annotated[str | None, typer.Argument()] = None, tasks_dir: TasksDir = None) -> None:
+    """Check every task (or one) and report every problem with its file and fix. Exit 2 on any problem."""
+    registry = registry_for(_settings(tasks_dir=tasks_dir))
+    problems = validate(registry, task)
+    if not problems:
+        out.print(f"[green]ok[/]: {task or 'all tasks'} valid")
+        return
+    for problem in problems:
+        err.print(f"[red]✗[/] {problem}", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+@app.command("new")
+def new_cmd(name: str, tasks_dir: TasksDir = None) -> None:
+    """Scaffold a valid task (prompts, config, registry entry, a small cassette) in your tasks directory."""
+    settings = _settings(tasks_dir=tasks_dir)
+    target = settings.tasks_dir or Path("tasks")
+    folder = scaffold_task(name, target)
+    out.print(
+        f"created {folder}; run it with: pse run {name}"
+        + ("" if settings.tasks_dir else " --tasks-dir tasks")
+    )
+
+
+@app.command("run")
+def run_cmd(
+    task: str,
+    input: Annotated[list[str] | None, typer.Option("--input", help="KEY=VALUE, repeatable.")] = None,
+    provider: Annotated[str | None, typer.Option(help="openai, ollama or scripted.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for every role.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL.")] = None,
+    cassette: Annotated[Path | None, typer.Option(help="Cassette for the scripted provider.")] = None,
+    record: Annotated[Path | None, typer.Option(help="Record the model exchange into this cassette.")] = None,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
+) -> None:
+    """Run a task through plan → execute → evaluate cycles until it passes or stops."""
+    if cassette is not None and not cassette.is_file():
+        raise _fail(f"cassette {cassette} does not exist; pass an existing cassette file")
+    settings = _settings(
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        cassette=cassette.resolve() if cassette else None,
+        record=record,
+        runs_dir=runs_dir,
+        tasks_dir=tasks_dir,
+    )
+    prepared = prepare_run(task, settings, inputs=_parse_inputs(input or []))
+    raise typer.Exit(_execute(prepared, as_json))
+
+
+@app.command("resume")
+def resume_cmd(
+    run_id: str,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Continue an interrupted (killed or cancelled) run with its next cycle and the same counters."""
+    prepared = prepare_resume(run_id, _settings(runs_dir=runs_dir, tasks_dir=tasks_dir))
+    raise typer.Exit(_execute(prepared, as_json))
+
+
+@app.command("summarize")
+def summarize_cmd(
+    task: str,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Where the summary goes.")] = None,
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Run a task's rules over its data: zero model calls. Writes rules_summary.json and .md."""
+    t = registry_for(_settings(tasks_dir=tasks_dir)).get(task)
+    target = out_dir or Path("summaries") / t.name
+    summary = run_rules(t, target)
+    out.print(summary.to_markdown(), highlight=False)
+    out.print(f"[dim]written to {target.resolve()}/rules_summary.json and rules_summary.md[/]")
+
+
+@trace_app.command("list")
+def trace_list(
+    runs_dir: RunsDir = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
+) -> None:
+    """List runs, newest first."""
+    from pse.cli._live import outcome_style
+
+    settings = _settings(runs_dir=runs_dir)
+    table = Table("run id", "task", "outcome", "cycles", "tokens", "cost", "started")
+    for e in list_runs(settings.runs_dir)[:limit]:
+        style = outcome_style(e.outcome)
+        table.add_row(
+            e.run_id,
+            e.task,
+            f"[{style}]{e.outcome or 'running/interrupted'}[/]",
+            str(e.cycles),
+            f"{e.tokens:,}",
+            f"{e.cost:.4f} {e.currency}",
+            e.started_at,
+        )
+    out.print(table)
+
+
+@trace_app.command("show")
+def trace_show(
+    run_id: str,
+    runs_dir: RunsDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
+) -> None:
+    """Show one run: cycles, verdicts, gates, tool decisions and tokens."""
+    from pse.cli._live import outcome_style, token_table
+
+    settings = _settings(runs_dir=runs_dir)
+    path = run_dir_of(settings.runs_dir, run_id)
+    if as_json:
+        print((path / "trace.json").read_text(encoding="utf-8"))
+        return
+    trace = load_trace(path)
+    out.print(
+        f"[bold]{trace.task}[/] {trace.run_id}: [{outcome_style(trace.outcome)}]{trace.outcome}[/] "
+        f"— {trace.outcome_reason}",
+        highlight=False,
+    )
+    for c in trace.cycles:
+        verdict = (
+            f"{c.verdict.status} ({c.verdict.reason_code})" if c.verdict else (c.review_error or "no verdict")
+        )
+        out.print(
+            f"\n[bold]cycle {c.index}[/] {c.kind}: {verdict} → {c.result} {c.result_reason}", highlight=False
+        )
+        for crit in c.verdict.criteria if c.verdict else []:
+            mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
+            out.print(f"  {mark} {crit.id}: {crit.finding}", highlight=False)
+        for failure in c.gate.failures:
+            out.print(f"  [red]gate[/] {failure}", highlight=False)
+        for call in c.tool_calls:
+            colour = "green" if call.decision == "allowed" else "red"
+            out.print(
+                f"  {call.requester} → {call.tool} [{colour}]{call.decision}[/] {call.status} ({call.rule})",
+                highlight=False,
+            )
+    out.print(token_table(trace))
+
+
+@app.command("stats")
+def stats_cmd(runs_dir: RunsDir = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Aggregate over all traces: outcomes, first-cycle pass rate, cycles to pass, denied calls, cost."""
+    stats = compute_stats(_settings(runs_dir=runs_dir).runs_dir)
+    if as_json:
+        print(stats.model_dump_json())
+        return
+    table = Table("metric", "value")
+    for key, value in stats.model_dump().items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+
+
+@app.command("clean")
+def clean_cmd(
+    runs_dir: RunsDir = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Delete every run, not only expired ones.")] = False,
+) -> None:
+    """Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all)."""
+    settings = _settings(runs_dir=runs_dir)
+    if all_runs:
+        removed = [e.run_id for e in list_runs(settings.runs_dir)]
+        for run_id in removed:
+            shutil.rmtree(settings.runs_dir / run_id)
+    else:
+        removed = prune_runs(settings.runs_dir, settings.trace_retention_days)
+    out.print(f"removed {len(removed)} run(s)")
+
+
+def main() -> None:
+    """Console entry point: maps PSE errors to exit codes and readable messages."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except UserError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(EXIT_USAGE)
+    except PSEError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(EXIT_ERROR)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(EXIT_USAGE)
+        raise

@@ -1,0 +1,141 @@
+"""The live view of a run in the terminal, and the final per-role table. Consumes engine events only."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pse.engine import Trace
+from pse.events import (
+    CycleStarted,
+    Event,
+    MessageEvent,
+    OutcomeEvent,
+    ToolCallEvent,
+    TransitionEvent,
+    VerdictEvent,
+)
+
+__all__ = ["LiveView", "outcome_style", "token_table"]
+
+_OUTCOME_STYLE = {
+    "PASSED": "bold green",
+    "ESCALATED": "bold yellow",
+    "TIMEOUT": "bold magenta",
+    "ERROR": "bold red",
+}
+_ROLE_STYLE = {"Planner": "cyan", "Specialist": "blue", "Evaluator": "magenta", "ToolAgent": "grey58"}
+
+
+def outcome_style(outcome: str | None) -> str:
+    """The colour of an outcome."""
+    return _OUTCOME_STYLE.get(outcome or "", "white")
+
+
+def _one_line(text: str, width: int = 96) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class LiveView:
+    """A compact, continuously refreshed view: cycle, state, who speaks, tool decisions, tokens and cost."""
+
+    def __init__(self, console: Console, task: str, run_id: str) -> None:
+        self.console = console
+        self.task, self.run_id = task, run_id
+        self.cycle, self.cycle_kind, self.state, self.speaker = 0, "", "START", ""
+        self.tokens, self.cost, self.currency = 0, 0.0, "USD"
+        self.lines: deque[Text] = deque(maxlen=14)
+        self._live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+
+    def __enter__(self) -> LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.update(self._render())
+        self._live.__exit__(None, None, None)
+
+    def _add(self, text: Text) -> None:
+        self.lines.append(text)
+
+    def on_event(self, event: Event) -> None:
+        """Update the view with one engine event."""
+        if isinstance(event, CycleStarted):
+            self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
+            self._add(
+                Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {event.first_speaker}", "bold")
+            )
+        elif isinstance(event, MessageEvent):
+            m = event.message
+            self.speaker = m.source
+            if m.source != "ToolAgent":
+                self.tokens += m.prompt_tokens + m.completion_tokens
+                line = Text(f"{m.source:>10} ", _ROLE_STYLE.get(m.source, "white"))
+                line.append(_one_line(m.content), "default")
+                self._add(line)
+        elif isinstance(event, ToolCallEvent):
+            c = event.call
+            ok = c.decision == "allowed"
+            line = Text(f"{'ToolAgent':>10} ", _ROLE_STYLE["ToolAgent"])
+            line.append(f"{c.requester}→{c.tool} ", "bold")
+            line.append(f"{c.decision}", "green" if ok else "red")
+            line.append(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})"))
+            self._add(line)
+        elif isinstance(event, VerdictEvent):
+            if event.verdict is not None:
+                failed = [c.id for c in event.verdict.criteria if not c.met]
+                text = f"verdict {event.verdict.status} ({event.verdict.reason_code})"
+                text += f"; unmet: {', '.join(failed)}" if failed else ""
+                style = "green" if event.verdict.status == "PASS" else "yellow"
+            else:
+                text, style = f"review error: {event.error}", "red"
+            if not event.gate.passed and event.verdict is not None and event.verdict.status == "PASS":
+                text += f"; hard gate failed: {'; '.join(event.gate.failures)}"
+                style = "red"
+            self._add(Text(f"{'Engine':>10} {text}", style))
+        elif isinstance(event, TransitionEvent):
+            self.state = event.transition.to
+        elif isinstance(event, OutcomeEvent):
+            self.state = event.outcome
+            self.cost, self.currency = event.cost, event.currency
+        self._live.update(self._render())
+
+    def _render(self) -> Panel:
+        head = Text.assemble(
+            (f"{self.task} ", "bold"),
+            (f"{self.run_id}\n", "dim"),
+            "cycle ",
+            (f"{self.cycle} {self.cycle_kind}", "bold"),
+            "  state ",
+            (self.state, outcome_style(self.state) if self.state in _OUTCOME_STYLE else "bold"),
+            "  speaking ",
+            (self.speaker or "-", _ROLE_STYLE.get(self.speaker, "white")),
+            "  tokens ",
+            (f"{self.tokens:,}", "bold"),
+        )
+        return Panel(Group(head, Text(""), *self.lines), title="PSE run", border_style="dim")
+
+
+def token_table(trace: Trace) -> Table:
+    """Per-role tokens and the run's cost."""
+    table = Table(title=f"Tokens and cost: {trace.run_id}", show_footer=True)
+    table.add_column("role", footer="total")
+    table.add_column(
+        "calls", justify="right", footer=str(sum(t.calls for t in trace.tokens.by_role.values()))
+    )
+    table.add_column("prompt", justify="right", footer=f"{trace.tokens.prompt:,}")
+    table.add_column("completion", justify="right", footer=f"{trace.tokens.completion:,}")
+    table.add_column("total", justify="right", footer=f"{trace.tokens.total:,}")
+    for role, t in trace.tokens.by_role.items():
+        table.add_row(
+            role, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.prompt + t.completion:,}"
+        )
+    unpriced = f" (unpriced: {', '.join(trace.cost.unpriced_models)})" if trace.cost.unpriced_models else ""
+    table.caption = f"cost {trace.cost.amount:.6f} {trace.cost.currency}{unpriced}"
+    return table

@@ -1,0 +1,298 @@
+"""The runner: turns a task name, inputs and settings into a run folder, a wired engine and a result.
+
+Both the CLI and the dashboard start, resume and watch runs through this module only. A run folder
+holds `workspace/`, `trace.json`, and when there are ones `report.md`, `escalation.json/.md`, and the
+recorded cassette if `--record` was given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autogen_core.models import ChatCompletionClient
+from pydantic import BaseModel
+
+from pse.config import ROLES, Settings
+from pse.engine import Engine, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
+from pse.events import Event
+from pse.exceptions import ConfigError, UserError
+from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+from pse.tasks import Task, TaskRegistry, extract_report
+from pse.team import RoleSetup
+from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
+
+__all__ = ["PreparedRun", "RunSummary", "prepare_resume", "prepare_run", "registry_for", "run_to_end"]
+
+_LIMIT_FIELDS = (
+    "max_partial_retries",
+    "max_fail_retries",
+    "turns_per_cycle",
+    "run_timeout_s",
+    "token_budget",
+    "cost_budget",
+    "step_buffer_tokens",
+)
+
+
+class RunSummary(BaseModel):
+    """What `pse run --json` prints: the public summary of a finished run (paths absolute)."""
+
+    run_id: str
+    task: str
+    outcome: str | None
+    outcome_reason: str
+    cycles: int
+    trace: str
+    report: str | None
+    escalation: str | None
+    tokens: dict[str, Any]
+    cost: dict[str, Any]
+
+
+@dataclass
+class PreparedRun:
+    """A run ready to go: its engine plus what must happen after the engine returns."""
+
+    engine: Engine
+    task: Task
+    run_dir: Path
+    workspace: Path
+    recorder: CassetteRecorder | None
+    clients: dict[str, ChatCompletionClient]
+    player: CassettePlayer | None
+    defaulted_scripted: bool
+
+    @property
+    def run_id(self) -> str:
+        return self.engine.trace.run_id
+
+
+def registry_for(settings: Settings) -> TaskRegistry:
+    """The task registry: built-in tasks plus `PSE_TASKS_DIR` when set."""
+    return TaskRegistry.discover(settings.tasks_dir)
+
+
+def _task_settings(settings: Settings, task: Task) -> Settings:
+    """The settings with the task's limit overrides applied (validated by the settings model)."""
+    overrides = {
+        k: v for k, v in task.config.limits.model_dump(exclude_none=True).items() if k in _LIMIT_FIELDS
+    }
+    if not overrides:
+        return settings
+    try:
+        return settings.model_validate({**settings.model_dump(), **overrides})
+    except ValueError as exc:
+        raise ConfigError(f"task {task.name!r} has an invalid limit override: {exc}") from exc
+
+
+def _wire(
+    *,
+    task: Task,
+    settings: Settings,
+    run_id: str,
+    run_dir: Path,
+    workspace: Path,
+    task_message: str,
+    inputs: dict[str, str],
+    on_event: Callable[[Event], None] | None,
+    positions: dict[str, int] | None,
+    trace: Trace | None,
+) -> PreparedRun:
+    settings = _task_settings(settings, task)
+    specs = {role: settings.model_spec(role) for role in ROLES}
+    player: CassettePlayer | None = None
+    if any(spec.provider == "scripted" for spec in specs.values()):
+        cassette = settings.cassette or task.cassette_path
+        if cassette is None:
+            raise UserError(
+                f"task {task.name!r} has no cassette and no model is configured: pass --cassette FILE, "
+                "or configure a real model (PSE_PROVIDER, PSE_API_KEY / PSE_BASE_URL)"
+            )
+        player = CassettePlayer.from_file(Path(cassette), strict=settings.replay_strict, positions=positions)
+        settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
+    recorder = CassetteRecorder(settings.record) if settings.record is not None else None
+
+    policy = Policy.default(settings).with_overrides(task.config.policy)
+    executor = ToolExecutor(workspace, settings, policy, checks=task.resolved_checks(), task_dir=task.dir)
+    clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
+    roles = [
+        RoleSetup(
+            name=role,
+            system_message=task.system_prompt(role) + "\n## Your tools\n" + render_tool_catalog(role, policy),
+            client=clients[role],
+        )
+        for role in ROLES
+    ]
+
+    def price(role: str, prompt: int, completion: int) -> tuple[float, str, bool]:
+        cost = price_of(settings, specs[role].model, prompt, completion)
+        return cost.amount, cost.currency, cost.priced
+
+    setup = RunSetup(
+        run_id=run_id,
+        task=task.name,
+        task_message=task_message,
+        roles=roles,
+        tool_agent=ToolAgent(executor),
+        tools=executor,
+        workspace=workspace,
+        run_dir=run_dir,
+        settings=settings,
+        required_checks=list(task.config.required_checks),
+        expected_outputs=list(task.config.expected_outputs),
+        inputs=inputs,
+        price=price,
+        model_names={role: spec.model for role, spec in specs.items()},
+        positions=(lambda: player.positions) if player is not None else None,
+        on_event=on_event,
+    )
+    return PreparedRun(
+        engine=Engine(setup, trace),
+        task=task,
+        run_dir=run_dir,
+        workspace=workspace,
+        recorder=recorder,
+        clients=clients,
+        player=player,
+        defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
+    )
+
+
+def prepare_run(
+    task_name: str,
+    settings: Settings,
+    *,
+    inputs: dict[str, str] | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    run_id: str | None = None,
+) -> PreparedRun:
+    """Create the run folder and workspace, seed it, and wire the engine.
+
+    Raises:
+        TaskNotFoundError: no such task.
+        UserError / ConfigError / CassetteError: a bad input, setting or cassette (nothing is left behind).
+    """
+    task = registry_for(settings).get(task_name)
+    resolved = task.resolve_inputs(inputs)
+    run_id = run_id or new_run_id(task.name)
+    runs_dir = settings.runs_dir.resolve()
+    run_dir = runs_dir / run_id
+    workspace = run_dir / "workspace"
+    prune_runs(runs_dir, settings.trace_retention_days, keep={run_id})
+    workspace.mkdir(parents=True)
+    try:
+        task.seed_workspace(workspace, resolved)
+        summary_md = workspace / "rules_summary.md"
+        rules_summary = summary_md.read_text(encoding="utf-8") if summary_md.is_file() else None
+        message = task.task_message(resolved, rules_summary)
+        prepared = _wire(
+            task=task,
+            settings=settings,
+            run_id=run_id,
+            run_dir=run_dir,
+            workspace=workspace,
+            task_message=message,
+            inputs=resolved,
+            on_event=on_event,
+            positions=None,
+            trace=None,
+        )
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return prepared
+
+
+def prepare_resume(
+    run_id: str, settings: Settings, *, on_event: Callable[[Event], None] | None = None
+) -> PreparedRun:
+    """Wire an engine that goes on with an interrupted run (same counters, same cassette position).
+
+    Raises:
+        UserError: the run does not exist or already has an outcome.
+    """
+    run_dir = settings.runs_dir.resolve() / run_id
+    if "/" in run_id or run_id.startswith(".") or not (run_dir / "trace.json").is_file():
+        raise UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
+    trace = load_trace(run_dir)
+    if trace.outcome is not None and not trace.outcome_reason.startswith("CANCELLED"):
+        raise UserError(
+            f"run {run_id} already ended {trace.outcome}; only interrupted or cancelled runs resume"
+        )
+    if trace.outcome is not None:  # cancelled: reopen it at the last cycle boundary
+        trace = _reopen_cancelled(trace)
+    task = registry_for(settings).get(trace.task)
+    if trace.settings.get("cassette") and settings.cassette is None:
+        settings = settings.model_copy(update={"cassette": Path(str(trace.settings["cassette"]))})
+    return _wire(
+        task=task,
+        settings=settings,
+        run_id=run_id,
+        run_dir=run_dir,
+        workspace=run_dir / "workspace",
+        task_message=trace.task_message,
+        inputs=trace.inputs,
+        on_event=on_event,
+        positions=trace.cassette_positions,
+        trace=trace,
+    )
+
+
+def _reopen_cancelled(trace: Trace) -> Trace:
+    """Drop the cancelled cycle and its transitions, so the run goes on from the boundary before it."""
+    data = trace.model_dump(by_alias=True)
+    cancelled = data["cycles"].pop() if data["cycles"] else None
+    cut = next(
+        (i for i, t in enumerate(data["transitions"]) if cancelled and t["at"] >= cancelled["started_at"]),
+        len(data["transitions"]),
+    )
+    data["transitions"] = data["transitions"][:cut]
+    data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
+    data.update(outcome=None, outcome_reason="", ended_at=None)
+    if cancelled is not None:
+        data["cassette_positions"] = cancelled["positions_at_start"]
+    return Trace.model_validate(data)
+
+
+async def run_to_end(prepared: PreparedRun) -> RunSummary:
+    """Run the engine, then extract the report, save a recording and close the clients."""
+    try:
+        trace = await prepared.engine.run()
+    finally:
+        for client in prepared.clients.values():
+            await client.close()
+        if prepared.recorder is not None:
+            prepared.recorder.save()
+    last_report = next(
+        (m.content for c in reversed(trace.cycles) for m in reversed(c.messages) if m.source == "Specialist"),
+        None,
+    )
+    report = extract_report(prepared.task, prepared.workspace, last_report)
+    if report is not None:
+        path = prepared.run_dir / "report.md"
+        path.write_text(report, encoding="utf-8")
+        trace.report = str(path)
+        write_trace(trace, prepared.run_dir)
+    return summarize(trace, prepared.run_dir)
+
+
+def summarize(trace: Trace, run_dir: Path) -> RunSummary:
+    """The public summary of a trace."""
+    return RunSummary(
+        run_id=trace.run_id,
+        task=trace.task,
+        outcome=trace.outcome,
+        outcome_reason=trace.outcome_reason,
+        cycles=len(trace.cycles),
+        trace=str((run_dir / "trace.json").resolve()),
+        report=trace.report,
+        escalation=trace.escalation,
+        tokens=json.loads(trace.tokens.model_dump_json()),
+        cost=json.loads(trace.cost.model_dump_json()),
+    )
