@@ -1,0 +1,302 @@
+"""Scenario tests of the loop engine: scripted cassettes, the real ToolAgent, real pytest and ruff.
+
+Every scenario runs the built-in code-delivery task through the runner and asserts on the trace.
+The cassettes are assembled from the turns of the task's own cassette (a buggy implementation,
+its fix, the Evaluator's check runs and verdicts) plus a few hand-written turns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_core.models import SystemMessage
+
+from pse.config import load_settings
+from pse.engine import Trace, load_trace
+from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
+from pse.tasks import TaskRegistry
+from pse.tokens import count_tokens
+
+_TURNS = json.loads(
+    (TaskRegistry.discover(None).get("code-delivery").cassette_path).read_text()  # type: ignore[union-attr]
+)["turns"]
+PLAN, S_BAD, S_REPORT, E_CHECKS, E_PARTIAL, S_FIX, S_REPORT2, E_CHECKS2, E_PASS = (
+    (t["role"], t["content"]) for t in _TURNS
+)
+E_RUFF_ONLY = (
+    "Evaluator",
+    '<tool_calls><invoke name="run_ruff"><parameter name="target">.</parameter></invoke></tool_calls>',
+)
+E_FAIL = (
+    "Evaluator",
+    '<verdict status="FAIL"><reason_code>WRONG_APPROACH</reason_code>'
+    '<criterion id="AC1" met="false">duplicates lost</criterion><criterion id="AC2" met="true">ok</criterion>'
+    '<criterion id="AC3" met="false">test_duplicates fails</criterion><criterion id="AC4" met="true">ok</criterion>'
+    "<summary>The partitioning approach loses data.</summary></verdict>",
+)
+E_PASS_LIE = ("Evaluator", E_PASS[1])  # a PASS verdict, whatever the checks said
+
+
+def _cassette(tmp_path: Path, turns: list[tuple[str, str]]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "cassette.json"
+    path.write_text(json.dumps({"version": 1, "turns": [{"role": r, "content": c} for r, c in turns]}))
+    return path
+
+
+async def _run(tmp_path: Path, turns: list[tuple[str, str]], **settings: Any) -> tuple[Trace, PreparedRun]:
+    options: dict[str, Any] = {"cassette": _cassette(tmp_path, turns), "runs_dir": tmp_path / "runs"}
+    options.update(settings)
+    prepared = prepare_run("code-delivery", load_settings(**options))
+    summary = await run_to_end(prepared)
+    return load_trace(Path(summary.trace)), prepared
+
+
+def _plan_criteria() -> int:
+    return PLAN[1].count("<criterion ")
+
+
+async def test_pass_in_one_cycle(tmp_path: Path) -> None:
+    trace, _ = await _run(tmp_path, [PLAN, S_BAD, S_FIX, S_REPORT2, E_CHECKS2, E_PASS])
+    assert trace.outcome == "PASSED"
+    assert [c.kind for c in trace.cycles] == ["initial"]
+    assert [t.to for t in trace.transitions] == ["PLANNED", "RUNNING", "REVIEWING", "PASSED"]
+    assert trace.cycles[0].gate.passed and trace.cycles[0].gate.failures == []
+    assert {c.tool for c in trace.cycles[0].tool_calls} == {"write_file", "run_pytest", "run_ruff"}
+
+
+async def test_partial_then_pass_revises_from_the_specialist(tmp_path: Path) -> None:
+    trace, prepared = await _run(tmp_path, [t for t in ((t["role"], t["content"]) for t in _TURNS)])
+    assert trace.outcome == "PASSED"
+    assert [c.kind for c in trace.cycles] == ["initial", "revise"]
+    assert [c.result for c in trace.cycles] == ["PARTIAL", "PASS"]
+    assert trace.counters.partial_retries == 1 and trace.counters.fail_retries == 0
+    revise = trace.cycles[1]
+    assert revise.first_speaker == "Specialist"
+    assert "Planner" not in {m.source for m in revise.messages}
+    assert revise.step_buffer is not None and "Failed criteria:" in revise.step_buffer
+    pytest_runs = [c for c in trace.cycles[0].tool_calls if c.tool == "run_pytest"]
+    assert pytest_runs[-1].facts["exit_code"] == 1 and pytest_runs[-1].facts["failed"] >= 1
+    assert Path(trace.report or "").read_text().startswith("Artifacts:")
+    # Every role consumed exactly its own turns.
+    assert prepared.player is not None and prepared.player.positions == {
+        "Planner": 1,
+        "Specialist": 4,
+        "Evaluator": 4,
+    }
+
+
+async def test_evaluator_never_sees_the_specialists_intermediate_turns(tmp_path: Path) -> None:
+    _, prepared = await _run(tmp_path, [(t["role"], t["content"]) for t in _TURNS])
+    assert prepared.player is not None
+    requests = prepared.player.requests["Evaluator"]
+    assert len(requests) == 4
+    for request in requests:
+        sent = "\n".join(str(m.content) for m in request if not isinstance(m, SystemMessage))
+        assert 'name="write_file"' not in sent  # the Specialist's tool requests
+        assert 'tool_results for="Specialist"' not in sent  # and their results
+        assert "<report>" in sent  # but its final report is there
+        assert '<criterion id="AC1">' in sent  # and so is the plan
+    # The Specialist does not see the Evaluator's tool traffic either.
+    for request in prepared.player.requests["Specialist"]:
+        sent = "\n".join(str(m.content) for m in request if not isinstance(m, SystemMessage))
+        assert 'tool_results for="Evaluator"' not in sent
+
+
+async def test_partial_over_its_cap_replans(tmp_path: Path) -> None:
+    turns = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_PARTIAL, PLAN, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+    trace, _ = await _run(tmp_path, turns, max_partial_retries=0)
+    assert trace.outcome == "PASSED"
+    assert [c.kind for c in trace.cycles] == ["initial", "replan"]
+    assert trace.cycles[1].first_speaker == "Planner"
+    assert "REPLANNING" in [t.to for t in trace.transitions]
+    assert trace.cycles[1].step_buffer is not None and "Re-plan request" in trace.cycles[1].step_buffer
+    assert trace.counters.fail_retries == 1
+
+
+async def test_fail_over_its_cap_escalates_with_a_record(tmp_path: Path) -> None:
+    cycle = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL]
+    trace, prepared = await _run(tmp_path, cycle + cycle, max_fail_retries=1)
+    assert trace.outcome == "ESCALATED"
+    assert [c.kind for c in trace.cycles] == ["initial", "replan"]
+    assert trace.escalation is not None
+    record = json.loads(Path(trace.escalation).read_text())
+    failed = {f["id"]: f["times_failed"] for f in record["failed_criteria"]}
+    assert failed == {"AC1": 2, "AC3": 2}
+    assert record["passed_criteria"] == ["AC2", "AC4"]
+    assert "quicksort.py" in " ".join(record["artifacts"])
+    assert (prepared.run_dir / "escalation.md").read_text().startswith("# Escalation: code-delivery")
+
+
+async def test_turn_cap_is_a_timeout(tmp_path: Path) -> None:
+    trace, _ = await _run(tmp_path, [PLAN, S_BAD, S_REPORT], turns_per_cycle=3)
+    assert trace.outcome == "TIMEOUT"
+    assert trace.outcome_reason.startswith("turn cap")
+    assert trace.cycles[0].turns == 3
+    assert trace.counters.partial_retries == 0 and trace.counters.fail_retries == 0
+
+
+async def test_model_unavailable_is_an_error_without_using_a_retry(tmp_path: Path) -> None:
+    trace, _ = await _run(
+        tmp_path,
+        [],
+        provider="openai",
+        base_url="http://127.0.0.1:9/v1",
+        model_max_retries=1,
+        model_backoff_s=0.01,
+    )
+    assert trace.outcome == "ERROR"
+    assert trace.outcome_reason.startswith("ModelUnavailableError")
+    assert trace.counters.partial_retries == 0 and trace.counters.fail_retries == 0
+    assert len(trace.cycles) == 1
+
+
+async def test_pass_claimed_over_a_failing_pytest_is_a_hard_gate_partial(tmp_path: Path) -> None:
+    trace, _ = await _run(
+        tmp_path, [PLAN, S_BAD, S_REPORT, E_CHECKS, E_PASS_LIE], max_partial_retries=0, max_fail_retries=0
+    )
+    cycle = trace.cycles[0]
+    assert cycle.verdict is not None and cycle.verdict.status == "PASS"
+    assert cycle.result == "PARTIAL" and cycle.result_reason.startswith("HARD_GATE")
+    assert any(f.startswith("check:pytest: last run_pytest run") for f in cycle.gate.failures)
+    assert trace.outcome == "ESCALATED"
+
+
+async def test_pass_without_running_a_required_check_is_a_hard_gate_partial(tmp_path: Path) -> None:
+    trace, _ = await _run(
+        tmp_path,
+        [PLAN, S_BAD, S_FIX, S_REPORT2, E_RUFF_ONLY, E_PASS_LIE],
+        max_partial_retries=0,
+        max_fail_retries=0,
+    )
+    cycle = trace.cycles[0]
+    assert cycle.result == "PARTIAL" and cycle.result_reason.startswith("HARD_GATE")
+    assert cycle.gate.failures == ["check:pytest: the Evaluator did not run run_pytest"]
+
+
+@pytest.mark.parametrize(
+    ("verdict_text", "error"),
+    [
+        ("All criteria PASS. Everything is great: PASS.", "found no <verdict>"),
+        (E_PASS[1] + "\n" + E_PASS[1], "found 2 <verdict>"),
+    ],
+)
+async def test_anything_but_one_verdict_ends_the_run_as_error(
+    tmp_path: Path, verdict_text: str, error: str
+) -> None:
+    trace, _ = await _run(tmp_path, [PLAN, S_BAD, S_FIX, S_REPORT2, ("Evaluator", verdict_text)])
+    assert trace.outcome == "ERROR"
+    assert trace.outcome_reason.startswith("REVIEW_ERROR") and error in trace.outcome_reason
+    assert trace.cycles[0].verdict is None
+
+
+async def test_blocked_specialist_escalates(tmp_path: Path) -> None:
+    blocked = (
+        "Specialist",
+        '<blocked reason_code="MISSING_PERMISSION">I may not run bash to profile</blocked>',
+    )
+    trace, _ = await _run(tmp_path, [PLAN, blocked])
+    assert trace.outcome == "ESCALATED"
+    assert [t.to for t in trace.transitions][-2:] == ["BLOCKED", "ESCALATED"]
+    assert trace.cycles[0].blocked is not None and trace.cycles[0].blocked.reason_code == "MISSING_PERMISSION"
+    assert json.loads(Path(trace.escalation or "").read_text())["blocked"]["role"] == "Specialist"
+
+
+def _retry_turns() -> list[tuple[str, str]]:
+    partial_cycle = [S_BAD, S_REPORT, E_CHECKS, E_PARTIAL]
+    return [PLAN, *partial_cycle, *partial_cycle, *partial_cycle, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+
+
+def _prompt_tokens(trace: Trace) -> list[int]:
+    return [sum(t.prompt for t in c.tokens.values()) for c in trace.cycles]
+
+
+async def test_retries_cost_flat_prompt_tokens_in_step_buffer_mode(tmp_path: Path) -> None:
+    trace, _ = await _run(tmp_path / "sb", _retry_turns(), max_partial_retries=3)
+    assert trace.outcome == "PASSED"
+    assert [c.kind for c in trace.cycles] == ["initial", "revise", "revise", "revise"]
+    cap = trace.settings["step_buffer_tokens"]
+    tokens = _prompt_tokens(trace)
+    assert all(t <= tokens[0] + cap for t in tokens[1:]), tokens
+    assert tokens[1] == tokens[2], "identical retries must cost identical prompt tokens"
+    assert all(count_tokens(c.step_buffer or "") <= cap for c in trace.cycles)
+
+    history, _ = await _run(tmp_path / "hist", _retry_turns(), max_partial_retries=3, context_mode="history")
+    assert history.outcome == "PASSED"
+    grown = _prompt_tokens(history)
+    assert grown[1] < grown[2] < grown[3], grown  # history mode grows with every retry
+    assert sum(grown) > sum(tokens)
+
+
+async def test_cancel_ends_the_cycle_cleanly_and_records_it(tmp_path: Path) -> None:
+    options: dict[str, Any] = {
+        "cassette": _cassette(tmp_path, [(t["role"], t["content"]) for t in _TURNS]),
+        "runs_dir": tmp_path / "runs",
+    }
+    prepared = prepare_run("code-delivery", load_settings(**options))
+
+    def cancel_on_first_tool_call(event: Any) -> None:
+        if event.kind == "tool_call":
+            prepared.engine.cancel("test cancelled")
+
+    prepared.engine.setup.on_event = cancel_on_first_tool_call
+    summary = await run_to_end(prepared)
+    assert summary.outcome == "ERROR" and summary.outcome_reason == "CANCELLED: test cancelled"
+    trace = load_trace(Path(summary.trace))
+    assert trace.cycles[0].result == "ERROR"
+    # A cancelled run can be resumed: it goes on from the cycle boundary and finishes.
+    resumed = prepare_resume(trace.run_id, load_settings(runs_dir=tmp_path / "runs"))
+    final = await run_to_end(resumed)
+    assert final.outcome == "PASSED" and final.cycles == 2
+
+
+_KILLER = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from pathlib import Path
+    from pse.config import load_settings
+    from pse.runner import prepare_run, run_to_end
+
+    prepared = prepare_run("code-delivery", load_settings(cassette=Path(sys.argv[1]), runs_dir=Path(sys.argv[2])))
+    print(prepared.run_id, flush=True)
+
+    def die_at_cycle_two(event):
+        if event.kind == "cycle_start" and event.cycle == 2:
+            os.kill(os.getpid(), signal.SIGKILL)  # a hard kill: no cleanup, no final trace write
+
+    prepared.engine.setup.on_event = die_at_cycle_two
+    asyncio.run(run_to_end(prepared))
+    """
+)
+
+
+async def test_resume_after_a_kill_finishes_the_run(tmp_path: Path) -> None:
+    cassette = _cassette(tmp_path, [(t["role"], t["content"]) for t in _TURNS])
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLER, str(cassette), str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    run_id = proc.stdout.split()[0]
+    killed = load_trace(runs / run_id)
+    assert killed.outcome is None and len(killed.cycles) == 1 and killed.state == "REVISING"
+    assert killed.cassette_positions == {"Planner": 1, "Specialist": 2, "Evaluator": 2}
+
+    resumed = prepare_resume(run_id, load_settings(runs_dir=runs))
+    summary = await run_to_end(resumed)
+    trace = load_trace(Path(summary.trace))
+    assert trace.outcome == "PASSED" and trace.resumed == 1
+    assert [c.kind for c in trace.cycles] == ["initial", "revise"]
+    assert trace.counters.partial_retries == 1
