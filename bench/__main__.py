@@ -19,7 +19,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main(argv: list[str]) -> int:
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_"))
+    names = sorted(
+        m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
+    )
     if argv:
         names = [n for n in names if n.removeprefix("bench_") in argv]
     RESULTS.mkdir(parents=True, exist_ok=True)

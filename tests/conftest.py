@@ -42,7 +42,9 @@ socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _clean_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """Drop PSE_* and provider variables and leave the repo's .env unread (tests run from a temp dir)."""
     for name in list(os.environ):
         if name.startswith(("PSE_", "OPENAI_", "OLLAMA_", "DEEPSEEK_")):

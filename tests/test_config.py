@@ -27,7 +27,11 @@ def test_role_overrides_fall_back_to_globals(monkeypatch: pytest.MonkeyPatch) ->
     settings = load_settings()
     planner, evaluator = settings.model_spec("Planner"), settings.model_spec("Evaluator")
     assert (planner.provider, planner.model, planner.base_url) == ("openai", "gpt-x", "http://127.0.0.1:1/v1")
-    assert (evaluator.provider, evaluator.model, evaluator.base_url) == ("ollama", "qwen3:8b", "http://127.0.0.1:1/v1")
+    assert (evaluator.provider, evaluator.model, evaluator.base_url) == (
+        "ollama",
+        "qwen3:8b",
+        "http://127.0.0.1:1/v1",
+    )
 
 
 def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

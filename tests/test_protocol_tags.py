@@ -49,8 +49,14 @@ def test_plan_round_trips_through_render() -> None:
         ("<plan><criterion id='AC1'>y</criterion></plan>", "found no <goal>"),
         ("<plan><goal>x</goal></plan>", "no <criterion"),
         ("<plan><goal>x</goal><criterion>y</criterion></plan>", "has no id"),
-        ("<plan><goal>x</goal><criterion id='A'>y</criterion><criterion id='A'>z</criterion></plan>", "twice"),
-        ("<plan><goal>x</goal><criterion id='A'>y</criterion><output path='/etc/passwd'/></plan>", "relative"),
+        (
+            "<plan><goal>x</goal><criterion id='A'>y</criterion><criterion id='A'>z</criterion></plan>",
+            "twice",
+        ),
+        (
+            "<plan><goal>x</goal><criterion id='A'>y</criterion><output path='/etc/passwd'/></plan>",
+            "relative",
+        ),
         ("<plan><goal>x</goal><criterion id='A'>y</criterion><output path='../x'/></plan>", "relative"),
     ],
 )
@@ -74,12 +80,14 @@ def test_verdict_is_parsed() -> None:
         ("All criteria PASS. Great work, PASS!", "found no <verdict>"),
         (VERDICT + "\n" + VERDICT, "found 2 <verdict>"),
         ('<verdict status="GREAT"><reason_code>X</reason_code></verdict>', "is not one of"),
-        ('<verdict><reason_code>X</reason_code></verdict>', "is not one of"),
+        ("<verdict><reason_code>X</reason_code></verdict>", "is not one of"),
         ('<verdict status="PASS"></verdict>', "found no <reason_code>"),
-        ('<verdict status="PASS"><reason_code>X</reason_code><criterion id="AC1" met="yes">y</criterion></verdict>',
-         'met="true"'),
+        (
+            '<verdict status="PASS"><reason_code>X</reason_code><criterion id="AC1" met="yes">y</criterion></verdict>',
+            'met="true"',
+        ),
         ('<verdict status="PASS"><reason_code>X</reason_code>', "never closed"),
-        ('<verdict status=PASS><reason_code>X</reason_code></verdict>', "cannot read the attributes"),
+        ("<verdict status=PASS><reason_code>X</reason_code></verdict>", "cannot read the attributes"),
     ],
 )
 def test_anything_but_one_well_formed_verdict_is_an_error(text: str, message: str) -> None:
@@ -105,8 +113,14 @@ def test_entities_are_never_expanded() -> None:
 
 
 def test_blocked_is_found_with_its_reason() -> None:
-    blocked = find_blocked('Cannot go on.\n<blocked reason_code="MISSING_DATA">no gateway logs</blocked>', "Specialist")
+    blocked = find_blocked(
+        'Cannot go on.\n<blocked reason_code="MISSING_DATA">no gateway logs</blocked>', "Specialist"
+    )
     assert blocked is not None
-    assert (blocked.role, blocked.reason_code, blocked.detail) == ("Specialist", "MISSING_DATA", "no gateway logs")
+    assert (blocked.role, blocked.reason_code, blocked.detail) == (
+        "Specialist",
+        "MISSING_DATA",
+        "no gateway logs",
+    )
     assert find_blocked("all fine", "Planner") is None
     assert find_blocked("<blocked>why</blocked>", "Planner").reason_code == "UNSPECIFIED"  # type: ignore[union-attr]

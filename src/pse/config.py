@@ -55,22 +55,29 @@ class Settings(BaseSettings):
 
     # --- models -------------------------------------------------------------------------
     provider: ProviderName | None = Field(
-        None, description="Model provider for every role: openai, ollama or scripted. Default: scripted "
-        "when no API key or provider is configured."
+        None,
+        description="Model provider for every role: openai, ollama or scripted. Default: scripted "
+        "when no API key or provider is configured.",
     )
     model: str | None = Field(None, description="Model name for every role.")
     base_url: str | None = Field(
-        None, validation_alias=AliasChoices("PSE_BASE_URL", "OPENAI_BASE_URL"),
+        None,
+        validation_alias=AliasChoices("PSE_BASE_URL", "OPENAI_BASE_URL"),
         description="API base URL (also read from OPENAI_BASE_URL).",
     )
     api_key: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("PSE_API_KEY", "OPENAI_API_KEY"),
+        None,
+        validation_alias=AliasChoices("PSE_API_KEY", "OPENAI_API_KEY"),
         description="API key (also read from OPENAI_API_KEY). Never written to traces or cassettes.",
     )
-    planner_provider: ProviderName | None = Field(None, description="Planner's provider (falls back to PSE_PROVIDER).")
+    planner_provider: ProviderName | None = Field(
+        None, description="Planner's provider (falls back to PSE_PROVIDER)."
+    )
     planner_model: str | None = Field(None, description="Planner's model (falls back to PSE_MODEL).")
     planner_base_url: str | None = Field(None, description="Planner's base URL (falls back to PSE_BASE_URL).")
-    planner_api_key: SecretStr | None = Field(None, description="Planner's API key (falls back to PSE_API_KEY).")
+    planner_api_key: SecretStr | None = Field(
+        None, description="Planner's API key (falls back to PSE_API_KEY)."
+    )
     specialist_provider: ProviderName | None = Field(None, description="Specialist's provider.")
     specialist_model: str | None = Field(None, description="Specialist's model.")
     specialist_base_url: str | None = Field(None, description="Specialist's base URL.")
@@ -79,16 +86,28 @@ class Settings(BaseSettings):
     evaluator_model: str | None = Field(None, description="Evaluator's model (e.g. another model family).")
     evaluator_base_url: str | None = Field(None, description="Evaluator's base URL.")
     evaluator_api_key: SecretStr | None = Field(None, description="Evaluator's API key.")
-    cassette: Path | None = Field(None, description="Cassette the scripted provider replays (default: the task's).")
-    record: Path | None = Field(None, description="Record the real model exchange of a run into this cassette file.")
+    cassette: Path | None = Field(
+        None, description="Cassette the scripted provider replays (default: the task's)."
+    )
+    record: Path | None = Field(
+        None, description="Record the real model exchange of a run into this cassette file."
+    )
     replay_strict: bool = Field(
         True, description="In replay, fail on the first request whose digest differs from the recorded one."
     )
     model_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call, in seconds.")
-    model_max_retries: int = Field(3, ge=0, le=10, description="Retries on rate limit, 5xx and connection errors.")
-    model_backoff_s: float = Field(1.0, ge=0, description="First retry delay; doubles each retry, with jitter.")
-    model_max_tokens: int | None = Field(None, gt=0, description="Max completion tokens per call (None: provider's).")
-    model_temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature (None: provider's).")
+    model_max_retries: int = Field(
+        3, ge=0, le=10, description="Retries on rate limit, 5xx and connection errors."
+    )
+    model_backoff_s: float = Field(
+        1.0, ge=0, description="First retry delay; doubles each retry, with jitter."
+    )
+    model_max_tokens: int | None = Field(
+        None, gt=0, description="Max completion tokens per call (None: provider's)."
+    )
+    model_temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature (None: provider's)."
+    )
     prices: dict[str, Price] = Field(
         default_factory=dict,
         description='Prices per model as JSON: {"gpt-4o": {"input": 2.5, "output": 10, "currency": "USD"}}.',
@@ -113,7 +132,9 @@ class Settings(BaseSettings):
     run_timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of a run, seconds.")
     token_budget: int = Field(500_000, gt=0, description="Most tokens (prompt + completion) a run may use.")
     cost_budget: float | None = Field(None, gt=0, description="Most money a run may cost (None: no limit).")
-    step_buffer_tokens: int = Field(2000, ge=100, description="Cap of what crosses from one cycle to the next.")
+    step_buffer_tokens: int = Field(
+        2000, ge=100, description="Cap of what crosses from one cycle to the next."
+    )
     context_mode: ContextMode = Field(
         "step_buffer", description="step_buffer (reset each cycle) or history (one team, whole history)."
     )
@@ -166,5 +187,7 @@ def load_settings(**overrides: object) -> Settings:
             name = "PSE_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else "settings"
             problems.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
         raise ConfigError(
-            "invalid configuration:\n  " + "\n  ".join(problems) + "\nFix the variable in your environment or .env."
+            "invalid configuration:\n  "
+            + "\n  ".join(problems)
+            + "\nFix the variable in your environment or .env."
         ) from exc

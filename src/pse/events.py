@@ -17,18 +17,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "EVENT_ADAPTER",
     "BlockedRecord",
-    "PlanItem",
-    "PlanRecord",
     "CriterionResult",
     "CycleStarted",
     "Event",
-    "EVENT_ADAPTER",
     "GateRecord",
     "GateResult",
     "MessageEvent",
     "MessageRecord",
     "OutcomeEvent",
+    "PlanItem",
+    "PlanRecord",
     "RetrievalEvent",
     "TokenCount",
     "ToolCallEvent",
@@ -141,7 +141,9 @@ class GateRecord(_Record):
 class TransitionRecord(_Record):
     """One state-machine transition (serialized with the key `from`)."""
 
-    model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+    model_config = ConfigDict(
+        extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
 
     from_: str = Field(alias="from")
     to: str
@@ -236,7 +238,13 @@ class OutcomeEvent(_Event):
 
 
 Event = Annotated[
-    CycleStarted | MessageEvent | ToolCallEvent | RetrievalEvent | VerdictEvent | TransitionEvent | OutcomeEvent,
+    CycleStarted
+    | MessageEvent
+    | ToolCallEvent
+    | RetrievalEvent
+    | VerdictEvent
+    | TransitionEvent
+    | OutcomeEvent,
     Field(discriminator="kind"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -3,7 +3,7 @@
 Hierarchy::
 
     PSEError                      base of everything below
-    ├── UserError                 the user's configuration or input is wrong; fix it and run again (CLI exit 2)
+    ├── UserError                 the user's configuration or input is wrong; fix it, run again (exit 2)
     │   ├── ConfigError           a setting, .env value or task config is invalid
     │   ├── TaskNotFoundError     no task of that name in any tasks directory
     │   └── CassetteError         a cassette file is missing, unreadable or not of the cassette format

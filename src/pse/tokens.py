@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["count_tokens", "count_message_tokens"]
+__all__ = ["count_message_tokens", "count_tokens"]
 
 _PIECE = re.compile(r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_]")
 _PER_MESSAGE_OVERHEAD = 4  # role marker and separators, as chat formats add
@@ -23,7 +23,8 @@ def count_tokens(text: str) -> int:
     """Count the tokens of `text` deterministically (see the module docstring)."""
     total = 0
     for piece in _PIECE.findall(text):
-        total += (len(piece) + 3) // 4 if piece[0].isascii() and (piece[0].isalnum() or piece[0] == "_") else 1
+        is_word = piece[0].isascii() and (piece[0].isalnum() or piece[0] == "_")
+        total += (len(piece) + 3) // 4 if is_word else 1
     return total
 
 

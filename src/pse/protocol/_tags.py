@@ -24,7 +24,7 @@ _TOOL_TRAFFIC = re.compile(r"<tool_calls\b.*?</tool_calls>|<tool_results\b.*?</t
 
 
 def strip_tool_traffic(text: str) -> str:
-    """Remove complete `<tool_calls>` and `<tool_results>` blocks, so tags quoted in them are not read as ours."""
+    """Remove complete `<tool_calls>` and `<tool_results>` blocks: tags quoted in them are not ours."""
     return _TOOL_TRAFFIC.sub("", text)
 
 
@@ -32,7 +32,7 @@ def _attributes(raw: str, where: str) -> dict[str, str]:
     attrs: dict[str, str] = {}
     rest = _ATTR.sub("", raw).strip().rstrip("/").strip()
     if rest:
-        raise ProtocolError(f"{where}: cannot read the attributes {raw.strip()!r}; write name=\"value\" pairs")
+        raise ProtocolError(f'{where}: cannot read the attributes {raw.strip()!r}; write name="value" pairs')
     for match in _ATTR.finditer(raw):
         attrs[match.group(1)] = match.group(2) if match.group(2) is not None else match.group(3)
     return attrs
@@ -54,7 +54,9 @@ def _elements(text: str, tag: str, where: str) -> list[tuple[dict[str, str], str
             continue
         close = text.find(f"</{tag}>", match.end())
         if close < 0:
-            raise ProtocolError(f"{where}: <{tag}> opened at character {match.start()} is never closed with </{tag}>")
+            raise ProtocolError(
+                f"{where}: <{tag}> opened at character {match.start()} is never closed with </{tag}>"
+            )
         nested = opening.search(text, match.end(), close)
         if nested is not None:
             raise ProtocolError(f"{where}: a second <{tag}> starts before the first is closed with </{tag}>")
@@ -75,11 +77,11 @@ def _numbered(body: str, tag: str, where: str) -> list[PlanItem]:
     for attrs, text in _elements(body, tag, where):
         item_id = attrs.get("id", "").strip()
         if not item_id:
-            raise ProtocolError(f"{where}: a <{tag}> has no id attribute; write <{tag} id=\"...\">")
+            raise ProtocolError(f'{where}: a <{tag}> has no id attribute; write <{tag} id="...">')
         if any(i.id == item_id for i in items):
-            raise ProtocolError(f"{where}: <{tag} id=\"{item_id}\"> appears twice; ids must be unique")
+            raise ProtocolError(f'{where}: <{tag} id="{item_id}"> appears twice; ids must be unique')
         if not text.strip():
-            raise ProtocolError(f"{where}: <{tag} id=\"{item_id}\"> is empty")
+            raise ProtocolError(f'{where}: <{tag} id="{item_id}"> is empty')
         items.append(PlanItem(id=item_id, text=text.strip()))
     return items
 
@@ -98,7 +100,7 @@ def parse_plan(text: str) -> PlanRecord:
         raise ProtocolError("plan: <goal> is empty")
     criteria = _numbered(body, "criterion", where)
     if not criteria:
-        raise ProtocolError("plan: it has no <criterion id=\"AC1\">; every plan needs acceptance criteria")
+        raise ProtocolError('plan: it has no <criterion id="AC1">; every plan needs acceptance criteria')
     outputs: list[str] = []
     for attrs, _ in _elements(body, "output", where):
         path = attrs.get("path", "").strip()
@@ -106,7 +108,9 @@ def parse_plan(text: str) -> PlanRecord:
         if not path or pure.is_absolute() or ".." in pure.parts:
             raise ProtocolError(f"plan: <output path={path!r}> must be a relative path inside the workspace")
         outputs.append(str(pure))
-    return PlanRecord(goal=goal.strip(), steps=_numbered(body, "step", where), criteria=criteria, outputs=outputs)
+    return PlanRecord(
+        goal=goal.strip(), steps=_numbered(body, "step", where), criteria=criteria, outputs=outputs
+    )
 
 
 def render_plan(plan: PlanRecord) -> str:
@@ -143,9 +147,9 @@ def parse_verdict(text: str) -> VerdictRecord:
         if not cid:
             raise ProtocolError("verdict: a <criterion> has no id attribute")
         if met not in ("true", "false"):
-            raise ProtocolError(f"verdict: <criterion id=\"{cid}\"> needs met=\"true\" or met=\"false\"")
+            raise ProtocolError(f'verdict: <criterion id="{cid}"> needs met="true" or met="false"')
         if any(c.id == cid for c in criteria):
-            raise ProtocolError(f"verdict: <criterion id=\"{cid}\"> appears twice")
+            raise ProtocolError(f'verdict: <criterion id="{cid}"> appears twice')
         criteria.append(CriterionResult(id=cid, met=met == "true", finding=finding.strip()))
     summaries = _elements(body, "summary", where)
     if len(summaries) > 1:
