@@ -69,20 +69,22 @@ class InputSpec(_Strict):
 class LimitOverrides(_Strict):
     """Per-task overrides of the engine limits; the same bounds as the `PSE_*` settings."""
 
-    max_partial_retries: int | None = Field(None, ge=0)
-    max_fail_retries: int | None = Field(None, ge=0)
-    turns_per_cycle: int | None = Field(None, ge=3)
-    run_timeout_s: float | None = Field(None, gt=0)
-    token_budget: int | None = Field(None, gt=0)
-    cost_budget: float | None = Field(None, gt=0)
-    step_buffer_tokens: int | None = Field(None, ge=100)
+    max_partial_retries: int | None = Field(default=None, ge=0)
+    max_fail_retries: int | None = Field(default=None, ge=0)
+    turns_per_cycle: int | None = Field(default=None, ge=3)
+    run_timeout_s: float | None = Field(default=None, gt=0)
+    token_budget: int | None = Field(default=None, gt=0)
+    cost_budget: float | None = Field(default=None, gt=0)
+    step_buffer_tokens: int | None = Field(default=None, ge=100)
 
 
 class ReportSpec(_Strict):
     """Where a run's `report.md` comes from: a workspace file, or a tagged part of the Specialist's report."""
 
-    file: str | None = Field(None, description="workspace path copied as report.md")
-    tag: str | None = Field(None, description="text between <tag> and </tag> in the Specialist's last report")
+    file: str | None = Field(default=None, description="workspace path copied as report.md")
+    tag: str | None = Field(
+        default=None, description="text between <tag> and </tag> in the Specialist's last report"
+    )
 
     @field_validator("file")
     @classmethod
@@ -124,7 +126,7 @@ class TaskConfig(_Strict):
     )
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     report: ReportSpec | None = None
-    cassette: str | None = Field(None, description="default cassette, relative to the task folder")
+    cassette: str | None = Field(default=None, description="default cassette, relative to the task folder")
 
     @field_validator("inputs", "checks")
     @classmethod
@@ -177,7 +179,9 @@ class TaskConfig(_Strict):
 class RegistryEntry(_Strict):
     """One `[tasks.NAME]` table of `registry.toml`."""
 
-    path: str | None = Field(None, description="task folder relative to registry.toml (default: the name)")
+    path: str | None = Field(
+        default=None, description="task folder relative to registry.toml (default: the name)"
+    )
 
     @field_validator("path")
     @classmethod

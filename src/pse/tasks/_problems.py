@@ -105,8 +105,8 @@ def _pydantic_problem(path: Path, err: Any) -> Problem:
 
 def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
     """Checks spanning several keys, done on raw data too, so they show even when a field is invalid."""
-    checks = raw.get("checks") if isinstance(raw.get("checks"), dict) else {}
-    required = raw.get("required_checks") if isinstance(raw.get("required_checks"), list) else []
+    checks: dict[str, Any] = raw["checks"] if isinstance(raw.get("checks"), dict) else {}
+    required: list[Any] = raw["required_checks"] if isinstance(raw.get("required_checks"), list) else []
     return [
         Problem(
             file=str(path),
@@ -114,7 +114,7 @@ def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
             fix=f'declare it: [checks] {name} = "{{python}} {{task_dir}}/checks/{name}.py", or remove it',
         )
         for name in required
-        if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in (checks or {})
+        if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in checks
     ]
 
 
@@ -233,8 +233,8 @@ def _rules_problems(task_dir: Path, path: Path) -> list[Problem]:
                     )
                 )
     for rule_id, source_name in rules.timed_sources():
-        source = rules.sources.get(source_name)
-        if source is not None and source.timestamp is None:
+        timed = rules.sources.get(source_name)
+        if timed is not None and timed.timestamp is None:
             problems.append(
                 Problem(
                     file=str(path),

@@ -30,7 +30,9 @@ def extract_report(task: Task, workspace: Path, last_specialist_message: str | N
     if not last_specialist_message or spec.tag is None:
         return None
     tag = re.escape(spec.tag)
-    matches = re.findall(rf"<{tag}>(.*?)</{tag}>", last_specialist_message, flags=re.DOTALL | re.IGNORECASE)
+    matches: list[str] = re.findall(
+        rf"<{tag}>(.*?)</{tag}>", last_specialist_message, flags=re.DOTALL | re.IGNORECASE
+    )
     if not matches or not matches[-1].strip():
         return None
     return matches[-1].strip() + "\n"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pse.exceptions import ConfigError
 from pse.tasks._rules_config import (
+    BreakdownRule,
     CountMatchRule,
     EventAlignmentRule,
     MissingFieldsRule,
@@ -44,6 +45,7 @@ _CATEGORY: dict[str, Category] = {
     "event_alignment": "consistency",
     "threshold": "threshold",
     "outliers": "distribution",
+    "breakdown": "distribution",
 }
 _ITEM_CAP = 20  # items kept per finding in the JSON; the Markdown shows fewer
 _MD_WINDOWS = 3
@@ -110,7 +112,8 @@ class RulesSummary(_Model):
             "|---|---|---|---|",
         ]
         for f in self.findings:
-            lines.append(f"| {f.rule} | {f.category} | {'yes' if f.fired else 'no'} | {f.message} |")
+            message = f.message.replace("|", "\\|")  # a bare pipe would split the table cell
+            lines.append(f"| {f.rule} | {f.category} | {'yes' if f.fired else 'no'} | {message} |")
         return "\n".join(lines) + "\n"
 
 
@@ -194,6 +197,8 @@ def _evaluate(rule: Rule, sources: dict[str, Source], rows: dict[str, list[Row]]
             return _threshold(rule, data, src, base)
         case OutliersRule():
             return _outliers(rule, data, src, base)
+        case BreakdownRule():
+            return _breakdown(rule, data, src, base)
     raise AssertionError(f"unhandled rule kind {rule.kind}")  # pragma: no cover - the union is exhaustive
 
 
@@ -231,7 +236,7 @@ def _time_gaps(rule: TimeGapsRule, data: list[Row], src: Source, base: dict[str,
         return Finding(
             **base, fired=False, message=f"no gap over {rule.max_gap_s:g} s in {len(stamped)} timestamps"
         )
-    listed = "; ".join(f"{w.start} → {w.end} ({w.peak:g} s)" for w in windows[:_MD_WINDOWS])
+    listed = "; ".join(f"{w.start} → {w.end} ({w.peak:.0f} s)" for w in windows[:_MD_WINDOWS])
     return Finding(
         **base,
         fired=True,
@@ -392,6 +397,44 @@ def _outliers(rule: OutliersRule, data: list[Row], src: Source, base: dict[str, 
     )
 
 
+def _breakdown(rule: BreakdownRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(data):
+        if rule.where is None or rule.where.holds(row):
+            groups.setdefault(str(row.get(rule.column)), []).append(index)
+    scope = f"{rule.column}" + (f" where {rule.where.describe()}" if rule.where else "")
+    total = sum(len(rows) for rows in groups.values())
+    if not total:
+        return Finding(**base, fired=False, message=f"no rows for {scope}")
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    items: list[dict[str, Any]] = [
+        {
+            "value": value,
+            "rows": len(idx),
+            "share": round(len(idx) / total, 3),
+            "first": _where(data[idx[0]], idx[0], src),
+            "last": _where(data[idx[-1]], idx[-1], src),
+        }
+        for value, idx in ranked
+    ]
+    listed = "; ".join(
+        f"{i['value']!r}: {i['rows']} ({i['share']:.0%}, {i['first']} → {i['last']})"
+        for i in items[:_MD_WINDOWS]
+    )
+    top = items[0]
+    fired = top["share"] >= rule.dominant_share
+    lead = (
+        f"{top['value']!r} is {top['share']:.0%} of {total} rows" if fired else f"{total} rows, none dominant"
+    )
+    return Finding(
+        **base,
+        fired=fired,
+        items=items[:_ITEM_CAP],
+        items_total=len(items),
+        message=f"{scope}: {lead}; {listed}{_more(len(items))}",
+    )
+
+
 # --- helpers -------------------------------------------------------------------------------------
 
 
@@ -400,7 +443,7 @@ def _sorted(rows: list[Row], timestamp: str | None) -> list[Row]:
         return rows
     stamped = [(parse_time(row.get(timestamp)), i, row) for i, row in enumerate(rows)]
     # Rows without a parseable time keep their place at the end; completeness rules report them.
-    return [row for t, _, row in sorted(stamped, key=lambda x: (x[0] is None, x[0] or 0, x[1]))]  # type: ignore[operator]
+    return [row for t, _, row in sorted(stamped, key=lambda x: (x[0] is None, x[0] or 0, x[1]))]
 
 
 def _where(row: Row, index: int, src: Source) -> str:

@@ -14,7 +14,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pse.exceptions import ConfigError
 
-__all__ = ["OPS", "Condition", "Row", "Rule", "RulesFile", "Source", "load_rows", "parse_time", "to_number"]
+__all__ = [
+    "OPS",
+    "BreakdownRule",
+    "Condition",
+    "Row",
+    "Rule",
+    "RulesFile",
+    "Source",
+    "load_rows",
+    "parse_time",
+    "to_number",
+]
 
 Row = dict[str, Any]
 Op = Literal[">", ">=", "<", "<=", "==", "!="]
@@ -39,7 +50,7 @@ class Source(_Strict):
     format: Literal["csv", "json", "jsonl"] | None = Field(
         None, description="default: from the file extension"
     )
-    timestamp: str | None = Field(None, description="column holding ISO-8601 times")
+    timestamp: str | None = Field(default=None, description="column holding ISO-8601 times")
 
     def resolved_format(self) -> str:
         if self.format is not None:
@@ -106,7 +117,9 @@ class CountMatchRule(_RuleBase):
     kind: Literal["count_match"]
     column: str
     other: str
-    where: Condition | None = Field(None, description="count only the rows of `other` where this holds")
+    where: Condition | None = Field(
+        default=None, description="count only the rows of `other` where this holds"
+    )
     bucket_s: float = Field(60, gt=0)
     tolerance_abs: float = Field(0, ge=0)
     tolerance_rel: float = Field(0, ge=0)
@@ -152,8 +165,23 @@ class OutliersRule(_RuleBase):
     direction: Literal["both", "high", "low"] = "both"
 
 
+class BreakdownRule(_RuleBase):
+    """Distribution: counts of each value of `column` (rows where `where` holds); fires when one dominates."""
+
+    kind: Literal["breakdown"]
+    column: str
+    where: Condition | None = None
+    dominant_share: float = Field(0.8, gt=0, le=1)
+
+
 Rule = Annotated[
-    MissingFieldsRule | TimeGapsRule | CountMatchRule | EventAlignmentRule | ThresholdRule | OutliersRule,
+    MissingFieldsRule
+    | TimeGapsRule
+    | CountMatchRule
+    | EventAlignmentRule
+    | ThresholdRule
+    | OutliersRule
+    | BreakdownRule,
     Field(discriminator="kind"),
 ]
 
@@ -183,6 +211,10 @@ class RulesFile(_Strict):
                     refs.append((rule.id, rule.source, rule.condition().columns()))
                 case OutliersRule():
                     refs.append((rule.id, rule.source, [rule.column]))
+                case BreakdownRule():
+                    refs.append(
+                        (rule.id, rule.source, [rule.column] + (rule.where.columns() if rule.where else []))
+                    )
         return refs
 
     def timed_sources(self) -> list[tuple[str, str]]:

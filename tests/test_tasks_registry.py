@@ -1,0 +1,192 @@
+"""The task registry: discovery, the user's tasks directory, task loading, messages, seeding, prompts, reports."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import pse.tasks
+from pse.exceptions import ConfigError, TaskNotFoundError, UserError
+from pse.tasks import (
+    TaskRegistry,
+    base_prompt,
+    builtin_tasks_dir,
+    extract_report,
+    prompts_dir,
+    protocol_prompt,
+    scaffold_task,
+)
+
+BUILTIN = ["code-delivery", "incident-review"]
+
+
+def test_exports_are_exactly_the_public_api() -> None:
+    public = {name for name in dir(pse.tasks) if not name.startswith("_")}
+    assert set(pse.tasks.__all__) == public - {"annotations"}
+    assert len(pse.tasks.__all__) == 23
+
+
+def test_discover_finds_the_builtin_tasks() -> None:
+    registry = TaskRegistry.discover()
+    assert registry.names() == BUILTIN
+    assert registry.problems == []
+    task = registry.get("code-delivery")
+    assert task.dir == builtin_tasks_dir() / "code-delivery"
+    assert task.builtin is True
+    assert task.config.required_checks == ["pytest", "ruff"]
+    assert registry.description("incident-review").startswith("Find the main cause")
+
+
+def test_unknown_task_lists_the_available_ones() -> None:
+    with pytest.raises(
+        TaskNotFoundError, match=r"no task named 'nope'; available: code-delivery, incident-review"
+    ):
+        TaskRegistry.discover().get("nope")
+
+
+def test_extra_dir_adds_tasks_and_wins_on_a_name_clash(tmp_path: Path) -> None:
+    scaffold_task("mine", tmp_path)
+    # A user task named like a built-in replaces it (scaffold refuses that name, so build it by hand).
+    clone = tmp_path / "code-delivery"
+    (clone / "checks").mkdir(parents=True)
+    for item in (tmp_path / "mine").iterdir():
+        if item.is_file():
+            (clone / item.name).write_text(item.read_text())
+    (clone / "checks" / "check_result.py").write_text((tmp_path / "mine/checks/check_result.py").read_text())
+    with (tmp_path / "registry.toml").open("a") as handle:
+        handle.write('\n[tasks.code-delivery]\npath = "code-delivery"\n')
+    registry = TaskRegistry.discover(tmp_path)
+    assert registry.names() == ["code-delivery", "incident-review", "mine"]
+    assert registry.get("code-delivery").dir == clone
+    assert registry.shadowed["code-delivery"].dir == builtin_tasks_dir() / "code-delivery"
+    assert registry.get("mine").builtin is False
+
+
+def test_pse_tasks_dir_is_read_when_no_dir_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scaffold_task("from-env", tmp_path)
+    monkeypatch.setenv("PSE_TASKS_DIR", str(tmp_path))
+    assert "from-env" in TaskRegistry.discover().names()
+
+
+def test_missing_extra_dir_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist; create it"):
+        TaskRegistry.discover(tmp_path / "nowhere")
+
+
+def test_get_refuses_an_invalid_task_and_lists_its_problems(tmp_path: Path) -> None:
+    folder = scaffold_task("broken", tmp_path)
+    (folder / "evaluator.md").unlink()
+    with pytest.raises(
+        ConfigError, match=r"(?s)task 'broken' is invalid:.*Evaluator prompt file missing.*pse validate"
+    ):
+        TaskRegistry.discover(tmp_path).get("broken")
+
+
+def test_task_message_has_goal_outputs_checks_and_no_absolute_paths() -> None:
+    registry = TaskRegistry.discover()
+    message = registry.get("incident-review").task_message({"service": "payment-api"}, "# Rules summary\nx")
+    assert message.startswith("# Task: incident-review\n\n## Goal\n")
+    assert "- service: payment-api" in message
+    assert "- incident_report.md\n- evidence_index.json" in message
+    assert '- evidence_index: run_check(name="evidence_index")' in message
+    assert "- data/gateway.jsonl" in message and "- rules_summary.md" in message
+    assert message.endswith("## Rules summary (computed without a model)\n# Rules summary\nx\n")
+    for name in BUILTIN:
+        text = registry.get(name).task_message()
+        assert str(builtin_tasks_dir()) not in text and sys.executable not in text
+        assert not re.search(r"(^|\s)/[\w.-]+/", text), "absolute path in the task message"
+        assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d", text), "a time in the task message"
+        assert text == registry.get(name).task_message(), "the message must be deterministic"
+
+
+def test_inputs_are_checked_and_defaulted() -> None:
+    task = TaskRegistry.discover().get("incident-review")
+    assert task.resolve_inputs() == {"service": "payment-api"}
+    assert task.resolve_inputs({"service": "refund-api"}) == {"service": "refund-api"}
+    with pytest.raises(UserError, match=r"has no input\(s\) \['window'\]; its inputs are: service"):
+        task.resolve_inputs({"window": "1h"})
+
+
+def test_required_input_without_value_is_a_user_error(tmp_path: Path) -> None:
+    folder = scaffold_task("needs-input", tmp_path)
+    with (folder / "task.toml").open("a") as handle:
+        handle.write('\n[inputs.topic]\ndescription = "what to write about"\nrequired = true\n')
+    task = TaskRegistry.discover(tmp_path).get("needs-input")
+    with pytest.raises(UserError, match=r"needs input .topic.*pass --input topic=VALUE"):
+        task.task_message({})
+    assert "- topic: cats" in task.task_message({"topic": "cats"})
+
+
+def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path: Path) -> None:
+    task = TaskRegistry.discover().get("incident-review")
+    written = task.seed_workspace(tmp_path / "ws", {"service": "payment-api"})
+    assert written == [
+        "data/db_pool.csv", "data/gateway.jsonl", "data/metrics.csv", "data/releases.json",
+        "evidence_index.schema.json", "inputs.json", "rules_summary.json", "rules_summary.md",
+    ]  # fmt: skip
+    assert all((tmp_path / "ws" / path).is_file() for path in written)
+    assert not (tmp_path / "ws" / "data" / "generate.py").exists(), (
+        "the generator tells the story: not seeded"
+    )
+    assert json.loads((tmp_path / "ws" / "inputs.json").read_text()) == {"service": "payment-api"}
+    assert (tmp_path / "ws" / "data" / "metrics.csv").read_bytes() == (
+        task.dir / "data/metrics.csv"
+    ).read_bytes()
+    assert TaskRegistry.discover().get("code-delivery").seed_workspace(tmp_path / "ws2") == []
+
+
+def test_resolved_checks_fill_and_quote_placeholders(tmp_path: Path) -> None:
+    folder = scaffold_task("spaced", tmp_path / "dir with space")
+    task = TaskRegistry.discover(tmp_path / "dir with space").get("spaced")
+    assert task.resolved_checks() == {"result": f"{sys.executable} '{folder}'/checks/check_result.py"}
+    assert task.required_tools() == {"result": "run_check"}
+    assert TaskRegistry.discover().get("code-delivery").required_tools() == {
+        "pytest": "run_pytest",
+        "ruff": "run_ruff",
+    }
+
+
+def test_prompts_teach_the_protocol_and_compose_in_order() -> None:
+    assert (prompts_dir() / "protocol.md").is_file()
+    protocol = protocol_prompt()
+    assert '<invoke name="read_file">' in protocol and "<blocked reason_code=" in protocol
+    assert '<criterion id="AC1">' in base_prompt("Planner") and "<plan>" in base_prompt("planner")
+    assert '<verdict status="PARTIAL">' in base_prompt("Evaluator")
+    assert "<report>" in base_prompt("Specialist")
+    task = TaskRegistry.discover().get("code-delivery")
+    system = task.system_prompt("Evaluator")
+    assert system.index("# PSE protocol") < system.index("# Role: Evaluator") < system.index("## This task")
+    with pytest.raises(ValueError, match="unknown role 'Judge'"):
+        base_prompt("Judge")
+
+
+def test_extract_report_from_a_workspace_file(tmp_path: Path) -> None:
+    task = TaskRegistry.discover().get("incident-review")
+    assert extract_report(task, tmp_path, "<report>ignored</report>") is None
+    (tmp_path / "incident_report.md").write_text("# Review\n\nbody\n\n")
+    assert extract_report(task, tmp_path, None) == "# Review\n\nbody\n"
+
+
+def test_extract_report_from_a_tagged_section() -> None:
+    task = TaskRegistry.discover().get("code-delivery")
+    message = "Intro <report>first</report> then <report>\nArtifacts: quicksort.py\n</report> bye"
+    assert extract_report(task, Path("."), message) == "Artifacts: quicksort.py\n"
+    assert extract_report(task, Path("."), "no tags here") is None
+    assert extract_report(task, Path("."), "<report>  </report>") is None
+    assert extract_report(task, Path("."), None) is None
+
+
+def test_extract_report_refuses_a_file_outside_the_workspace(tmp_path: Path) -> None:
+    folder = scaffold_task("escape", tmp_path / "tasks")
+    toml = (folder / "task.toml").read_text().replace('file = "result.md"', 'file = "link.md"')
+    (folder / "task.toml").write_text(toml)
+    task = TaskRegistry.discover(tmp_path / "tasks").get("escape")
+    (tmp_path / "secret.md").write_text("secret")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "link.md").symlink_to(tmp_path / "secret.md")
+    assert extract_report(task, workspace, None) is None
