@@ -65,6 +65,8 @@ _PROVIDER_PREFIXES = (
 _KEEP = ("PATH", "LANG", "LANGUAGE", "TZ")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 _FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
+GROUP_EXIT_WAIT_S = 2.0
+"""After killing a command's process group, wait at most this long for its members to exit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,37 @@ def _read_capped(stream: IO[bytes], limit: int) -> tuple[str, bool]:
     stream.seek(size - tail_n)
     tail = stream.read(tail_n).decode("utf-8", errors="replace") if tail_n else ""
     return f"{head}\n[… truncated {size - head_n - tail_n} bytes …]\n{tail}", True
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL a process group, then wait (bounded) until no member still runs: none outlives the call."""
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    delay = 0.001
+    while True:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        # The group still "exists" while it holds zombies (e.g. bwrap's intermediate process, orphaned to
+        # an init that may never reap it); only members that still run matter.
+        if not _live_members(pgid) or time.monotonic() >= deadline:
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _live_members(pgid: int) -> bool:
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 class Sandbox:
@@ -284,10 +317,11 @@ class Sandbox:
                 code: int | None = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out, code = True, None
-            # Always kill the group: on timeout, and to reap background children a finished command left.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            # Always kill the group: on timeout, and to end background children a finished command left.
+            _kill_group(proc.pid)
             ms = int((time.perf_counter() - started) * 1000)
             if status_fd:
                 self._check_bwrap_started(read_fd, out)
