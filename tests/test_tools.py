@@ -1,0 +1,233 @@
+"""The tools, called through their registry specs, on real workspaces and real pytest / ruff runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pse.exceptions import SandboxViolation
+from pse.protocol import ParamSpec
+from pse.sandbox import Sandbox, SandboxLimits, bwrap_problem
+from pse.tools import ToolContext, ToolOutcome, ToolRegistry, ToolSpec, builtin_tools, parse_pytest_summary
+
+BWRAP_MISSING = bwrap_problem()
+needs_bwrap = pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"bwrap unusable here: {BWRAP_MISSING}")
+MODES = [pytest.param("bwrap", marks=needs_bwrap), "fallback"]
+TOOLS = builtin_tools()
+
+
+def context(ws: Path, mode: str = "fallback", *, writable: bool = False, **kw: object) -> ToolContext:
+    box = Sandbox(ws, SandboxLimits(timeout_s=30), mode)  # type: ignore[arg-type]
+    return ToolContext(Path(os.path.realpath(ws)), box, writable, **kw)  # type: ignore[arg-type]
+
+
+def call(tool_name: str, ctx: ToolContext, **arguments: str) -> ToolOutcome:
+    spec = TOOLS.get(tool_name)
+    assert spec is not None
+    return spec.function(ctx, **arguments)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "notes.md").write_text("# Notes\nline two\n")
+    (root / "pkg" / "mod.py").write_text("VALUE = 3\n")
+    return root
+
+
+def test_builtin_registry_is_the_public_contract() -> None:
+    assert {spec.name: spec.signature.usage() for spec in TOOLS} == {
+        "read_file": "read_file(path)",
+        "list_files": "list_files(path='.')",
+        "write_file": "write_file(path, content)",
+        "bash": "bash(command)",
+        "run_pytest": "run_pytest(target='.')",
+        "run_ruff": "run_ruff(target='.')",
+        "run_check": "run_check(name)",
+    }
+
+
+def test_registry_accepts_new_tools_and_refuses_duplicates() -> None:
+    registry = builtin_tools()
+    spec = ToolSpec("search_knowledge", "Search.", (ParamSpec("query"), ParamSpec("k", False, "5")),
+                    lambda ctx, query, k: ToolOutcome("ok", f"{query}:{k}"))  # fmt: skip
+    registry.register(spec)
+    assert "search_knowledge" in registry and len(registry) == 8 and "search_knowledge" not in TOOLS
+    assert registry.signatures()["search_knowledge"].usage() == "search_knowledge(query, k='5')"
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(spec)
+    registry.register(spec, replace=True)
+    assert len(ToolRegistry(registry).signatures()) == 8
+
+
+def test_read_and_list_files(ws: Path) -> None:
+    ctx = context(ws)
+    assert call("read_file", ctx, path="notes.md") == ToolOutcome("ok", "# Notes\nline two\n", {"bytes": 17})
+    listing = call("list_files", ctx, path=".")
+    assert listing.output.splitlines() == ["pkg/", "notes.md (17 bytes)", "pkg/mod.py (10 bytes)"]
+    assert listing.facts == {"entries": 3}
+    assert call("list_files", ctx, path="pkg").output == "pkg/mod.py (10 bytes)"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [("pkg", "is a directory; use list_files"), ("missing.txt", "no file 'missing.txt' in the workspace")],
+)
+def test_read_file_errors(ws: Path, path: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call("read_file", context(ws), path=path)
+
+
+def test_read_file_refuses_binary(ws: Path) -> None:
+    (ws / "blob.bin").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="binary file"):
+        call("read_file", context(ws), path="blob.bin")
+
+
+def test_write_file(ws: Path) -> None:
+    ctx = context(ws, writable=True)
+    out = call("write_file", ctx, path="new/deep/a.py", content="x = 'é'\n")
+    assert out == ToolOutcome("ok", "wrote new/deep/a.py (9 bytes)", {"bytes": 9})
+    assert (ws / "new" / "deep" / "a.py").read_text() == "x = 'é'\n"
+    with pytest.raises(ValueError, match="needs a read-write grant"):
+        call("write_file", context(ws), path="b.py", content="")
+
+
+def test_file_tools_refuse_every_escape(ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s3cret")
+    (ws / "link_file").symlink_to(outside / "secret.txt")
+    (ws / "link_dir").symlink_to(outside)
+    (ws / "pkg" / "up").symlink_to(ws.parent)
+    ctx = context(ws, writable=True)
+    attempts = [
+        ("read_file", {"path": "/etc/passwd"}),
+        ("read_file", {"path": "../outside/secret.txt"}),
+        ("read_file", {"path": "link_file"}),
+        ("read_file", {"path": "link_dir/secret.txt"}),
+        ("read_file", {"path": "pkg/up/outside/secret.txt"}),
+        ("read_file", {"path": "pkg/up/../outside/secret.txt"}),
+        ("list_files", {"path": "link_dir"}),
+        ("write_file", {"path": "link_file", "content": "pwned"}),
+        ("write_file", {"path": "link_dir/new.txt", "content": "pwned"}),
+        ("write_file", {"path": "/tmp/pse-pwned.txt", "content": "pwned"}),
+        ("run_pytest", {"target": "../outside"}),
+        ("run_ruff", {"target": "link_dir"}),
+    ]
+    for name, arguments in attempts:
+        with pytest.raises(SandboxViolation):
+            call(name, ctx, **arguments)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "s3cret"
+    assert "link_dir@" in call("list_files", ctx).output.splitlines()  # listed, never followed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bash_reports_exit_code_and_respects_the_mode(ws: Path, mode: str) -> None:
+    out = call("bash", context(ws, mode), command="cat notes.md | wc -l; exit 3")
+    assert out.status == "error" and out.facts == {"exit_code": 3} and out.output == "2\n[exit code 3]"
+    assert out.sandbox == ("bwrap-ro" if mode == "bwrap" else "fallback-copy")
+    call("bash", context(ws, mode), command="echo x > made.txt")
+    assert not (ws / "made.txt").exists()
+    ok = call("bash", context(ws, mode, writable=True), command="echo x > made.txt")
+    assert ok.status == "ok" and (ws / "made.txt").read_text() == "x\n"
+
+
+def test_bash_timeout_status(ws: Path) -> None:
+    ctx = ToolContext(ws, Sandbox(ws, SandboxLimits(timeout_s=0.5), "fallback"))
+    out = call("bash", ctx, command="sleep 5")
+    assert out.status == "timeout" and out.facts == {"exit_code": None}
+
+
+PASSING = {"calc.py": "def add(a, b):\n    return a + b\n",
+           "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                           "def test_zero():\n    assert add(0, 0) == 0\n"}  # fmt: skip
+FAILING = {"calc.py": "import os\ndef add(a, b):\n    return a - b\n",
+           "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                           "def test_zero():\n    assert add(0, 0) == 0\n\n\n"
+                           "def test_broken():\n    raise RuntimeError('x')\n",
+           "test_fixture.py": "import pytest\n\n\n@pytest.fixture\ndef db():\n    raise OSError('no db')\n\n\n"
+                              "def test_db(db):\n    assert db\n"}  # fmt: skip
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
+    good = project(tmp_path / "good", PASSING)
+    before = sorted(p.name for p in good.rglob("*"))
+    out = call("run_pytest", context(good, mode))
+    assert out.status == "ok", out.output
+    assert out.facts == {"exit_code": 0, "passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+    assert sorted(p.name for p in good.rglob("*")) == before  # no cache, no __pycache__ left behind
+    bad = project(tmp_path / "bad", FAILING)
+    out = call("run_pytest", context(bad, mode))
+    assert out.status == "error"
+    assert out.facts == {"exit_code": 1, "passed": 1, "failed": 2, "errors": 1, "skipped": 0}
+    node = call("run_pytest", context(bad, mode), target="test_calc.py::test_zero")
+    assert node.facts == {"exit_code": 0, "passed": 1, "failed": 0, "errors": 0, "skipped": 0}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
+    good = project(tmp_path / "good", PASSING)
+    out = call("run_ruff", context(good, mode))
+    assert out.status == "ok" and out.facts == {"exit_code": 0, "findings": 0}
+    assert out.output == "All checks passed!\n[exit code 0]"
+    bad = project(tmp_path / "bad", FAILING)
+    out = call("run_ruff", context(bad, mode))
+    assert out.status == "error" and out.facts == {"exit_code": 1, "findings": 2}
+    assert out.output.splitlines() == [
+        "calc.py:1:1: I001 Import block is un-sorted or un-formatted",
+        "calc.py:1:8: F401 `os` imported but unused",
+        "Found 2 finding(s).",
+        "[exit code 1]",
+    ]
+
+
+def test_run_ruff_uses_the_workspace_config(tmp_path: Path) -> None:
+    bad = project(tmp_path / "bad", {**FAILING, "ruff.toml": '[lint]\nselect = ["F"]\n'})
+    out = call("run_ruff", context(bad))
+    assert out.facts == {"exit_code": 1, "findings": 1}  # only F401: the workspace's selection counts
+
+
+def test_pytest_summary_parsing() -> None:
+    assert parse_pytest_summary("x\n===== 3 failed, 10 passed, 1 skipped, 2 errors in 1.20s =====\n") == {
+        "passed": 10, "failed": 3, "errors": 2, "skipped": 1,
+    }  # fmt: skip
+    assert parse_pytest_summary("1 error in 0.05s") == {"passed": 0, "failed": 0, "errors": 1, "skipped": 0}
+    assert parse_pytest_summary("no tests ran in 0.01s")["passed"] == 0
+    assert parse_pytest_summary("test said 5 passed yesterday") == {
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_run_check_runs_declared_checks_read_only(ws: Path, tmp_path: Path, mode: str) -> None:
+    task_dir = tmp_path / "task"
+    (task_dir / "checks").mkdir(parents=True)
+    (task_dir / "checks" / "validate.py").write_text(
+        "import json, sys\ndata = json.load(open(sys.argv[1]))\n"
+        "print('entries:', len(data))\nopen('tamper.txt', 'w')\n"
+    )
+    (ws / "evidence.json").write_text("[1, 2, 3]")
+    checks = {"evidence": "python {task_dir}/checks/validate.py evidence.json", "lint": "true"}
+    ctx = context(ws, mode, writable=True, checks=checks, task_dir=task_dir)
+    out = call("run_check", ctx, name="evidence")
+    assert out.output.startswith("entries: 3\n") and out.facts["check"] == "evidence"
+    assert not (ws / "tamper.txt").exists()  # read-only even with a read-write context
+    assert out.status == ("error" if mode == "bwrap" else "ok")  # bwrap: the write itself fails
+    with pytest.raises(ValueError, match="no check named 'nope'; the declared checks are: evidence, lint"):
+        call("run_check", ctx, name="nope")
