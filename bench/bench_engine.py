@@ -1,0 +1,207 @@
+"""Engine benchmarks: retry token cost (step_buffer vs history), orchestration overhead, concurrency.
+
+1. Total prompt tokens for 0–5 PARTIAL retries of the code-delivery task, in `step_buffer` mode and in
+   the `history` baseline (one team, whole history: what plain AutoGen does), on the same cassette.
+2. Orchestration overhead per agent turn: a full PSE cycle (engine, scoped contexts, ToolAgent with a
+   real read_file, gates, trace) vs a bare AutoGen RoundRobinGroupChat of three AssistantAgents with
+   the same scripted client and the same number of model turns.
+3. 50 concurrent runs in one process with a simulated model latency: wall time vs one run, peak memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core.models import CreateResult
+
+from pse.config import load_settings
+from pse.engine import load_trace
+from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient
+from pse.runner import prepare_run, run_to_end
+from pse.tasks import TaskRegistry
+
+_TASK = TaskRegistry.discover(None).get("code-delivery")
+_TURNS = [(t["role"], t["content"]) for t in json.loads(_TASK.cassette_path.read_text())["turns"]]  # type: ignore[union-attr]
+PLAN, S_BAD, S_REPORT, E_CHECKS, E_PARTIAL, S_FIX, S_REPORT2, E_CHECKS2, E_PASS = _TURNS
+
+
+def _write(path: Path, turns: list[tuple[str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "turns": [{"role": r, "content": c} for r, c in turns]}))
+    return path
+
+
+def _retry_turns(retries: int) -> list[tuple[str, str]]:
+    turns = [PLAN]
+    for _ in range(retries):
+        turns += [S_BAD, S_REPORT, E_CHECKS, E_PARTIAL]
+    if retries == 0:
+        return [PLAN, S_BAD, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+    return [*turns, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+
+
+async def _run(cassette: Path, runs: Path, task: str = "code-delivery", **options: Any) -> Any:
+    settings = load_settings(cassette=cassette, runs_dir=runs, **options)
+    summary = await run_to_end(prepare_run(task, settings))
+    return load_trace(Path(summary.trace))
+
+
+def retry_tokens(tmp: Path) -> dict[str, Any]:
+    rows = []
+    for retries in range(6):
+        cassette = _write(tmp / f"retry{retries}.json", _retry_turns(retries))
+        row: dict[str, Any] = {"partial_retries": retries}
+        for mode in ("step_buffer", "history"):
+            trace = asyncio.run(_run(cassette, tmp / "runs", max_partial_retries=5, context_mode=mode))
+            assert trace.outcome == "PASSED", (mode, retries, trace.outcome_reason)
+            row[f"{mode}_prompt_tokens"] = trace.tokens.prompt
+            row[f"{mode}_last_cycle_prompt_tokens"] = sum(t.prompt for t in trace.cycles[-1].tokens.values())
+        row["history_over_step_buffer"] = round(
+            row["history_prompt_tokens"] / row["step_buffer_prompt_tokens"], 3
+        )
+        rows.append(row)
+    return {"rows": rows, "headline_ratio_at_5_retries": rows[-1]["history_over_step_buffer"]}
+
+
+class _SlowScripted(ScriptedChatCompletionClient):
+    """The scripted client with a simulated model latency."""
+
+    latency_s = 0.0
+
+    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:  # type: ignore[override]
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return await super().create(*args, **kwargs)
+
+
+_LIGHT_TASK = """description = "bench: write a note, the Evaluator reads it"
+goal = "Write note.md saying hello."
+expected_outputs = ["note.md"]
+"""
+_LIGHT_PLAN = (
+    "Planner",
+    '<plan><goal>note</goal><criterion id="AC1">note.md says hello</criterion>'
+    '<output path="note.md"/></plan>',
+)
+_LIGHT_WRITE = (
+    "Specialist",
+    '<tool_calls><invoke name="write_file"><parameter name="path">note.md</parameter>'
+    '<parameter name="content">hello</parameter></invoke></tool_calls>',
+)
+_LIGHT_REPORT = ("Specialist", "Wrote note.md.")
+_LIGHT_READ = (
+    "Evaluator",
+    '<tool_calls><invoke name="read_file"><parameter name="path">note.md</parameter></invoke></tool_calls>',
+)
+_LIGHT_PASS = (
+    "Evaluator",
+    '<verdict status="PASS"><reason_code>ALL_MET</reason_code>'
+    '<criterion id="AC1" met="true">says hello</criterion></verdict>',
+)
+_LIGHT = [_LIGHT_PLAN, _LIGHT_WRITE, _LIGHT_REPORT, _LIGHT_READ, _LIGHT_PASS]
+
+
+def _light_tasks_dir(tmp: Path) -> Path:
+    root = tmp / "tasks"
+    folder = root / "bench-light"
+    folder.mkdir(parents=True, exist_ok=True)
+    (root / "registry.toml").write_text('[tasks.bench-light]\npath = "bench-light"\n')
+    (folder / "task.toml").write_text(_LIGHT_TASK)
+    for role in ("planner", "specialist", "evaluator"):
+        (folder / f"{role}.md").write_text(f"Bench {role}.\n")
+    return root
+
+
+def orchestration_overhead(tmp: Path) -> dict[str, Any]:
+    tasks_dir = _light_tasks_dir(tmp)
+    cassette = _write(tmp / "light.json", _LIGHT)
+    pse_times = []
+    for _ in range(15):
+        started = time.perf_counter()
+        trace = asyncio.run(
+            _run(cassette, tmp / "runs-o", task="bench-light", tasks_dir=tasks_dir, sandbox="fallback")
+        )
+        pse_times.append((time.perf_counter() - started) / trace.cycles[0].turns)
+
+    # Round robin P→S→E→P→S: five model turns, the same replies PSE's roles give.
+    bare_turns = [_LIGHT_PLAN, _LIGHT_WRITE, _LIGHT_READ, _LIGHT_PLAN, _LIGHT_REPORT]
+
+    async def bare() -> float:
+        cassette = Cassette.model_validate(
+            {"version": 1, "turns": [{"role": r, "content": c} for r, c in bare_turns]}
+        )
+        player = CassettePlayer(cassette, strict=False)
+        agents = [
+            AssistantAgent(name, ScriptedChatCompletionClient(player, name), system_message="bench")
+            for name in ("Planner", "Specialist", "Evaluator")
+        ]
+        team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(len(bare_turns) + 1))
+        started = time.perf_counter()
+        await team.run(task="bench")
+        return (time.perf_counter() - started) / len(bare_turns)
+
+    bare_times = [asyncio.run(bare()) for _ in range(15)]
+    return {
+        "pse_ms_per_turn_p50": round(statistics.median(pse_times) * 1000, 2),
+        "bare_autogen_ms_per_turn_p50": round(statistics.median(bare_times) * 1000, 2),
+        "note": "PSE turns include ToolAgent turns (real file tools), gates, trace writes and run setup",
+    }
+
+
+def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, Any]:
+    tasks_dir = _light_tasks_dir(tmp)
+    cassette = _write(tmp / "light.json", _LIGHT)
+
+    async def one(index: int) -> str:
+        settings = load_settings(
+            cassette=cassette, runs_dir=tmp / "runs-c", tasks_dir=tasks_dir, sandbox="fallback"
+        )
+        prepared = prepare_run("bench-light", settings)
+        for client in prepared.clients.values():
+            client.__class__ = _SlowScripted  # same state, plus the simulated latency before each reply
+        summary = await run_to_end(prepared)
+        return summary.outcome or "NONE"
+
+    _SlowScripted.latency_s = latency_s
+    started = time.perf_counter()
+    asyncio.run(one(0))
+    single = time.perf_counter() - started
+
+    async def many() -> list[str]:
+        return await asyncio.gather(*(one(i) for i in range(runs)))
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    outcomes = asyncio.run(many())
+    wall = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "runs": runs,
+        "simulated_model_latency_s": latency_s,
+        "one_run_wall_s": round(single, 2),
+        "concurrent_wall_s": round(wall, 2),
+        "concurrent_over_one": round(wall / single, 2),
+        "passed": outcomes.count("PASSED"),
+        "peak_python_memory_mb": round(peak / 2**20, 1),
+    }
+
+
+def run() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        return {
+            "retry_tokens": retry_tokens(tmp),
+            "orchestration": orchestration_overhead(tmp),
+            "concurrency": concurrency(tmp),
+        }
