@@ -294,7 +294,9 @@ def clean_cmd(
 def main() -> None:
     """Console entry point: maps PSE errors to exit codes and readable messages."""
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click returns a command's exit code instead of raising it.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except UserError as exc:
@@ -306,10 +308,10 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(EXIT_USAGE)
-        raise
+    except typer.TyperException as exc:  # usage errors: missing argument, bad option value
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(EXIT_USAGE)

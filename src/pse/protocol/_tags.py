@@ -21,11 +21,13 @@ __all__ = ["find_blocked", "parse_plan", "parse_verdict", "render_plan", "strip_
 _ATTR = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
 _TOOL_TRAFFIC = re.compile(r"<tool_calls\b.*?</tool_calls>|<tool_results\b.*?</tool_results>", re.DOTALL)
+_CDATA = re.compile(r"<!\[CDATA\[.*?\]\]>", re.DOTALL)
 
 
 def strip_tool_traffic(text: str) -> str:
     """Remove complete `<tool_calls>` and `<tool_results>` blocks: tags quoted in them are not ours."""
-    return _TOOL_TRAFFIC.sub("", text)
+    # CDATA first: a quoted `</tool_results>` inside it must not end a block early.
+    return _TOOL_TRAFFIC.sub("", _CDATA.sub("", text))
 
 
 def _attributes(raw: str, where: str) -> dict[str, str]:

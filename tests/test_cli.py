@@ -1,0 +1,199 @@
+"""The `pse` command line through its real entry point: commands, output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pse.cli import main
+from pse.tasks import TaskRegistry
+
+_TURNS = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+
+
+def pse(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """Run `pse ARGS` in-process; return (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["pse", *args])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    code = exit_info.value.code
+    return (code if isinstance(code, int) else 0), captured.out, captured.err
+
+
+def _cassette(tmp_path: Path, turns: list[dict[str, str]]) -> Path:
+    path = tmp_path / "cassette.json"
+    path.write_text(json.dumps({"version": 1, "turns": turns}))
+    return path
+
+
+def test_list_shows_the_reference_tasks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = pse(monkeypatch, capsys, "list")
+    assert code == 0 and "code-delivery" in out and "incident-review" in out
+
+
+def test_run_json_summary_and_exit_code_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path), "--json")
+    assert code == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert set(summary) >= {"run_id", "task", "outcome", "cycles", "trace", "report", "tokens", "cost"}
+    assert (summary["outcome"], summary["cycles"]) == ("PASSED", 2)
+    assert Path(summary["trace"]).is_absolute() and Path(summary["trace"]).is_file()
+    assert Path(summary["report"]).is_absolute() and Path(summary["report"]).name == "report.md"
+    assert "scripted provider" in err  # the scripted default is announced, never mistaken for a model
+
+
+def test_run_with_live_view_prints_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path))
+    assert code == 0
+    assert "PASSED after 2 cycle(s)" in out
+    assert "Specialist" in out and "prompt" in out and "completion" in out
+    assert "Evaluator→run_pytest" in out  # tool decisions appear in the live view
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "no-such-task"], "no task named 'no-such-task'"),
+        (["run", "code-delivery", "--cassette", "missing.json"], "does not exist"),
+        (["run", "code-delivery", "--input", "novalue"], "is not KEY=VALUE"),
+        (["run", "code-delivery", "--input", "colour=blue"], "has no input(s) ['colour']"),
+        (["run", "code-delivery", "--provider", "gpt"], "PSE_PROVIDER"),
+        (["resume", "nope"], "no run 'nope'"),
+        (["trace", "show", "../etc"], "is not a run id"),
+        (["run"], "Missing argument"),
+    ],
+)
+def test_usage_and_configuration_errors_exit_2_with_a_fix(
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = pse(
+        monkeypatch, capsys, *args, *(["--runs-dir", str(tmp_path)] if len(args) > 1 else [])
+    )
+    assert code == 2
+    assert message in err + out
+    assert not list(tmp_path.glob("*/workspace"))  # a refused run leaves nothing behind
+
+
+def test_broken_environment_value_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PSE_MAX_PARTIAL_RETRIES", "lots")
+    code, _, err = pse(monkeypatch, capsys, "run", "code-delivery")
+    assert code == 2 and "PSE_MAX_PARTIAL_RETRIES" in err
+
+
+def test_error_outcome_exits_3_and_no_pass_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prose = _cassette(tmp_path, [*_TURNS[:3], {"role": "Evaluator", "content": "All criteria PASS."}])
+    code, out, _ = pse(
+        monkeypatch,
+        capsys,
+        "run",
+        "code-delivery",
+        "--cassette",
+        str(prose),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--json",
+    )
+    assert code == 3 and json.loads(out.splitlines()[-1])["outcome"] == "ERROR"
+
+    blocked = _cassette(
+        tmp_path, [_TURNS[0], {"role": "Specialist", "content": '<blocked reason_code="X">no</blocked>'}]
+    )
+    code, out, _ = pse(
+        monkeypatch,
+        capsys,
+        "run",
+        "code-delivery",
+        "--cassette",
+        str(blocked),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--json",
+    )
+    assert code == 1 and json.loads(out.splitlines()[-1])["outcome"] == "ESCALATED"
+
+
+def test_new_validate_and_run_a_scaffolded_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "my-tasks"
+    monkeypatch.setenv("PSE_TASKS_DIR", str(tasks))
+    assert pse(monkeypatch, capsys, "new", "mytask")[0] == 0
+    assert (tasks / "mytask" / "task.toml").is_file()
+    code, out, _ = pse(monkeypatch, capsys, "validate", "mytask")
+    assert code == 0 and "valid" in out
+    code, out, err = pse(monkeypatch, capsys, "run", "mytask", "--runs-dir", str(tmp_path / "runs"), "--json")
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["outcome"] == "PASSED"
+    code, _, err = pse(monkeypatch, capsys, "new", "mytask")
+    assert code == 2 and "mytask" in err
+
+
+def test_validate_reports_problems_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "tasks"
+    (tasks / "broken").mkdir(parents=True)
+    (tasks / "registry.toml").write_text('[tasks.broken]\npath = "broken"\n\n[tasks.ghost]\npath = "ghost"\n')
+    (tasks / "broken" / "task.toml").write_text('description = "x"\ngoal = "y"\nmax_turns = 3\n')
+    code, out, err = pse(monkeypatch, capsys, "validate", "--tasks-dir", str(tasks))
+    assert code == 2
+    assert "planner.md" in err and "ghost" in err and "max_turns" in err
+
+
+def test_trace_list_show_stats_and_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = str(tmp_path)
+    _, out, _ = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", runs, "--json")
+    run_id = json.loads(out.splitlines()[-1])["run_id"]
+
+    code, out, _ = pse(monkeypatch, capsys, "trace", "list", "--runs-dir", runs)
+    assert code == 0 and run_id in out and "PASSED" in out
+    code, out, _ = pse(monkeypatch, capsys, "trace", "show", run_id, "--runs-dir", runs)
+    assert code == 0 and "cycle 1" in out and "AC1" in out and "run_pytest" in out
+    code, out, _ = pse(monkeypatch, capsys, "trace", "show", run_id, "--runs-dir", runs, "--json")
+    assert json.loads(out)["run_id"] == run_id
+
+    code, out, _ = pse(monkeypatch, capsys, "stats", "--runs-dir", runs, "--json")
+    stats = json.loads(out)
+    assert stats["runs"] == 1 and stats["outcomes"] == {"PASSED": 1}
+    assert stats["first_cycle_pass_rate"] == 0.0 and stats["mean_cycles_to_pass"] == 2.0
+    assert stats["denied_tool_call_rate"] == 0.0
+
+    assert pse(monkeypatch, capsys, "clean", "--runs-dir", runs)[1].strip() == "removed 0 run(s)"
+    assert pse(monkeypatch, capsys, "clean", "--runs-dir", runs, "--all")[1].strip() == "removed 1 run(s)"
+    assert not (tmp_path / run_id).exists()
+
+
+def test_summarize_runs_the_rules_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = pse(monkeypatch, capsys, "summarize", "incident-review", "--out", str(tmp_path))
+    assert code == 0 and "Rules summary" in out
+    summary = json.loads((tmp_path / "rules_summary.json").read_text())
+    assert summary["task"] == "incident-review"
+    assert (tmp_path / "rules_summary.md").is_file()
+    code, _, err = pse(monkeypatch, capsys, "summarize", "code-delivery", "--out", str(tmp_path))
+    assert code == 2 and "has no rules.toml" in err
