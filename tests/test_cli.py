@@ -157,7 +157,7 @@ def test_validate_reports_problems_and_exits_2(
     (tasks / "broken").mkdir(parents=True)
     (tasks / "registry.toml").write_text('[tasks.broken]\npath = "broken"\n\n[tasks.ghost]\npath = "ghost"\n')
     (tasks / "broken" / "task.toml").write_text('description = "x"\ngoal = "y"\nmax_turns = 3\n')
-    code, out, err = pse(monkeypatch, capsys, "validate", "--tasks-dir", str(tasks))
+    code, _, err = pse(monkeypatch, capsys, "validate", "--tasks-dir", str(tasks))
     assert code == 2
     assert "planner.md" in err and "ghost" in err and "max_turns" in err
 
