@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup demo summarize review test lint format typecheck bench clean
+.PHONY: setup demo summarize review test lint format typecheck bench docs clean
 
 setup: $(STAMP)
 
@@ -27,18 +27,21 @@ test: setup
 	$(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 
 format: setup
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench scripts
+	$(BIN)/ruff check --fix src tests bench scripts
 
 typecheck: setup
 	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python -m bench
+
+docs: setup
+	$(BIN)/python scripts/sync_docs.py
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .mypy_cache bench/results
