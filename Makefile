@@ -23,6 +23,9 @@ summarize: setup
 review: setup
 	$(BIN)/pse run incident-review
 
+serve: setup
+	$(BIN)/pse serve
+
 test: setup
 	$(BIN)/pytest -q
 

@@ -291,6 +291,19 @@ def clean_cmd(
     out.print(f"removed {len(removed)} run(s)")
 
 
+@app.command("serve")
+def serve_cmd(
+    host: Annotated[str, typer.Option(help="Bind address; non-loopback needs PSE_WEB_TOKEN.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Serve the web dashboard: live runs, history, trace explorer and metrics."""
+    from pse.web import serve
+
+    serve(_settings(runs_dir=runs_dir, tasks_dir=tasks_dir), host=host, port=port)
+
+
 def main() -> None:
     """Console entry point: maps PSE errors to exit codes and readable messages."""
     try:

@@ -1,0 +1,295 @@
+"""The dashboard's JSON API and SSE stream, all under `/api` and all behind `require_token`.
+
+No GET starts, changes or deletes anything. Run ids are checked against the run-id pattern and the
+run folder must be a real directory directly inside the runs directory; workspace files go through
+`safe_workspace_file`. Nothing outside the runs directory is ever read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import FileResponse, Response, StreamingResponse
+
+from pse.config import Settings
+from pse.engine import load_trace
+from pse.events import Event
+from pse.exceptions import TaskNotFoundError, UserError
+from pse.history import compute_stats, run_dir_of
+from pse.runner import registry_for
+from pse.tasks import Task
+from pse.web._index import HistoryIndex
+from pse.web._runs import LiveRun, RunManager, TooManyRuns, replay_trace
+from pse.web._schemas import (
+    CASSETTE_NAME,
+    OUTCOME_FILTERS,
+    InputInfo,
+    MetricsResponse,
+    RunListItem,
+    RunPage,
+    StartedRun,
+    StartRun,
+    TaskInfo,
+)
+from pse.web._security import require_token, safe_workspace_file
+
+__all__ = ["HEARTBEAT_S", "MAX_LISTED_FILES", "router"]
+
+HEARTBEAT_S = 15.0
+"""Seconds between SSE keep-alive comments while a run is quiet."""
+MAX_LISTED_FILES = 2000
+"""Most workspace files one listing returns."""
+MAX_PAGE = 500
+"""Largest page of the run history."""
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+
+router = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _manager(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.manager
+    return manager
+
+
+def _run_dir(request: Request, run_id: str) -> Path:
+    """The run's folder: a real directory directly inside the runs directory, holding a trace (or live)."""
+    if not _RUN_ID.match(run_id) or run_id in (".", ".."):
+        raise HTTPException(400, f"{run_id!r} is not a run id")
+    root: Path = request.app.state.runs_root
+    live = _manager(request).get(run_id)
+    if live is not None:
+        return live.prepared.run_dir
+    try:
+        path = run_dir_of(root, run_id)
+    except UserError as exc:
+        raise HTTPException(404, str(exc)) from None
+    if path.is_symlink() or path.resolve().parent != root:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return path
+
+
+# ---- tasks and starting runs ------------------------------------------------------------------
+
+
+@router.get("/tasks")
+def list_tasks(request: Request) -> list[TaskInfo]:
+    """Every task this server can run, with its inputs and the cassettes in its folder."""
+    registry = registry_for(_settings(request))
+    tasks = []
+    for name in registry.names():
+        try:
+            task = registry.get(name)
+        except UserError:
+            description = registry.description(name)
+            tasks.append(TaskInfo(name=name, description=description, inputs=[], cassettes=[], valid=False))
+            continue
+        inputs = [
+            InputInfo(name=key, description=spec.description, default=spec.default, required=spec.required)
+            for key, spec in task.config.inputs.items()
+        ]
+        tasks.append(
+            TaskInfo(
+                name=name,
+                description=task.config.description,
+                inputs=inputs,
+                cassettes=_cassettes(task),
+                valid=True,
+            )
+        )
+    return tasks
+
+
+def _cassettes(task: Task) -> list[str]:
+    """Cassette files a browser may pick: `*cassette*.json` directly in the task folder, plus the default."""
+    names = {p.name for p in task.dir.glob("*cassette*.json") if p.is_file() and CASSETTE_NAME.match(p.name)}
+    if task.cassette_path is not None and task.cassette_path.is_file():
+        names.add(task.cassette_path.name)
+    return sorted(names)
+
+
+@router.post("/runs", status_code=201)
+async def start_run(body: StartRun, request: Request) -> StartedRun:
+    """Start a run of `body.task`; it executes in this process. Returns its id at once."""
+    settings = _settings(request)
+    try:
+        task = registry_for(settings).get(body.task)
+    except TaskNotFoundError as exc:
+        raise HTTPException(404, str(exc)) from None
+    except UserError as exc:
+        raise HTTPException(400, str(exc)) from None
+    options = {"provider": body.provider, "model": body.model, "base_url": body.base_url}
+    update: dict[str, object] = {k: v for k, v in options.items() if v}
+    if body.cassette is not None:
+        cassette = (task.dir / body.cassette).resolve()
+        if body.cassette not in _cassettes(task) or cassette.parent != task.dir.resolve():
+            raise HTTPException(
+                400, f"task {task.name!r} has no cassette {body.cassette!r}; GET /api/tasks lists them"
+            )
+        update["cassette"] = cassette
+    run_settings = settings.model_copy(update=update)
+    try:
+        live = _manager(request).start(body.task, run_settings, body.inputs)
+    except TooManyRuns as exc:
+        raise HTTPException(429, str(exc)) from None
+    except TaskNotFoundError as exc:
+        raise HTTPException(404, str(exc)) from None
+    except UserError as exc:
+        raise HTTPException(400, str(exc)) from None
+    return StartedRun(run_id=live.run_id, task=body.task, events=f"/api/runs/{live.run_id}/events")
+
+
+# ---- history -------------------------------------------------------------------------------------
+
+
+@router.get("/runs")
+def list_runs_page(
+    request: Request,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    task: Annotated[str | None, Query(max_length=64)] = None,
+    outcome: Annotated[str | None, Query(max_length=16)] = None,
+) -> RunPage:
+    """The run history from the traces on disk, newest first; filter by task and outcome (RUNNING: none)."""
+    if outcome is not None and outcome not in OUTCOME_FILTERS:
+        raise HTTPException(400, f"outcome must be one of {', '.join(OUTCOME_FILTERS)}")
+    index: HistoryIndex = request.app.state.history
+    live_ids = {r.run_id for r in _manager(request).active()}
+    entries = index.entries()
+    if task:
+        entries = [e for e in entries if e.task == task]
+    if outcome:
+        wanted = None if outcome == "RUNNING" else outcome
+        entries = [e for e in entries if e.outcome == wanted]
+    page = [
+        RunListItem(**e.model_dump(), live=e.run_id in live_ids) for e in entries[offset : offset + limit]
+    ]
+    return RunPage(total=len(entries), offset=offset, limit=limit, runs=page)
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: str, request: Request) -> Response:
+    """The run's trace (the live in-memory one while it executes here)."""
+    run_dir = _run_dir(request, run_id)
+    live = _manager(request).get(run_id)
+    if live is not None:
+        return Response(live.trace.model_dump_json(by_alias=True), media_type="application/json")
+    return Response((run_dir / "trace.json").read_bytes(), media_type="application/json")
+
+
+@router.get("/stats")
+def stats(request: Request) -> MetricsResponse:
+    """Aggregates over every finished run, plus the per-run series and cycles-to-pass histogram."""
+    root: Path = request.app.state.runs_root
+    aggregate = compute_stats(root)
+    index: HistoryIndex = request.app.state.history
+    finished = [e for e in index.entries() if e.outcome is not None]
+    histogram: dict[str, int] = {}
+    for e in finished:
+        if e.outcome == "PASSED":
+            histogram[str(e.cycles)] = histogram.get(str(e.cycles), 0) + 1
+    series = list(reversed(finished[:500]))
+    return MetricsResponse(**aggregate.model_dump(), cycles_to_pass=histogram, series=series)
+
+
+# ---- live runs -----------------------------------------------------------------------------------
+
+
+@router.get("/runs/{run_id}/events")
+async def run_events(run_id: str, request: Request) -> StreamingResponse:
+    """Server-sent events: everything that already happened, then live events; ends after `outcome`.
+
+    Each event is `id: <n>`, `event: <kind>`, `data: <the event's JSON>`; a final `event: end` closes
+    the stream (also for a run that died or was interrupted without an outcome).
+    """
+    run_dir = _run_dir(request, run_id)
+    live = _manager(request).get(run_id)
+    try:
+        skip = int(request.headers.get("last-event-id", "0"))
+    except ValueError:
+        skip = 0
+    source = _live_events(live, skip) if live is not None else _replayed_events(run_dir, skip)
+    return StreamingResponse(
+        source,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _sse(number: int, event: Event) -> str:
+    return f"id: {number}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n"
+
+
+async def _live_events(live: LiveRun, skip: int) -> AsyncIterator[str]:
+    number = skip
+    async for event in live.follow(skip=skip, heartbeat_s=HEARTBEAT_S):
+        if event is None:
+            yield ": keep-alive\n\n"
+            continue
+        number += 1
+        yield _sse(number, event)
+    yield f"event: end\ndata: {json.dumps({'error': live.error})}\n\n"
+
+
+async def _replayed_events(run_dir: Path, skip: int) -> AsyncIterator[str]:
+    trace = load_trace(run_dir)
+    for number, event in enumerate(replay_trace(trace), start=1):
+        if number > skip:
+            yield _sse(number, event)
+    note = None if trace.outcome else "the run is not executing in this server and has no outcome"
+    yield f"event: end\ndata: {json.dumps({'error': note})}\n\n"
+
+
+@router.post("/runs/{run_id}/cancel", status_code=202)
+def cancel_run(run_id: str, request: Request) -> dict[str, object]:
+    """Ask a run executing in this server to stop; it ends ERROR with reason `CANCELLED: …`."""
+    _run_dir(request, run_id)
+    if not _manager(request).cancel(run_id):
+        raise HTTPException(409, f"run {run_id} is not executing in this server; nothing to cancel")
+    return {"run_id": run_id, "cancelling": True}
+
+
+# ---- workspace files -----------------------------------------------------------------------------
+
+
+@router.get("/runs/{run_id}/files")
+def list_files(run_id: str, request: Request) -> list[dict[str, object]]:
+    """The workspace's regular files (symlinks are not followed), as relative paths with sizes."""
+    workspace = _run_dir(request, run_id) / "workspace"
+    found: list[dict[str, object]] = []
+    if not workspace.is_dir() or workspace.is_symlink():
+        return found
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            found.append({"path": path.relative_to(workspace).as_posix(), "size": path.stat().st_size})
+            if len(found) >= MAX_LISTED_FILES:
+                return found
+    return found
+
+
+@router.get("/runs/{run_id}/files/{path:path}")
+def get_file(run_id: str, path: str, request: Request) -> FileResponse:
+    """One workspace file, always as an attachment-safe plain download (never rendered as HTML)."""
+    target = safe_workspace_file(_run_dir(request, run_id) / "workspace", path)
+    with target.open("rb") as handle:
+        binary = b"\x00" in handle.read(8192)
+    return FileResponse(
+        target,
+        media_type="application/octet-stream" if binary else "text/plain; charset=utf-8",
+        headers={"Content-Security-Policy": "sandbox", "Content-Disposition": "inline"},
+    )

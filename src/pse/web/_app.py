@@ -1,0 +1,81 @@
+"""The dashboard application: the API, the static UI, the guards, and `serve` (uvicorn)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from pse.config import Settings, load_settings
+from pse.web._api import router
+from pse.web._index import HistoryIndex
+from pse.web._runs import RunManager, runs_root
+from pse.web._security import GuardMiddleware, check_bind
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "STATIC_DIR", "create_app", "serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+STATIC_DIR = Path(str(files("pse.web") / "static"))
+"""The UI: plain HTML, CSS and JavaScript shipped as package data (no third-party front-end code)."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the dashboard app for `settings` (default: read from the environment).
+
+    The token is `settings.web_token` (`PSE_WEB_TOKEN`); when set, every `/api` call needs it as a
+    bearer token. Runs started through the app execute as asyncio tasks of the serving loop; leaving
+    the app's lifespan cancels them and waits for their outcome to be recorded.
+    """
+    settings = settings or load_settings()
+    token = settings.web_token.get_secret_value() if settings.web_token is not None else None
+    manager = RunManager(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+
+    app = FastAPI(
+        title="PSE dashboard",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json" if token is None else None,
+    )
+    root = runs_root(settings)
+    app.state.settings = settings.model_copy(update={"runs_dir": root})
+    app.state.web_token = token or None
+    app.state.manager = manager
+    app.state.runs_root = root
+    app.state.history = HistoryIndex(root)
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+
+    app.add_middleware(GuardMiddleware, token_set=token is not None)
+    return app
+
+
+def serve(settings: Settings | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve the dashboard with uvicorn until interrupted.
+
+    Raises:
+        UserError: `host` is not loopback and `PSE_WEB_TOKEN` is unset or too short (nothing is bound).
+    """
+    import uvicorn
+
+    settings = settings or load_settings()
+    token = settings.web_token.get_secret_value() if settings.web_token is not None else None
+    check_bind(host, token)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)

@@ -1,0 +1,126 @@
+"""The typed shapes the dashboard API accepts and returns (JSON)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pse.config import ProviderName
+from pse.history import RunEntry, Stats
+from pse.web._security import is_loopback_host
+
+__all__ = [
+    "CASSETTE_NAME",
+    "OUTCOME_FILTERS",
+    "InputInfo",
+    "MetricsResponse",
+    "RunListItem",
+    "RunPage",
+    "StartRun",
+    "StartedRun",
+    "TaskInfo",
+]
+
+CASSETTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.json$")
+"""A cassette is named, never pathed: a file of this name directly inside the task's folder."""
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+_INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+MAX_INPUT_CHARS = 20_000
+OUTCOME_FILTERS = ("PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING")
+
+
+class StartRun(BaseModel):
+    """`POST /api/runs`: which task, its inputs, and the model options a browser may choose.
+
+    `base_url` must point at a loopback server (a local vLLM, llama.cpp or Ollama): the server's API key
+    goes to that URL, so a remote one would hand the key to whoever runs it. Recording is not offered.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", max_length=64)
+    inputs: dict[str, str] = Field(default_factory=dict, max_length=32)
+    provider: ProviderName | None = None
+    model: str | None = Field(None, pattern=_MODEL_NAME.pattern)
+    base_url: str | None = Field(None, max_length=300)
+    cassette: str | None = Field(None, pattern=CASSETTE_NAME.pattern)
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _INPUT_NAME.match(name):
+                raise ValueError(f"input name {name!r} must be letters, digits, '_' or '-'")
+            if len(text) > MAX_INPUT_CHARS:
+                raise ValueError(f"input {name!r} is longer than {MAX_INPUT_CHARS} characters")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _loopback_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not is_loopback_host(parts.hostname or ""):
+            raise ValueError(
+                "base_url must be an http(s) URL on this machine (127.0.0.1, ::1 or localhost); "
+                "configure remote providers with PSE_BASE_URL on the server instead"
+            )
+        if parts.username or parts.password:
+            raise ValueError("base_url may not carry credentials")
+        return value
+
+
+class StartedRun(BaseModel):
+    """The answer to `POST /api/runs`."""
+
+    run_id: str
+    task: str
+    events: str = Field(description="URL of the run's SSE stream")
+
+
+class InputInfo(BaseModel):
+    """One input a task declares."""
+
+    name: str
+    description: str
+    default: str | None
+    required: bool
+
+
+class TaskInfo(BaseModel):
+    """One entry of `GET /api/tasks`."""
+
+    name: str
+    description: str
+    inputs: list[InputInfo]
+    cassettes: list[str]
+    valid: bool
+
+
+class RunListItem(RunEntry):
+    """A history line plus whether it is executing in this server now."""
+
+    live: bool = False
+
+
+class RunPage(BaseModel):
+    """One page of `GET /api/runs`, newest first."""
+
+    total: int
+    offset: int
+    limit: int
+    runs: list[RunListItem]
+
+
+class MetricsResponse(Stats):
+    """`GET /api/stats`: the aggregates plus the series the metrics page draws."""
+
+    cycles_to_pass: dict[str, int] = Field(description="passed runs by number of cycles")
+    series: list[RunEntry] = Field(description="finished runs, oldest first (at most the last 500)")
+
+
+Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"]
