@@ -14,7 +14,6 @@ import logging
 import secrets
 from datetime import UTC, datetime
 
-from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 
@@ -145,7 +144,7 @@ class Engine:
         kind, first, packet, buffer, briefs = self._next_cycle()
         cycle = CycleRecord(
             index=len(self.trace.cycles) + 1,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             first_speaker=first,
             started_at=utc_now(),
             step_buffer=buffer,
@@ -197,7 +196,7 @@ class Engine:
             return self._history_team
         box = FailureBox()
         order = SpeakerOrder(first)
-        agents: dict[str, AssistantAgent] = build_role_agents(self.setup.roles, box, briefs)
+        agents = build_role_agents(self.setup.roles, box, briefs)
         return build_team(agents, self.setup.tool_agent, order, turns), order, box
 
     # ---- decisions ----------------------------------------------------------------------------
@@ -364,7 +363,7 @@ class Engine:
             self._emit(
                 OutcomeEvent(
                     run_id=trace.run_id,
-                    outcome=trace.outcome,  # type: ignore[arg-type]
+                    outcome=trace.outcome,
                     reason=trace.outcome_reason,
                     cycles=len(trace.cycles),
                     tokens=TokenCount(

@@ -35,10 +35,8 @@ class ToolRuntime(Protocol):
         ...
 
 
-class PriceFn(Protocol):
-    """Money for some tokens of one role's model: (amount, currency, priced)."""
-
-    def __call__(self, role: str, prompt_tokens: int, completion_tokens: int) -> tuple[float, str, bool]: ...
+PriceFn = Callable[[str, int, int], tuple[float, str, bool]]
+"""Money for (role, prompt tokens, completion tokens) of that role's model: (amount, currency, priced)."""
 
 
 @dataclass

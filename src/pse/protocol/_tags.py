@@ -157,7 +157,7 @@ def parse_verdict(text: str) -> VerdictRecord:
     if len(summaries) > 1:
         raise ProtocolError("verdict: more than one <summary>")
     return VerdictRecord(
-        status=status,  # type: ignore[arg-type]  # checked against _VERDICT_STATUSES above
+        status=status,  # checked against _VERDICT_STATUSES above
         reason_code=reason_code.strip(),
         criteria=criteria,
         summary=summaries[0][1].strip() if summaries else "",

@@ -10,7 +10,7 @@ from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    ModelCapabilities,  # type: ignore[attr-defined]
+    ModelCapabilities,
     ModelInfo,
     RequestUsage,
 )
@@ -125,10 +125,10 @@ class UnusedSelectorClient(FailureTrackingClient):
     def __init__(self) -> None:
         pass
 
-    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:  # type: ignore[override]
+    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:
         raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
 
-    def create_stream(self, *args: Any, **kwargs: Any) -> AsyncGenerator[str | CreateResult, None]:  # type: ignore[override]
+    def create_stream(self, *args: Any, **kwargs: Any) -> AsyncGenerator[str | CreateResult, None]:
         raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
 
     async def close(self) -> None:
@@ -150,7 +150,7 @@ class UnusedSelectorClient(FailureTrackingClient):
 
     @property
     def capabilities(self) -> ModelCapabilities:
-        return ModelCapabilities(vision=False, function_calling=False, json_output=False)  # type: ignore[typeddict-item]
+        return ModelCapabilities(vision=False, function_calling=False, json_output=False)
 
     @property
     def model_info(self) -> ModelInfo:
