@@ -33,6 +33,7 @@ __all__ = [
 ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
+KnowledgeBackend = Literal["offline", "ollama", "openai"]
 
 ROLES: tuple[str, ...] = ("Planner", "Specialist", "Evaluator")
 
@@ -151,6 +152,39 @@ class Settings(BaseSettings):
     trace_retention_days: int = Field(7, ge=0, description="Runs older than this are pruned (0: keep all).")
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     tasks_dir: Path | None = Field(None, description="A second tasks directory, for your own tasks.")
+
+    # --- knowledge base ----------------------------------------------------------------
+    kb_backend: KnowledgeBackend = Field(
+        "offline",
+        description="Embeddings of the knowledge base: offline (no download, no server), ollama or openai.",
+    )
+    kb_model: str | None = Field(
+        None,
+        description="Embedding model (default: nomic-embed-text for ollama, text-embedding-3-small "
+        "for openai).",
+    )
+    kb_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("PSE_KB_BASE_URL", "PSE_KB_HOST"),
+        description="Ollama host or OpenAI-compatible base URL of the embeddings (also PSE_KB_HOST).",
+    )
+    kb_api_key: SecretStr | None = Field(
+        None, description="API key of the openai embeddings backend (falls back to PSE_API_KEY)."
+    )
+    kb_hybrid_weight: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Weight of vector similarity against BM25 (0: BM25 only, 1: vectors only).",
+    )
+    kb_inject_top_k: int = Field(
+        0, ge=0, le=20, description="Top knowledge results appended to the Planner's first prompt (0: off)."
+    )
+    kb_chunk_chars: int = Field(900, ge=200, description="Target size of a knowledge chunk, in characters.")
+    kb_chunk_overlap: int = Field(
+        200, ge=0, description="Characters of whole lines a chunk repeats from the previous one."
+    )
+    kb_timeout_s: float = Field(30.0, gt=0, description="Timeout of one embeddings request, in seconds.")
 
     # --- web -----------------------------------------------------------------------------
     web_token: SecretStr | None = Field(None, description="Bearer token the dashboard requires when set.")

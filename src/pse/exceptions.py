@@ -12,7 +12,8 @@ Hierarchy::
     │   ├── ModelAuthError        the model API refused our credentials (never retried)
     │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
-    │   └── ToolInfrastructureError the sandbox itself failed (not the command it ran)
+    │   ├── ToolInfrastructureError the sandbox itself failed (not the command it ran)
+    │   └── EmbeddingBackendError the knowledge base's embedding backend (Ollama, OpenAI) is unreachable
     ├── ProtocolError             a model's message breaks the protocol (no verdict, two plans, ...);
     │   │                         the engine records it, it never escapes a run
     │   └── SandboxViolation      a tool request points outside the run workspace (absolute path, `..`,
@@ -34,6 +35,7 @@ __all__ = [
     "CassetteExhaustedError",
     "ConfigError",
     "ControlSignal",
+    "EmbeddingBackendError",
     "ModelAuthError",
     "ModelUnavailableError",
     "PSEError",
@@ -99,6 +101,10 @@ class ReplayMismatchError(RunFailure):
 
 class ToolInfrastructureError(RunFailure):
     """The sandbox or tool machinery failed; the command the role asked for is not to blame."""
+
+
+class EmbeddingBackendError(RunFailure):
+    """The knowledge base's embedding backend did not answer usefully; searches fail, never return empty."""
 
 
 class ProtocolError(PSEError):

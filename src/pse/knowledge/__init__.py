@@ -1,0 +1,42 @@
+"""The knowledge base: a task's `knowledge/` folder, indexed in FAISS, searched by hybrid BM25 + vectors.
+
+Usage::
+
+    kb = KnowledgeBase(task.knowledge_dir, settings)      # PSE_KB_* settings choose the embeddings
+    report = kb.build()                                   # only new and changed files are embedded
+    hits = kb.search("pool exhausted by a batch job", k=3)
+    hits[0].citation.label                                # 'db-pool-exhaustion.md:12-20'
+
+Roles reach it through the `search_knowledge(query, k=5)` tool (`search_knowledge_tool`); the runner
+wires it with `RunKnowledge` (tool registration, optional injection into the Planner's first prompt, and
+every retrieval filed in the trace).
+"""
+
+from pse.knowledge._base import MAX_K, Citation, KnowledgeBase, KnowledgeHit
+from pse.knowledge._chunks import SUPPORTED_SUFFIXES, Chunk
+from pse.knowledge._embedders import (
+    DEFAULT_EMBEDDING_MODELS,
+    Embedder,
+    HashingEmbedder,
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    create_embedder,
+)
+from pse.knowledge._index import INDEX_DIR, BuildReport
+
+__all__ = [
+    "DEFAULT_EMBEDDING_MODELS",
+    "INDEX_DIR",
+    "MAX_K",
+    "SUPPORTED_SUFFIXES",
+    "BuildReport",
+    "Chunk",
+    "Citation",
+    "Embedder",
+    "HashingEmbedder",
+    "KnowledgeBase",
+    "KnowledgeHit",
+    "OllamaEmbedder",
+    "OpenAIEmbedder",
+    "create_embedder",
+]

@@ -1,0 +1,264 @@
+"""The on-disk index of a knowledge folder: `knowledge/.index/` with a manifest, the chunks and a FAISS index.
+
+Layout (the folder ignores itself in git with its own `.gitignore`)::
+
+    knowledge/.index/manifest.json   embedder identity, chunking, and per file: sha256, bytes, chunks
+    knowledge/.index/chunks.json     every chunk (file, lines, heading, text), in index order
+    knowledge/.index/vectors.faiss   a flat inner-product FAISS index of the chunks' unit vectors
+
+A build re-embeds only the files whose hash changed (or all, when the embedder or the chunking changed),
+reusing the stored vectors of the others. Files are replaced atomically, the manifest last, and builds
+of one folder are serialised with a lock file, so concurrent runs never see half an index.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from pse.exceptions import UserError
+from pse.knowledge._chunks import Chunk, chunk_document, find_documents
+from pse.knowledge._embedders import Embedder, Vectors
+
+__all__ = ["INDEX_DIR", "BuildReport", "FileEntry", "LoadedIndex", "Manifest", "build_index", "load_index"]
+
+INDEX_DIR = ".index"
+INDEX_VERSION = 1
+_MANIFEST, _CHUNKS, _VECTORS, _LOCK = "manifest.json", "chunks.json", "vectors.faiss", ".lock"
+
+
+class FileEntry(BaseModel):
+    """One indexed file as the manifest keeps it."""
+
+    sha256: str
+    bytes: int
+    chunks: int
+
+
+class Manifest(BaseModel):
+    """What the index was built from; a rebuild compares the folder against it."""
+
+    version: int = INDEX_VERSION
+    embedder: str
+    dim: int
+    chunk_chars: int
+    chunk_overlap: int
+    files: dict[str, FileEntry] = Field(default_factory=dict)
+    built_at: str = ""
+
+
+class BuildReport(BaseModel):
+    """What a build did. `embedded` lists exactly the files whose chunks were (re-)embedded."""
+
+    index_dir: str
+    embedder: str
+    files: int
+    chunks: int
+    embedded: list[str] = Field(default_factory=list)
+    reused: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    chunks_embedded: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    full_rebuild: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """Whether the build wrote a new index."""
+        return bool(self.embedded or self.removed or self.full_rebuild)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedIndex:
+    """An index in memory: its manifest, its chunks, and their vectors in FAISS."""
+
+    manifest: Manifest
+    chunks: list[Chunk]
+    faiss_index: faiss.Index | None
+
+    @property
+    def vectors(self) -> Vectors:
+        """Every chunk's vector, in chunk order (rows of width `manifest.dim`)."""
+        if self.faiss_index is None or self.faiss_index.ntotal == 0:
+            return np.zeros((0, self.manifest.dim), dtype=np.float32)
+        out: Vectors = self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
+        return out
+
+
+def index_dir_of(knowledge_dir: Path) -> Path:
+    """The index folder of a knowledge folder, refusing one that resolves outside it (e.g. a symlink).
+
+    Raises:
+        UserError: `.index` points outside the knowledge folder.
+    """
+    root = Path(os.path.realpath(knowledge_dir))
+    target = knowledge_dir / INDEX_DIR
+    if target.exists() or target.is_symlink():
+        real = Path(os.path.realpath(target))
+        if real.parent != root or target.is_symlink():
+            raise UserError(
+                f"{target} leads outside the knowledge folder ({real}); the index is only ever written "
+                "inside the task's knowledge folder: remove that link and build again"
+            )
+    return target
+
+
+def load_index(knowledge_dir: Path) -> LoadedIndex | None:
+    """The stored index, or None when there is none or it is incomplete (then it is rebuilt)."""
+    folder = index_dir_of(knowledge_dir)
+    try:
+        manifest = Manifest.model_validate_json((folder / _MANIFEST).read_text(encoding="utf-8"))
+        raw = json.loads((folder / _CHUNKS).read_text(encoding="utf-8"))
+        chunks = [Chunk.model_validate(item) for item in raw]
+        vectors_path = folder / _VECTORS
+        index = faiss.read_index(str(vectors_path)) if vectors_path.is_file() else None
+    except (OSError, ValueError, ValidationError, RuntimeError):
+        return None
+    stored = index.ntotal if index is not None else 0
+    expected = sum(entry.chunks for entry in manifest.files.values())
+    if manifest.version != INDEX_VERSION or stored != len(chunks) or expected != len(chunks):
+        return None
+    return LoadedIndex(manifest, chunks, index)
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".gitignore").write_text("*\n", encoding="utf-8")
+    with (folder / _LOCK).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_index(
+    knowledge_dir: Path, embedder: Embedder, chunk_chars: int, overlap: int, *, force: bool = False
+) -> BuildReport:
+    """Bring the index of `knowledge_dir` up to date, embedding only new and changed files.
+
+    Raises:
+        UserError: the index folder would be outside the knowledge folder, or the chunking is invalid.
+        EmbeddingBackendError: the embedder failed (the previous index is left as it was).
+    """
+    if overlap >= chunk_chars:
+        raise UserError(
+            f"PSE_KB_CHUNK_OVERLAP ({overlap}) must be smaller than PSE_KB_CHUNK_CHARS ({chunk_chars})"
+        )
+    started = time.perf_counter()
+    folder = index_dir_of(knowledge_dir)
+    with _locked(folder):
+        documents, skipped = find_documents(knowledge_dir, INDEX_DIR)
+        old = None if force else load_index(knowledge_dir)
+        compatible = (
+            old is not None
+            and old.manifest.embedder == embedder.identity
+            and (old.manifest.chunk_chars, old.manifest.chunk_overlap) == (chunk_chars, overlap)
+        )
+        old_rows: dict[str, tuple[list[Chunk], Vectors]] = {}
+        if old is not None and compatible:
+            vectors, at = old.vectors, 0
+            for name, entry in old.manifest.files.items():
+                old_rows[name] = (old.chunks[at : at + entry.chunks], vectors[at : at + entry.chunks])
+                at += entry.chunks
+        report = BuildReport(
+            index_dir=str(folder),
+            embedder=embedder.identity,
+            files=len(documents),
+            chunks=0,
+            skipped=skipped,
+            bytes=sum(len(d.data) for d in documents),
+            full_rebuild=not compatible,
+        )
+        entries: dict[str, FileEntry] = {}
+        pieces: list[tuple[list[Chunk], Vectors | None]] = []
+        to_embed: list[Chunk] = []
+        for document in documents:
+            digest = document.sha256
+            previous = old.manifest.files.get(document.relative) if compatible and old else None
+            if previous is not None and previous.sha256 == digest:
+                chunks, rows = old_rows[document.relative]
+                pieces.append((chunks, rows))
+                report.reused.append(document.relative)
+            else:
+                chunks = chunk_document(document, chunk_chars, overlap)
+                pieces.append((chunks, None))
+                to_embed.extend(chunks)
+                report.embedded.append(document.relative)
+            entries[document.relative] = FileEntry(sha256=digest, bytes=len(document.data), chunks=len(chunks))
+        if old is not None and compatible:
+            report.removed = sorted(set(old.manifest.files) - set(entries))
+        report.chunks = sum(len(chunks) for chunks, _ in pieces)
+        report.chunks_embedded = len(to_embed)
+        if not report.changed:
+            report.seconds = round(time.perf_counter() - started, 4)
+            return report
+        fresh = embedder.embed([c.searchable for c in to_embed]) if to_embed else None
+        if fresh is not None and old is not None and compatible and old_rows and fresh.shape[1] != old.manifest.dim:
+            raise UserError(
+                f"{embedder.identity} now returns vectors of width {fresh.shape[1]}, the index holds "
+                f"{old.manifest.dim}: rebuild it whole with `pse kb build TASK --force`"
+            )
+        all_chunks: list[Chunk] = []
+        blocks: list[Vectors] = []
+        at = 0
+        for chunks, rows in pieces:
+            all_chunks.extend(chunks)
+            if rows is None:
+                assert fresh is not None or not chunks
+                rows = fresh[at : at + len(chunks)] if fresh is not None else rows
+                at += len(chunks)
+            if rows is not None and len(rows):
+                blocks.append(rows)
+        dim = blocks[0].shape[1] if blocks else (old.manifest.dim if old and compatible else 0)
+        _save(folder, all_chunks, blocks, dim)
+        manifest = Manifest(
+            embedder=embedder.identity,
+            dim=dim,
+            chunk_chars=chunk_chars,
+            chunk_overlap=overlap,
+            files=entries,
+            built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+        _write_atomic(folder / _MANIFEST, manifest.model_dump_json(indent=2).encode())
+        report.seconds = round(time.perf_counter() - started, 4)
+        return report
+
+
+def _save(folder: Path, chunks: list[Chunk], blocks: list[Vectors], dim: int) -> None:
+    # The manifest is replaced last and a stale one is removed first: a crash in between leaves an index
+    # that load_index rejects (and rebuilds), never one whose vectors and chunks disagree.
+    (folder / _MANIFEST).unlink(missing_ok=True)
+    payload = json.dumps([c.model_dump() for c in chunks], ensure_ascii=False).encode()
+    _write_atomic(folder / _CHUNKS, payload)
+    vectors_path = folder / _VECTORS
+    if not chunks:
+        vectors_path.unlink(missing_ok=True)
+        return
+    index = faiss.IndexFlatIP(dim)
+    index.add(np.ascontiguousarray(np.vstack(blocks), dtype=np.float32))
+    _write_atomic(vectors_path, faiss.serialize_index(index).tobytes())
