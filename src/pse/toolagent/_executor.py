@@ -347,8 +347,7 @@ class ToolExecutor:
         return record
 
     def _answer(self, requester: str, records: list[ToolCallRecord]) -> ToolBatch:
-        items = [
-            ResultItem(r.index, r.tool, r.status, r.output, r.ms if r.decision == "allowed" else None)
-            for r in records
-        ]
+        # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
+        # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
+        items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))

@@ -57,6 +57,21 @@ def bash(ctx: ToolContext, command: str) -> ToolOutcome:
     return _outcome(ctx.sandbox.run([*_BASH, command], writable=ctx.writable), {})
 
 
+# "2 failed, 5 passed in 0.47s (0:00:00)": the duration differs between runs, and a run-specific value in
+# a prompt breaks strict replay of a recorded cassette, so the role sees the counts without it.
+_PYTEST_DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?=\W*$)")
+
+
+def _without_duration(output: str) -> str:
+    """Drop the duration from pytest's final summary line only."""
+    lines = output.splitlines(keepends=True)
+    for i in range(len(lines) - 1, -1, -1):
+        if _PYTEST_SUMMARY.search(lines[i]):
+            lines[i] = _PYTEST_DURATION.sub("", lines[i])
+            break
+    return "".join(lines)
+
+
 def parse_pytest_summary(output: str) -> dict[str, int]:
     """Counts from pytest's final summary line (`1 failed, 2 passed in 0.1s`); zeros when none is found."""
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
@@ -81,7 +96,8 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         argv += ["-o", "asyncio_default_fixture_loop_scope=function"]  # silences a plugin deprecation notice
     argv.append(where)
     result = ctx.sandbox.run(argv, writable=ctx.writable)
-    return _outcome(result, parse_pytest_summary(result.output) if not result.timed_out else {})
+    facts = parse_pytest_summary(result.output) if not result.timed_out else {}
+    return _outcome(result, facts, _without_duration(result.output))
 
 
 def _ruff_config(workspace: Path) -> list[str]:

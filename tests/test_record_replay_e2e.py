@@ -1,0 +1,44 @@
+"""A run recorded with `--record` replays strictly in a new run: nothing run-specific reaches a prompt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pse.config import load_settings
+from pse.exceptions import ReplayMismatchError
+from pse.runner import prepare_run, run_to_end
+
+
+async def test_recorded_run_replays_strictly_in_a_new_run(tmp_path: Path) -> None:
+    recording = tmp_path / "recorded.json"
+    first = await run_to_end(
+        prepare_run("code-delivery", load_settings(runs_dir=tmp_path / "a", record=recording))
+    )
+    assert first.outcome == "PASSED"
+    turns = json.loads(recording.read_text())["turns"]
+    assert len(turns) == 9 and all(t["request"]["digest"] for t in turns)
+    sent = json.dumps(turns)
+    assert str(tmp_path) not in sent and first.run_id not in sent  # no paths or run ids in any request
+
+    # A new run in another folder (other absolute paths, other run id, other timings) replays it strictly.
+    second = await run_to_end(
+        prepare_run("code-delivery", load_settings(runs_dir=tmp_path / "b", cassette=recording))
+    )
+    assert second.outcome == "PASSED"
+    assert second.tokens == first.tokens  # recorded usage is replayed exactly
+
+
+async def test_a_changed_prompt_fails_strict_replay_with_a_diff(tmp_path: Path) -> None:
+    recording = tmp_path / "recorded.json"
+    await run_to_end(prepare_run("code-delivery", load_settings(runs_dir=tmp_path / "a", record=recording)))
+    data = json.loads(recording.read_text())
+    evaluator = next(t for t in data["turns"] if t["role"] == "Evaluator")
+    evaluator["request"]["digest"] = "0" * 64  # as if the Evaluator had been sent something else
+    evaluator["request"]["messages"][-1]["digest"] = "0" * 64
+    recording.write_text(json.dumps(data))
+    summary = await run_to_end(
+        prepare_run("code-delivery", load_settings(runs_dir=tmp_path / "b", cassette=recording))
+    )
+    assert summary.outcome == "ERROR"
+    assert summary.outcome_reason.startswith(ReplayMismatchError.__name__)
