@@ -230,3 +230,28 @@ def test_prune_keeps_recent_running_and_foreign_folders(tmp_path: Path) -> None:
     assert prune_runs(tmp_path, 7, keep={"running"}) == ["old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-run", "recent", "running"]
     assert prune_runs(tmp_path, 0) == []
+
+
+# ---- team clients -------------------------------------------------------------------------------------
+
+
+async def test_selector_model_is_never_consulted_and_failures_are_boxed() -> None:
+    from autogen_core.models import UserMessage
+
+    from pse.exceptions import ModelUnavailableError
+    from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient
+    from pse.team import FailureBox, FailureTrackingClient, UnusedSelectorClient
+
+    unused = UnusedSelectorClient()
+    with pytest.raises(AssertionError, match="never be consulted"):
+        await unused.create([UserMessage(content="who speaks?", source="user")])
+    assert unused.total_usage().prompt_tokens == 0
+
+    box = FailureBox()
+    empty = CassettePlayer(Cassette.model_validate({"version": 1, "turns": []}))
+    client = FailureTrackingClient(ScriptedChatCompletionClient(empty, "Planner"), box)
+    with pytest.raises(Exception, match="no turn 1 for role Planner"):
+        await client.create([UserMessage(content="plan", source="user")])
+    assert box.failure is not None and "Planner" in str(box.failure)
+    box.record(ModelUnavailableError("later"))
+    assert "Planner" in str(box.failure)  # the first failure is the one kept

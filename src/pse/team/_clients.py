@@ -1,22 +1,17 @@
-"""Two small ChatCompletionClient wrappers the team needs around the real ones."""
+"""Two small ChatCompletionClients the team needs around the real ones."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from autogen_core import CancellationToken
-from autogen_core.models import (
-    ChatCompletionClient,
-    CreateResult,
-    LLMMessage,
-    ModelCapabilities,
-    ModelInfo,
-    RequestUsage,
-)
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, ModelInfo, RequestUsage
 from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
 
 from pse.exceptions import RunFailure
+from pse.models import GENERIC_MODEL_INFO, WrapperChatCompletionClient
 
 __all__ = ["FailureBox", "FailureTrackingClient", "UnusedSelectorClient"]
 
@@ -36,11 +31,11 @@ class FailureBox:
             self.failure = exc
 
 
-class FailureTrackingClient(ChatCompletionClient):
+class FailureTrackingClient(WrapperChatCompletionClient):
     """Delegates to `inner` and records any RunFailure it raises in `box` before re-raising it."""
 
     def __init__(self, inner: ChatCompletionClient, box: FailureBox) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._box = box
 
     async def create(
@@ -48,13 +43,13 @@ class FailureTrackingClient(ChatCompletionClient):
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Any = "auto",
-        json_output: bool | type[Any] | None = None,
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         try:
-            return await self.inner.create(
+            return await super().create(
                 messages,
                 tools=tools,
                 tool_choice=tool_choice,
@@ -71,21 +66,23 @@ class FailureTrackingClient(ChatCompletionClient):
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Any = "auto",
-        json_output: bool | type[Any] | None = None,
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncGenerator[str | CreateResult, None]:
+        inner = super().create_stream(
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            extra_create_args=extra_create_args,
+            cancellation_token=cancellation_token,
+        )
+
         async def stream() -> AsyncGenerator[str | CreateResult, None]:
             try:
-                async for item in self.inner.create_stream(
-                    messages,
-                    tools=tools,
-                    tool_choice=tool_choice,
-                    json_output=json_output,
-                    extra_create_args=extra_create_args,
-                    cancellation_token=cancellation_token,
-                ):
+                async for item in inner:
                     yield item
             except RunFailure as exc:
                 self._box.record(exc)
@@ -93,37 +90,12 @@ class FailureTrackingClient(ChatCompletionClient):
 
         return stream()
 
-    async def close(self) -> None:
-        await self.inner.close()
 
-    def actual_usage(self) -> RequestUsage:
-        return self.inner.actual_usage()
-
-    def total_usage(self) -> RequestUsage:
-        return self.inner.total_usage()
-
-    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
-        return self.inner.count_tokens(messages, tools=tools)
-
-    def remaining_tokens(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
-    ) -> int:
-        return self.inner.remaining_tokens(messages, tools=tools)
-
-    @property
-    def capabilities(self) -> ModelCapabilities:
-        return self.inner.capabilities
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self.inner.model_info
-
-
-class UnusedSelectorClient(FailureTrackingClient):
+class UnusedSelectorClient(WrapperChatCompletionClient):
     """The model client SelectorGroupChat requires. Speaker order is ours, so any call is a bug."""
 
     def __init__(self) -> None:
-        pass
+        super().__init__(self)  # never delegates: every model call below fails loudly
 
     async def create(self, *args: Any, **kwargs: Any) -> CreateResult:
         raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
@@ -140,20 +112,6 @@ class UnusedSelectorClient(FailureTrackingClient):
     def total_usage(self) -> RequestUsage:
         return RequestUsage(prompt_tokens=0, completion_tokens=0)
 
-    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
-        return 0
-
-    def remaining_tokens(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
-    ) -> int:
-        return 0
-
-    @property
-    def capabilities(self) -> ModelCapabilities:
-        return ModelCapabilities(vision=False, function_calling=False, json_output=False)
-
     @property
     def model_info(self) -> ModelInfo:
-        return ModelInfo(
-            vision=False, function_calling=False, json_output=False, family="unknown", structured_output=False
-        )
+        return GENERIC_MODEL_INFO
