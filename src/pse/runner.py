@@ -20,6 +20,7 @@ from pse.config import ROLES, Settings
 from pse.engine import Engine, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
 from pse.events import Event
 from pse.exceptions import ConfigError, UserError
+from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
 from pse.tasks import Task, TaskRegistry, extract_report
 from pse.team import RoleSetup
@@ -116,13 +117,26 @@ def _wire(
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
     recorder = CassetteRecorder(settings.record) if settings.record is not None else None
 
-    policy = Policy.default(settings).with_overrides(task.config.policy)
-    executor = ToolExecutor(workspace, settings, policy, checks=task.resolved_checks(), task_dir=task.dir)
+    # Knowledge: search_knowledge if the task has knowledge/; injection on new runs; traced retrievals.
+    knowledge = RunKnowledge(task.knowledge_dir, settings, query=task.config.goal if trace is None else None)
+    task_message = knowledge.brief(task_message)
+    policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
+    executor = ToolExecutor(
+        workspace,
+        settings,
+        policy,
+        registry=knowledge.registry,
+        checks=task.resolved_checks(),
+        task_dir=task.dir,
+        on_record=knowledge.on_record,
+    )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
     roles = [
         RoleSetup(
             name=role,
-            system_message=task.system_prompt(role) + "\n## Your tools\n" + render_tool_catalog(role, policy),
+            system_message=task.system_prompt(role)
+            + "\n## Your tools\n"
+            + render_tool_catalog(role, policy, knowledge.registry),
             client=clients[role],
         )
         for role in ROLES
@@ -138,7 +152,7 @@ def _wire(
         task_message=task_message,
         roles=roles,
         tool_agent=ToolAgent(executor),
-        tools=executor,
+        tools=knowledge.runtime(executor),
         workspace=workspace,
         run_dir=run_dir,
         settings=settings,
@@ -150,8 +164,10 @@ def _wire(
         positions=(lambda: player.positions) if player is not None else None,
         on_event=on_event,
     )
+    engine = Engine(setup, trace)
+    knowledge.bind(engine.trace)
     return PreparedRun(
-        engine=Engine(setup, trace),
+        engine=engine,
         task=task,
         run_dir=run_dir,
         workspace=workspace,

@@ -23,11 +23,14 @@ from pse.knowledge._embedders import (
     create_embedder,
 )
 from pse.knowledge._index import INDEX_DIR, BuildReport
+from pse.knowledge._run import RunKnowledge
+from pse.knowledge._tool import SEARCH_KNOWLEDGE, citations_of, render_hits, search_knowledge_tool
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODELS",
     "INDEX_DIR",
     "MAX_K",
+    "SEARCH_KNOWLEDGE",
     "SUPPORTED_SUFFIXES",
     "BuildReport",
     "Chunk",
@@ -38,5 +41,9 @@ __all__ = [
     "KnowledgeHit",
     "OllamaEmbedder",
     "OpenAIEmbedder",
+    "RunKnowledge",
+    "citations_of",
     "create_embedder",
+    "render_hits",
+    "search_knowledge_tool",
 ]

@@ -165,7 +165,10 @@ class KnowledgeBase:
                 KnowledgeHit(
                     rank=rank,
                     citation=Citation(
-                        file=chunk.file, start_line=chunk.start_line, end_line=chunk.end_line, heading=chunk.heading
+                        file=chunk.file,
+                        start_line=chunk.start_line,
+                        end_line=chunk.end_line,
+                        heading=chunk.heading,
                     ),
                     score=round(float(fused[i]), 4),
                     lexical=round(float(lexical[i]), 4),

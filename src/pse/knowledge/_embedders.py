@@ -7,6 +7,7 @@ errors are translated here into `EmbeddingBackendError`, whose message says what
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 from collections import Counter
@@ -84,7 +85,7 @@ class HashingEmbedder:
 
     def _features(self, text: str) -> list[Counter[str]]:
         tokens = tokenize(text)
-        pairs = Counter(f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False))
+        pairs = Counter(f"{a} {b}" for a, b in itertools.pairwise(tokens))
         grams: Counter[str] = Counter()
         for token in tokens:
             padded = f"<{token}>"

@@ -209,7 +209,9 @@ def build_index(
                 pieces.append((chunks, None))
                 to_embed.extend(chunks)
                 report.embedded.append(document.relative)
-            entries[document.relative] = FileEntry(sha256=digest, bytes=len(document.data), chunks=len(chunks))
+            entries[document.relative] = FileEntry(
+                sha256=digest, bytes=len(document.data), chunks=len(chunks)
+            )
         if old is not None and compatible:
             report.removed = sorted(set(old.manifest.files) - set(entries))
         report.chunks = sum(len(chunks) for chunks, _ in pieces)
@@ -218,7 +220,9 @@ def build_index(
             report.seconds = round(time.perf_counter() - started, 4)
             return report
         fresh = embedder.embed([c.searchable for c in to_embed]) if to_embed else None
-        if fresh is not None and old is not None and compatible and old_rows and fresh.shape[1] != old.manifest.dim:
+        width_changed = fresh is not None and old is not None and fresh.shape[1] != old.manifest.dim
+        if compatible and old_rows and width_changed:
+            assert fresh is not None and old is not None
             raise UserError(
                 f"{embedder.identity} now returns vectors of width {fresh.shape[1]}, the index holds "
                 f"{old.manifest.dim}: rebuild it whole with `pse kb build TASK --force`"
@@ -226,14 +230,14 @@ def build_index(
         all_chunks: list[Chunk] = []
         blocks: list[Vectors] = []
         at = 0
-        for chunks, rows in pieces:
+        for chunks, stored in pieces:
             all_chunks.extend(chunks)
-            if rows is None:
-                assert fresh is not None or not chunks
-                rows = fresh[at : at + len(chunks)] if fresh is not None else rows
+            if stored is None:
+                if fresh is not None and chunks:
+                    blocks.append(fresh[at : at + len(chunks)])
                 at += len(chunks)
-            if rows is not None and len(rows):
-                blocks.append(rows)
+            elif len(stored):
+                blocks.append(stored)
         dim = blocks[0].shape[1] if blocks else (old.manifest.dim if old and compatible else 0)
         _save(folder, all_chunks, blocks, dim)
         manifest = Manifest(

@@ -7,11 +7,12 @@ import re
 __all__ = ["stem", "tokenize", "words"]
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
-    its may might must no not of on or our should so than that the their them then there these they this
-    those to was we were what when where which while who why will with would you your""".split()
-)
+_STOPWORD_TEXT = """
+a an and are as at be been but by can could did do does for from had has have how i if in into is it
+its may might must no not of on or our should so than that the their them then there these they this
+those to was we were what when where which while who why will with would you your
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def stem(word: str) -> str:
