@@ -300,3 +300,43 @@ async def test_resume_after_a_kill_finishes_the_run(tmp_path: Path) -> None:
     assert trace.outcome == "PASSED" and trace.resumed == 1
     assert [c.kind for c in trace.cycles] == ["initial", "revise"]
     assert trace.counters.partial_retries == 1
+
+
+async def test_token_budget_stops_the_run_as_timeout(tmp_path: Path) -> None:
+    trace, _ = await _run(tmp_path, [(t["role"], t["content"]) for t in _TURNS], token_budget=3000)
+    assert trace.outcome == "TIMEOUT"
+    assert trace.outcome_reason.startswith("token budget exhausted")
+    assert trace.tokens.total >= 3000 and len(trace.cycles) == 1
+
+
+async def test_cost_budget_stops_the_run_as_timeout(tmp_path: Path) -> None:
+    prices = {"scripted": {"input": 10.0, "output": 30.0, "currency": "EUR"}}
+    trace, _ = await _run(
+        tmp_path, [(t["role"], t["content"]) for t in _TURNS], prices=prices, cost_budget=0.02
+    )
+    assert trace.outcome == "TIMEOUT" and trace.outcome_reason.startswith("cost budget exhausted")
+    assert trace.cost.currency == "EUR" and trace.cost.amount >= 0.02
+    assert trace.cost.unpriced_models == []
+
+
+async def test_run_wall_clock_limit_is_a_timeout(tmp_path: Path) -> None:
+    trace, _ = await _run(tmp_path, [(t["role"], t["content"]) for t in _TURNS], run_timeout_s=0.001)
+    assert trace.outcome == "TIMEOUT" and "wall-clock" in trace.outcome_reason
+
+
+async def test_tool_infrastructure_failure_is_an_error_without_a_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pse.tools
+
+    def broken_read_file(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(pse.tools, "read_file", broken_read_file)
+    trace, _ = await _run(tmp_path, [(t["role"], t["content"]) for t in _TURNS])
+    assert trace.outcome == "ERROR"
+    assert (
+        trace.outcome_reason.startswith("tool infrastructure failed")
+        and "disk on fire" in trace.outcome_reason
+    )
+    assert trace.counters.partial_retries == 0 and trace.counters.fail_retries == 0
