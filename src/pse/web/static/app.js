@@ -1,0 +1,406 @@
+// PSE dashboard: runs, a run's trace (live over SSE), metrics. Plain DOM; model text only via textContent.
+"use strict";
+
+const OUTCOMES = ["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"];
+const ROLES = ["Planner", "Specialist", "Evaluator", "ToolAgent"];
+const OUTCOME_COLOR = { PASSED: "#1a7f37", ESCALATED: "#b26a00", TIMEOUT: "#7c3aed", ERROR: "#c62828" };
+const view = document.getElementById("view");
+let stopStream = null; // aborts the SSE fetch of the page being left
+const roleShown = Object.fromEntries(ROLES.map((r) => [r, true]));
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+const badge = (text, cls) => h("span", { class: `badge ${cls || text}` }, text);
+const fmtInt = (n) => Number(n || 0).toLocaleString("en-US");
+const fmtCost = (n, cur) => `${Number(n || 0).toFixed(4)} ${cur || "USD"}`;
+const fmtTime = (s) => (s ? new Date(s).toLocaleString() : "");
+
+function notice(text) {
+  const box = document.getElementById("notice");
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+function token() { return sessionStorage.getItem("pse-token") || ""; }
+function authHeaders(extra) {
+  const headers = Object.assign({}, extra || {});
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  return headers;
+}
+
+async function api(path, options) {
+  const opts = Object.assign({}, options || {});
+  opts.headers = authHeaders(opts.headers);
+  const res = await fetch(path, opts);
+  if (res.status === 401) {
+    notice("This server needs an access token: paste PSE_WEB_TOKEN into the field at the top right.");
+    throw new Error("unauthorized");
+  }
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) {
+    const detail = data && data.detail ? (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : res.statusText;
+    throw new Error(`${res.status}: ${detail}`);
+  }
+  return data;
+}
+
+// SSE over fetch (EventSource cannot send the Authorization header, and a token in a URL leaks into logs).
+async function streamEvents(runId, onEvent, signal) {
+  const res = await fetch(`/api/runs/${encodeURIComponent(runId)}/events`, { headers: authHeaders(), signal });
+  if (!res.ok) throw new Error(`events: HTTP ${res.status}`);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let kind = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).trim();
+      }
+      if (data) onEvent(kind, JSON.parse(data));
+    }
+  }
+}
+
+// ---- runs page ---------------------------------------------------------------------------------
+
+const listState = { offset: 0, limit: 25, task: "", outcome: "" };
+
+async function showRuns() {
+  const tasks = await api("/api/tasks");
+  const form = startForm(tasks);
+  const listPanel = h("section", { class: "panel", id: "runs-panel" });
+  view.replaceChildren(h("h1", {}, "Runs"), h("div", { class: "grid2" }, form, listPanel));
+  await renderRunList(listPanel, tasks);
+}
+
+function startForm(tasks) {
+  const valid = tasks.filter((t) => t.valid);
+  const taskSel = h("select", { id: "start-task", name: "task" }, valid.map((t) => h("option", { value: t.name }, t.name)));
+  const desc = h("p", { class: "muted" });
+  const inputsBox = h("div");
+  const cassetteSel = h("select", { id: "start-cassette" });
+  const provider = h("select", { id: "start-provider" },
+    h("option", { value: "" }, "server default"), ["scripted", "openai", "ollama"].map((p) => h("option", { value: p }, p)));
+  const model = h("input", { id: "start-model", placeholder: "server default" });
+  const baseUrl = h("input", { id: "start-base-url", placeholder: "http://127.0.0.1:8000/v1 (loopback only)" });
+  const status = h("p", { class: "muted", id: "start-status" });
+  const refresh = () => {
+    const t = valid.find((x) => x.name === taskSel.value);
+    desc.textContent = t ? t.description : "";
+    inputsBox.replaceChildren(...(t ? t.inputs : []).map((i) =>
+      h("div", {}, h("label", { for: `in-${i.name}` }, `${i.name}${i.required ? " *" : ""}`),
+        h("input", { id: `in-${i.name}`, "data-input": i.name, value: i.default || "", placeholder: i.description }))));
+    cassetteSel.replaceChildren(h("option", { value: "" }, "task default"), ...(t ? t.cassettes : []).map((c) => h("option", { value: c }, c)));
+  };
+  taskSel.addEventListener("change", refresh);
+  refresh();
+  const submit = h("button", { type: "submit", id: "start-button" }, "Start run");
+  const form = h("form", { class: "panel start", id: "start-form" },
+    h("h2", {}, "Start a run"),
+    h("label", { for: "start-task" }, "Task"), taskSel, desc, inputsBox,
+    h("div", { class: "row" },
+      h("div", {}, h("label", { for: "start-provider" }, "Provider"), provider),
+      h("div", {}, h("label", { for: "start-model" }, "Model"), model)),
+    h("label", { for: "start-base-url" }, "Base URL"), baseUrl,
+    h("label", { for: "start-cassette" }, "Cassette (scripted provider)"), cassetteSel,
+    h("p", {}, submit), status);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const inputs = {};
+    for (const field of inputsBox.querySelectorAll("[data-input]")) if (field.value) inputs[field.dataset.input] = field.value;
+    const body = { task: taskSel.value, inputs };
+    if (provider.value) body.provider = provider.value;
+    if (model.value.trim()) body.model = model.value.trim();
+    if (baseUrl.value.trim()) body.base_url = baseUrl.value.trim();
+    if (cassetteSel.value) body.cassette = cassetteSel.value;
+    submit.disabled = true;
+    status.textContent = "starting…";
+    try {
+      const started = await api("/api/runs", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      location.hash = `#/run/${encodeURIComponent(started.run_id)}`;
+    } catch (err) {
+      status.textContent = `could not start: ${err.message}`;
+      submit.disabled = false;
+    }
+  });
+  return form;
+}
+
+async function renderRunList(panel, tasks) {
+  const q = new URLSearchParams({ offset: listState.offset, limit: listState.limit });
+  if (listState.task) q.set("task", listState.task);
+  if (listState.outcome) q.set("outcome", listState.outcome);
+  const page = await api(`/api/runs?${q}`);
+  const taskFilter = h("select", { id: "filter-task" }, h("option", { value: "" }, "all tasks"), tasks.map((t) => h("option", { value: t.name, selected: t.name === listState.task }, t.name)));
+  const outcomeFilter = h("select", { id: "filter-outcome" }, h("option", { value: "" }, "all outcomes"), OUTCOMES.map((o) => h("option", { value: o, selected: o === listState.outcome }, o)));
+  const onFilter = () => { listState.task = taskFilter.value; listState.outcome = outcomeFilter.value; listState.offset = 0; renderRunList(panel, tasks); };
+  taskFilter.addEventListener("change", onFilter);
+  outcomeFilter.addEventListener("change", onFilter);
+  const rows = page.runs.map((r) => {
+    const outcome = r.outcome || (r.live ? "RUNNING" : "RUNNING");
+    return h("tr", { class: `run-row outcome-${outcome}` },
+      h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.run_id)}` }, r.run_id)),
+      h("td", {}, r.task),
+      h("td", {}, badge(r.outcome || (r.live ? "RUNNING" : "interrupted"), outcome)),
+      h("td", { class: "num" }, r.cycles),
+      h("td", { class: "num" }, fmtInt(r.tokens)),
+      h("td", { class: "num" }, fmtCost(r.cost, r.currency)),
+      h("td", {}, fmtTime(r.started_at)));
+  });
+  const last = Math.min(page.offset + page.limit, page.total);
+  const prev = h("button", { class: "secondary", disabled: page.offset === 0, onclick: () => { listState.offset = Math.max(0, page.offset - page.limit); renderRunList(panel, tasks); } }, "‹ Newer");
+  const next = h("button", { class: "secondary", disabled: last >= page.total, onclick: () => { listState.offset = page.offset + page.limit; renderRunList(panel, tasks); } }, "Older ›");
+  panel.replaceChildren(
+    h("h2", {}, "History"),
+    h("div", { class: "filters" }, taskFilter, outcomeFilter, h("span", { class: "muted" }, `${page.total} run(s)`)),
+    h("table", { id: "runs-table" },
+      h("thead", {}, h("tr", {}, ["run", "task", "outcome", "cycles", "tokens", "cost", "started"].map((c) => h("th", { class: ["cycles", "tokens", "cost"].includes(c) ? "num" : null }, c)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "no runs yet: start one")))),
+    h("div", { class: "pager" }, h("span", { class: "muted" }, page.total ? `${page.offset + 1}–${last} of ${page.total}` : ""), prev, next));
+}
+
+// ---- run page ----------------------------------------------------------------------------------
+
+function emptyRun(trace) {
+  return { run_id: trace.run_id, task: trace.task, started_at: trace.started_at, state: "START", outcome: null,
+    outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true, events: [] };
+}
+
+function applyEvent(run, ev) {
+  const cycle = () => run.cycles.find((c) => c.index === ev.cycle) || run.cycles[run.cycles.length - 1];
+  switch (ev.kind) {
+    case "cycle_start":
+      run.cycles.push({ index: ev.cycle, kind: ev.cycle_kind, first_speaker: ev.first_speaker, messages: [], tool_calls: [], verdict: null, gate: null, review_error: null, result: "RUNNING", result_reason: "" });
+      break;
+    case "message": cycle().messages.push(ev.message); break;
+    case "tool_call": cycle().tool_calls.push(ev.call); break;
+    case "verdict": {
+      const c = cycle();
+      Object.assign(c, { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, result: ev.verdict ? ev.verdict.status : "ERROR" });
+      break;
+    }
+    case "transition": run.state = ev.transition.to; break;
+    case "outcome":
+      Object.assign(run, { outcome: ev.outcome, outcome_reason: ev.reason, state: ev.outcome, cost: { amount: ev.cost, currency: ev.currency } });
+      break;
+  }
+}
+
+function eventLine(ev) {
+  switch (ev.kind) {
+    case "cycle_start": return `cycle ${ev.cycle} (${ev.cycle_kind}) starts with ${ev.first_speaker}`;
+    case "message": return `${ev.message.source}: ${ev.message.content.replace(/\s+/g, " ").slice(0, 110)}`;
+    case "tool_call": return `${ev.call.requester} → ${ev.call.tool}: ${ev.call.decision} ${ev.call.status} ${ev.call.ms}ms`;
+    case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}` : `review error: ${ev.error}`;
+    case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
+    case "outcome": return `${ev.outcome}: ${ev.reason}`;
+    default: return ev.kind;
+  }
+}
+
+async function showRun(runId) {
+  let trace = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  if (trace.outcome) {
+    renderRun(Object.assign(trace, { live: false }), null);
+    return;
+  }
+  const run = emptyRun(trace);
+  const log = [];
+  let pending = false;
+  const redraw = () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; renderRun(run, log); }); } };
+  renderRun(run, log);
+  const controller = new AbortController();
+  stopStream = () => controller.abort();
+  try {
+    await streamEvents(runId, (kind, data) => {
+      if (kind === "end") { if (data.error) log.push({ kind: "end", text: data.error }); return; }
+      applyEvent(run, data);
+      log.push({ kind, text: eventLine(data) });
+      redraw();
+    }, controller.signal);
+  } catch (err) {
+    if (controller.signal.aborted) return;
+    notice(`live stream stopped: ${err.message}`);
+  }
+  trace = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  renderRun(Object.assign(trace, { live: false }), log);
+}
+
+function roleTokens(run) {
+  if (run.tokens && run.tokens.by_role) return run.tokens.by_role;
+  const out = {};
+  for (const c of run.cycles) for (const m of c.messages) {
+    if (m.source === "ToolAgent") continue;
+    const t = (out[m.source] = out[m.source] || { prompt: 0, completion: 0, calls: 0 });
+    t.prompt += m.prompt_tokens; t.completion += m.completion_tokens; t.calls += 1;
+  }
+  return out;
+}
+
+function renderRun(run, log) {
+  const outcome = run.outcome || "RUNNING";
+  const byRole = roleTokens(run);
+  const total = Object.values(byRole).reduce((a, t) => a + t.prompt + t.completion, 0);
+  const cancel = run.live ? h("button", { class: "danger", id: "cancel-button", onclick: async (e) => {
+    e.target.disabled = true;
+    try { await api(`/api/runs/${encodeURIComponent(run.run_id)}/cancel`, { method: "POST" }); } catch (err) { notice(err.message); }
+  } }, "Cancel run") : null;
+  const parts = [
+    h("h1", {}, `${run.task} `, h("span", { class: "muted" }, run.run_id)),
+    h("section", { class: "panel summary", id: "run-summary" },
+      h("div", { class: "kv" }, h("b", { id: "run-outcome" }, badge(outcome)), h("span", {}, run.outcome_reason || `state ${run.state}`)),
+      h("div", { class: "kv" }, h("b", {}, run.cycles.length), h("span", {}, "cycles")),
+      h("div", { class: "kv" }, h("b", {}, fmtInt(total)), h("span", {}, "tokens")),
+      h("div", { class: "kv" }, h("b", {}, run.cost ? fmtCost(run.cost.amount, run.cost.currency) : "–"), h("span", {}, "cost")),
+      h("div", { class: "kv" }, h("b", {}, fmtTime(run.started_at)), h("span", {}, "started")),
+      cancel),
+  ];
+  if (log) parts.push(h("section", { class: "panel" }, h("h2", {}, `Live events `, h("span", { class: "muted", id: "event-count" }, `${log.length} received`)),
+    h("div", { class: "live-log", id: "live-log" }, log.slice(-200).map((l) => h("div", {}, h("span", { class: "k" }, l.kind), l.text)))));
+  parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycle timeline"),
+    h("div", { class: "timeline", id: "timeline" }, run.cycles.map((c) =>
+      h("a", { class: `cycle-chip ${c.result || "RUNNING"}`, href: `#/run/${encodeURIComponent(run.run_id)}`, onclick: (e) => { e.preventDefault(); document.getElementById(`cycle-${c.index}`).scrollIntoView(); } },
+        h("b", {}, `Cycle ${c.index}`), h("small", {}, `${c.kind} · first: ${c.first_speaker}`), badge(c.result || "RUNNING"),
+        h("small", {}, `${c.messages.length} msgs · ${c.tool_calls.length} tool calls`))))));
+  parts.push(tokenPanel(byRole, run));
+  if (run.plan) parts.push(planPanel(run.plan));
+  const filter = h("div", { class: "role-filter", id: "role-filter" }, h("b", {}, "Show messages of:"), ROLES.map((r) =>
+    h("label", {}, h("input", { type: "checkbox", "data-role": r, checked: roleShown[r], onchange: (e) => { roleShown[r] = e.target.checked; renderRun(run, log); } }), ` ${r}`)));
+  parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycles"), filter, run.cycles.map((c) => cyclePanel(c))));
+  if (!run.live) parts.push(filesPanel(run.run_id));
+  view.replaceChildren(...parts);
+}
+
+function tokenPanel(byRole, run) {
+  const rows = Object.entries(byRole).map(([role, t]) => h("tr", {}, h("td", {}, role), h("td", { class: "num" }, t.calls),
+    h("td", { class: "num" }, fmtInt(t.prompt)), h("td", { class: "num" }, fmtInt(t.completion)), h("td", { class: "num" }, fmtInt(t.prompt + t.completion))));
+  const unpriced = run.cost && run.cost.unpriced_models && run.cost.unpriced_models.length ? ` (unpriced models count as 0: ${run.cost.unpriced_models.join(", ")})` : "";
+  return h("section", { class: "panel", id: "tokens-panel" }, h("h2", {}, "Tokens and cost per role"),
+    h("table", {}, h("thead", {}, h("tr", {}, ["role", "calls", "prompt", "completion", "total"].map((c, i) => h("th", { class: i ? "num" : null }, c)))), h("tbody", {}, rows)),
+    h("p", { class: "muted" }, run.cost ? `cost ${fmtCost(run.cost.amount, run.cost.currency)}${unpriced}` : "cost known at the end of the run"));
+}
+
+function planPanel(plan) {
+  return h("section", { class: "panel" }, h("h2", {}, "Plan"), h("p", {}, plan.goal),
+    h("ul", {}, plan.criteria.map((c) => h("li", {}, h("b", {}, c.id), ` ${c.text}`))));
+}
+
+function cyclePanel(c) {
+  const v = c.verdict;
+  const verdictBox = h("div", { class: "verdict" }, h("h3", {}, "Verdict"),
+    v ? h("div", {}, badge(v.status), ` ${v.reason_code}`, v.summary ? h("p", {}, v.summary) : null,
+      h("table", { class: "criteria" }, h("tbody", {}, v.criteria.map((k) => h("tr", {},
+        h("td", { class: k.met ? "crit-met" : "crit-unmet" }, k.met ? "✓ met" : "✗ unmet"), h("td", {}, h("b", {}, k.id)), h("td", {}, k.finding))))))
+      : h("p", { class: c.review_error ? "gate-fail" : "muted" }, c.review_error ? `review error: ${c.review_error}` : "no verdict yet"),
+    c.gate ? (c.gate.passed ? h("p", { class: "gate-ok" }, "✓ every hard gate passed")
+      : h("div", {}, h("b", { class: "gate-fail" }, "Hard gate failures"), h("ul", {}, c.gate.failures.map((f) => h("li", { class: "gate-fail" }, f))))) : null);
+  const messages = c.messages.filter((m) => roleShown[m.source] !== false).map((m) => {
+    const long = m.content.length > 700;
+    const body = h("pre", {}, long ? m.content.slice(0, 700) + "…" : m.content);
+    return h("div", { class: `msg ${m.source}` }, h("header", {}, h("b", {}, m.source), ` · ${fmtTime(m.at)}`,
+      m.prompt_tokens || m.completion_tokens ? ` · ${fmtInt(m.prompt_tokens)} prompt + ${fmtInt(m.completion_tokens)} completion tokens` : ""),
+      long ? h("details", {}, h("summary", {}, body), h("pre", {}, m.content)) : body);
+  });
+  const calls = h("table", { class: "tool-calls" },
+    h("thead", {}, h("tr", {}, ["requester", "tool", "arguments", "decision", "status", "ms", "output"].map((x) => h("th", {}, x)))),
+    h("tbody", {}, c.tool_calls.map((t) => h("tr", {},
+      h("td", {}, t.requester), h("td", {}, t.tool),
+      h("td", {}, Object.entries(t.arguments).map(([k, val]) => `${k}=${val.length > 60 ? val.slice(0, 60) + "…" : val}`).join(", ")),
+      h("td", {}, badge(t.decision), t.decision === "denied" ? h("div", { class: "muted" }, t.rule) : null),
+      h("td", {}, badge(t.status)), h("td", { class: "num" }, t.ms),
+      h("td", {}, h("details", {}, h("summary", {}, `${t.output.length} chars${t.truncated ? " (truncated)" : ""}`), h("pre", { class: "out" }, t.output)))))));
+  return h("article", { class: "panel cycle", id: `cycle-${c.index}` },
+    h("h2", {}, `Cycle ${c.index} · ${c.kind} `, badge(c.result || "RUNNING"), h("span", { class: "muted" }, ` ${c.result_reason || ""}`)),
+    verdictBox, h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls, h("h3", {}, `Messages (${c.messages.length})`), messages);
+}
+
+function filesPanel(runId) {
+  const list = h("ul", { id: "files" });
+  const viewer = h("div", { class: "file-view" });
+  const panel = h("section", { class: "panel" }, h("h2", {}, "Workspace files"), list, viewer);
+  api(`/api/runs/${encodeURIComponent(runId)}/files`).then((files) => {
+    list.replaceChildren(...files.map((f) => h("li", {}, h("a", { href: "#", onclick: async (e) => {
+      e.preventDefault();
+      const res = await fetch(`/api/runs/${encodeURIComponent(runId)}/files/${f.path.split("/").map(encodeURIComponent).join("/")}`, { headers: authHeaders() });
+      viewer.replaceChildren(h("h3", {}, f.path), h("pre", { class: "out" }, await res.text()));
+    } }, f.path), h("span", { class: "muted" }, ` ${fmtInt(f.size)} bytes`))));
+    if (!files.length) list.replaceChildren(h("li", { class: "muted" }, "no files"));
+  }).catch((err) => notice(err.message));
+  return panel;
+}
+
+// ---- metrics page ------------------------------------------------------------------------------
+
+async function showMetrics() {
+  const s = await api("/api/stats");
+  const pct = (v) => (v === null ? "–" : `${(v * 100).toFixed(1)}%`);
+  const card = (value, label) => h("div", { class: "card" }, h("b", {}, value), h("span", {}, label));
+  const points = (pick) => s.series.map((r) => ({ t: new Date(r.started_at), y: pick(r), color: OUTCOME_COLOR[r.outcome] || "#8b949e", label: `${r.run_id} (${r.outcome})` }));
+  const cyclesKeys = Object.keys(s.cycles_to_pass).map(Number).sort((a, b) => a - b);
+  const firstPasses = s.outcomes.PASSED ? Math.round((s.first_cycle_pass_rate || 0) * s.runs) : 0;
+  view.replaceChildren(
+    h("h1", {}, "Metrics"),
+    h("div", { class: "cards", id: "metric-cards" },
+      card(s.runs, "finished runs"), card(pct(s.first_cycle_pass_rate), "first-cycle pass rate"),
+      card(s.mean_cycles_to_pass ?? "–", "mean cycles to pass"), card(pct(s.denied_tool_call_rate), "denied tool calls"),
+      card(s.tokens_per_passed_run === null ? "–" : fmtInt(s.tokens_per_passed_run), "tokens per passed run"),
+      card(s.cost_per_passed_run === null ? "–" : fmtCost(s.cost_per_passed_run, s.currency), "cost per passed run")),
+    h("div", { class: "charts", id: "charts" },
+      h("div", { class: "panel" }, PSECharts.timeSeries("Tokens per run over time", points((r) => r.tokens), { format: (v) => fmtInt(Math.round(v)) })),
+      h("div", { class: "panel" }, PSECharts.timeSeries("Cost per run over time", points((r) => r.cost), { format: (v) => v.toFixed(4) })),
+      h("div", { class: "panel" }, PSECharts.bars("Outcome distribution", ["PASSED", "ESCALATED", "TIMEOUT", "ERROR"].map((o) => ({ label: o, value: s.outcomes[o] || 0, color: OUTCOME_COLOR[o] })))),
+      h("div", { class: "panel" }, PSECharts.bars("Cycles to pass (passed runs)", cyclesKeys.map((k) => ({ label: `${k} cycle${k > 1 ? "s" : ""}`, value: s.cycles_to_pass[String(k)], color: "#1f6feb" })))),
+      h("div", { class: "panel" }, PSECharts.rate("First-cycle pass rate", s.first_cycle_pass_rate, `${firstPasses} of ${s.runs} finished runs passed in their first cycle`))));
+}
+
+// ---- router ------------------------------------------------------------------------------------
+
+async function route() {
+  if (stopStream) { stopStream(); stopStream = null; }
+  notice("");
+  const hash = location.hash || "#/";
+  document.getElementById("nav-runs").classList.toggle("active", !hash.startsWith("#/metrics"));
+  document.getElementById("nav-metrics").classList.toggle("active", hash.startsWith("#/metrics"));
+  try {
+    if (hash.startsWith("#/run/")) await showRun(decodeURIComponent(hash.slice(6)));
+    else if (hash.startsWith("#/metrics")) await showMetrics();
+    else await showRuns();
+  } catch (err) {
+    if (err.message !== "unauthorized") notice(err.message);
+  }
+}
+
+document.getElementById("token-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const field = document.getElementById("token");
+  if (field.value) sessionStorage.setItem("pse-token", field.value); else sessionStorage.removeItem("pse-token");
+  field.value = "";
+  document.getElementById("token-state").textContent = token() ? "token set for this tab" : "";
+  route();
+});
+document.getElementById("token-state").textContent = token() ? "token set for this tab" : "";
+window.addEventListener("hashchange", route);
+route();

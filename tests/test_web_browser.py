@@ -1,0 +1,121 @@
+"""The dashboard in real headless Chromium (Debian's, driven by Playwright; no browser download).
+
+Starts the server on a free loopback port in a thread, opens the dashboard, starts the demo task,
+watches its events arrive, reaches PASSED, opens the run page and the metrics page. Screenshots go to
+the test's tmp_path (printed at the end with `-s`).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pse.config import Settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.is_file(), reason="Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    import uvicorn
+
+    from pse.web import create_app
+
+    port = _free_port()
+    app = create_app(Settings(runs_dir=tmp_path / "runs"))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, name="pse-web-test-server")
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the dashboard server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+
+
+def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+
+            page.goto(server + "/")
+            expect(page.locator("#start-task")).to_have_value("code-delivery")
+            expect(page.locator("#runs-table")).to_contain_text("no runs yet")
+            page.screenshot(path=shots / "1-runs-empty.png", full_page=True)
+
+            page.click("#start-button")
+            expect(page.locator("#live-log")).to_be_visible()
+            # events arrive while the run goes on: the count grows before the outcome is known
+            expect(page.locator("#live-log div").first).to_contain_text("cycle 1 (initial) starts with Planner")
+            expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=30_000)
+            assert page.locator("#live-log div").count() >= 30
+            expect(page.locator("#live-log")).to_contain_text("PASSED: PASS (ALL_MET)")
+            expect(page.locator("#timeline .cycle-chip")).to_have_count(2)
+            expect(page.locator("#timeline .cycle-chip").nth(0)).to_contain_text("PARTIAL")
+            expect(page.locator("#timeline .cycle-chip").nth(1)).to_contain_text("PASS")
+            expect(page.locator("#cycle-1")).to_contain_text("✗ unmet")
+            expect(page.locator("#tokens-panel tbody tr")).to_have_count(3)
+            page.screenshot(path=shots / "2-run-live-passed.png", full_page=True)
+
+            # the run page of a finished run, opened from the history list
+            page.goto(server + "/#/")
+            row = page.locator("#runs-table tbody tr").first
+            expect(row).to_contain_text("PASSED")
+            row.locator("a").click()
+            expect(page.locator("#run-outcome")).to_have_text("PASSED")
+            expect(page.locator("#files li")).to_have_count(2)
+            page.uncheck("#role-filter input[data-role=ToolAgent]")
+            expect(page.locator("#cycle-1 .msg.ToolAgent")).to_have_count(0)
+            expect(page.locator("#cycle-1 .msg.Planner")).not_to_have_count(0)
+            page.locator("#files a", has_text="quicksort.py").first.click()
+            expect(page.locator(".file-view pre")).to_contain_text("def quicksort")
+            page.screenshot(path=shots / "3-run-page.png", full_page=True)
+
+            page.click("#nav-metrics")
+            expect(page.locator("#metric-cards")).to_contain_text("finished runs")
+            expect(page.locator("#charts svg.chart")).to_have_count(5)
+            expect(page.locator("#charts circle")).to_have_count(2)  # one run, on two time series
+            page.screenshot(path=shots / "4-metrics.png", full_page=True)
+            assert errors == [], errors
+        finally:
+            browser.close()
+    print(f"screenshots: {shots}")
