@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pse.cli._kb import kb_app
 from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import PSEError, UserError
@@ -35,6 +36,7 @@ app = typer.Typer(
 )
 trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
+app.add_typer(kb_app, name="kb")
 
 out = Console()
 err = Console(stderr=True)
