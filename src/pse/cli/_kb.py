@@ -52,7 +52,8 @@ def build_cmd(
     out.print(
         f"{task}: index {state} — {report.files} file(s), {report.chunks} chunk(s); "
         f"embedded {len(report.embedded)} file(s) ({report.chunks_embedded} chunks), reused "
-        f"{len(report.reused)}, removed {len(report.removed)} in {report.seconds:.2f}s ({escape(report.embedder)})",
+        f"{len(report.reused)}, removed {len(report.removed)} in {report.seconds:.2f}s "
+        f"({escape(report.embedder)})",
         highlight=False,
     )
     for name in report.embedded:
