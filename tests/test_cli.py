@@ -197,3 +197,15 @@ def test_summarize_runs_the_rules_only(
     assert (tmp_path / "rules_summary.md").is_file()
     code, _, err = pse(monkeypatch, capsys, "summarize", "code-delivery", "--out", str(tmp_path))
     assert code == 2 and "has no rules.toml" in err
+
+
+def test_new_without_a_tasks_dir_uses_dot_tasks_and_finds_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert pse(monkeypatch, capsys, "new", "mytask")[0] == 0
+    assert (tmp_path / "tasks" / "mytask" / "planner.md").is_file()
+    assert pse(monkeypatch, capsys, "validate", "mytask")[0] == 0
+    code, out, _ = pse(monkeypatch, capsys, "run", "mytask", "--json")
+    assert code == 0 and json.loads(out.splitlines()[-1])["outcome"] == "PASSED"
+    assert Path(json.loads(out.splitlines()[-1])["trace"]).is_relative_to(tmp_path / "runs")

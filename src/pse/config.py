@@ -186,6 +186,10 @@ class Settings(BaseSettings):
     )
     kb_timeout_s: float = Field(30.0, gt=0, description="Timeout of one embeddings request, in seconds.")
 
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="Log level; DEBUG also shows AutoGen's own tracebacks of recorded failures."
+    )
+
     # --- web -----------------------------------------------------------------------------
     web_token: SecretStr | None = Field(None, description="Bearer token the dashboard requires when set.")
 

@@ -26,7 +26,16 @@ from pse.tasks import Task, TaskRegistry, extract_report
 from pse.team import RoleSetup
 from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
 
-__all__ = ["PreparedRun", "RunSummary", "prepare_resume", "prepare_run", "registry_for", "run_to_end"]
+__all__ = [
+    "PreparedRun",
+    "RunSummary",
+    "prepare_resume",
+    "prepare_run",
+    "registry_for",
+    "run_to_end",
+    "summarize",
+    "user_tasks_dir",
+]
 
 _LIMIT_FIELDS = (
     "max_partial_retries",
@@ -72,9 +81,17 @@ class PreparedRun:
         return self.engine.trace.run_id
 
 
+def user_tasks_dir(settings: Settings) -> Path:
+    """Where the user's tasks live: PSE_TASKS_DIR or --tasks-dir, else ./tasks (where `pse new` writes)."""
+    return settings.tasks_dir or Path("tasks")
+
+
 def registry_for(settings: Settings) -> TaskRegistry:
-    """The task registry: built-in tasks plus `PSE_TASKS_DIR` when set."""
-    return TaskRegistry.discover(settings.tasks_dir)
+    """The task registry: built-in tasks plus the user's tasks directory when it exists."""
+    extra = user_tasks_dir(settings)
+    if settings.tasks_dir is None and not (extra / "registry.toml").is_file():
+        return TaskRegistry.discover(None)
+    return TaskRegistry.discover(extra.resolve())  # absolute: check commands run with the workspace as cwd
 
 
 def _task_settings(settings: Settings, task: Task) -> Settings:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import signal
 import sys
@@ -22,7 +23,7 @@ from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import PSEError, UserError
 from pse.history import compute_stats, list_runs, run_dir_of
-from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end
+from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end, user_tasks_dir
 from pse.tasks import run_rules, scaffold_task, validate
 
 __all__ = ["app", "main"]
@@ -48,7 +49,17 @@ RunsDir = Annotated[Path | None, typer.Option("--runs-dir", help="Where run fold
 
 
 def _settings(**overrides: Any) -> Settings:
-    return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    _configure_logging(settings.log_level)
+    return settings
+
+
+def _configure_logging(level: str) -> None:
+    """Our logs at PSE_LOG_LEVEL. AutoGen logs every agent exception with a traceback even though the
+    engine records it as the run's outcome; those stay quiet unless PSE_LOG_LEVEL=DEBUG."""
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+    for name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL + 1)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -135,13 +146,8 @@ def validate_cmd(task: Annotated[str | None, typer.Argument()] = None, tasks_dir
 @app.command("new")
 def new_cmd(name: str, tasks_dir: TasksDir = None) -> None:
     """Scaffold a valid task (prompts, config, registry entry, a small cassette) in your tasks directory."""
-    settings = _settings(tasks_dir=tasks_dir)
-    target = settings.tasks_dir or Path("tasks")
-    folder = scaffold_task(name, target)
-    out.print(
-        f"created {folder}; run it with: pse run {name}"
-        + ("" if settings.tasks_dir else " --tasks-dir tasks")
-    )
+    folder = scaffold_task(name, user_tasks_dir(_settings(tasks_dir=tasks_dir)))
+    out.print(f"created {folder}; check it with `pse validate {name}`, run it with `pse run {name}`")
 
 
 @app.command("run")

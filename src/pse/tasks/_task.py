@@ -233,7 +233,7 @@ class Task:
 
     def resolved_checks(self) -> dict[str, str]:
         """Declared checks with `{python}` (this interpreter) and `{task_dir}` filled in, shell-quoted."""
-        python, task_dir = shlex.quote(sys.executable), shlex.quote(str(self.dir))
+        python, task_dir = shlex.quote(sys.executable), shlex.quote(str(self.dir.resolve()))
         return {
             name: command.replace("{python}", python).replace("{task_dir}", task_dir)
             for name, command in self.config.checks.items()
