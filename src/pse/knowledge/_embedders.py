@@ -113,35 +113,37 @@ class OllamaEmbedder:
 
     Args:
         model: an embedding model the server has pulled (e.g. nomic-embed-text).
-        host: the server, e.g. http://127.0.0.1:11434 (None: the ollama package's default / OLLAMA_HOST).
+        host: the server (None: http://127.0.0.1:11434).
         timeout_s: timeout of one request.
     """
 
     def __init__(self, model: str, host: str | None, timeout_s: float) -> None:
-        import ollama  # the SDK is only needed when this backend is chosen
-
         self.model = model
         self.host = host or "http://127.0.0.1:11434"
-        self._client = ollama.Client(host=self.host, timeout=timeout_s)
-        self._errors = (ollama.ResponseError, ConnectionError, httpx.HTTPError)
+        self._timeout_s = timeout_s
 
     @property
     def identity(self) -> str:
         return f"ollama:{self.model}"
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import ollama  # the SDK is only needed when this backend is chosen
+
         rows: list[list[float]] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = list(texts[start : start + EMBED_BATCH])
-            try:
-                response = self._client.embed(model=self.model, input=batch)
-            except self._errors as exc:
-                raise EmbeddingBackendError(
-                    f"the Ollama embeddings API at {self.host} failed for model {self.model!r}: "
-                    f"{type(exc).__name__}: {str(exc).strip()[:300]}. Start it (`ollama serve`), pull the "
-                    f"model (`ollama pull {self.model}`), check PSE_KB_HOST and PSE_KB_MODEL, {_OFFLINE_HINT}"
-                ) from exc
-            rows.extend([list(map(float, e)) for e in response.embeddings])
+        # One client per call, closed after it: an embedder may live as long as the process, sockets not.
+        client = ollama.Client(host=self.host, timeout=self._timeout_s)
+        try:
+            for start in range(0, len(texts), EMBED_BATCH):
+                response = client.embed(model=self.model, input=list(texts[start : start + EMBED_BATCH]))
+                rows.extend(list(map(float, e)) for e in response.embeddings)
+        except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as exc:
+            raise EmbeddingBackendError(
+                f"the Ollama embeddings API at {self.host} failed for model {self.model!r}: "
+                f"{type(exc).__name__}: {str(exc).strip()[:300]}. Start it (`ollama serve`), pull the "
+                f"model (`ollama pull {self.model}`), check PSE_KB_HOST and PSE_KB_MODEL, {_OFFLINE_HINT}"
+            ) from exc
+        finally:
+            client.close()  # type: ignore[no-untyped-call]  # the ollama SDK leaves it untyped
         return _checked(rows, len(texts), self.identity)
 
 
@@ -156,31 +158,36 @@ class OpenAIEmbedder:
     """
 
     def __init__(self, model: str, base_url: str | None, api_key: str, timeout_s: float) -> None:
-        import openai  # the SDK is only needed when this backend is chosen
-
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=1)
-        self._errors = (openai.OpenAIError, httpx.HTTPError)
+        self._api_key = api_key
+        self._timeout_s = timeout_s
 
     @property
     def identity(self) -> str:
         return f"openai:{self.model}"
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import openai  # the SDK is only needed when this backend is chosen
+
         rows: list[list[float]] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = list(texts[start : start + EMBED_BATCH])
-            try:
-                response = self._client.embeddings.create(model=self.model, input=batch)
-            except self._errors as exc:
-                raise EmbeddingBackendError(
-                    f"the OpenAI-compatible embeddings API at {self.base_url} failed for model "
-                    f"{self.model!r}: {type(exc).__name__}: {str(exc).strip()[:300]}. Check PSE_KB_BASE_URL, "
-                    f"PSE_KB_API_KEY and PSE_KB_MODEL, {_OFFLINE_HINT}"
-                ) from exc
-            ordered = sorted(response.data, key=lambda item: item.index)
-            rows.extend([list(map(float, item.embedding)) for item in ordered])
+        client = openai.OpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self._timeout_s, max_retries=1
+        )
+        try:
+            for start in range(0, len(texts), EMBED_BATCH):
+                batch = list(texts[start : start + EMBED_BATCH])
+                response = client.embeddings.create(model=self.model, input=batch)
+                ordered = sorted(response.data, key=lambda item: item.index)
+                rows.extend(list(map(float, item.embedding)) for item in ordered)
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise EmbeddingBackendError(
+                f"the OpenAI-compatible embeddings API at {self.base_url} failed for model "
+                f"{self.model!r}: {type(exc).__name__}: {str(exc).strip()[:300]}. Check PSE_KB_BASE_URL, "
+                f"PSE_KB_API_KEY and PSE_KB_MODEL, {_OFFLINE_HINT}"
+            ) from exc
+        finally:
+            client.close()
         return _checked(rows, len(texts), self.identity)
 
 
