@@ -110,7 +110,12 @@ class GuardMiddleware:
 
         async def send_with_headers(message: dict[str, object]) -> None:
             if message["type"] == "http.response.start":
-                extra = [(k.encode(), v.encode()) for k, v in _SECURITY_HEADERS.items()]
+                present = {bytes(k).lower() for k, _ in message.get("headers", [])}  # type: ignore[attr-defined]
+                extra = [
+                    (k.encode(), v.encode())
+                    for k, v in _SECURITY_HEADERS.items()
+                    if k.encode() not in present
+                ]
                 message["headers"] = [*message.get("headers", []), *extra]  # type: ignore[misc]
             await send(message)
 
