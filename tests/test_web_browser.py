@@ -30,7 +30,8 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file(), reason="Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium)"
+    not CHROMIUM.is_file(),
+    reason="Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium)",
 )
 
 
@@ -85,7 +86,9 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
             page.click("#start-button")
             expect(page.locator("#live-log")).to_be_visible()
             # events arrive while the run goes on: the count grows before the outcome is known
-            expect(page.locator("#live-log div").first).to_contain_text("cycle 1 (initial) starts with Planner")
+            expect(page.locator("#live-log div").first).to_contain_text(
+                "cycle 1 (initial) starts with Planner"
+            )
             expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=30_000)
             assert page.locator("#live-log div").count() >= 30
             expect(page.locator("#live-log")).to_contain_text("PASSED: PASS (ALL_MET)")
