@@ -145,7 +145,6 @@ def _wire(
         registry=knowledge.registry,
         checks=task.resolved_checks(),
         task_dir=task.dir,
-        on_record=knowledge.on_record,
     )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
     roles = [
@@ -169,7 +168,7 @@ def _wire(
         task_message=task_message,
         roles=roles,
         tool_agent=ToolAgent(executor),
-        tools=knowledge.runtime(executor),
+        tools=executor,
         workspace=workspace,
         run_dir=run_dir,
         settings=settings,
@@ -180,11 +179,10 @@ def _wire(
         model_names={role: spec.model for role, spec in specs.items()},
         positions=(lambda: player.positions) if player is not None else None,
         on_event=on_event,
+        injected_retrievals=[knowledge.injected] if knowledge.injected else [],
     )
-    engine = Engine(setup, trace)
-    knowledge.bind(engine.trace)
     return PreparedRun(
-        engine=engine,
+        engine=Engine(setup, trace),
         task=task,
         run_dir=run_dir,
         workspace=workspace,

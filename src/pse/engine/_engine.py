@@ -13,6 +13,7 @@ import asyncio
 import logging
 import secrets
 from datetime import UTC, datetime
+from typing import Any
 
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
@@ -30,6 +31,7 @@ from pse.events import (
     MessageEvent,
     MessageRecord,
     OutcomeEvent,
+    RetrievalEvent,
     TokenCount,
     ToolCallEvent,
     TransitionEvent,
@@ -44,6 +46,9 @@ from pse.tokens import count_tokens
 __all__ = ["Engine", "new_run_id"]
 
 log = logging.getLogger("pse.engine")
+
+SEARCH_KNOWLEDGE = "search_knowledge"
+"""The knowledge tool; each successful call is also filed as a retrieval (its facts carry the citations)."""
 
 
 def new_run_id(task: str) -> str:
@@ -158,6 +163,9 @@ class Engine:
                 run_id=self.trace.run_id, cycle=cycle.index, cycle_kind=cycle.kind, first_speaker=first
             )
         )
+        if cycle.index == 1:
+            for query, results in self.setup.injected_retrievals:
+                self._retrieval(cycle, query, results)
         self.setup.tools.new_cycle()
         team, _, box = self._team(first, briefs)
         self._token = CancellationToken()
@@ -340,7 +348,15 @@ class Engine:
         for record in records[self._seen_tool_calls :]:
             cycle.tool_calls.append(record)
             self._emit(ToolCallEvent(run_id=self.trace.run_id, cycle=cycle.index, call=record))
+            if record.tool == SEARCH_KNOWLEDGE and record.status == "ok" and "citations" in record.facts:
+                query = str(record.facts.get("query", record.arguments.get("query", "")))
+                self._retrieval(cycle, query, list(record.facts["citations"]))
         self._seen_tool_calls = len(records)
+
+    def _retrieval(self, cycle: CycleRecord, query: str, results: list[dict[str, Any]]) -> None:
+        event = RetrievalEvent(run_id=self.trace.run_id, cycle=cycle.index, query=query, results=results)
+        cycle.retrievals.append(event)
+        self._emit(event)
 
     def _emit(self, event: Event) -> None:
         if self.setup.on_event is None:

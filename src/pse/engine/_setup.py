@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from autogen_agentchat.base import ChatAgent
 
@@ -59,3 +59,5 @@ class RunSetup:
     model_names: dict[str, str] = field(default_factory=dict)
     positions: Callable[[], dict[str, int]] | None = None
     on_event: Callable[[Event], None] | None = None
+    injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
+    """(query, citations) retrieved before the run and put in the task message; filed in cycle 1."""
