@@ -24,13 +24,12 @@ from pse.engine._gates import evaluate_gates
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, TERMINAL, State, check_transition
 from pse.engine._step_buffer import artifact_list, replan_packet, revise_packet
-from pse.engine._trace import CycleRecord, Trace, write_trace
+from pse.engine._trace import CycleRecord, Trace, outcome_event, write_trace
 from pse.events import (
     CycleStarted,
     Event,
     MessageEvent,
     MessageRecord,
-    OutcomeEvent,
     RetrievalEvent,
     TokenCount,
     ToolCallEvent,
@@ -376,19 +375,5 @@ class Engine:
             trace.ended_at = utc_now()
             if self._state == State.ESCALATED:
                 trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
-            self._emit(
-                OutcomeEvent(
-                    run_id=trace.run_id,
-                    outcome=trace.outcome,
-                    reason=trace.outcome_reason,
-                    cycles=len(trace.cycles),
-                    tokens=TokenCount(
-                        prompt=trace.tokens.prompt,
-                        completion=trace.tokens.completion,
-                        calls=sum(t.calls for t in trace.tokens.by_role.values()),
-                    ),
-                    cost=trace.cost.amount,
-                    currency=trace.cost.currency,
-                )
-            )
+            self._emit(outcome_event(trace))
         self._save()

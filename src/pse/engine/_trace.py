@@ -22,6 +22,7 @@ from pse.events import (
     BlockedRecord,
     GateRecord,
     MessageRecord,
+    OutcomeEvent,
     PlanRecord,
     RetrievalEvent,
     TokenCount,
@@ -37,6 +38,7 @@ __all__ = [
     "RunTokens",
     "Trace",
     "load_trace",
+    "outcome_event",
     "prune_runs",
     "trace_schema",
     "write_trace",
@@ -131,6 +133,30 @@ class Trace(_Model):
     escalation: str | None = None
     report: str | None = None
     resumed: int = Field(0, description="how many times the run was resumed")
+
+
+def outcome_event(trace: Trace) -> OutcomeEvent:
+    """The `outcome` event of a finished trace (what live consumers receive last).
+
+    Raises:
+        ValueError: the trace has no outcome yet.
+    """
+    if trace.outcome is None:
+        raise ValueError(f"run {trace.run_id} has no outcome yet")
+    return OutcomeEvent(
+        run_id=trace.run_id,
+        at=trace.ended_at or trace.started_at,
+        outcome=trace.outcome,
+        reason=trace.outcome_reason,
+        cycles=len(trace.cycles),
+        tokens=TokenCount(
+            prompt=trace.tokens.prompt,
+            completion=trace.tokens.completion,
+            calls=sum(t.calls for t in trace.tokens.by_role.values()),
+        ),
+        cost=trace.cost.amount,
+        currency=trace.cost.currency,
+    )
 
 
 def trace_schema() -> dict[str, Any]:

@@ -14,13 +14,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pse.config import Settings
-from pse.engine import Trace
+from pse.engine import Trace, outcome_event
 from pse.events import (
     CycleStarted,
     Event,
     MessageEvent,
     OutcomeEvent,
-    TokenCount,
     ToolCallEvent,
     TransitionEvent,
     VerdictEvent,
@@ -222,22 +221,7 @@ def replay_trace(trace: Trace) -> list[Event]:
     timed.sort(key=lambda item: (item[0], item[1]))
     events = [event for _, _, event in timed]
     if trace.outcome is not None:
-        events.append(
-            OutcomeEvent(
-                run_id=run_id,
-                at=trace.ended_at or trace.started_at,
-                outcome=trace.outcome,
-                reason=trace.outcome_reason,
-                cycles=len(trace.cycles),
-                tokens=TokenCount(
-                    prompt=trace.tokens.prompt,
-                    completion=trace.tokens.completion,
-                    calls=sum(t.calls for t in trace.tokens.by_role.values()),
-                ),
-                cost=trace.cost.amount,
-                currency=trace.cost.currency,
-            )
-        )
+        events.append(outcome_event(trace))
     return events
 
 
