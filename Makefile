@@ -32,6 +32,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/mypy
 
 format: setup
 	$(BIN)/ruff format src tests bench scripts
