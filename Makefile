@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup demo summarize review test lint format typecheck bench docs clean
+.PHONY: setup demo summarize review serve test lint format typecheck bench docs clean
 
 setup: $(STAMP)
 
