@@ -1,0 +1,90 @@
+"""Whole PSE runs through the real OpenAI and Ollama client code, against loopback stand-ins of their APIs.
+
+The stand-in answers each request with the next turn of the code-delivery cassette (the engine's model
+calls are sequential and deterministic), so these runs exercise everything a real model run does: HTTP,
+the provider SDKs, AutoGen's clients, retries, usage from the response, and recording.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pse.config import load_settings
+from pse.engine import load_trace
+from pse.runner import prepare_run, run_to_end
+from pse.tasks import TaskRegistry
+from standins import ChatStandIn, Reply
+
+_TURNS = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+
+
+def _script(stand_in: ChatStandIn) -> None:
+    stand_in.script(*(Reply(content=t["content"], usage=(1000 + i, 100 + i)) for i, t in enumerate(_TURNS)))
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+async def test_a_real_provider_run_passes_and_its_recording_replays_offline(
+    provider: str, tmp_path: Path
+) -> None:
+    recording = tmp_path / "recorded.json"
+    with ChatStandIn(provider) as stand_in:  # type: ignore[arg-type]
+        _script(stand_in)
+        settings = load_settings(
+            provider=provider,
+            model="m-test",
+            base_url=stand_in.url,
+            api_key="sk-live-secret-123456789",
+            runs_dir=tmp_path / "live",
+            record=recording,
+        )
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+        requests = stand_in.requests
+
+    assert summary.outcome == "PASSED" and summary.cycles == 2
+    assert len(requests) == len(_TURNS) == 9
+    # Usage comes from the provider's responses, exactly.
+    assert summary.tokens["prompt"] == sum(1000 + i for i in range(9))
+    assert summary.tokens["completion"] == sum(100 + i for i in range(9))
+    bodies = [r.body for r in requests]
+    assert {b["model"] for b in bodies} == {"m-test"}
+    roles = [
+        next(m["content"] for m in b["messages"] if m["role"] == "system").split("# Role: ")[1].split()[0]
+        for b in bodies
+    ]
+    assert roles == [t["role"] for t in _TURNS]
+    if provider == "openai":
+        assert {r.headers["authorization"] for r in requests} == {"Bearer sk-live-secret-123456789"}
+    # The Evaluator's requests, on the wire, hold neither the Specialist's tool requests nor their results.
+    for body, role in zip(bodies, roles, strict=True):
+        if role == "Evaluator":
+            wire = json.dumps([m for m in body["messages"] if m["role"] != "system"])
+            assert 'name=\\"write_file\\"' not in wire and 'tool_results for=\\"Specialist\\"' not in wire
+
+    # The recording holds no secret and replays strictly, offline, in a new run.
+    assert "sk-live-secret" not in recording.read_text()
+    replay = await run_to_end(
+        prepare_run("code-delivery", load_settings(runs_dir=tmp_path / "replay", cassette=recording))
+    )
+    assert replay.outcome == "PASSED"
+    assert replay.tokens == summary.tokens
+    assert load_trace(Path(replay.trace)).settings["provider"] is None  # scripted by default, offline
+
+
+async def test_a_provider_that_keeps_failing_ends_the_run_as_error(tmp_path: Path) -> None:
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(Reply(status=503), Reply(status=503), Reply(status=503))
+        settings = load_settings(
+            provider="openai",
+            model="m-test",
+            base_url=stand_in.url,
+            runs_dir=tmp_path,
+            model_max_retries=2,
+            model_backoff_s=0.01,
+        )
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+        assert len(stand_in.requests) == 3  # one call, two retries, then the run stops
+    assert summary.outcome == "ERROR" and summary.outcome_reason.startswith("ModelUnavailableError")
+    assert "503" in summary.outcome_reason
