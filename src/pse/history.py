@@ -2,27 +2,31 @@
 
 Used by `pse trace`, `pse stats` and the dashboard. Reads only `<runs_dir>/<run_id>/trace.json`;
 a run id must be a plain folder name, so nothing outside the runs directory is ever opened.
+`RunHistory` keeps one summary row per trace and re-reads a trace only when its size or mtime
+changed, so a long-lived process (the dashboard) lists 10,000 runs from a directory scan.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from pse.engine import Trace, load_trace
 from pse.exceptions import UserError
 
-__all__ = ["RunEntry", "Stats", "compute_stats", "list_runs", "run_dir_of"]
+__all__ = ["RunEntry", "RunHistory", "Stats", "compute_stats", "list_runs", "run_dir_of", "stats_of"]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 
 class RunEntry(BaseModel):
-    """One line of the run history."""
+    """One line of the run history: what lists and statistics need, without the whole trace."""
 
     run_id: str
     task: str
@@ -34,10 +38,12 @@ class RunEntry(BaseModel):
     tokens: int
     cost: float
     currency: str
+    tool_calls: int = 0
+    denied_tool_calls: int = 0
 
 
 class Stats(BaseModel):
-    """Aggregates over many runs."""
+    """Aggregates over the finished runs."""
 
     runs: int
     outcomes: dict[str, int]
@@ -67,6 +73,8 @@ def run_dir_of(runs_dir: Path, run_id: str) -> Path:
 def _entry(data: dict[str, Any]) -> RunEntry:
     tokens = data.get("tokens") or {}
     cost = data.get("cost") or {}
+    cycles = data.get("cycles") or []
+    calls = [call for cycle in cycles for call in cycle.get("tool_calls") or []]
     return RunEntry(
         run_id=str(data.get("run_id", "")),
         task=str(data.get("task", "")),
@@ -74,55 +82,85 @@ def _entry(data: dict[str, Any]) -> RunEntry:
         outcome_reason=str(data.get("outcome_reason", "")),
         started_at=str(data.get("started_at", "")),
         ended_at=data.get("ended_at"),
-        cycles=len(data.get("cycles") or []),
+        cycles=len(cycles),
         tokens=int(tokens.get("total", 0)),
         cost=float(cost.get("amount", 0.0)),
         currency=str(cost.get("currency", "USD")),
+        tool_calls=len(calls),
+        denied_tool_calls=sum(1 for call in calls if call.get("decision") == "denied"),
     )
+
+
+class RunHistory:
+    """The run entries of one runs directory, cached per trace file (thread-safe)."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self._rows: dict[str, tuple[int, int, RunEntry | None]] = {}
+        self._lock = threading.Lock()
+
+    def entries(self) -> list[RunEntry]:
+        """Every run with a readable trace, newest first. Unreadable traces are skipped."""
+        with self._lock:
+            seen: dict[str, tuple[int, int, RunEntry | None]] = {}
+            try:
+                folders = list(os.scandir(self.runs_dir))
+            except FileNotFoundError:
+                folders = []
+            for folder in folders:
+                path = os.path.join(folder.path, "trace.json")
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                cached = self._rows.get(folder.name)
+                if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
+                    seen[folder.name] = cached
+                    continue
+                try:
+                    with open(path, encoding="utf-8") as handle:
+                        entry: RunEntry | None = _entry(json.load(handle))
+                except (OSError, ValueError):
+                    entry = None  # half-written or foreign: skipped until it changes
+                seen[folder.name] = (st.st_mtime_ns, st.st_size, entry)
+            self._rows = seen
+            rows = [row[2] for row in seen.values() if row[2] is not None]
+        rows.sort(key=lambda e: (e.started_at, e.run_id), reverse=True)
+        return rows
+
+    def stats(self) -> Stats:
+        """Aggregates over the finished runs (see `stats_of`)."""
+        return stats_of(self.entries())
 
 
 def list_runs(runs_dir: Path) -> list[RunEntry]:
-    """Every run with a readable trace, newest first. Unreadable traces are skipped."""
-    entries: list[RunEntry] = []
-    if not runs_dir.is_dir():
-        return entries
-    for trace in runs_dir.glob("*/trace.json"):
-        try:
-            entries.append(_entry(json.loads(trace.read_text(encoding="utf-8"))))
-        except (OSError, ValueError):
-            continue
-    entries.sort(key=lambda e: (e.started_at, e.run_id), reverse=True)
-    return entries
+    """Every run with a readable trace, newest first."""
+    return RunHistory(runs_dir).entries()
 
 
-def _traces(runs_dir: Path) -> list[Trace]:
-    traces = []
-    for path in runs_dir.glob("*/trace.json") if runs_dir.is_dir() else []:
-        try:
-            traces.append(load_trace(path))
-        except (OSError, ValueError):
-            continue
-    return traces
-
-
-def compute_stats(runs_dir: Path) -> Stats:
+def stats_of(entries: Sequence[RunEntry]) -> Stats:
     """Outcomes, first-cycle pass rate, mean cycles to pass, denied-call rate, tokens and cost per pass."""
-    traces = [t for t in _traces(runs_dir) if t.outcome is not None]
+    finished = [e for e in entries if e.outcome is not None]
     outcomes: dict[str, int] = {}
-    for t in traces:
-        outcomes[str(t.outcome)] = outcomes.get(str(t.outcome), 0) + 1
-    passed = [t for t in traces if t.outcome == "PASSED"]
-    calls = [c for t in traces for cycle in t.cycles for c in cycle.tool_calls]
-    denied = sum(1 for c in calls if c.decision == "denied")
-    n = len(traces)
+    for e in finished:
+        outcomes[str(e.outcome)] = outcomes.get(str(e.outcome), 0) + 1
+    passed = [e for e in finished if e.outcome == "PASSED"]
+    calls = sum(e.tool_calls for e in finished)
+    denied = sum(e.denied_tool_calls for e in finished)
+    n = len(finished)
     return Stats(
         runs=n,
         outcomes=outcomes,
-        first_cycle_pass_rate=round(sum(1 for t in passed if len(t.cycles) == 1) / n, 4) if n else None,
-        mean_cycles_to_pass=round(sum(len(t.cycles) for t in passed) / len(passed), 3) if passed else None,
-        tool_calls=len(calls),
-        denied_tool_call_rate=round(denied / len(calls), 4) if calls else None,
-        tokens_per_passed_run=round(sum(t.tokens.total for t in passed) / len(passed), 1) if passed else None,
-        cost_per_passed_run=round(sum(t.cost.amount for t in passed) / len(passed), 6) if passed else None,
-        currency=passed[0].cost.currency if passed else "USD",
+        first_cycle_pass_rate=round(sum(1 for e in passed if e.cycles == 1) / n, 4) if n else None,
+        mean_cycles_to_pass=round(sum(e.cycles for e in passed) / len(passed), 3) if passed else None,
+        tool_calls=calls,
+        denied_tool_call_rate=round(denied / calls, 4) if calls else None,
+        tokens_per_passed_run=round(sum(e.tokens for e in passed) / len(passed), 1) if passed else None,
+        cost_per_passed_run=round(sum(e.cost for e in passed) / len(passed), 6) if passed else None,
+        currency=passed[0].currency if passed else "USD",
     )
+
+
+def compute_stats(runs_dir: Path) -> Stats:
+    """`stats_of` every run in `runs_dir`."""
+    return stats_of(list_runs(runs_dir))

@@ -21,10 +21,9 @@ from pse.config import Settings
 from pse.engine import load_trace
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
-from pse.history import compute_stats, run_dir_of
+from pse.history import RunHistory, run_dir_of, stats_of
 from pse.runner import registry_for
 from pse.tasks import Task
-from pse.web._index import HistoryIndex
 from pse.web._runs import LiveRun, RunManager, TooManyRuns, replay_trace
 from pse.web._schemas import (
     CASSETTE_NAME,
@@ -164,7 +163,7 @@ def list_runs_page(
     """The run history from the traces on disk, newest first; filter by task and outcome (RUNNING: none)."""
     if outcome is not None and outcome not in OUTCOME_FILTERS:
         raise HTTPException(400, f"outcome must be one of {', '.join(OUTCOME_FILTERS)}")
-    index: HistoryIndex = request.app.state.history
+    index: RunHistory = request.app.state.history
     live_ids = {r.run_id for r in _manager(request).active()}
     entries = index.entries()
     if task:
@@ -191,10 +190,10 @@ def get_run(run_id: str, request: Request) -> Response:
 @router.get("/stats")
 def stats(request: Request) -> MetricsResponse:
     """Aggregates over every finished run, plus the per-run series and cycles-to-pass histogram."""
-    root: Path = request.app.state.runs_root
-    aggregate = compute_stats(root)
-    index: HistoryIndex = request.app.state.history
-    finished = [e for e in index.entries() if e.outcome is not None]
+    index: RunHistory = request.app.state.history
+    entries = index.entries()
+    aggregate = stats_of(entries)
+    finished = [e for e in entries if e.outcome is not None]
     histogram: dict[str, int] = {}
     for e in finished:
         if e.outcome == "PASSED":

@@ -12,8 +12,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from pse.config import Settings, load_settings
+from pse.history import RunHistory
 from pse.web._api import router
-from pse.web._index import HistoryIndex
 from pse.web._runs import RunManager, runs_root
 from pse.web._security import GuardMiddleware, check_bind
 
@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.web_token = token or None
     app.state.manager = manager
     app.state.runs_root = root
-    app.state.history = HistoryIndex(root)
+    app.state.history = RunHistory(root)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 

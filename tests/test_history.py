@@ -1,0 +1,77 @@
+"""Run history: entries from traces, the per-trace cache, statistics and run-id validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pse.history
+from pse.exceptions import UserError
+from pse.history import RunHistory, run_dir_of, stats_of
+
+
+def _trace(
+    runs: Path, run_id: str, outcome: str | None, cycles: int, denied: int = 0, started: str = ""
+) -> None:
+    calls = [{"decision": "allowed"}] * 2 + [{"decision": "denied"}] * denied
+    data = {
+        "run_id": run_id,
+        "task": "t",
+        "outcome": outcome,
+        "outcome_reason": "",
+        "started_at": started or run_id,
+        "ended_at": None,
+        "cycles": [{"tool_calls": calls}] + [{"tool_calls": []}] * (cycles - 1),
+        "tokens": {"total": 1000 * cycles},
+        "cost": {"amount": 0.5 * cycles, "currency": "EUR"},
+    }
+    (runs / run_id).mkdir(parents=True, exist_ok=True)
+    (runs / run_id / "trace.json").write_text(json.dumps(data))
+
+
+def test_entries_newest_first_and_stats(tmp_path: Path) -> None:
+    _trace(tmp_path, "r1", "PASSED", 1)
+    _trace(tmp_path, "r2", "PASSED", 3, denied=2)
+    _trace(tmp_path, "r3", "ESCALATED", 4)
+    _trace(tmp_path, "r4", None, 1)  # still running: listed, not counted
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "trace.json").write_text("{not json")
+    entries = RunHistory(tmp_path).entries()
+    assert [e.run_id for e in entries] == ["r4", "r3", "r2", "r1"]
+    stats = stats_of(entries)
+    assert stats.runs == 3 and stats.outcomes == {"PASSED": 2, "ESCALATED": 1}
+    assert stats.first_cycle_pass_rate == round(1 / 3, 4) and stats.mean_cycles_to_pass == 2.0
+    assert (stats.tool_calls, stats.denied_tool_call_rate) == (8, 0.25)
+    assert (stats.tokens_per_passed_run, stats.cost_per_passed_run, stats.currency) == (2000.0, 1.0, "EUR")
+
+
+def test_cache_rereads_only_changed_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(5):
+        _trace(tmp_path, f"r{i}", "PASSED", 1)
+    history = RunHistory(tmp_path)
+    reads: list[str] = []
+    real_entry = pse.history._entry
+    monkeypatch.setattr(pse.history, "_entry", lambda data: reads.append(data["run_id"]) or real_entry(data))
+    assert len(history.entries()) == 5 and len(reads) == 5
+    assert len(history.entries()) == 5 and len(reads) == 5  # nothing changed: nothing re-read
+    _trace(tmp_path, "r2", "ESCALATED", 2)  # rewritten (size changes)
+    _trace(tmp_path, "r9", "PASSED", 1)  # added
+    (tmp_path / "r0" / "trace.json").unlink()  # removed
+    entries = history.entries()
+    assert sorted(reads[5:]) == ["r2", "r9"]
+    assert sorted(e.run_id for e in entries) == ["r1", "r2", "r3", "r4", "r9"]
+    assert next(e for e in entries if e.run_id == "r2").outcome == "ESCALATED"
+
+
+@pytest.mark.parametrize("bad", ["../x", "..", ".", "a/b", "", ".hidden", "x" * 300])
+def test_run_ids_are_plain_folder_names(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(UserError, match="is not a run id"):
+        run_dir_of(tmp_path, bad)
+
+
+def test_unknown_run_says_how_to_list(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="pse trace list"):
+        run_dir_of(tmp_path, "20260101-000000-t-abcdef")
