@@ -98,6 +98,7 @@ def _history_latency() -> dict[str, Any]:
             for i in range(5):
                 (runs / f"20260101-{i:06d}-bench-{i:06x}" / "trace.json").touch()
                 changed.append(_timed_get(client, "/api/runs"))
+            stats = [_timed_get(client, "/api/stats") for _ in range(LISTINGS)]
             total = client.get("/api/runs").json()["total"]
     assert total == TRACES, total
     return {
@@ -109,6 +110,8 @@ def _history_latency() -> dict[str, Any]:
         "filtered_p50_ms": _pct(filtered, 0.5),
         "filtered_p95_ms": _pct(filtered, 0.95),
         "after_change_p50_ms": _pct(changed, 0.5),
+        "stats_p50_ms": _pct(stats, 0.5),
+        "stats_p95_ms": _pct(stats, 0.95),
     }
 
 
