@@ -209,3 +209,27 @@ def test_new_without_a_tasks_dir_uses_dot_tasks_and_finds_it_again(
     code, out, _ = pse(monkeypatch, capsys, "run", "mytask", "--json")
     assert code == 0 and json.loads(out.splitlines()[-1])["outcome"] == "PASSED"
     assert Path(json.loads(out.splitlines()[-1])["trace"]).is_relative_to(tmp_path / "runs")
+
+
+def test_live_view_shows_knowledge_retrievals() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+    from pse.events import RetrievalEvent
+
+    console = Console(file=io.StringIO(), width=160, force_terminal=False)
+    with LiveView(console, "incident-review", "r1") as view:
+        view.on_event(
+            RetrievalEvent(
+                run_id="r1",
+                cycle=1,
+                query="pool exhaustion",
+                results=[
+                    {"file": "db-pool-tuning.md", "start_line": 19, "end_line": 24, "score": 0.9},
+                ],
+            )
+        )
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert 'Knowledge "pool exhaustion" → 1 result(s): db-pool-tuning.md:19-24' in text

@@ -122,3 +122,25 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
         finally:
             browser.close()
     print(f"screenshots: {shots}")
+
+
+def test_dashboard_shows_knowledge_retrievals_of_an_incident_review(server: str, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server + "/")
+            page.select_option("#start-task", "incident-review")
+            page.click("#start-button")
+            expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
+            expect(page.locator("#live-log")).to_contain_text('knowledge "database connection pool')
+            expect(page.locator("#cycle-1 .retrievals")).to_contain_text("Knowledge retrievals (1)")
+            expect(page.locator("#cycle-1 .retrievals li")).to_contain_text(".md:")
+            page.screenshot(path=tmp_path / "incident-review.png", full_page=True)
+            assert errors == [], errors
+        finally:
+            browser.close()

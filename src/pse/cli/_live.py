@@ -16,6 +16,7 @@ from pse.events import (
     Event,
     MessageEvent,
     OutcomeEvent,
+    RetrievalEvent,
     ToolCallEvent,
     TransitionEvent,
     VerdictEvent,
@@ -86,6 +87,14 @@ class LiveView:
             line.append(f"{c.requester}→{c.tool} ", "bold")
             line.append(f"{c.decision}", "green" if ok else "red")
             line.append(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})"))
+            self._add(line)
+        elif isinstance(event, RetrievalEvent):
+            top = ", ".join(f"{r['file']}:{r['start_line']}-{r['end_line']}" for r in event.results[:3])
+            line = Text(f"{'Knowledge':>10} ", "green")
+            line.append(
+                f'"{_one_line(event.query, 60)}" → {len(event.results)} result(s)'
+                + (f": {top}" if top else "")
+            )
             self._add(line)
         elif isinstance(event, VerdictEvent):
             if event.verdict is not None:

@@ -193,10 +193,11 @@ function applyEvent(run, ev) {
   const cycle = () => run.cycles.find((c) => c.index === ev.cycle) || run.cycles[run.cycles.length - 1];
   switch (ev.kind) {
     case "cycle_start":
-      run.cycles.push({ index: ev.cycle, kind: ev.cycle_kind, first_speaker: ev.first_speaker, messages: [], tool_calls: [], verdict: null, gate: null, review_error: null, result: "RUNNING", result_reason: "" });
+      run.cycles.push({ index: ev.cycle, kind: ev.cycle_kind, first_speaker: ev.first_speaker, messages: [], tool_calls: [], retrievals: [], verdict: null, gate: null, review_error: null, result: "RUNNING", result_reason: "" });
       break;
     case "message": cycle().messages.push(ev.message); break;
     case "tool_call": cycle().tool_calls.push(ev.call); break;
+    case "retrieval": (cycle().retrievals ||= []).push(ev); break;
     case "verdict": {
       const c = cycle();
       Object.assign(c, { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, result: ev.verdict ? ev.verdict.status : "ERROR" });
@@ -215,6 +216,7 @@ function eventLine(ev) {
     case "message": return `${ev.message.source}: ${ev.message.content.replace(/\s+/g, " ").slice(0, 110)}`;
     case "tool_call": return `${ev.call.requester} → ${ev.call.tool}: ${ev.call.decision} ${ev.call.status} ${ev.call.ms}ms`;
     case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}` : `review error: ${ev.error}`;
+    case "retrieval": return `knowledge "${ev.query}": ${ev.results.length} result(s)${ev.results.length ? ", top " + citation(ev.results[0]) : ""}`;
     case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
     case "outcome": return `${ev.outcome}: ${ev.reason}`;
     default: return ev.kind;
@@ -308,6 +310,15 @@ function planPanel(plan) {
     h("ul", {}, plan.criteria.map((c) => h("li", {}, h("b", {}, c.id), ` ${c.text}`))));
 }
 
+function citation(r) { return `${r.file}:${r.start_line}-${r.end_line}`; }
+
+function retrievalPanel(retrievals) {
+  if (!retrievals || !retrievals.length) return null;
+  return h("div", { class: "retrievals" }, h("h3", {}, `Knowledge retrievals (${retrievals.length})`),
+    h("ul", {}, retrievals.map((r) => h("li", {}, h("b", {}, `"${r.query}"`), " → ",
+      r.results.length ? r.results.map((x) => `${citation(x)} (${Number(x.score).toFixed(3)})`).join(", ") : "no results"))));
+}
+
 function cyclePanel(c) {
   const v = c.verdict;
   const verdictBox = h("div", { class: "verdict" }, h("h3", {}, "Verdict"),
@@ -334,7 +345,8 @@ function cyclePanel(c) {
       h("td", {}, h("details", {}, h("summary", {}, `${t.output.length} chars${t.truncated ? " (truncated)" : ""}`), h("pre", { class: "out" }, t.output)))))));
   return h("article", { class: "panel cycle", id: `cycle-${c.index}` },
     h("h2", {}, `Cycle ${c.index} · ${c.kind} `, badge(c.result || "RUNNING"), h("span", { class: "muted" }, ` ${c.result_reason || ""}`)),
-    verdictBox, h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls, h("h3", {}, `Messages (${c.messages.length})`), messages);
+    verdictBox, retrievalPanel(c.retrievals), h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls,
+    h("h3", {}, `Messages (${c.messages.length})`), messages);
 }
 
 function filesPanel(runId) {
