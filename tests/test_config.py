@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pse.config import load_settings
@@ -46,3 +48,25 @@ def test_public_dump_hides_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     dumped = load_settings().public_dump()
     assert "sk-secret" not in str(dumped) and "sk-other" not in str(dumped)
     assert dumped["api_key"] == "***"
+
+
+def test_with_overrides_validates_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pse.config import with_overrides
+
+    monkeypatch.setenv("PSE_MODEL", "from-env")
+    base = load_settings()
+    changed = with_overrides(base, max_partial_retries=1)
+    assert (changed.max_partial_retries, changed.model) == (1, "from-env")
+    assert with_overrides(base) is base
+    with pytest.raises(ConfigError, match=r"(?s)limit override of task 'x'.*PSE_TURNS_PER_CYCLE"):
+        with_overrides(base, "limit override of task 'x'", turns_per_cycle=1)
+
+
+def test_python_api_runs_a_task(tmp_path: Path) -> None:
+    import pse
+
+    summary = pse.run("code-delivery", runs_dir=tmp_path, max_partial_retries=0, max_fail_retries=0)
+    assert (summary.outcome, summary.cycles) == ("ESCALATED", 1)  # the first PARTIAL may not be revised
+    assert pse.__version__ and "run" in pse.__all__
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        pse.nothing  # noqa: B018

@@ -28,6 +28,7 @@ __all__ = [
     "env_example",
     "load_settings",
     "settings_table",
+    "with_overrides",
 ]
 
 ProviderName = Literal["openai", "ollama", "scripted"]
@@ -225,19 +226,36 @@ class Settings(BaseSettings):
 _DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
 
 
+def _problems(exc: ValidationError) -> str:
+    """One line per invalid field, named by its environment variable."""
+    lines = []
+    for err in exc.errors():
+        name = "PSE_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else "settings"
+        lines.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
+    return "\n  ".join(lines)
+
+
+def with_overrides(settings: Settings, where: str = "override", **overrides: object) -> Settings:
+    """A validated copy of `settings` with some fields replaced (the environment is not read again).
+
+    Raises:
+        ConfigError: an override is not a valid value for its field; `where` says whose override it was.
+    """
+    if not overrides:
+        return settings
+    try:
+        return Settings.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {where}:\n  {_problems(exc)}") from exc
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the settings, turning a validation failure into a ConfigError that names the variable."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            name = "PSE_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else "settings"
-            problems.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
         raise ConfigError(
-            "invalid configuration:\n  "
-            + "\n  ".join(problems)
-            + "\nFix the variable in your environment or .env."
+            f"invalid configuration:\n  {_problems(exc)}\nFix the variable in your environment or .env."
         ) from exc
 
 

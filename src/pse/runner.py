@@ -7,6 +7,7 @@ recorded cassette if `--record` was given.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,10 +17,10 @@ from typing import Any
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from pse.config import ROLES, Settings
+from pse.config import ROLES, Settings, load_settings, with_overrides
 from pse.engine import Engine, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
 from pse.events import Event
-from pse.exceptions import ConfigError, UserError
+from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
 from pse.tasks import Task, TaskRegistry, extract_report
@@ -29,9 +30,11 @@ from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
 __all__ = [
     "PreparedRun",
     "RunSummary",
+    "arun",
     "prepare_resume",
     "prepare_run",
     "registry_for",
+    "run",
     "run_to_end",
     "summarize",
     "user_tasks_dir",
@@ -96,15 +99,9 @@ def registry_for(settings: Settings) -> TaskRegistry:
 
 def _task_settings(settings: Settings, task: Task) -> Settings:
     """The settings with the task's limit overrides applied (validated by the settings model)."""
-    overrides = {
-        k: v for k, v in task.config.limits.model_dump(exclude_none=True).items() if k in _LIMIT_FIELDS
-    }
-    if not overrides:
-        return settings
-    try:
-        return settings.model_validate({**settings.model_dump(), **overrides})
-    except ValueError as exc:
-        raise ConfigError(f"task {task.name!r} has an invalid limit override: {exc}") from exc
+    limits = task.config.limits.model_dump(exclude_none=True)
+    overrides = {k: v for k, v in limits.items() if k in _LIMIT_FIELDS}
+    return with_overrides(settings, f"limit override of task {task.name!r}", **overrides)
 
 
 def _wire(
@@ -311,6 +308,52 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         trace.report = str(path)
         write_trace(trace, prepared.run_dir)
     return summarize(trace, prepared.run_dir)
+
+
+async def arun(
+    task: str,
+    *,
+    inputs: dict[str, str] | None = None,
+    settings: Settings | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    **overrides: Any,
+) -> RunSummary:
+    """Run a task to its outcome from Python (async). The programmatic twin of `pse run`.
+
+    Args:
+        task: the task name.
+        inputs: the task's inputs (`--input KEY=VALUE`).
+        settings: settings to use; default: read from the environment and `.env`.
+        on_event: called with every engine event (the same events the live view and dashboard get).
+        **overrides: settings fields to override, e.g. `provider="openai"`, `max_partial_retries=1`.
+
+    Returns:
+        The run's summary; `summary.trace` is the path of its trace.
+
+    Raises:
+        UserError: unknown task, bad input or configuration (nothing is left behind).
+    """
+    base = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
+    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event))
+
+
+def run(
+    task: str,
+    *,
+    inputs: dict[str, str] | None = None,
+    settings: Settings | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    **overrides: Any,
+) -> RunSummary:
+    """Run a task to its outcome from Python (blocking). See `arun`.
+
+    Example:
+        >>> import pse
+        >>> summary = pse.run("code-delivery", runs_dir="/tmp/pse-runs")  # doctest: +SKIP
+        >>> summary.outcome  # doctest: +SKIP
+        'PASSED'
+    """
+    return asyncio.run(arun(task, inputs=inputs, settings=settings, on_event=on_event, **overrides))
 
 
 def summarize(trace: Trace, run_dir: Path) -> RunSummary:
