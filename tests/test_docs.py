@@ -32,6 +32,7 @@ def test_readme_states_the_two_commands() -> None:
 @pytest.mark.parametrize(
     "package",
     [
+        "pse",
         "pse.protocol",
         "pse.sandbox",
         "pse.tools",
@@ -44,6 +45,10 @@ def test_readme_states_the_two_commands() -> None:
         "pse.events",
         "pse.config",
         "pse.exceptions",
+        "pse.knowledge",
+        "pse.web",
+        "pse.history",
+        "pse.runner",
     ],
 )
 def test_every_exported_name_exists(package: str) -> None:
