@@ -16,11 +16,12 @@ from pse.models._recording import CassetteRecorder, RecordingChatCompletionClien
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
 from pse.models._usage import Cost, price_of
-from pse.models._wrapper import WrapperChatCompletionClient
+from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
     "GENERIC_MODEL_INFO",
     "SCRIPTED_MODEL_INFO",
+    "CallOptions",
     "Cassette",
     "CassettePlayer",
     "CassetteRecorder",

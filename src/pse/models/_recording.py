@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
-from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
-from autogen_core.tools import Tool, ToolSchema
-from pydantic import BaseModel
 
 from pse.models._digest import recorded_request, scrub_secrets
 from pse.models._format import Cassette, CassetteTurn, TurnUsage
-from pse.models._wrapper import WrapperChatCompletionClient
+from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 
@@ -65,46 +61,15 @@ class RecordingChatCompletionClient(WrapperChatCompletionClient):
         self.recorder = recorder
         self.role = role
 
-    async def create(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> CreateResult:
-        result = await super().create(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            json_output=json_output,
-            extra_create_args=extra_create_args,
-            cancellation_token=cancellation_token,
-        )
+    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
+        result = await super()._create(messages, options)
         self.recorder.append(self.role, messages, result)
         return result
 
-    async def create_stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
+    async def _create_stream(
+        self, messages: Sequence[LLMMessage], options: CallOptions
     ) -> AsyncGenerator[str | CreateResult, None]:
-        stream = super().create_stream(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            json_output=json_output,
-            extra_create_args=extra_create_args,
-            cancellation_token=cancellation_token,
-        )
-        async for item in stream:
+        async for item in super()._create_stream(messages, options):
             if isinstance(item, CreateResult):
                 self.recorder.append(self.role, messages, item)
             yield item

@@ -19,23 +19,20 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import ollama
 import openai
-from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage
-from autogen_core.tools import Tool, ToolSchema
-from pydantic import BaseModel
 
 from pse.config import ModelSpec
 from pse.exceptions import ModelAuthError, ModelUnavailableError
 from pse.models._digest import message_texts
-from pse.models._wrapper import WrapperChatCompletionClient
+from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.tokens import count_message_tokens, count_tokens
 
 __all__ = ["ResilientChatCompletionClient", "RetryPolicy", "public_url"]
@@ -121,45 +118,21 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         self.policy = policy
         self.attempts = 0  # provider calls made, retries included (for tests and diagnostics)
 
-    async def create(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> CreateResult:
+    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         retry = 0
         while True:
             self.attempts += 1
             try:
                 result = await asyncio.wait_for(
-                    self.inner.create(
-                        messages,
-                        tools=tools,
-                        tool_choice=tool_choice,
-                        json_output=json_output,
-                        extra_create_args=extra_create_args,
-                        cancellation_token=cancellation_token,
-                    ),
-                    timeout=self.policy.timeout_s,
+                    self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
                 )
             except Exception as exc:
                 retry = await self._after_failure(exc, retry)
                 continue
             return self._checked(result, messages)
 
-    async def create_stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
+    async def _create_stream(
+        self, messages: Sequence[LLMMessage], options: CallOptions
     ) -> AsyncGenerator[str | CreateResult, None]:
         # Retries happen only before the first chunk: once text has gone out it cannot be taken back.
         # The timeout bounds the whole stream of one attempt.
@@ -168,14 +141,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
             self.attempts += 1
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.policy.timeout_s
-            stream = self.inner.create_stream(
-                messages,
-                tools=tools,
-                tool_choice=tool_choice,
-                json_output=json_output,
-                extra_create_args=extra_create_args,
-                cancellation_token=cancellation_token,
-            )
+            stream = self.inner.create_stream(messages, **options.as_kwargs())
             started = False
             try:
                 while True:

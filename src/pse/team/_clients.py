@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, Sequence
 
-from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, ModelInfo, RequestUsage
-from autogen_core.tools import Tool, ToolSchema
-from pydantic import BaseModel
 
 from pse.exceptions import RunFailure
-from pse.models import GENERIC_MODEL_INFO, WrapperChatCompletionClient
+from pse.models import GENERIC_MODEL_INFO, CallOptions, WrapperChatCompletionClient
 
 __all__ = ["FailureBox", "FailureTrackingClient", "UnusedSelectorClient"]
 
@@ -38,57 +34,22 @@ class FailureTrackingClient(WrapperChatCompletionClient):
         super().__init__(inner)
         self._box = box
 
-    async def create(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> CreateResult:
+    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         try:
-            return await super().create(
-                messages,
-                tools=tools,
-                tool_choice=tool_choice,
-                json_output=json_output,
-                extra_create_args=extra_create_args,
-                cancellation_token=cancellation_token,
-            )
+            return await super()._create(messages, options)
         except RunFailure as exc:
             self._box.record(exc)
             raise
 
-    def create_stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
+    async def _create_stream(
+        self, messages: Sequence[LLMMessage], options: CallOptions
     ) -> AsyncGenerator[str | CreateResult, None]:
-        inner = super().create_stream(
-            messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            json_output=json_output,
-            extra_create_args=extra_create_args,
-            cancellation_token=cancellation_token,
-        )
-
-        async def stream() -> AsyncGenerator[str | CreateResult, None]:
-            try:
-                async for item in inner:
-                    yield item
-            except RunFailure as exc:
-                self._box.record(exc)
-                raise
-
-        return stream()
+        try:
+            async for item in super()._create_stream(messages, options):
+                yield item
+        except RunFailure as exc:
+            self._box.record(exc)
+            raise
 
 
 class UnusedSelectorClient(WrapperChatCompletionClient):
@@ -97,10 +58,12 @@ class UnusedSelectorClient(WrapperChatCompletionClient):
     def __init__(self) -> None:
         super().__init__(self)  # never delegates: every model call below fails loudly
 
-    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:
+    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
 
-    def create_stream(self, *args: Any, **kwargs: Any) -> AsyncGenerator[str | CreateResult, None]:
+    def _create_stream(
+        self, messages: Sequence[LLMMessage], options: CallOptions
+    ) -> AsyncGenerator[str | CreateResult, None]:
         raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
 
     async def close(self) -> None:
