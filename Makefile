@@ -30,8 +30,8 @@ test: setup
 	$(BIN)/pytest -q
 
 lint: setup
-	$(BIN)/ruff check src tests bench scripts
-	$(BIN)/ruff format --check src tests bench scripts
+	$(BIN)/ruff check src tests bench scripts hatch_build.py
+	$(BIN)/ruff format --check src tests bench scripts hatch_build.py
 	$(BIN)/mypy
 
 format: setup
