@@ -8,6 +8,7 @@ review error, a `<blocked>`, or why the cycle was stopped (budget, cancellation,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,8 +107,12 @@ async def run_cycle(
     """Run the team on `packet` until the cycle ends; fill `cycle`; return why it was stopped early, if so."""
     stop: CycleStop | None = None
     try:
-        async with asyncio.timeout_at(deadline):
-            async for item in team.run_stream(task=packet, cancellation_token=token):
+        # aclosing: a cycle stopped early (break) must close AutoGen's stream now, not at garbage collection.
+        async with (
+            asyncio.timeout_at(deadline),
+            contextlib.aclosing(team.run_stream(task=packet, cancellation_token=token)) as stream,
+        ):
+            async for item in stream:
                 if isinstance(item, TaskResult):
                     cycle.turns = sum(
                         1 for m in item.messages if isinstance(m, BaseChatMessage) and m.source != TASK_SOURCE
