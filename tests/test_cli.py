@@ -233,3 +233,25 @@ def test_live_view_shows_knowledge_retrievals() -> None:
         )
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert 'Knowledge "pool exhaustion" → 1 result(s): db-pool-tuning.md:19-24' in text
+
+
+def test_live_view_redraws_one_panel_on_a_terminal_and_prints_lines_otherwise() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+    from pse.events import CycleStarted
+
+    for terminal in (True, False):
+        console = Console(file=io.StringIO(), width=120, force_terminal=terminal)
+        with LiveView(console, "code-delivery", "r1") as view:
+            view.on_event(CycleStarted(run_id="r1", cycle=1, cycle_kind="initial", first_speaker="Planner"))
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        assert "cycle 1 (initial) starts with Planner" in text and "PSE run" in text
+        if terminal:
+            assert "\x1b[" in text  # redrawn in place with cursor control
+        else:
+            assert "\x1b[" not in text
+            # printed as it happened, then once more inside the final panel
+            assert text.count("starts with Planner") == 2

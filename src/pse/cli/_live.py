@@ -44,7 +44,12 @@ def _one_line(text: str, width: int = 96) -> str:
 
 
 class LiveView:
-    """A compact, continuously refreshed view: cycle, state, who speaks, tool decisions, tokens and cost."""
+    """A compact, continuously refreshed view: cycle, state, who speaks, tool decisions, tokens and cost.
+
+    On a terminal it redraws one panel in place. When the output is not a terminal (a CI log, a pipe),
+    a redrawn panel would leave only its last frame, so every line is printed as it happens instead,
+    and the panel once at the end.
+    """
 
     def __init__(self, console: Console, task: str, run_id: str) -> None:
         self.console = console
@@ -52,18 +57,28 @@ class LiveView:
         self.cycle, self.cycle_kind, self.state, self.speaker = 0, "", "START", ""
         self.tokens, self.cost, self.currency = 0, 0.0, "USD"
         self.lines: deque[Text] = deque(maxlen=14)
-        self._live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+        self._live = (
+            Live(self._render(), console=console, refresh_per_second=8, transient=False)
+            if console.is_terminal
+            else None
+        )
 
     def __enter__(self) -> LiveView:
-        self._live.__enter__()
+        if self._live is not None:
+            self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._live is None:
+            self.console.print(self._render())
+            return
         self._live.update(self._render())
         self._live.__exit__(None, None, None)
 
     def _add(self, text: Text) -> None:
         self.lines.append(text)
+        if self._live is None:
+            self.console.print(text)
 
     def on_event(self, event: Event) -> None:
         """Update the view with one engine event."""
@@ -113,7 +128,8 @@ class LiveView:
         elif isinstance(event, OutcomeEvent):
             self.state = event.outcome
             self.cost, self.currency = event.cost, event.currency
-        self._live.update(self._render())
+        if self._live is not None:
+            self._live.update(self._render())
 
     def _render(self) -> Panel:
         head = Text.assemble(
