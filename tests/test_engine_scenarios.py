@@ -256,6 +256,7 @@ async def test_cancel_ends_the_cycle_cleanly_and_records_it(tmp_path: Path) -> N
     resumed = prepare_resume(trace.run_id, load_settings(runs_dir=tmp_path / "runs"))
     final = await run_to_end(resumed)
     assert final.outcome == "PASSED" and final.cycles == 2
+    assert load_trace(Path(final.trace)).resumed == 1
 
 
 _KILLER = textwrap.dedent(

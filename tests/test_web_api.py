@@ -182,6 +182,25 @@ def test_cancel_stops_a_live_run_as_cancelled_error(client: TestClient) -> None:
     assert load_trace(client.app.state.runs_root / run_id).outcome == "ERROR"  # type: ignore[attr-defined]
 
 
+def test_a_cancelled_run_resumes_from_the_dashboard(client: TestClient) -> None:
+    run_id = _start(client)
+    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 202
+    _events(client, run_id)
+    response = client.post(f"/api/runs/{run_id}/resume")
+    assert response.status_code == 202 and response.json()["run_id"] == run_id
+    assert client.post(f"/api/runs/{run_id}/resume").status_code in (409, 202)  # live, or over already
+    events = _events(client, run_id)
+    kinds = [kind for _, kind, _ in events]
+    outcome = json.loads(events[-2][2])
+    assert outcome["outcome"] == "PASSED" and kinds.count("cycle_start") == 2
+    trace = load_trace(client.app.state.runs_root / run_id)  # type: ignore[attr-defined]
+    assert trace.outcome == "PASSED" and trace.resumed == 1
+    # A run that has an outcome (not a cancellation) cannot be resumed; an unknown one is 404.
+    response = client.post(f"/api/runs/{run_id}/resume")
+    assert response.status_code == 409 and "already ended PASSED" in response.json()["detail"]
+    assert client.post("/api/runs/no-such-run/resume").status_code == 404
+
+
 def test_stopping_the_server_cancels_live_runs_and_records_them(tmp_path: Path) -> None:
     with _client(tmp_path / "runs") as c:
         run_id = _start(c)

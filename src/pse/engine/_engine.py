@@ -67,6 +67,7 @@ class Engine:
     def __init__(self, setup: RunSetup, trace: Trace | None = None) -> None:
         self.setup = setup
         self.settings = setup.settings
+        self._resuming = trace is not None
         self.trace = trace or Trace(
             run_id=setup.run_id,
             task=setup.task,
@@ -96,7 +97,7 @@ class Engine:
         """Run cycles until the run reaches an outcome; return the final trace (also on disk)."""
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + self.settings.run_timeout_s
-        if self.trace.cycles:
+        if self._resuming:
             self.trace.resumed += 1
         self._save()
         try:

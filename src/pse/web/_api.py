@@ -17,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
-from pse.config import Settings
+from pse.config import Settings, with_overrides
 from pse.engine import load_trace
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
@@ -137,8 +137,8 @@ async def start_run(body: StartRun, request: Request) -> StartedRun:
                 400, f"task {task.name!r} has no cassette {body.cassette!r}; GET /api/tasks lists them"
             )
         update["cassette"] = cassette
-    run_settings = settings.model_copy(update=update)
     try:
+        run_settings = with_overrides(settings, "run options", **update)
         live = _manager(request).start(body.task, run_settings, body.inputs)
     except TooManyRuns as exc:
         raise HTTPException(429, str(exc)) from None
@@ -257,6 +257,20 @@ def cancel_run(run_id: str, request: Request) -> dict[str, object]:
     if not _manager(request).cancel(run_id):
         raise HTTPException(409, f"run {run_id} is not executing in this server; nothing to cancel")
     return {"run_id": run_id, "cancelling": True}
+
+
+@router.post("/runs/{run_id}/resume", status_code=202)
+async def resume_run(run_id: str, request: Request) -> StartedRun:
+    """Go on with an interrupted or cancelled run: its next cycle, the same counters, in this server."""
+    _run_dir(request, run_id)
+    try:
+        live = _manager(request).resume(run_id, _settings(request))
+    except TooManyRuns as exc:
+        raise HTTPException(429, str(exc)) from None
+    except UserError as exc:
+        raise HTTPException(409, str(exc)) from None
+    trace = live.trace
+    return StartedRun(run_id=live.run_id, task=trace.task, events=f"/api/runs/{live.run_id}/events")
 
 
 # ---- workspace files -----------------------------------------------------------------------------

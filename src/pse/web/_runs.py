@@ -24,7 +24,8 @@ from pse.events import (
     TransitionEvent,
     VerdictEvent,
 )
-from pse.runner import PreparedRun, RunSummary, prepare_run, run_to_end
+from pse.exceptions import UserError
+from pse.runner import PreparedRun, RunSummary, prepare_resume, prepare_run, run_to_end
 
 __all__ = ["MAX_ACTIVE_RUNS", "MAX_FINISHED_KEPT", "LiveRun", "RunManager", "TooManyRuns", "replay_trace"]
 
@@ -131,10 +132,31 @@ class RunManager:
             TooManyRuns: `MAX_ACTIVE_RUNS` runs are executing.
             UserError: from `prepare_run` (no such task, bad input, bad cassette...).
         """
+        self._check_capacity()
+        return self._launch(prepare_run(task_name, settings, inputs=inputs))
+
+    def resume(self, run_id: str, settings: Settings) -> LiveRun:
+        """Go on with an interrupted or cancelled run (its next cycle, same counters); returns at once.
+
+        Raises:
+            TooManyRuns: `MAX_ACTIVE_RUNS` runs are executing.
+            UserError: from `prepare_resume` (no such run, or it already ended).
+        """
+        current = self.runs.get(run_id)
+        if current is not None and not current.ended:
+            raise UserError(f"run {run_id} is executing; it cannot be resumed while it runs")
+        self._check_capacity()
+        prepared = prepare_resume(run_id, settings)
+        # Subscribers first get what the run did before it stopped, then its new cycles live.
+        return self._launch(prepared, history=replay_trace(prepared.engine.trace))
+
+    def _check_capacity(self) -> None:
         if len(self.active()) >= MAX_ACTIVE_RUNS:
             raise TooManyRuns(f"{MAX_ACTIVE_RUNS} runs are executing; wait for one to end or cancel one")
-        prepared = prepare_run(task_name, settings, inputs=inputs)
+
+    def _launch(self, prepared: PreparedRun, history: list[Event] | None = None) -> LiveRun:
         live = LiveRun(prepared)
+        live.events.extend(history or [])
         prepared.engine.setup.on_event = live.publish
         live.task = asyncio.get_running_loop().create_task(self._execute(live), name=f"pse-run-{live.run_id}")
         self.runs[live.run_id] = live

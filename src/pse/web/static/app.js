@@ -270,6 +270,14 @@ function renderRun(run, log) {
     e.target.disabled = true;
     try { await api(`/api/runs/${encodeURIComponent(run.run_id)}/cancel`, { method: "POST" }); } catch (err) { notice(err.message); }
   } }, "Cancel run") : null;
+  const resumable = !run.live && (!run.outcome || (run.outcome_reason || "").startsWith("CANCELLED"));
+  const resume = resumable ? h("button", { id: "resume-button", onclick: async (e) => {
+    e.target.disabled = true;
+    try {
+      await api(`/api/runs/${encodeURIComponent(run.run_id)}/resume`, { method: "POST" });
+      await showRun(run.run_id);
+    } catch (err) { notice(err.message); e.target.disabled = false; }
+  } }, "Resume run") : null;
   const parts = [
     h("h1", {}, `${run.task} `, h("span", { class: "muted" }, run.run_id)),
     h("section", { class: "panel summary", id: "run-summary" },
@@ -278,7 +286,7 @@ function renderRun(run, log) {
       h("div", { class: "kv" }, h("b", {}, fmtInt(total)), h("span", {}, "tokens")),
       h("div", { class: "kv" }, h("b", {}, run.cost ? fmtCost(run.cost.amount, run.cost.currency) : "–"), h("span", {}, "cost")),
       h("div", { class: "kv" }, h("b", {}, fmtTime(run.started_at)), h("span", {}, "started")),
-      cancel),
+      cancel, resume),
   ];
   if (log) parts.push(h("section", { class: "panel" }, h("h2", {}, `Live events `, h("span", { class: "muted", id: "event-count" }, `${log.length} received`)),
     h("div", { class: "live-log", id: "live-log" }, log.slice(-200).map((l) => h("div", {}, h("span", { class: "k" }, l.kind), l.text)))));
