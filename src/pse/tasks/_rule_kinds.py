@@ -223,14 +223,7 @@ def _threshold(rule: ThresholdRule, data: list[Row], src: Source, base: dict[str
     if not windows:
         return Finding(**base, fired=False, message=f"{cond.describe()} never holds ({len(data)} rows)")
     rows = sum(w.rows for w in windows)
-    listed = "; ".join(f"{w.start} → {w.end} ({w.rows} rows, peak {w.peak:g})" for w in windows[:_MD_WINDOWS])
-    return Finding(
-        **base,
-        fired=True,
-        windows=windows[:_ITEM_CAP],
-        items_total=len(windows),
-        message=f"{cond.describe()} in {rows} rows, {len(windows)} window(s): {listed}{_more(len(windows))}",
-    )
+    return _fired_windows(base, windows, f"{cond.describe()} in {rows} rows, {len(windows)} window(s)")
 
 
 def _outliers(rule: OutliersRule, data: list[Row], src: Source, base: dict[str, Any]) -> Finding:
@@ -256,13 +249,18 @@ def _outliers(rule: OutliersRule, data: list[Row], src: Source, base: dict[str, 
     if not any(flags):
         return Finding(**base, fired=False, message=f"no {rule.column} outlier ({stats})")
     windows = _windows(data, flags, src, rule.column, rule.direction != "low")
+    return _fired_windows(base, windows, f"{sum(flags)} {rule.column} outlier(s) ({stats})")
+
+
+def _fired_windows(base: dict[str, Any], windows: list[Window], lead: str) -> Finding:
+    """A fired finding over time windows: `lead`, then the first windows with their peaks."""
     listed = "; ".join(f"{w.start} → {w.end} ({w.rows} rows, peak {w.peak:g})" for w in windows[:_MD_WINDOWS])
     return Finding(
         **base,
         fired=True,
         windows=windows[:_ITEM_CAP],
         items_total=len(windows),
-        message=f"{sum(flags)} {rule.column} outlier(s) ({stats}): {listed}{_more(len(windows))}",
+        message=f"{lead}: {listed}{_more(len(windows))}",
     )
 
 
