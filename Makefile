@@ -1,5 +1,8 @@
 # PSE — every target installs what it needs first (`make setup` is idempotent).
-PY      ?= python3
+# As root, tool commands run as an unprivileged uid that must be able to start the venv's Python: prefer
+# the system Python over one under /root (pyenv's, say), which other users cannot enter.
+PY      ?= $(shell if [ "$$(id -u)" = 0 ] && /usr/bin/python3 -c 'import ensurepip, sys; assert sys.version_info >= (3, 11)' 2>/dev/null; \
+             then echo /usr/bin/python3; else echo python3; fi)
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed

@@ -6,10 +6,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pse.engine import (
+    GatePolicy,
     IllegalTransition,
     State,
     Trace,
@@ -50,8 +52,11 @@ def _call(
     exit_code: int | None = 0,
     requester: str = "Evaluator",
     decision: str = "allowed",
+    facts: dict[str, object] | None = None,
     **args: str,
 ) -> ToolCallRecord:
+    report = {"run_pytest": {"report": "junit", "target": "."}, "run_ruff": {"report": "json", "target": "."}}
+    base = {} if exit_code is None else {"exit_code": exit_code, **report.get(tool, {})}
     return ToolCallRecord(
         requester=requester,
         tool=tool,
@@ -59,7 +64,7 @@ def _call(
         decision=decision,  # type: ignore[arg-type]
         rule="r",
         status=status,  # type: ignore[arg-type]
-        facts={} if exit_code is None else {"exit_code": exit_code},
+        facts={**base, **(facts or {})},
     )
 
 
@@ -97,14 +102,16 @@ def _gates(
     verdict: VerdictRecord | None,
     calls: list[ToolCallRecord],
     checks: tuple[str, ...] = ("pytest", "ruff"),
+    written: dict[str, str] | None = None,
+    **policy: Any,
 ) -> GateRecord:
     return evaluate_gates(
         verdict=verdict,
         plan=PLAN,
         tool_calls=calls,
-        required_checks=checks,
-        expected_outputs=["test_quicksort.py"],
+        policy=GatePolicy(required_checks=checks, expected_outputs=["test_quicksort.py"], **policy),
         workspace=tmp_path,
+        role_written_config=written,
     )
 
 
@@ -155,15 +162,15 @@ def test_outputs_outside_the_workspace_never_count(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (tmp_path / "secret.txt").write_text("x")
+    (ws / "link.txt").symlink_to(tmp_path / "secret.txt")
     gate = evaluate_gates(
         verdict=None,
         plan=None,
         tool_calls=[],
-        required_checks=[],
-        expected_outputs=["../secret.txt"],
+        policy=GatePolicy(expected_outputs=["../secret.txt", "link.txt"]),
         workspace=ws,
     )
-    assert gate.failures[0] == "outputs_exist: missing: ../secret.txt"
+    assert gate.failures[0] == "outputs_exist: missing: ../secret.txt, link.txt"
 
 
 # ---- step_buffer ----------------------------------------------------------------------------------

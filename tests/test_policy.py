@@ -47,8 +47,10 @@ def test_default_matrix(policy: Policy, role: str, tool: str, mode: str | None) 
     if mode is None:
         assert decision == PolicyDecision(False, "policy.default_deny")
     else:
+        reaches_evaluation = role == "Evaluator" and tool in ("read_file", "list_files", "run_pytest")
+        areas = ("workspace", "evaluation") if reaches_evaluation else ("workspace",)
         assert decision == PolicyDecision(
-            True, f"roles.{role}.{tool}", Grant(mode, 7, f"roles.{role}.{tool}")
+            True, f"roles.{role}.{tool}", Grant(mode, 7, f"roles.{role}.{tool}", areas)
         )  # type: ignore[arg-type]
 
 
@@ -77,7 +79,9 @@ def test_overrides_widen_narrow_and_budget(policy: Policy) -> None:
     assert task.decide("Specialist", "bash") == PolicyDecision(True, "task.Specialist.bash", Grant("read-write", 2, "task.Specialist.bash"))  # fmt: skip
     assert task.grant("Specialist", "run_pytest") == Grant("read-only", 7, "task.Specialist.run_pytest")
     assert task.decide("Planner", "bash") == PolicyDecision(False, "task.Planner.bash")
-    assert task.grant("Evaluator", "run_pytest") == Grant("read-only", 5, "roles.Evaluator.run_pytest")
+    assert task.grant("Evaluator", "run_pytest") == Grant(
+        "read-only", 5, "roles.Evaluator.run_pytest", ("workspace", "evaluation")
+    )
     assert task.grant("Evaluator", "bash") == Grant("read-write", 0, "task.Evaluator.bash")
     assert policy.decide("Planner", "bash").allowed is True  # the default policy is untouched
     assert policy.with_overrides(None) is policy and policy.with_overrides({}) is policy

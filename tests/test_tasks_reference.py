@@ -115,7 +115,7 @@ def test_incident_review_cassette_files_pass_the_check(tmp_path: Path) -> None:
         assert (workspace / path).is_file(), f"the Specialist reads {path}, which seeding does not provide"
     writes = _writes(turns[2]["content"])
     assert sorted(writes) == sorted(task.config.expected_outputs)
-    check = task.resolved_checks()["evidence_index"]
+    check = task.resolved_checks(task.dir.resolve())["evidence_index"]
     before = subprocess.run(check, shell=True, cwd=workspace, capture_output=True, text=True)
     assert before.returncode == 1 and "evidence_index.json: missing" in before.stdout
     for path, content in writes.items():
@@ -153,7 +153,8 @@ def good(tmp_path: Path) -> Path:
 
 
 def _check(workspace: Path) -> subprocess.CompletedProcess[str]:
-    command = _task("incident-review").resolved_checks()["evidence_index"]
+    task = _task("incident-review")
+    command = task.resolved_checks(task.dir.resolve())["evidence_index"]
     return subprocess.run(command, shell=True, cwd=workspace, capture_output=True, text=True)
 
 

@@ -142,7 +142,10 @@ def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path
 def test_resolved_checks_fill_and_quote_placeholders(tmp_path: Path) -> None:
     folder = scaffold_task("spaced", tmp_path / "dir with space")
     task = TaskRegistry.discover(tmp_path / "dir with space").get("spaced")
-    assert task.resolved_checks() == {"result": f"{sys.executable} '{folder}'/checks/check_result.py"}
+    assert task.resolved_checks() == {"result": f"{sys.executable} -I {{task_dir}}/checks/check_result.py"}
+    assert task.resolved_checks(folder) == {
+        "result": f"{sys.executable} -I '{folder}'/checks/check_result.py"
+    }
     assert task.required_tools() == {"result": "run_check"}
     assert TaskRegistry.discover().get("code-delivery").required_tools() == {
         "pytest": "run_pytest",

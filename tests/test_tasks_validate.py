@@ -260,7 +260,7 @@ def test_scaffold_cassette_writes_what_its_check_accepts(tasks_dir: Path, tmp_pa
     ).groups()  # type: ignore[union-attr]
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    check = task.resolved_checks()["result"]
+    check = task.resolved_checks(task.dir)["result"]
     failing = subprocess.run(check, shell=True, cwd=workspace, capture_output=True, text=True)
     assert failing.returncode == 1 and "result.md: missing" in failing.stderr
     (workspace / path).write_text(content)

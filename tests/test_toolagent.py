@@ -165,7 +165,7 @@ async def test_agent_survives_an_executor_bug(ws: Path, monkeypatch: pytest.Monk
 
 
 def test_forced_bwrap_without_bwrap_fails_at_construction(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pse.sandbox._runner.bwrap_problem", lambda: "bwrap is not installed")
+    monkeypatch.setattr("pse.sandbox._runner.bwrap_problem", lambda *_: "bwrap is not installed")
     with pytest.raises(ToolInfrastructureError, match="PSE_SANDBOX=bwrap"):
         ToolExecutor(ws, Settings(sandbox="bwrap"))
 

@@ -90,7 +90,9 @@ def test_read_file_refuses_binary(ws: Path) -> None:
 def test_write_file(ws: Path) -> None:
     ctx = context(ws, writable=True)
     out = call("write_file", ctx, path="new/deep/a.py", content="x = 'é'\n")
-    assert out == ToolOutcome("ok", "wrote new/deep/a.py (9 bytes)", {"bytes": 9})
+    assert out == ToolOutcome(
+        "ok", "wrote new/deep/a.py (9 bytes)", {"bytes": 9, "area": "workspace", "path": "new/deep/a.py"}
+    )
     assert (ws / "new" / "deep" / "a.py").read_text() == "x = 'é'\n"
     with pytest.raises(ValueError, match="needs a read-write grant"):
         call("write_file", context(ws), path="b.py", content="")
@@ -161,31 +163,52 @@ def project(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+def counts(passed: int = 0, failed: int = 0, errors: int = 0, skipped: int = 0) -> dict[str, int]:
+    return {"passed": passed, "failed": failed, "errors": errors, "skipped": skipped}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
     good = project(tmp_path / "good", PASSING)
     before = sorted(p.name for p in good.rglob("*"))
     out = call("run_pytest", context(good, mode))
     assert out.status == "ok", out.output
-    assert out.facts == {"exit_code": 0, "passed": 2, "failed": 0, "errors": 0, "skipped": 0}
+    assert out.facts == {"exit_code": 0, **counts(passed=2), "target": ".", "report": "junit",
+                         "by_author": {"task": counts(passed=2)}}  # fmt: skip
     assert sorted(p.name for p in good.rglob("*")) == before  # no cache, no __pycache__ left behind
     bad = project(tmp_path / "bad", FAILING)
     out = call("run_pytest", context(bad, mode))
     assert out.status == "error"
-    assert out.facts == {"exit_code": 1, "passed": 1, "failed": 2, "errors": 1, "skipped": 0}
-    node = call("run_pytest", context(bad, mode), target="test_calc.py::test_zero")
-    assert node.facts == {"exit_code": 0, "passed": 1, "failed": 0, "errors": 0, "skipped": 0}
+    assert out.facts == {"exit_code": 1, **counts(passed=1, failed=2, errors=1), "target": ".",
+                         "report": "junit", "by_author": {"task": counts(passed=1, failed=2, errors=1)}}  # fmt: skip
+    node = call("run_pytest", context(bad, mode), target="./test_calc.py::test_zero")
+    assert node.facts["target"] == "test_calc.py::test_zero"  # a narrowed run says so: the gates see it
+    assert {k: node.facts[k] for k in ("exit_code", "passed", "failed")} == {
+        "exit_code": 0,
+        "passed": 1,
+        "failed": 0,
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
     good = project(tmp_path / "good", PASSING)
     out = call("run_ruff", context(good, mode))
-    assert out.status == "ok" and out.facts == {"exit_code": 0, "findings": 0}
+    assert out.status == "ok" and out.facts == {
+        "exit_code": 0,
+        "findings": 0,
+        "target": ".",
+        "report": "json",
+    }
     assert out.output == "All checks passed!\n[exit code 0]"
     bad = project(tmp_path / "bad", FAILING)
     out = call("run_ruff", context(bad, mode))
-    assert out.status == "error" and out.facts == {"exit_code": 1, "findings": 2}
+    assert out.status == "error" and out.facts == {
+        "exit_code": 1,
+        "findings": 2,
+        "target": ".",
+        "report": "json",
+    }
     assert out.output.splitlines() == [
         "calc.py:1:1: I001 Import block is un-sorted or un-formatted",
         "calc.py:1:8: F401 `os` imported but unused",
@@ -194,10 +217,20 @@ def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
     ]
 
 
-def test_run_ruff_uses_the_workspace_config(tmp_path: Path) -> None:
-    bad = project(tmp_path / "bad", {**FAILING, "ruff.toml": '[lint]\nselect = ["F"]\n'})
-    out = call("run_ruff", context(bad))
-    assert out.facts == {"exit_code": 1, "findings": 1}  # only F401: the workspace's selection counts
+def test_run_ruff_uses_the_configuration_only_the_task_declares(tmp_path: Path) -> None:
+    files = {**FAILING, "ruff.toml": '[lint]\nselect = ["F"]\n'}
+    undeclared = call("run_ruff", context(project(tmp_path / "a", files)))
+    assert undeclared.facts["findings"] == 2  # a ruff.toml nobody declared changes nothing
+    declared = call(
+        "run_ruff", context(project(tmp_path / "b", files), check_config=frozenset({"ruff.toml"}))
+    )
+    assert declared.facts["findings"] == 1  # only F401: the task's own selection counts
+
+
+def test_run_ruff_ignores_noqa_comments_unless_the_task_declares_its_configuration(tmp_path: Path) -> None:
+    files = {"calc.py": "import os  # noqa: F401\n", "other.py": "# ruff: noqa\nimport sys\n"}
+    out = call("run_ruff", context(project(tmp_path / "p", files)))
+    assert out.status == "error" and out.facts["findings"] == 2
 
 
 def test_pytest_summary_parsing() -> None:

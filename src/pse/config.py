@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # --- tools and sandbox --------------------------------------------------------------
     tool_timeout_s: float = Field(60.0, gt=0, description="Timeout of one tool command, in seconds.")
     sandbox: SandboxMode = Field("auto", description="auto (bwrap when installed), bwrap, or fallback.")
+    sandbox_uid: int = Field(
+        65534, ge=1, le=2**31 - 2, description="The uid and gid tool commands run as when PSE runs as root."
+    )
     tool_output_limit: int = Field(20_000, ge=256, description="Characters of tool output a role sees.")
     tool_memory_mb: int = Field(2048, ge=64, description="Address-space limit of a tool command, MiB.")
     tool_cpu_s: int = Field(120, ge=1, description="CPU-time limit of a tool command, seconds.")

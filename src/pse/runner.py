@@ -18,7 +18,7 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from pse.config import ROLES, Settings, load_settings, with_overrides
-from pse.engine import Engine, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
+from pse.engine import Engine, GatePolicy, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
 from pse.events import Event
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
@@ -134,7 +134,13 @@ def _wire(
     # Knowledge: search_knowledge if the task has knowledge/; injection on new runs; traced retrievals.
     knowledge = RunKnowledge(task.knowledge_dir, settings, query=task.config.goal if trace is None else None)
     task_message = knowledge.brief(task_message)
+    verification = task.config.verification
     policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
+    evaluation_dir = None
+    if verification.independent_tests:
+        policy = policy.with_independent_tests()
+        evaluation_dir = run_dir / "evaluation"
+        evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
     executor = ToolExecutor(
         workspace,
         settings,
@@ -142,6 +148,9 @@ def _wire(
         registry=knowledge.registry,
         checks=task.resolved_checks(),
         task_dir=task.dir,
+        evaluation_dir=evaluation_dir,
+        check_config=task.check_config_files,
+        history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
     )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
     roles = [
@@ -169,8 +178,13 @@ def _wire(
         workspace=workspace,
         run_dir=run_dir,
         settings=settings,
-        required_checks=list(task.config.required_checks),
-        expected_outputs=list(task.config.expected_outputs),
+        gates=GatePolicy(
+            required_checks=list(task.config.required_checks),
+            expected_outputs=list(task.config.expected_outputs),
+            targets=dict(verification.targets),
+            independent_tests=verification.independent_tests,
+            check_config=task.check_config_files,
+        ),
         inputs=inputs,
         price=price,
         model_names={role: spec.model for role, spec in specs.items()},

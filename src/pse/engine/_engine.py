@@ -216,9 +216,9 @@ class Engine:
             verdict=cycle.verdict,
             plan=self.trace.plan,
             tool_calls=cycle.tool_calls,
-            required_checks=self.setup.required_checks,
-            expected_outputs=self.setup.expected_outputs,
+            policy=self.setup.gates,
             workspace=self.setup.workspace,
+            role_written_config=self.setup.tools.role_written_config(),
         )
         self._emit(
             VerdictEvent(

@@ -1,29 +1,90 @@
 """Hard gates: code that must agree before an Evaluator's PASS counts.
 
-A PASS stands only if, in this cycle: every expected output exists in the workspace; every check
-the task requires was run by the Evaluator itself through the ToolAgent and its last run succeeded;
-every plan criterion has a `met` entry in the verdict, and all of them are met. The gates are
-evaluated on every cycle (and recorded), so a trace also shows what a PARTIAL still lacked.
+A PASS stands only if, in this cycle:
+
+* every expected output exists in the workspace (a regular file or folder, reached through no symlink);
+* every check the task requires was run by the Evaluator itself through the ToolAgent, and its *last*
+  run: succeeded by its machine-readable report (pytest's JUnit XML, ruff's JSON; a task check's exit
+  code), covered the whole target the task declares (not one test node, not a sub-folder), and came
+  after the last write to the workspace or the evaluation area (a later write makes it stale);
+* no check-configuration file a role wrote is in the workspace unless the task declares it;
+* when the task requires independent tests, that last full pytest run held tests the Evaluator wrote
+  in its evaluation area, and they all passed;
+* every plan criterion has a `met` entry in the verdict, and all of them are met.
+
+The gates are evaluated on every cycle (and recorded), so a trace also shows what a PARTIAL still lacked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 from pse.events import GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
 
-__all__ = ["CHECK_TOOLS", "evaluate_gates"]
+__all__ = ["CHECK_TOOLS", "GatePolicy", "evaluate_gates"]
 
 CHECK_TOOLS: dict[str, str] = {"pytest": "run_pytest", "ruff": "run_ruff"}
+_REPORTS = {"run_pytest": "junit", "run_ruff": "json"}
 _JUDGE = "Evaluator"
 
 
-def _check_runs(check: str, calls: Sequence[ToolCallRecord]) -> list[ToolCallRecord]:
+@dataclass(frozen=True)
+class GatePolicy:
+    """What the gates demand of a run, from its task: outputs, checks and how they must have run.
+
+    Attributes:
+        required_checks: `pytest`, `ruff` or names of the task's declared checks.
+        expected_outputs: workspace paths a PASS needs (the plan's outputs are added).
+        targets: check → the target its last run must have covered (default `.`, the whole workspace).
+        independent_tests: a PASS needs passing tests the Evaluator wrote itself.
+        check_config: check-configuration files the task allows roles to write.
+    """
+
+    required_checks: Sequence[str] = ()
+    expected_outputs: Sequence[str] = ()
+    targets: Mapping[str, str] = field(default_factory=dict)
+    independent_tests: bool = False
+    check_config: frozenset[str] = frozenset()
+
+    def target(self, check: str) -> str:
+        """The target the last run of `check` must have covered."""
+        return str(PurePosixPath(self.targets.get(check, ".")))
+
+
+def _exists_inside(workspace: Path, relative: str) -> bool:
+    """A regular file or a folder at `relative`, reached without following any symlink."""
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts:
+        return False
+    current = workspace
+    for part in pure.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    if not pure.parts:
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def _is_write(call: ToolCallRecord) -> bool:
+    if call.decision != "allowed":
+        return False
+    return (call.tool == "write_file" and call.status == "ok") or bool(call.facts.get("wrote"))
+
+
+def _check_runs(check: str, calls: Sequence[ToolCallRecord]) -> list[tuple[int, ToolCallRecord]]:
     tool = CHECK_TOOLS.get(check, "run_check")
     return [
-        c
-        for c in calls
+        (i, c)
+        for i, c in enumerate(calls)
         if c.requester == _JUDGE
         and c.decision == "allowed"
         and c.tool == tool
@@ -31,15 +92,82 @@ def _check_runs(check: str, calls: Sequence[ToolCallRecord]) -> list[ToolCallRec
     ]
 
 
-def _succeeded(call: ToolCallRecord) -> bool:
-    exit_code = call.facts.get("exit_code")
-    return call.status == "ok" and (exit_code is None or exit_code == 0)
+def _check_gate(
+    check: str, calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy
+) -> GateResult:
+    tool = CHECK_TOOLS.get(check, "run_check")
+    label = tool if tool != "run_check" else f"run_check(name={check})"
+    runs = _check_runs(check, calls)
+    if not runs:
+        return GateResult(name=f"check:{check}", passed=False, detail=f"the Evaluator did not run {label}")
+    index, last = runs[-1]
+    exit_code = last.facts.get("exit_code")
+    problems = []
+    if last.status != "ok" or exit_code != 0:
+        problems.append(f"status {last.status}, exit code {exit_code}")
+    wanted = _REPORTS.get(tool)
+    if wanted is not None and last.facts.get("report") != wanted:
+        problems.append(f"no {wanted} report was read (printed output does not count)")
+    if tool != "run_check":
+        target, declared = str(last.facts.get("target", "?")), policy.target(check)
+        if target != declared:
+            problems.append(f"it covered {target!r}, not the declared target {declared!r}")
+    if last_write > index:
+        problems.append(
+            f"{calls[last_write].requester} wrote to the workspace after it ({calls[last_write].tool})"
+        )
+    if problems:
+        return GateResult(
+            name=f"check:{check}", passed=False, detail=f"last {label} run: " + "; ".join(problems)
+        )
+    return GateResult(
+        name=f"check:{check}", passed=True, detail=f"last {label} run: passed, full target, current"
+    )
 
 
-def _inside(workspace: Path, relative: str) -> Path | None:
-    root = workspace.resolve()
-    candidate = (root / relative).resolve()
-    return candidate if candidate.is_relative_to(root) else None
+def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy) -> GateResult:
+    name = "independent_tests"
+    full = [
+        (i, c)
+        for i, c in _check_runs("pytest", calls)
+        if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "junit"
+    ]
+    if not full:
+        return GateResult(name=name, passed=False, detail="no full run_pytest of the Evaluator's own tests")
+    index, last = full[-1]
+    mine = (last.facts.get("by_author") or {}).get(_JUDGE, {})
+    ran = sum(int(v) for v in mine.values())
+    if ran == 0:
+        return GateResult(
+            name=name,
+            passed=False,
+            detail="the last full pytest run held no test the Evaluator wrote (@evaluation/)",
+        )
+    bad = int(mine.get("failed", 0)) + int(mine.get("errors", 0))
+    if bad or not int(mine.get("passed", 0)):
+        return GateResult(
+            name=name, passed=False, detail=f"the Evaluator's own tests did not pass: {dict(mine)}"
+        )
+    if last_write > index:
+        return GateResult(
+            name=name, passed=False, detail="a file was written after the Evaluator's last full run"
+        )
+    return GateResult(
+        name=name, passed=True, detail=f"{mine.get('passed')} test(s) the Evaluator wrote passed"
+    )
+
+
+def _config_gate(written: Mapping[str, str], policy: GatePolicy) -> GateResult:
+    undeclared = sorted(p for p in written if p not in policy.check_config)
+    if undeclared:
+        detail = f"written by a role, not declared by the task: {', '.join(undeclared)}"
+    elif written:
+        detail = "written by a role, declared by the task: " + ", ".join(
+            f"{p} ({w})" for p, w in sorted(written.items())
+        )
+    else:
+        detail = "no role wrote a check-configuration file"
+    return GateResult(name="check_config", passed=not undeclared, detail=detail)
 
 
 def evaluate_gates(
@@ -47,18 +175,21 @@ def evaluate_gates(
     verdict: VerdictRecord | None,
     plan: PlanRecord | None,
     tool_calls: Sequence[ToolCallRecord],
-    required_checks: Iterable[str],
-    expected_outputs: Iterable[str],
+    policy: GatePolicy,
     workspace: Path,
+    role_written_config: Mapping[str, str] | None = None,
 ) -> GateRecord:
-    """Evaluate every hard gate for one cycle."""
-    results: list[GateResult] = []
+    """Evaluate every hard gate for one cycle.
 
-    missing = []
-    for output in dict.fromkeys([*expected_outputs, *(plan.outputs if plan else [])]):
-        path = _inside(workspace, output)
-        if path is None or not path.exists():
-            missing.append(output)
+    Args:
+        role_written_config: check-configuration files of the workspace a role wrote, with the author.
+    """
+    results: list[GateResult] = []
+    missing = [
+        output
+        for output in dict.fromkeys([*policy.expected_outputs, *(plan.outputs if plan else [])])
+        if not _exists_inside(workspace, output)
+    ]
     results.append(
         GateResult(
             name="outputs_exist",
@@ -66,20 +197,12 @@ def evaluate_gates(
             detail=f"missing: {', '.join(missing)}" if missing else "every expected output exists",
         )
     )
-
-    for check in required_checks:
-        runs = _check_runs(check, tool_calls)
-        tool = CHECK_TOOLS.get(check, f"run_check(name={check})")
-        if not runs:
-            results.append(
-                GateResult(name=f"check:{check}", passed=False, detail=f"the Evaluator did not run {tool}")
-            )
-            continue
-        last = runs[-1]
-        passed = _succeeded(last)
-        detail = f"last {tool} run: status {last.status}, exit code {last.facts.get('exit_code')}"
-        results.append(GateResult(name=f"check:{check}", passed=passed, detail=detail))
-
+    writes = [i for i, c in enumerate(tool_calls) if _is_write(c)]
+    last_write = writes[-1] if writes else -1
+    results += [_check_gate(check, tool_calls, last_write, policy) for check in policy.required_checks]
+    results.append(_config_gate(dict(role_written_config or {}), policy))
+    if policy.independent_tests:
+        results.append(_independent_gate(tool_calls, last_write, policy))
     if plan is None or verdict is None:
         results.append(
             GateResult(name="criteria_covered", passed=False, detail="no plan or no verdict to compare")
@@ -103,6 +226,5 @@ def evaluate_gates(
                     detail=f"PASS with unmet criteria: {', '.join(unmet)}" if unmet else "all criteria met",
                 )
             )
-
     failures = [f"{r.name}: {r.detail}" for r in results if not r.passed]
     return GateRecord(passed=not failures, failures=failures, results=results)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from autogen_agentchat.base import ChatAgent
 
 from pse.config import Settings
+from pse.engine._gates import GatePolicy
 from pse.events import Event, ToolCallRecord
 from pse.exceptions import RunFailure
 from pse.team import RoleSetup
@@ -34,6 +35,10 @@ class ToolRuntime(Protocol):
         """Reset the per-cycle call budgets."""
         ...
 
+    def role_written_config(self) -> Mapping[str, str]:
+        """Check-configuration files in the workspace that a role wrote, with their author."""
+        ...
+
 
 PriceFn = Callable[[str, int, int], tuple[float, str, bool]]
 """Money for (role, prompt tokens, completion tokens) of that role's model: (amount, currency, priced)."""
@@ -52,8 +57,7 @@ class RunSetup:
     workspace: Path
     run_dir: Path
     settings: Settings
-    required_checks: Sequence[str] = ()
-    expected_outputs: Sequence[str] = ()
+    gates: GatePolicy = field(default_factory=GatePolicy)
     inputs: dict[str, str] = field(default_factory=dict)
     price: PriceFn | None = None
     model_names: dict[str, str] = field(default_factory=dict)

@@ -1,16 +1,30 @@
 """The sandbox: workspace-confined paths and confined command execution (bwrap or a portable fallback).
 
-Read `pse.sandbox._runner`'s docstring for what it does and, as plainly, what it does not protect against.
+Read `pse.sandbox._runner`'s docstring for what it does and, as plainly, what it does not protect against;
+docs/security.md has the whole threat model.
 """
 
-from pse.sandbox._paths import resolve_in_workspace
-from pse.sandbox._runner import CommandResult, Sandbox, SandboxLimits, bwrap_problem, scrubbed_environment
+from pse.sandbox._copies import MAX_SYNC_BYTES, MAX_SYNC_CHANGES, Accept
+from pse.sandbox._env import SECRET_NAME, scrubbed_environment
+from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity
+from pse.sandbox._paths import read_inside, resolve_in_workspace
+from pse.sandbox._runner import OUTBOX, CommandResult, Sandbox, SandboxLimits, bwrap_problem
+from pse.sandbox._seccomp import DENIED_SYSCALLS
 
 __all__ = [
+    "DEFAULT_SANDBOX_UID",
+    "DENIED_SYSCALLS",
+    "MAX_SYNC_BYTES",
+    "MAX_SYNC_CHANGES",
+    "OUTBOX",
+    "SECRET_NAME",
+    "Accept",
     "CommandResult",
+    "Identity",
     "Sandbox",
     "SandboxLimits",
     "bwrap_problem",
+    "read_inside",
     "resolve_in_workspace",
     "scrubbed_environment",
 ]

@@ -1,31 +1,36 @@
 """Run one command confined to a run workspace: bubblewrap when it works here, a portable fallback when not.
 
 What every command gets, in both modes:
+  * an unprivileged identity: never root (see `_identity`); as a normal user, that user;
+  * its own copy of the workspace when it may write: PSE applies the changes it accepts afterwards
+    (see `_copies`), so no command ever writes the real workspace or a check-configuration file;
   * a timeout that kills its whole process group (and, under bwrap, its whole PID namespace);
-  * resource limits set with `ulimit` inside the sandbox, just before the command is exec'd: CPU seconds,
-    address space, largest file written, process count;
-  * a scrubbed environment built from an allow-list (PATH, LANG, LC_*, TZ), with anything that looks like
-    a secret (KEY, TOKEN, SECRET, PASSWORD...) dropped even from those, HOME and TMPDIR pointed at a private
-    temp dir, and the project's interpreter first on PATH (so `python`, `pytest`, `ruff` are ours);
-  * output (stdout and stderr merged) read through a file and capped, keeping head and tail around a marker.
+  * resource limits set with `ulimit` just before the command is exec'd: CPU seconds, address space,
+    largest file written, process count;
+  * a scrubbed environment built from an allow-list (see `_env`), HOME and TMPDIR private;
+  * output (stdout and stderr merged) read through a file and capped, keeping head and tail;
+  * optionally an *outbox*, a directory outside the workspace where a check writes its report, and
+    private read-only directories (the Evaluator's own tests) that no other command sees.
 
-bwrap mode: all namespaces unshared (no network at all, own PID namespace), capabilities dropped, only the
-system directories and the Python installation mounted read-only, a private tmpfs on /tmp, the workspace
-bound read-write only when the grant is read-write, and the process dies with its parent.
+bwrap mode (see `_bwrap`): every namespace unshared (no network, own PID namespace: the PSE process and
+its environment are invisible), a user namespace, all capabilities dropped, a seccomp filter against
+the usual escape syscalls (see `_seccomp`), a size-bounded private /tmp, a new session, death with the
+parent; only the system directories, the interpreter and the workspace are mounted, read-only unless
+the command may write (then its private copy, read-write).
 
-fallback mode: a read-only command runs in a throwaway copy of the workspace (`fallback-copy`), so it cannot
-change the real one through relative paths; a read-write command runs in the workspace itself.
+fallback mode: the command runs as the unprivileged identity on the host, in a private copy of the
+workspace (a read-only command's copy is thrown away).
 
-What this sandbox does NOT protect against:
-  * fallback mode is not isolation: the command sees the host filesystem and network with the rights of the
-    PSE process. A hostile command can read files outside the workspace, write through an absolute path
-    (even into the real workspace, if it guesses the path), or reach the network. Use bwrap for hostile code.
+What this sandbox does NOT protect against (docs/security.md has the whole threat model):
+  * fallback mode is not isolation: the command sees the host filesystem and network with the rights of
+    its uid. As root PSE switches to PSE_SANDBOX_UID, so root-only files and the PSE process's
+    environment are out of reach; as a normal user the command has that user's rights, including
+    reading the PSE process's environment from /proc (secret *values* are still redacted from every
+    tool output, see `pse.toolagent`). No seccomp filter, no private /tmp, no network isolation.
   * fallback mode cannot catch a child that leaves the process group (`setsid`); bwrap's PID namespace does.
-  * RLIMIT_NPROC is per user and not enforced for root; memory limits are per process, not per tree.
-  * bwrap mode still exposes /usr, /etc and the Python installation read-only, shares the kernel (no
-    seccomp filter here), and does not limit disk I/O or wall-clock CPU share beyond the timeout.
-  * paths are checked before a tool opens them; a concurrent read-write command could swap a symlink in
-    between (a TOCTOU race) — only roles granted read-write commands can try that.
+  * RLIMIT_NPROC counts every process of the uid; memory limits are per process, not per tree.
+  * bwrap mode shares the kernel: a kernel bug reachable through the allowed syscalls is not contained.
+    /usr, /etc and the interpreter are readable. Disk I/O and CPU share are not limited beyond the timeout.
 """
 
 from __future__ import annotations
@@ -34,39 +39,34 @@ import contextlib
 import functools
 import json
 import os
-import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Literal
 
 from pse.exceptions import ToolInfrastructureError
+from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, write_userns_maps
+from pse.sandbox._copies import Accept, copy_workspace, sync_back
+from pse.sandbox._env import scrubbed_environment
+from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity
+from pse.sandbox._seccomp import seccomp_problem, write_filter
 
-__all__ = ["CommandResult", "Sandbox", "SandboxLimits", "bwrap_problem", "scrubbed_environment"]
+__all__ = ["OUTBOX", "CommandResult", "Sandbox", "SandboxLimits", "bwrap_problem"]
 
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-_PROVIDER_PREFIXES = (
-    "PSE_",
-    "OPENAI_",
-    "OLLAMA_",
-    "DEEPSEEK_",
-    "ANTHROPIC_",
-    "AZURE_",
-    "AWS_",
-    "GOOGLE_",
-    "HF_",
-)
-_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ")
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
-_FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
+OUTBOX = "{outbox}"
+"""In a command's argv, replaced by the path of its outbox (see `Sandbox.run`)."""
+OUTBOX_FILE_LIMIT = 16 * 1024 * 1024
+"""Largest outbox file PSE reads back; a bigger one is dropped."""
 GROUP_EXIT_WAIT_S = 2.0
 """After killing a command's process group, wait at most this long for its members to exit."""
+_INSIDE = "/pse"  # where bwrap mounts the outbox and private directories
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,22 +80,14 @@ class SandboxLimits:
     max_processes: int = 256
     output_limit: int = 20_000
 
-    @classmethod
-    def from_settings(cls, settings: object) -> SandboxLimits:
-        """Read the limits from a `pse.config.Settings` (duck-typed to keep this module free of config)."""
-        return cls(
-            timeout_s=float(getattr(settings, "tool_timeout_s")),  # noqa: B009
-            cpu_s=int(getattr(settings, "tool_cpu_s")),  # noqa: B009
-            memory_mb=int(getattr(settings, "tool_memory_mb")),  # noqa: B009
-            file_size_mb=int(getattr(settings, "tool_file_size_mb")),  # noqa: B009
-            max_processes=int(getattr(settings, "tool_max_processes")),  # noqa: B009
-            output_limit=int(getattr(settings, "tool_output_limit")),  # noqa: B009
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """What a command did. `exit_code` is None when it timed out; `sandbox` names the mode that ran it."""
+    """What a command did. `exit_code` is None when it timed out; `sandbox` names the mode that ran it.
+
+    `changes` are the workspace paths a read-write command changed and PSE kept; `refused` the ones it
+    did not keep, with why; `outbox` the files the command left in its outbox.
+    """
 
     exit_code: int | None
     output: str
@@ -104,37 +96,35 @@ class CommandResult:
     sandbox: str
     ms: int
     cwd: str = ""
-
-
-def scrubbed_environment(home: str, *, parent: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a command sees: an allow-list of the parent's, minus anything secret-looking."""
-    source = dict(os.environ) if parent is None else parent
-    env: dict[str, str] = {}
-    for name, value in source.items():
-        allowed = name in _KEEP or name.startswith("LC_")
-        if allowed and not _SECRET.search(name) and not name.startswith(_PROVIDER_PREFIXES):
-            env[name] = value
-    interpreter_bin = str(Path(sys.executable).parent)
-    env["PATH"] = interpreter_bin + os.pathsep + env.get("PATH", _FALLBACK_PATH)
-    env.setdefault("LANG", "C.UTF-8")
-    env.update(HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", TERM="dumb")
-    return env
+    changes: tuple[str, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+    outbox: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @functools.cache
-def bwrap_problem() -> str | None:
-    """None when bwrap runs here; otherwise why not (not installed, or it fails, e.g. no user namespaces)."""
-    exe = shutil.which("bwrap")
-    if exe is None:
+def bwrap_problem(sandbox_uid: int = DEFAULT_SANDBOX_UID) -> str | None:
+    """None when bwrap runs commands here as PSE would; otherwise why not (not installed, no user
+    namespaces, no seccomp, no setpriv as root). Probed once per uid with a real command."""
+    if shutil.which("bwrap") is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    probe = [exe, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
-    probe += [a for d in _SYSTEM_DIRS if os.path.exists(d) for a in ("--ro-bind", d, d)] + ["true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap failed to start: {exc}"
-    if done.returncode != 0:
-        return f"bwrap cannot create a sandbox here: {done.stderr.strip() or done.returncode}"
+    problem = seccomp_problem()
+    if problem is not None:
+        return problem
+    identity = Identity.for_commands(sandbox_uid)
+    if identity.switch and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing; PSE needs it to run bwrap commands as an unprivileged uid"
+    with tempfile.TemporaryDirectory(prefix="pse-probe-") as scratch:
+        workspace = Path(scratch) / "ws"
+        workspace.mkdir()
+        try:
+            box = Sandbox(
+                workspace, SandboxLimits(timeout_s=20), "bwrap", sandbox_uid=sandbox_uid, probe=True
+            )
+            done = box.run([sys.executable, "-I", "-c", "pass"], writable=False)
+        except ToolInfrastructureError as exc:
+            return f"bwrap cannot create a sandbox here: {exc}"
+    if done.exit_code != 0:
+        return f"bwrap cannot create a sandbox here: {done.output.strip()[:300] or done.exit_code}"
     return None
 
 
@@ -203,6 +193,49 @@ def _live_members(pgid: int) -> bool:
     return False
 
 
+def _wait_gone(pid: int) -> None:
+    """Wait (bounded) until process `pid` has exited: gone, or a zombie."""
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in (b"Z", b"X"):
+            return
+        time.sleep(0.005)
+
+
+def _read_outbox(folder: Path) -> dict[str, bytes]:
+    """The regular files a command left in its outbox (no symlink followed, none above the cap)."""
+    found: dict[str, bytes] = {}
+    for entry in sorted(os.listdir(folder)):
+        try:
+            fd = os.open(folder / entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size <= OUTBOX_FILE_LIMIT:
+                found[entry] = handle.read(OUTBOX_FILE_LIMIT)
+    return found
+
+
+@dataclass(slots=True)
+class _Launch:
+    """One prepared command: what to exec, where, as whom, and what it may leave behind."""
+
+    argv: list[str]
+    cwd: Path
+    home: str
+    label: str
+    pass_fds: tuple[int, ...] = ()
+    status_fd: int = -1
+    info_fd: int = -1
+    block_fd: int = -1
+
+
 class Sandbox:
     """Runs commands for one workspace under fixed limits. Thread-safe: it holds no per-command state.
 
@@ -210,22 +243,35 @@ class Sandbox:
         workspace: the run workspace; commands start there.
         limits: timeout, rlimits and output cap.
         mode: `auto` (bwrap when it works here, else fallback), `bwrap` (required) or `fallback`.
+        sandbox_uid: the uid commands run as when PSE runs as root.
 
     Raises:
         ToolInfrastructureError: `bwrap` was required but cannot run here.
+        ConfigError: fallback as root, and the sandbox uid cannot start the interpreter.
     """
 
     def __init__(
-        self, workspace: Path, limits: SandboxLimits, mode: Literal["auto", "bwrap", "fallback"] = "auto"
+        self,
+        workspace: Path,
+        limits: SandboxLimits,
+        mode: Literal["auto", "bwrap", "fallback"] = "auto",
+        *,
+        sandbox_uid: int = DEFAULT_SANDBOX_UID,
+        probe: bool = False,
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         self.limits = limits
-        problem = bwrap_problem() if mode != "fallback" else "fallback forced"
+        self.identity = Identity.for_commands(sandbox_uid)
+        problem = None if probe else (bwrap_problem(sandbox_uid) if mode != "fallback" else "fallback chosen")
         if mode == "bwrap" and problem is not None:
             raise ToolInfrastructureError(
                 f"PSE_SANDBOX=bwrap but {problem}; install it or set PSE_SANDBOX=fallback"
             )
         self.mode: Literal["bwrap", "fallback"] = "bwrap" if problem is None else "fallback"
+        self.why_not_bwrap = problem if mode == "auto" else None
+        """Why `auto` fell back (None when it did not): the warning a run prints."""
+        if self.mode == "fallback":
+            check_fallback_identity(self.identity)
 
     def run(
         self,
@@ -234,84 +280,133 @@ class Sandbox:
         writable: bool,
         ro_binds: Sequence[Path] = (),
         output_limit: int | None = None,
+        private: Mapping[str, Path] | None = None,
+        outbox: bool = False,
+        accept: Accept | None = None,
     ) -> CommandResult:
         """Run `argv` in the workspace; never raises for the command's own failure.
 
         Args:
-            argv: the command and its arguments (no shell unless argv asks for one).
-            writable: whether the workspace may be changed (the grant's mode is read-write).
-            ro_binds: extra directories the command may read (e.g. the task's checks folder).
-            output_limit: characters of output to keep (default: the limits'); a tool that parses
-                machine-readable output asks for more and caps its own rendering.
+            argv: the command and its arguments (no shell unless argv asks for one). `{outbox}` and
+                `{NAME}` for each private directory are replaced by where the command sees them.
+            writable: the command may change the workspace (the grant's mode is read-write); its
+                changes come back through `accept`.
+            ro_binds: extra host directories the command may read in place (e.g. the task's folder).
+            output_limit: characters of output to keep (default: the limits').
+            private: NAME → a host directory the command gets a read-only copy of (no other command
+                sees it), e.g. the Evaluator's evaluation area.
+            outbox: give the command an empty directory outside the workspace; its files come back in
+                `CommandResult.outbox` (a check writes its machine-readable report there).
+            accept: decides, for each changed path, whether the change is kept (see `_copies`).
 
         Raises:
             ToolInfrastructureError: the sandbox itself could not be set up.
         """
         cap = output_limit or self.limits.output_limit
-        with tempfile.TemporaryDirectory(prefix="pse-sbx-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="pse-sbx-") as scratch_name:
+            scratch = Path(scratch_name)
+            if self.identity.switch:
+                os.chmod(scratch, 0o711)  # the command's uid may enter, not list
+            places: dict[str, str] = {}
+            binds: list[tuple[str, str, bool]] = []
+            for name, source in (private or {}).items():
+                copy = copy_workspace(source, scratch / f"private-{name}", self.identity)
+                places[name] = self._place(copy.root, f"{_INSIDE}/{name}", binds, rw=False)
+            box = scratch / "outbox"
+            if outbox:
+                box.mkdir(mode=0o700)
+                self.identity.chown(box)
+                places["outbox"] = self._place(box, f"{_INSIDE}/outbox", binds, rw=True)
+            command = [_substitute(arg, places) for arg in argv]
+            copied = None
+            if writable or self.mode == "fallback":
+                copied = copy_workspace(self.workspace, scratch / "workspace", self.identity)
+            home = scratch / "home"
+            home.mkdir(mode=0o700)
+            self.identity.chown(home)
             if self.mode == "bwrap":
-                label = "bwrap-rw" if writable else "bwrap-ro"
-                return self._run_bwrap(argv, writable, ro_binds, label, cap)
-            if writable:
-                return self._execute(list(argv), self.workspace, scratch, "fallback-rw", cap, status_fd=False)
-            copy = Path(scratch) / "workspace"
-            try:
-                shutil.copytree(self.workspace, copy, symlinks=True)
-            except (OSError, shutil.Error) as exc:
-                raise ToolInfrastructureError(
-                    f"could not copy the workspace for a read-only command: {exc}"
-                ) from exc
-            home = Path(scratch) / "home"
-            home.mkdir()
-            return self._execute(list(argv), copy, str(home), "fallback-copy", cap, status_fd=False)
+                source = copied.root if copied is not None else self.workspace
+                launch = self._bwrap(command, source, writable, ro_binds, binds, scratch)
+            else:
+                assert copied is not None
+                label = "fallback-rw" if writable else "fallback-copy"
+                launch = _Launch([*_limits_prefix(self.limits), *command], copied.root, str(home), label)
+            result = self._execute(launch, cap)
+            if writable and copied is not None:
+                synced = sync_back(copied, self.workspace, accept)
+                result = _with(result, changes=synced.kept, refused=synced.refused)
+            if outbox:
+                result = _with(result, outbox=_read_outbox(box))
+            return result
 
-    def _run_bwrap(
-        self, argv: Sequence[str], writable: bool, ro_binds: Sequence[Path], label: str, cap: int
-    ) -> CommandResult:
-        exe = shutil.which("bwrap") or "bwrap"
-        cmd = [exe, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
-        cmd += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-        ]  # before any bind: workspaces and venvs often live under /tmp
-        for d in _SYSTEM_DIRS:
-            if os.path.exists(d):
-                cmd += ["--ro-bind", d, d]
-        for d in [*_python_dirs(), *(os.path.realpath(p) for p in ro_binds)]:
-            cmd += ["--ro-bind", d, d]
-        ws = str(self.workspace)
-        cmd += ["--bind" if writable else "--ro-bind", ws, ws, "--chdir", ws]
-        cmd += ["--json-status-fd", "{status_fd}", "--"]
-        return self._execute([*cmd, *argv], self.workspace, "/tmp", label, cap, status_fd=True)
+    def _place(self, host: Path, inside: str, binds: list[tuple[str, str, bool]], *, rw: bool) -> str:
+        """Where the command sees `host`: bound at `inside` under bwrap, at its host path in fallback."""
+        if self.mode == "bwrap":
+            binds.append((str(host), inside, rw))
+            return inside
+        return str(host)
 
-    def _execute(
-        self, argv: list[str], cwd: Path, home: str, label: str, cap: int, *, status_fd: bool
-    ) -> CommandResult:
+    def _bwrap(
+        self,
+        command: list[str],
+        source: Path,
+        writable: bool,
+        ro_binds: Sequence[Path],
+        binds: list[tuple[str, str, bool]],
+        scratch: Path,
+    ) -> _Launch:
+        status_r, status_w = os.pipe()
+        filter_file = (scratch / "seccomp.bpf").open("w+b")
+        write_filter(filter_file)
+        seccomp_fd = os.dup(filter_file.fileno())
+        filter_file.close()
+        fds = {"status": status_w, "seccomp": seccomp_fd}
+        launch = _Launch([], self.workspace, "/tmp", "bwrap-rw" if writable else "bwrap-ro")
+        if self.identity.switch:
+            launch.info_fd, fds["info"] = os.pipe()
+            fds["block"], launch.block_fd = os.pipe()
+        argv = bwrap_argv(
+            identity=self.identity,
+            workspace=str(self.workspace),
+            workspace_source=str(source),
+            writable=writable,
+            ro_dirs=[*_python_dirs(), *(os.path.realpath(p) for p in ro_binds)],
+            binds=binds,
+            tmp_bytes=self.limits.file_size_mb * 1024 * 1024,
+            fds=fds,
+        )
+        launch.argv = [*argv, *_limits_prefix(self.limits), *command]
+        launch.pass_fds = tuple(fds.values())
+        launch.status_fd = status_r
+        return launch
+
+    def _execute(self, launch: _Launch, cap: int) -> CommandResult:
         limits = self.limits
-        env = scrubbed_environment(home)
-        read_fd, write_fd = os.pipe() if status_fd else (-1, -1)
-        if status_fd:
-            argv = [str(write_fd) if a == "{status_fd}" else a for a in argv]
-            bwrap_at = argv.index("--")
-            argv = [*argv[: bwrap_at + 1], *_limits_prefix(limits), *argv[bwrap_at + 1 :]]
-        else:
-            argv = [*_limits_prefix(limits), *argv]
+        env = scrubbed_environment(launch.home)
+        switch = self.identity.switch and launch.label.startswith("fallback")
         started = time.perf_counter()
         with tempfile.TemporaryFile(prefix="pse-out-") as out:
             try:
                 proc = subprocess.Popen(
-                    argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, pass_fds=(write_fd,) if status_fd else (),
+                    launch.argv, cwd=launch.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True, pass_fds=launch.pass_fds,
+                    user=self.identity.uid if switch else None, group=self.identity.gid if switch else None,
+                    extra_groups=[] if switch else None,
                 )  # fmt: skip
             except OSError as exc:
-                raise ToolInfrastructureError(f"could not start {argv[0]!r}: {exc}") from exc
+                _close(launch.status_fd, launch.info_fd, launch.block_fd)
+                raise ToolInfrastructureError(f"could not start {launch.argv[0]!r}: {exc}") from exc
             finally:
-                if status_fd:
-                    os.close(write_fd)
+                _close(*launch.pass_fds)
+            try:
+                if launch.info_fd >= 0:
+                    write_userns_maps(launch.info_fd, launch.block_fd, self.identity, HANDSHAKE_TIMEOUT_S)
+            except ToolInfrastructureError:
+                _kill_group(proc.pid)
+                proc.wait()
+                _close(launch.status_fd, launch.info_fd, launch.block_fd)
+                raise
+            _close(launch.info_fd, launch.block_fd)
             timed_out = False
             try:
                 code: int | None = proc.wait(timeout=limits.timeout_s)
@@ -322,17 +417,19 @@ class Sandbox:
                 proc.wait()
             # Always kill the group: on timeout, and to end background children a finished command left.
             _kill_group(proc.pid)
+            if launch.status_fd >= 0:
+                # bwrap's child runs in a session of its own; it dies with bwrap, and its PID namespace
+                # with it. Its init exits only once every process of the namespace is gone.
+                _wait_gone(self._check_bwrap_started(launch.status_fd, out))
             ms = int((time.perf_counter() - started) * 1000)
-            if status_fd:
-                self._check_bwrap_started(read_fd, out)
             output, truncated = _read_capped(out, cap)
         if timed_out:
             output += f"\n[killed: timed out after {limits.timeout_s:g} s]"
-        return CommandResult(code, output, timed_out, truncated, label, ms, str(cwd))
+        return CommandResult(code, output, timed_out, truncated, launch.label, ms, str(launch.cwd))
 
     @staticmethod
-    def _check_bwrap_started(read_fd: int, out: IO[bytes]) -> None:
-        """bwrap reports the child's pid on the status fd; no pid means bwrap itself failed."""
+    def _check_bwrap_started(read_fd: int, out: IO[bytes]) -> int:
+        """bwrap reports the child's pid on the status fd (returned); no pid means bwrap itself failed."""
         os.set_blocking(read_fd, False)
         chunks: list[bytes] = []
         with contextlib.suppress(BlockingIOError):
@@ -340,10 +437,28 @@ class Sandbox:
                 chunks.append(chunk)
         os.close(read_fd)
         for line in b"".join(chunks).decode(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                if "child-pid" in json.loads(line):
-                    return
+            with contextlib.suppress(ValueError, TypeError):
+                status = json.loads(line)
+                if "child-pid" in status:
+                    return int(status["child-pid"])
         out.seek(0)
         raise ToolInfrastructureError(
             f"bwrap failed to start the command: {out.read(2000).decode(errors='replace')}"
         )
+
+
+def _substitute(arg: str, places: Mapping[str, str]) -> str:
+    for name, path in places.items():
+        arg = arg.replace("{" + name + "}", path)
+    return arg
+
+
+def _with(result: CommandResult, **changes: object) -> CommandResult:
+    return replace(result, **changes)  # type: ignore[arg-type]
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)

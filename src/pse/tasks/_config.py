@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pse.config import ROLES
+from pse.tools import check_config_reason
 
 __all__ = [
     "BUILTIN_CHECKS",
@@ -19,6 +20,7 @@ __all__ = [
     "RegistryFile",
     "ReportSpec",
     "TaskConfig",
+    "VerificationSpec",
 ]
 
 KNOWN_TOOLS: tuple[str, ...] = (
@@ -107,6 +109,46 @@ class ReportSpec(_Strict):
         return self
 
 
+class VerificationSpec(_Strict):
+    """How the gates verify the work (`[verification]` of task.toml)."""
+
+    check_config_files: list[str] = Field(
+        default_factory=list,
+        description="check-configuration files roles may write (conftest.py, a ruff.toml...); every check "
+        "run then uses them and says a role wrote them",
+    )
+    independent_tests: bool = Field(
+        default=False,
+        description="a PASS needs passing tests the Evaluator wrote itself in its evaluation area",
+    )
+    targets: dict[str, str] = Field(
+        default_factory=dict,
+        description="pytest / ruff -> the workspace path their last run must cover (default '.')",
+    )
+
+    @field_validator("check_config_files")
+    @classmethod
+    def _config_files(cls, value: list[str]) -> list[str]:
+        for item in value:
+            _relative_path(item, "check-configuration file")
+            if check_config_reason(item) is None:
+                raise ValueError(
+                    f"{item!r} is not a check-configuration file (roles may write it anyway); "
+                    "list only files such as conftest.py, pytest.ini, ruff.toml"
+                )
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, value: dict[str, str]) -> dict[str, str]:
+        for check, target in value.items():
+            if check not in BUILTIN_CHECKS:
+                raise ValueError(f"targets.{check}: only {', '.join(BUILTIN_CHECKS)} take a target")
+            if target != ".":
+                _relative_path(target, f"targets.{check}")
+        return value
+
+
 class TaskConfig(_Strict):
     """A task's `task.toml`. Unknown keys are errors, so a typo never passes silently."""
 
@@ -126,6 +168,7 @@ class TaskConfig(_Strict):
     )
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     report: ReportSpec | None = None
+    verification: VerificationSpec = Field(default_factory=VerificationSpec)
     cassette: str | None = Field(default=None, description="default cassette, relative to the task folder")
 
     @field_validator("inputs", "checks")

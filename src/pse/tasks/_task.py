@@ -17,6 +17,7 @@ from pse.config import ROLES
 from pse.exceptions import ConfigError, UserError
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
+from pse.tools import check_config_reason, declared_config
 
 __all__ = [
     "Problem",
@@ -117,6 +118,13 @@ class Task:
         """The task's `knowledge/` folder for `search_knowledge`, or None."""
         path = self.dir / "knowledge"
         return path if path.is_dir() else None
+
+    @property
+    def check_config_files(self) -> frozenset[str]:
+        """Check-configuration files roles may write: the declared ones, and expected outputs that are one."""
+        declared = self.config.verification.check_config_files
+        outputs = [p for p in self.config.expected_outputs if check_config_reason(p) is not None]
+        return declared_config([*declared, *outputs])
 
     # --- prompts ----------------------------------------------------------------------------
     def role_prompt(self, role: str) -> str:
@@ -231,13 +239,19 @@ class Task:
             run_rules(self, workspace)
         return self.seed_listing()
 
-    def resolved_checks(self) -> dict[str, str]:
-        """Declared checks with `{python}` (this interpreter) and `{task_dir}` filled in, shell-quoted."""
-        python, task_dir = shlex.quote(sys.executable), shlex.quote(str(self.dir.resolve()))
-        return {
-            name: command.replace("{python}", python).replace("{task_dir}", task_dir)
-            for name, command in self.config.checks.items()
-        }
+    def resolved_checks(self, task_dir: Path | None = None) -> dict[str, str]:
+        """Declared checks with `{python}` filled in: this interpreter in isolated mode (`python -I`, so
+        nothing in the workspace is on its path).
+
+        `{task_dir}` stays for the sandbox, which fills in its private read-only copy of the task folder;
+        pass `task_dir` to fill it in here instead (to run a check by hand, outside the sandbox).
+        """
+        python = shlex.quote(sys.executable) + " -I"
+        resolved = {name: command.replace("{python}", python) for name, command in self.config.checks.items()}
+        if task_dir is not None:
+            folder = shlex.quote(str(task_dir))
+            resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
+        return resolved
 
     def required_tools(self) -> dict[str, str]:
         """Each required check -> the tool the Evaluator must call (run_pytest, run_ruff or run_check)."""

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +26,26 @@ from pse.events import ToolCallRecord
 from pse.exceptions import SandboxViolation, ToolInfrastructureError
 from pse.protocol import DsmlError, ResultItem, ToolCall, parse_tool_calls, render_tool_results, truncate_text
 from pse.sandbox import Sandbox, SandboxLimits
-from pse.toolagent._policy import Policy
-from pse.tools import ToolContext, ToolOutcome, ToolRegistry, ToolSpec, builtin_tools
+from pse.toolagent._policy import Grant, Policy
+from pse.toolagent._provenance import Provenance, check_config_guard
+from pse.toolagent._redact import Redactor, settings_secrets
+from pse.tools import (
+    ToolContext,
+    ToolOutcome,
+    ToolRegistry,
+    ToolSpec,
+    builtin_tools,
+    check_config_reason,
+    declared_config,
+    resolve_path,
+)
 
-__all__ = ["MAX_TOOL_THREADS", "RECORD_ARGUMENT_CHARS", "ToolBatch", "ToolExecutor"]
+__all__ = ["MAX_TOOL_THREADS", "PROTECT_RULE", "RECORD_ARGUMENT_CHARS", "ToolBatch", "ToolExecutor"]
 
 MAX_TOOL_THREADS = 64
 """Tool calls of all runs in this process share one pool of this many threads (50 runs may share it)."""
+PROTECT_RULE = "protect.check_config"
+"""The rule that denies writing a check-configuration file the task did not declare."""
 RECORD_ARGUMENT_CHARS = 4000
 """Audit records keep each argument up to this many characters (written files are in the workspace)."""
 
@@ -74,6 +87,17 @@ class _Pending:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _limits(settings: Settings) -> SandboxLimits:
+    return SandboxLimits(
+        timeout_s=settings.tool_timeout_s,
+        cpu_s=settings.tool_cpu_s,
+        memory_mb=settings.tool_memory_mb,
+        file_size_mb=settings.tool_file_size_mb,
+        max_processes=settings.tool_max_processes,
+        output_limit=settings.tool_output_limit,
+    )
+
+
 class ToolExecutor:
     """Decides and runs the tool requests of one run's roles, in one workspace.
 
@@ -100,6 +124,10 @@ class ToolExecutor:
         checks: Mapping[str, str] | None = None,
         task_dir: Path | None = None,
         on_record: Callable[[ToolCallRecord], None] | None = None,
+        evaluation_dir: Path | None = None,
+        check_config: Iterable[str] = (),
+        history: Iterable[ToolCallRecord] = (),
+        redactor: Redactor | None = None,
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -109,8 +137,15 @@ class ToolExecutor:
         self.policy = policy if policy is not None else Policy.default(settings, self.registry)
         self.checks = dict(checks or {})
         self.task_dir = task_dir
-        self.sandbox = Sandbox(self.workspace, SandboxLimits.from_settings(settings), settings.sandbox)
+        self.evaluation_dir = evaluation_dir
+        self.check_config = declared_config(check_config)
+        self.sandbox = Sandbox(
+            self.workspace, _limits(settings), settings.sandbox, sandbox_uid=settings.sandbox_uid
+        )
+        self.provenance = Provenance(history)
+        self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
         self.infrastructure_error: ToolInfrastructureError | None = None
+        self._accept = check_config_guard(self.check_config)
         self._on_record = on_record
         self._records: list[ToolCallRecord] = []
         self._used: Counter[tuple[str, str]] = Counter()
@@ -129,10 +164,19 @@ class ToolExecutor:
         """Start a cycle: every role's per-tool budget is full again."""
         self._used.clear()
 
+    def role_written_config(self) -> dict[str, str]:
+        """Check-configuration files still in the workspace that a role wrote: path → author."""
+        return {
+            path: who
+            for path, who in self.provenance.written_by_roles("workspace").items()
+            if check_config_reason(path) is not None and os.path.lexists(self.workspace / path)
+        }
+
     async def execute(self, requester: str, message_text: str) -> ToolBatch:
-        """Answer one message; tools run on the shared tool thread pool, so the event loop never blocks."""
+        """Answer one message; parsing and tools run on the shared tool thread pool, so the event loop
+        never blocks on a hostile message or a slow command."""
         loop = asyncio.get_running_loop()
-        steps = self._begin(requester, message_text)
+        steps = await loop.run_in_executor(_tool_pool(), self._begin, requester, message_text)
         results: list[ToolCallRecord] = []
         for step in steps:
             if isinstance(step, _Pending) and self.infrastructure_error is None:
@@ -216,13 +260,54 @@ class ToolExecutor:
             return self._record(
                 requester, call.name, call.arguments, "denied", rule, "denied", why, call.index
             )
+        context = self._context(decision.grant)
+        if call.name == "write_file":
+            refusal = self._write_refusal(context, call)
+            if refusal is not None:
+                return self._record(
+                    requester,
+                    call.name,
+                    call.arguments,
+                    "denied",
+                    PROTECT_RULE,
+                    "denied",
+                    refusal,
+                    call.index,
+                )
         self._used[key] += 1
         spec = self.registry.get(call.name)
         assert spec is not None  # the parser only lets registered tools through
-        context = ToolContext(
-            self.workspace, self.sandbox, decision.grant.mode == "read-write", self.checks, self.task_dir
-        )
         return _Pending(call, spec, context, decision.rule)
+
+    def _context(self, grant: Grant) -> ToolContext:
+        """What one call may use: the workspace and, if the grant reaches it, the evaluation area."""
+        read_write = grant.mode == "read-write"
+        evaluation = self.evaluation_dir if "evaluation" in grant.areas else None
+        return ToolContext(
+            self.workspace,
+            self.sandbox,
+            writable=read_write and "workspace" in grant.areas,
+            checks=self.checks,
+            task_dir=self.task_dir,
+            evaluation=evaluation,
+            evaluation_writable=read_write and evaluation is not None,
+            accept=self._accept,
+            check_config=self.check_config,
+            author=self.provenance.author,
+        )
+
+    def _write_refusal(self, context: ToolContext, call: ToolCall) -> str | None:
+        """Why a write_file request is refused before it runs (a check-configuration file), if it is."""
+        try:
+            _, real, root = resolve_path(context, call.arguments.get("path", ""))
+        except SandboxViolation:
+            return None  # the tool itself answers a bad path, with its own message
+        reason = self._accept(real.relative_to(root).as_posix())
+        if reason is None:
+            return None
+        return (
+            f"{call.arguments.get('path', '').strip()} may not be written: {reason} (policy: {PROTECT_RULE})"
+        )
 
     def _run_guarded(self, item: _Pending) -> ToolOutcome | BaseException:
         """Run a tool; model-caused failures become outcomes, machinery failures are returned for _finish."""
@@ -279,7 +364,7 @@ class ToolExecutor:
                 call.index,
                 ms=ms,
             )
-        output, removed = truncate_text(outcome.output, self.settings.tool_output_limit)
+        output, removed = truncate_text(self.redactor.text(outcome.output), self.settings.tool_output_limit)
         return self._record(
             requester,
             call.name,
@@ -292,7 +377,7 @@ class ToolExecutor:
             ms=ms,
             sandbox=outcome.sandbox,
             truncated=outcome.truncated or removed > 0,
-            facts=outcome.facts,
+            facts=self.redactor.data(outcome.facts),
         )
 
     def _skipped(self, requester: str, item: _Pending) -> ToolCallRecord:
@@ -341,6 +426,7 @@ class ToolExecutor:
         )
 
     def _emit(self, record: ToolCallRecord) -> ToolCallRecord:
+        self.provenance.note(record)
         self._records.append(record)
         if self._on_record is not None:
             self._on_record(record)

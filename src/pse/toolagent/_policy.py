@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from pse.config import ROLES, Settings
 from pse.exceptions import ConfigError
 from pse.tools import Mode, ToolRegistry, builtin_tools
 
-__all__ = ["DEFAULT_GRANTS", "Grant", "Policy", "PolicyDecision"]
+__all__ = ["DEFAULT_GRANTS", "Area", "Grant", "Policy", "PolicyDecision"]
 
 _RO: Mode = "read-only"
 _RW: Mode = "read-write"
@@ -50,13 +50,23 @@ _LATER_TOOLS: Mapping[str, tuple[Mode, ...]] = {"search_knowledge": (_RO,)}
 _MODE_WORDS = ("read-only", "read-write", "deny")
 
 
+Area = Literal["workspace", "evaluation"]
+"""Where a grant's paths may point: the run workspace, or the Evaluator's evaluation area."""
+_EVALUATOR_AREAS: dict[str, tuple[Area, ...]] = {
+    tool: ("workspace", "evaluation") for tool in ("read_file", "list_files", "run_pytest")
+}
+"""The Evaluator reads its own tests and runs them beside the workspace's (when it has an area)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """One role's right to one tool. `rule` names where it came from (`roles.X.t` or `task.X.t`)."""
+    """One role's right to one tool. `rule` names where it came from (`roles.X.t` or `task.X.t`);
+    `areas` where its paths may point (a read-write mode applies to each of them)."""
 
     mode: Mode
     budget: int
     rule: str
+    areas: tuple[Area, ...] = ("workspace",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +108,25 @@ class Policy:
         budget = settings.tool_calls_per_cycle
         grants = {
             role: {
-                tool: Grant(mode, budget, f"roles.{role}.{tool}")
+                tool: Grant(
+                    mode,
+                    budget,
+                    f"roles.{role}.{tool}",
+                    _EVALUATOR_AREAS.get(tool, ("workspace",)) if role == "Evaluator" else ("workspace",),
+                )
                 for tool, mode in DEFAULT_GRANTS[role].items()
             }
             for role in ROLES
         }
         return cls(grants, tool_modes, budget)
+
+    def with_independent_tests(self) -> Policy:
+        """A copy where the Evaluator may also write files, in its evaluation area only (its own tests)."""
+        grants = {role: dict(tools) for role, tools in self._grants.items()}
+        grants["Evaluator"]["write_file"] = Grant(
+            "read-write", self._default_budget, "verification.independent_tests", ("evaluation",)
+        )
+        return Policy(grants, self._tool_modes, self._default_budget, self._denied)
 
     def with_overrides(self, overrides: Mapping[str, Any] | None) -> Policy:
         """A copy with a task's overrides applied. The format (all keys optional)::
@@ -146,7 +169,10 @@ class Policy:
                     raise ConfigError(f"{where}: {tool} can be granted {allowed} only (or deny), not {mode}")
                 old = grants[role].get(tool)
                 grants[role][tool] = Grant(
-                    mode, old.budget if old else self._default_budget, f"task.{role}.{tool}"
+                    mode,
+                    old.budget if old else self._default_budget,
+                    f"task.{role}.{tool}",
+                    old.areas if old else ("workspace",),
                 )
                 denied[role].discard(tool)
         budgets = overrides.get("budgets", {})

@@ -7,11 +7,15 @@ registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`
 """
 
 from pse.protocol import ParamSpec
-from pse.tools._commands import bash, parse_pytest_summary, run_check, run_pytest, run_ruff
-from pse.tools._files import list_files, read_file, write_file
-from pse.tools._registry import Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
+from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
+from pse.tools._commands import bash, run_check
+from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
+from pse.tools._protected import check_config_reason, declared_config
+from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 
 __all__ = [
+    "EVALUATION_PREFIX",
+    "Author",
     "Mode",
     "ParamSpec",
     "ToolContext",
@@ -20,7 +24,11 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "builtin_tools",
+    "check_config_reason",
+    "declared_config",
+    "normalize_target",
     "parse_pytest_summary",
+    "resolve_path",
 ]
 
 

@@ -1,15 +1,25 @@
-"""File tools: read_file, list_files, write_file. Every path goes through `resolve_in_workspace`."""
+"""File tools: read_file, list_files, write_file. Every path goes through `resolve_path`.
+
+A path names a file of the run workspace, or, with the prefix `@evaluation/`, of the Evaluator's
+evaluation area: a folder outside the workspace where the Evaluator writes its own acceptance tests.
+Only a grant that reaches the area (the Evaluator's, on a task with independent tests) may name it;
+for everyone else such a path is denied like any path outside the workspace.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
+from pse.tools._protected import check_config_reason
 from pse.tools._registry import ToolContext, ToolOutcome
 
-__all__ = ["list_files", "read_file", "write_file"]
+__all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
 
+EVALUATION_PREFIX = "@evaluation"
+"""Paths under this prefix name the evaluation area, e.g. `@evaluation/test_acceptance.py`."""
 MAX_READ_BYTES = 4_000_000
 """read_file reads at most this much of a file; the executor then caps what the role sees."""
 MAX_LIST_ENTRIES = 1000
@@ -19,20 +29,45 @@ _SKIP_DIRS = frozenset(
 )
 
 
-def _relative(ctx: ToolContext, real: Path) -> str:
-    rel = real.relative_to(Path(os.path.realpath(ctx.workspace)))
-    return rel.as_posix() or "."
+def resolve_path(ctx: ToolContext, path: str) -> tuple[str, Path, Path]:
+    """(area, real path, area root) of a role's path: `workspace`, or `evaluation` for `@evaluation/...`.
+
+    Raises:
+        SandboxViolation: the path leaves its area, or names the evaluation area without a grant to it.
+    """
+    text = path.strip()
+    if text == EVALUATION_PREFIX or text.startswith(EVALUATION_PREFIX + "/"):
+        if ctx.evaluation is None:
+            raise SandboxViolation(
+                f"path {text!r} names the evaluation area, which only the Evaluator of a task with "
+                "independent tests may use"
+            )
+        rest = text[len(EVALUATION_PREFIX) :].lstrip("/") or "."
+        return (
+            "evaluation",
+            resolve_in_workspace(ctx.evaluation, rest),
+            Path(os.path.realpath(ctx.evaluation)),
+        )
+    return "workspace", resolve_in_workspace(ctx.workspace, text), Path(os.path.realpath(ctx.workspace))
+
+
+def _shown(area: str, root: Path, real: Path) -> str:
+    rel = real.relative_to(root).as_posix()
+    if area == "evaluation":
+        return EVALUATION_PREFIX if rel == "." else f"{EVALUATION_PREFIX}/{rel}"
+    return rel or "."
 
 
 def read_file(ctx: ToolContext, path: str) -> ToolOutcome:
     """Return a text file's content (UTF-8; undecodable bytes replaced)."""
-    real = resolve_in_workspace(ctx.workspace, path)
+    _, real, _ = resolve_path(ctx, path)
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; use list_files to see what it holds")
     if not real.is_file():
         raise ValueError(f"no file {path.strip()!r} in the workspace; list_files shows what exists")
-    size = real.stat().st_size
-    with real.open("rb") as fh:
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
         data = fh.read(MAX_READ_BYTES)
     if b"\x00" in data[:8192]:
         raise ValueError(f"{path.strip()!r} is a binary file ({size} bytes); read_file shows text files only")
@@ -44,7 +79,7 @@ def read_file(ctx: ToolContext, path: str) -> ToolOutcome:
 
 def list_files(ctx: ToolContext, path: str = ".") -> ToolOutcome:
     """List a folder recursively: `dir/`, `file (N bytes)`, and `link@` for symlinks (never followed)."""
-    real = resolve_in_workspace(ctx.workspace, path or ".")
+    area, real, root = resolve_path(ctx, path or ".")
     if not real.is_dir():
         raise ValueError(f"{path.strip()!r} is not a directory in the workspace")
     lines: list[str] = []
@@ -53,7 +88,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> ToolOutcome:
         here = Path(current)
         for name in [*dirs, *sorted(files)]:
             entry = here / name
-            rel = _relative(ctx, entry)
+            rel = _shown(area, root, entry)
             if entry.is_symlink():
                 lines.append(f"{rel}@")
                 if name in dirs:
@@ -61,7 +96,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> ToolOutcome:
             elif name in dirs:
                 lines.append(f"{rel}/")
             else:
-                lines.append(f"{rel} ({entry.stat().st_size} bytes)")
+                lines.append(f"{rel} ({entry.lstat().st_size} bytes)")
             if len(lines) >= MAX_LIST_ENTRIES:
                 lines.append(f"[… listing stopped at {MAX_LIST_ENTRIES} entries; list a subdirectory …]")
                 return ToolOutcome(
@@ -72,17 +107,32 @@ def list_files(ctx: ToolContext, path: str = ".") -> ToolOutcome:
 
 
 def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
-    """Create or replace a file inside the workspace (parent directories are created)."""
-    if not ctx.writable:
-        raise ValueError("write_file needs a read-write grant; this role's grant is read-only")
-    real = resolve_in_workspace(ctx.workspace, path)
+    """Create or replace a file inside the workspace or the evaluation area (parent folders are created).
+
+    Facts: `bytes`, and `area` and `path` (relative to the area) of the file written: the executor
+    files the requester as its author.
+    """
+    area, real, root = resolve_path(ctx, path)
+    if not (ctx.evaluation_writable if area == "evaluation" else ctx.writable):
+        where = "the evaluation area" if area == "evaluation" else "the workspace"
+        raise ValueError(
+            f"write_file needs a read-write grant for {where}; this role's grant does not allow it"
+        )
+    rel = real.relative_to(root).as_posix()
+    reason = ctx.accept(rel) if ctx.accept is not None else check_config_reason(rel)
+    if reason is not None:
+        raise SandboxViolation(f"{rel} is a check-configuration file ({reason})")
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; give a file path")
     real.parent.mkdir(parents=True, exist_ok=True)
     # Re-check after mkdir and open without following a last-component symlink (narrows the TOCTOU window).
-    real = resolve_in_workspace(ctx.workspace, path)
+    _, real, _ = resolve_path(ctx, path)
     data = content.encode("utf-8")
     fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
-    return ToolOutcome("ok", f"wrote {_relative(ctx, real)} ({len(data)} bytes)", facts={"bytes": len(data)})
+    return ToolOutcome(
+        "ok",
+        f"wrote {_shown(area, root, real)} ({len(data)} bytes)",
+        facts={"bytes": len(data), "area": area, "path": rel},
+    )

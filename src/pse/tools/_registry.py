@@ -8,24 +8,37 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pse.protocol import ParamSpec, ToolSignature
-from pse.sandbox import Sandbox
+from pse.sandbox import Accept, Sandbox
 
-__all__ = ["Mode", "ToolContext", "ToolFunction", "ToolOutcome", "ToolRegistry", "ToolSpec"]
+__all__ = ["Author", "Mode", "ToolContext", "ToolFunction", "ToolOutcome", "ToolRegistry", "ToolSpec"]
 
 Mode = Literal["read-only", "read-write"]
 OutcomeStatus = Literal["ok", "error", "timeout"]
 
 
+Author = Callable[[str, str], str]
+"""(area, path) → who wrote that file: a role's name, or "task" for what the task seeded."""
+
+
+def _seeded(area: str, path: str) -> str:
+    return "task"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a tool function may use: the workspace, its sandbox, and the grant's mode.
+    """What a tool function may use: the workspace, its sandbox, and what the requester's grant allows.
 
     Attributes:
         workspace: the run workspace (real path).
         sandbox: runs commands confined to the workspace.
-        writable: the requester's grant for this tool is read-write.
+        writable: the requester's grant for this tool is read-write (in the workspace).
         checks: the task's named check commands (for `run_check`).
         task_dir: the task's folder, readable by checks as `{task_dir}`.
+        evaluation: the Evaluator's evaluation area (`@evaluation/...` paths), when this grant reaches it.
+        evaluation_writable: this grant may write the evaluation area.
+        accept: decides whether a changed path may be kept (check-configuration files are refused).
+        check_config: the check-configuration files the task declares (they are used, and reported).
+        author: who wrote a file, for the reports of check runs.
     """
 
     workspace: Path
@@ -33,6 +46,11 @@ class ToolContext:
     writable: bool = False
     checks: Mapping[str, str] = field(default_factory=dict)
     task_dir: Path | None = None
+    evaluation: Path | None = None
+    evaluation_writable: bool = False
+    accept: Accept | None = None
+    check_config: frozenset[str] = frozenset()
+    author: Author = _seeded
 
 
 @dataclass(frozen=True, slots=True)

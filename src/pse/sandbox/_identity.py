@@ -1,0 +1,100 @@
+"""Who a tool command runs as. Never root: as root, PSE runs commands as an unprivileged uid.
+
+A process whose real uid is 0 may write host kernel settings (`/proc/sys`) without any capability,
+read other root processes' environments (`/proc/<pid>/environ`) and own every root file, in or out
+of a mount namespace. So when PSE itself runs as root (containers, these machines), every command
+runs as `PSE_SANDBOX_UID` (default 65534, "nobody"): under bwrap through a user namespace that maps
+that uid to itself, in fallback by a plain uid switch. As a normal user, commands run as that user.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pse.exceptions import ConfigError
+
+__all__ = ["DEFAULT_SANDBOX_UID", "Identity", "check_fallback_identity"]
+
+DEFAULT_SANDBOX_UID = 65534
+"""`nobody` on Debian and most distributions: owns nothing, belongs to no group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The uid and gid commands run as, and whether PSE must switch to them (it runs as root)."""
+
+    uid: int
+    gid: int
+    switch: bool
+
+    @classmethod
+    def for_commands(cls, sandbox_uid: int = DEFAULT_SANDBOX_UID) -> Identity:
+        """As root: `sandbox_uid` (its gid the same number). Otherwise the current user."""
+        if os.geteuid() == 0:
+            return cls(sandbox_uid, sandbox_uid, True)
+        return cls(os.geteuid(), os.getegid(), False)
+
+    def chown(self, path: Path) -> None:
+        """Give `path` (not following a symlink) to the command's uid, when PSE switches uid."""
+        if self.switch:
+            os.chown(path, self.uid, self.gid, follow_symlinks=False)
+
+
+@functools.cache
+def _interpreter_runs_as(uid: int, gid: int) -> str | None:
+    """None when `uid` can start this interpreter; else the error it got."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", "pass"],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
+
+
+def _closed_ancestor(path: Path) -> Path | None:
+    """The first directory above `path` that other users cannot enter, if any."""
+    for parent in reversed(path.parents):
+        try:
+            if not os.stat(parent).st_mode & 0o001:
+                return parent
+        except OSError:
+            return parent
+    return None
+
+
+def check_fallback_identity(identity: Identity) -> None:
+    """In fallback as root, commands run as `identity.uid` on the host: it must be able to run Python.
+
+    Raises:
+        ConfigError: that uid cannot start the interpreter (typically a Python under /root, which other
+            users cannot enter); the message names the closed directory and the fixes.
+    """
+    if not identity.switch:
+        return
+    problem = _interpreter_runs_as(identity.uid, identity.gid)
+    if problem is None:
+        return
+    real = Path(os.path.realpath(sys.executable))
+    closed = _closed_ancestor(real)
+    where = f" ({closed} is closed to other users)" if closed is not None else ""
+    raise ConfigError(
+        f"PSE runs as root without bubblewrap, so tool commands run as uid {identity.uid} (PSE_SANDBOX_UID), "
+        f"and that uid cannot start the Python interpreter {real}{where}: {problem}. Fix one of: install "
+        "bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and use PSE_SANDBOX=auto or bwrap; run PSE "
+        "as a normal user; or use a Python installed where other users can read it (e.g. /usr/bin/python3)."
+    )

@@ -1,0 +1,68 @@
+"""Read pytest's JUnit XML report: the per-test outcomes a check's verdict is computed from.
+
+The report is written by pytest into the command's outbox, outside the workspace, and read back by PSE;
+the text a run prints is for the role to read, never what the gates trust. The XML comes from a process
+that ran untrusted code, so it is parsed defensively: size-capped, no DOCTYPE (so no entity can be
+declared, let alone expanded), and any shape problem makes the report invalid rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+
+__all__ = ["JUNIT_LIMIT", "JunitReport", "TestOutcome", "parse_junit"]
+
+JUNIT_LIMIT = 16 * 1024 * 1024
+"""Largest report PSE reads."""
+
+
+@dataclass(frozen=True, slots=True)
+class TestOutcome:
+    """One test case: where it lives (relative to pytest's rootdir), its name and how it ended."""
+
+    file: str
+    name: str
+    outcome: str  # passed | failed | errors | skipped
+
+
+@dataclass(frozen=True, slots=True)
+class JunitReport:
+    """Every test case of one run, and their counts."""
+
+    cases: tuple[TestOutcome, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _outcome(case: ElementTree.Element) -> str:
+    tags = {child.tag for child in case}
+    if "error" in tags:
+        return "errors"
+    if "failure" in tags:
+        return "failed"
+    if "skipped" in tags:
+        return "skipped"
+    return "passed"
+
+
+def parse_junit(data: bytes) -> JunitReport | None:
+    """The report in `data`, or None when it is missing, oversized or not pytest's JUnit XML."""
+    if not data or len(data) > JUNIT_LIMIT or b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        return None
+    try:
+        root = ElementTree.fromstring(data)
+    except ElementTree.ParseError:
+        return None
+    suites = [root] if root.tag == "testsuite" else list(root) if root.tag == "testsuites" else []
+    if not suites or any(suite.tag != "testsuite" for suite in suites):
+        return None
+    cases: list[TestOutcome] = []
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            name = case.get("name", "")
+            where = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
+            cases.append(TestOutcome(where, name, _outcome(case)))
+    counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
+    for case_outcome in cases:
+        counts[case_outcome.outcome] += 1
+    return JunitReport(tuple(cases), counts)
