@@ -30,6 +30,7 @@ __all__ = [
     "PlanItem",
     "PlanRecord",
     "RetrievalEvent",
+    "SandboxRecord",
     "TokenCount",
     "ToolCallEvent",
     "ToolCallRecord",
@@ -69,6 +70,15 @@ class ToolCallRecord(_Record):
     truncated: bool = False
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
     at: str = Field(default_factory=utc_now)
+
+
+class SandboxRecord(_Record):
+    """Which sandbox ran a run's tool commands, as whom, and the warning a user must see when it is weak."""
+
+    mode: Literal["bwrap", "fallback"]
+    requested: Literal["auto", "bwrap", "fallback"]
+    uid: int = Field(description="the uid tool commands run as")
+    warning: str | None = Field(None, description="what this mode does not protect, and how to get bwrap")
 
 
 class MessageRecord(_Record):

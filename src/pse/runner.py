@@ -19,11 +19,11 @@ from pydantic import BaseModel
 
 from pse.config import ROLES, Settings, load_settings, with_overrides
 from pse.engine import Engine, GatePolicy, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
-from pse.events import Event
+from pse.events import Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
-from pse.tasks import Task, TaskRegistry, extract_report
+from pse.tasks import Task, TaskRegistry, extract_report, independent_tests_prompt
 from pse.team import RoleSetup
 from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
 
@@ -153,10 +153,12 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
     )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
+    extra = {"Evaluator": independent_tests_prompt()} if verification.independent_tests else {}
     roles = [
         RoleSetup(
             name=role,
             system_message=task.system_prompt(role)
+            + (f"\n{extra[role]}\n" if role in extra else "")
             + "\n## Your tools\n"
             + render_tool_catalog(role, policy, knowledge.registry),
             client=clients[role],
@@ -191,6 +193,12 @@ def _wire(
         positions=(lambda: player.positions) if player is not None else None,
         on_event=on_event,
         injected_retrievals=[knowledge.injected] if knowledge.injected else [],
+        sandbox=SandboxRecord(
+            mode=executor.sandbox.mode,
+            requested=settings.sandbox,
+            uid=executor.sandbox.identity.uid,
+            warning=executor.sandbox.warning,
+        ),
     )
     return PreparedRun(
         engine=Engine(setup, trace),

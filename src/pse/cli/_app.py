@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pse.cli._kb import kb_app
@@ -85,6 +86,9 @@ def _execute(prepared: PreparedRun, as_json: bool) -> int:
     """Run with a live view (or quietly for --json), Ctrl-C cancelling cleanly; print the result."""
     from pse.cli._live import LiveView, outcome_style, token_table
 
+    sandbox = prepared.engine.trace.sandbox
+    if sandbox is not None and sandbox.warning:
+        err.print(f"[bold yellow]{escape(sandbox.warning)}[/]")
     if prepared.defaulted_scripted:
         err.print(
             "[yellow]No model configured: using the scripted provider, replaying a cassette "

@@ -77,6 +77,8 @@ class Engine:
             context_mode=setup.settings.context_mode,
             task_message=setup.task_message,
         )
+        if setup.sandbox is not None:
+            self.trace.sandbox = setup.sandbox  # a resumed run records the sandbox it goes on under
         self._state = State(self.trace.state)
         self._seen_tool_calls = len(setup.tools.records)
         self._token: CancellationToken | None = None

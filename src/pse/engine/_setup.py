@@ -11,7 +11,7 @@ from autogen_agentchat.base import ChatAgent
 
 from pse.config import Settings
 from pse.engine._gates import GatePolicy
-from pse.events import Event, ToolCallRecord
+from pse.events import Event, SandboxRecord, ToolCallRecord
 from pse.exceptions import RunFailure
 from pse.team import RoleSetup
 
@@ -63,5 +63,7 @@ class RunSetup:
     model_names: dict[str, str] = field(default_factory=dict)
     positions: Callable[[], dict[str, int]] | None = None
     on_event: Callable[[Event], None] | None = None
+    sandbox: SandboxRecord | None = None
+    """Which sandbox runs the tool commands (recorded in the trace)."""
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
     """(query, citations) retrieved before the run and put in the task message; filed in cycle 1."""

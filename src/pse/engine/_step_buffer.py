@@ -8,6 +8,8 @@ least useful parts first, so a retry costs the same number of prompt tokens howe
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,16 +24,21 @@ _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
 
 def artifact_list(workspace: Path) -> list[str]:
-    """Files in the workspace as `relative/path (N bytes)`, sorted; caches and hidden folders skipped."""
-    entries: list[str] = []
+    """Files in the workspace as `relative/path (N bytes)`, sorted; caches and hidden folders skipped,
+    symlinks never followed."""
+    entries: list[tuple[tuple[str, ...], str]] = []
     if not workspace.is_dir():
-        return entries
-    for path in sorted(workspace.rglob("*")):
-        rel = path.relative_to(workspace)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts) or not path.is_file():
-            continue
-        entries.append(f"{rel.as_posix()} ({path.stat().st_size} bytes)")
-    return entries
+        return []
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in files:
+            path = Path(folder) / name
+            info = path.lstat()
+            if name.startswith(".") or not stat.S_ISREG(info.st_mode):
+                continue
+            rel = path.relative_to(workspace)
+            entries.append((rel.parts, f"{rel.as_posix()} ({info.st_size} bytes)"))
+    return [text for _, text in sorted(entries)]
 
 
 def fit_to_tokens(text: str, cap: int) -> str:

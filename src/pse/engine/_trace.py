@@ -25,6 +25,7 @@ from pse.events import (
     OutcomeEvent,
     PlanRecord,
     RetrievalEvent,
+    SandboxRecord,
     TokenCount,
     ToolCallRecord,
     TransitionRecord,
@@ -122,6 +123,7 @@ class Trace(_Model):
     settings: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, str] = Field(default_factory=dict)
     context_mode: str = "step_buffer"
+    sandbox: SandboxRecord | None = Field(None, description="which sandbox ran the tool commands")
     task_message: str = ""
     plan: PlanRecord | None = None
     counters: Counters = Field(default_factory=Counters)

@@ -268,10 +268,28 @@ class Sandbox:
                 f"PSE_SANDBOX=bwrap but {problem}; install it or set PSE_SANDBOX=fallback"
             )
         self.mode: Literal["bwrap", "fallback"] = "bwrap" if problem is None else "fallback"
+        self.requested = mode
         self.why_not_bwrap = problem if mode == "auto" else None
-        """Why `auto` fell back (None when it did not): the warning a run prints."""
+        """Why `auto` fell back (None when it did not)."""
         if self.mode == "fallback":
             check_fallback_identity(self.identity)
+
+    @property
+    def warning(self) -> str | None:
+        """One line a run prints at its start when commands are not isolated (None under bwrap)."""
+        if self.mode == "bwrap":
+            return None
+        why = (
+            f"auto found no usable bubblewrap ({self.why_not_bwrap})"
+            if self.why_not_bwrap
+            else "PSE_SANDBOX=fallback"
+        )
+        return (
+            f"warning: tool commands run WITHOUT isolation ({why}): as uid {self.identity.uid} they can "
+            "read the host's files and reach the network, with no seccomp filter and no private /tmp. "
+            "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) for isolation, or set "
+            "PSE_SANDBOX=bwrap to require it."
+        )
 
     def run(
         self,

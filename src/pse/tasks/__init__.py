@@ -9,13 +9,28 @@ Typical use::
     system = task.system_prompt("Planner")          # protocol + base prompt + the task's prompt
 """
 
-from pse.tasks._config import BUILTIN_CHECKS, KNOWN_TOOLS, InputSpec, LimitOverrides, ReportSpec, TaskConfig
+from pse.tasks._config import (
+    BUILTIN_CHECKS,
+    KNOWN_TOOLS,
+    InputSpec,
+    LimitOverrides,
+    ReportSpec,
+    TaskConfig,
+    VerificationSpec,
+)
 from pse.tasks._paths import builtin_tasks_dir, prompts_dir
 from pse.tasks._registry import TaskRegistry, validate
 from pse.tasks._report import extract_report
 from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
 from pse.tasks._scaffold import scaffold_task
-from pse.tasks._task import Problem, Task, TaskLocation, base_prompt, protocol_prompt
+from pse.tasks._task import (
+    Problem,
+    Task,
+    TaskLocation,
+    base_prompt,
+    independent_tests_prompt,
+    protocol_prompt,
+)
 
 __all__ = [
     "BUILTIN_CHECKS",
@@ -31,10 +46,12 @@ __all__ = [
     "TaskConfig",
     "TaskLocation",
     "TaskRegistry",
+    "VerificationSpec",
     "Window",
     "base_prompt",
     "builtin_tasks_dir",
     "extract_report",
+    "independent_tests_prompt",
     "load_rules",
     "prompts_dir",
     "protocol_prompt",

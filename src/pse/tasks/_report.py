@@ -5,15 +5,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pse.sandbox import read_inside
 from pse.tasks._task import Task
 
-__all__ = ["extract_report"]
+__all__ = ["MAX_REPORT_BYTES", "extract_report"]
+
+MAX_REPORT_BYTES = 4_000_000
+"""Largest report file taken from the workspace."""
 
 
 def extract_report(task: Task, workspace: Path, last_specialist_message: str | None) -> str | None:
     """The run's report per the task's `[report]` spec, or None when there is none to take.
 
-    `report.file` reads that workspace file (None when missing, empty, or resolving outside the workspace).
+    `report.file` reads that workspace file (None when missing, empty, or reached through a symlink).
     `report.tag` takes the text between the last `<tag>` and `</tag>` of the Specialist's last report
     (None when absent or empty). A task without `[report]` has no report.
     """
@@ -21,11 +25,8 @@ def extract_report(task: Task, workspace: Path, last_specialist_message: str | N
     if spec is None:
         return None
     if spec.file is not None:
-        root = workspace.resolve()
-        path = (workspace / spec.file).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            return None
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        data = read_inside(workspace, spec.file, MAX_REPORT_BYTES)  # never through a symlink, never a FIFO
+        text = data.decode("utf-8", errors="replace").strip() if data is not None else ""
         return text + "\n" if text else None
     if not last_specialist_message or spec.tag is None:
         return None

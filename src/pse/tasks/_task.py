@@ -24,6 +24,7 @@ __all__ = [
     "Task",
     "TaskLocation",
     "base_prompt",
+    "independent_tests_prompt",
     "protocol_prompt",
     "read_toml",
     "role_file",
@@ -79,6 +80,11 @@ def read_toml(path: Path) -> dict[str, Any]:
 def base_prompt(role: str) -> str:
     """The base prompt shared by every task for one role (`prompts/<role>.md`)."""
     return (prompts_dir() / role_file(role)).read_text(encoding="utf-8").strip()
+
+
+def independent_tests_prompt() -> str:
+    """What the Evaluator reads when the task requires its own tests (`prompts/independent_tests.md`)."""
+    return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
 
 
 def protocol_prompt() -> str:

@@ -21,7 +21,12 @@ def render_tool_catalog(role: str, policy: Policy, registry: ToolRegistry | None
         grant = policy.grant(role, tool)
         if spec is None or grant is None:
             continue  # granted but not registered in this run (e.g. no knowledge base): calling it would fail
-        lines.append(f"- {spec.signature.usage()} — {spec.description} [{mode}, {grant.budget}/cycle]")
+        where = (
+            " (only in your evaluation area: paths start with @evaluation/)"
+            if grant.areas == ("evaluation",)
+            else ""
+        )
+        lines.append(f"- {spec.signature.usage()} — {spec.description}{where} [{mode}, {grant.budget}/cycle]")
     if not lines:
         return f"{role} has no tools in this task."
     head = (
