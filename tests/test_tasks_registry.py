@@ -27,7 +27,7 @@ BUILTIN = ["code-delivery", "incident-review"]
 def test_exports_are_exactly_the_public_api() -> None:
     public = {name for name in dir(pse.tasks) if not name.startswith("_")}
     assert set(pse.tasks.__all__) == public - {"annotations"}
-    assert len(pse.tasks.__all__) == 23
+    assert len(pse.tasks.__all__) == 25
 
 
 def test_discover_finds_the_builtin_tasks() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox._identity import Identity
 
-__all__ = ["SYSTEM_DIRS", "bwrap_argv", "parent_dirs", "write_userns_maps"]
+__all__ = ["SYSTEM_DIRS", "bwrap_argv", "drop_privileges", "parent_dirs", "write_userns_maps"]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -92,17 +92,27 @@ def bwrap_argv(
     for source, dest, rw in mounts:
         argv += ["--bind" if rw else "--ro-bind", source, dest]
     argv += ["--chdir", workspace, "--"]
-    if identity.switch:
-        argv += [
-            shutil.which("setpriv") or "/usr/bin/setpriv",
-            f"--reuid={identity.uid}",
-            f"--regid={identity.gid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--",
-        ]
-    return argv
+    return argv + (drop_privileges(identity) if identity.switch else [])
+
+
+def drop_privileges(identity: Identity) -> list[str]:
+    """The `setpriv` prefix that makes a command unprivileged: as root, the sandbox uid with no
+    capability and an empty bounding set; always no_new_privs (no setuid binary can raise it again)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:  # as root, `check_fallback_identity` refused to get here
+        return []
+    if not identity.switch:
+        return [setpriv, "--no-new-privs", "--"]
+    return [
+        setpriv,
+        f"--reuid={identity.uid}",
+        f"--regid={identity.gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def write_userns_maps(info_fd: int, block_fd: int, identity: Identity, deadline_s: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -86,6 +87,11 @@ def check_fallback_identity(identity: Identity) -> None:
     """
     if not identity.switch:
         return
+    if shutil.which("setpriv") is None:
+        raise ConfigError(
+            "PSE runs as root without bubblewrap and setpriv (util-linux) is missing, so tool commands "
+            "cannot be made unprivileged: install util-linux, or bubblewrap (apt-get install bubblewrap)"
+        )
     problem = _interpreter_runs_as(identity.uid, identity.gid)
     if problem is None:
         return

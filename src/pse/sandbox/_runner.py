@@ -18,8 +18,9 @@ the usual escape syscalls (see `_seccomp`), a size-bounded private /tmp, a new s
 parent; only the system directories, the interpreter and the workspace are mounted, read-only unless
 the command may write (then its private copy, read-write).
 
-fallback mode: the command runs as the unprivileged identity on the host, in a private copy of the
-workspace (a read-only command's copy is thrown away).
+fallback mode: the command runs on the host in a private copy of the workspace (a read-only command's
+copy is thrown away), through `setpriv`: no_new_privs always, and as root the sandbox uid with no
+capability and an empty bounding set.
 
 What this sandbox does NOT protect against (docs/security.md has the whole threat model):
   * fallback mode is not isolation: the command sees the host filesystem and network with the rights of
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from pse.exceptions import ToolInfrastructureError
-from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, write_userns_maps
+from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, drop_privileges, write_userns_maps
 from pse.sandbox._copies import Accept, copy_workspace, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity
@@ -348,7 +349,8 @@ class Sandbox:
             else:
                 assert copied is not None
                 label = "fallback-rw" if writable else "fallback-copy"
-                launch = _Launch([*_limits_prefix(self.limits), *command], copied.root, str(home), label)
+                argv = [*drop_privileges(self.identity), *_limits_prefix(self.limits), *command]
+                launch = _Launch(argv, copied.root, str(home), label)
             result = self._execute(launch, cap)
             if writable and copied is not None:
                 synced = sync_back(copied, self.workspace, accept)
@@ -401,15 +403,12 @@ class Sandbox:
     def _execute(self, launch: _Launch, cap: int) -> CommandResult:
         limits = self.limits
         env = scrubbed_environment(launch.home)
-        switch = self.identity.switch and launch.label.startswith("fallback")
         started = time.perf_counter()
         with tempfile.TemporaryFile(prefix="pse-out-") as out:
             try:
                 proc = subprocess.Popen(
                     launch.argv, cwd=launch.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, start_new_session=True, pass_fds=launch.pass_fds,
-                    user=self.identity.uid if switch else None, group=self.identity.gid if switch else None,
-                    extra_groups=[] if switch else None,
                 )  # fmt: skip
             except OSError as exc:
                 _close(launch.status_fd, launch.info_fd, launch.block_fd)
