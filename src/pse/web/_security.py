@@ -5,31 +5,56 @@ Threat model, plainly: with no token the server trusts every process on this mac
 (DNS rebinding via the Host check, cross-site POSTs via the Origin and JSON content-type checks).
 With `PSE_WEB_TOKEN` set, every API call must carry it. There is no TLS here: expose the server
 beyond loopback only behind a TLS-terminating proxy, or the token crosses the network in clear text.
+
+Run folders and their workspaces are written by model-driven tools, so nothing in them is trusted:
+every file the dashboard reads from one (the trace, the workspace listing, workspace files) goes
+through `read_run_file`, `open_workspace_file` or `workspace_listing`, which never follow a symlink
+anywhere below the runs directory, never open a FIFO or device, and cap what they read
+(`pse._run_files` does the walking; this module turns its refusals into HTTP answers). Only the runs
+directory itself is trusted.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from pse._run_files import (
+    MAX_TRACE_BYTES,
+    RunFileTooLarge,
+    open_beneath,
+    read_beneath,
+    regular_files_beneath,
+)
 from pse.exceptions import UserError
 
 __all__ = [
+    "MAX_LISTING_DEPTH",
+    "MAX_SERVED_FILE_BYTES",
+    "MAX_TRACE_BYTES",
     "MIN_TOKEN_LENGTH",
     "GuardMiddleware",
     "check_bind",
     "is_loopback_host",
+    "open_workspace_file",
+    "read_run_file",
     "require_token",
-    "safe_workspace_file",
+    "workspace_listing",
 ]
 
 MIN_TOKEN_LENGTH = 16
 """Shortest `PSE_WEB_TOKEN` accepted for a non-loopback bind (a guessable token is no guard)."""
+MAX_SERVED_FILE_BYTES = 32 * 1024 * 1024
+"""Largest workspace file served (403 beyond); it is streamed, never held in memory whole."""
+MAX_LISTING_DEPTH = 32
+"""Deepest folder level of a workspace that the file listing enters."""
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -161,23 +186,67 @@ async def _send_json(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def safe_workspace_file(workspace: Path, relative: str) -> Path:
-    """The real path of `relative` inside `workspace`; HTTPException 400 if malformed, 404 if absent/outside.
+# ---- reading run folders ----------------------------------------------------------------------------
 
-    Refuses absolute paths, `..`, backslashes and NUL before touching the disk, then resolves symlinks
-    and requires the real path to stay inside the workspace's real path: a symlink pointing out of the
-    workspace is answered as if the file did not exist.
-    """
+
+def _workspace_parts(relative: str) -> list[str]:
+    """The components of a workspace-relative URL path; HTTPException 400 when it is not a plain one."""
     if not relative or "\x00" in relative or "\\" in relative or relative.startswith("/"):
         raise HTTPException(400, f"file path {relative!r} must be relative to the run workspace")
     parts = PurePosixPath(relative).parts
-    if ".." in parts or any(p.startswith("/") for p in parts):
+    if ".." in parts:
         raise HTTPException(400, f"file path {relative!r} may not contain '..'")
-    root = workspace.resolve()
+    return list(parts)
+
+
+def read_run_file(root: Path, run_id: str, name: str, *, max_bytes: int = MAX_TRACE_BYTES) -> bytes:
+    """The bytes of `<root>/<run_id>/<name>` (e.g. `trace.json`), never through a symlink.
+
+    Raises:
+        HTTPException: 404 when missing, a symlink (the run folder or the file), or not a regular file;
+            403 when it is over `max_bytes`.
+    """
     try:
-        target = (root / relative).resolve(strict=True)
-    except (OSError, RuntimeError):
+        return read_beneath(root, [run_id, name], max_bytes=max_bytes)
+    except RunFileTooLarge as exc:
+        raise HTTPException(403, f"run {run_id}: {exc.strerror}; the dashboard does not serve it") from None
+    except OSError:
+        raise HTTPException(404, f"no {name} in run {run_id!r}") from None
+
+
+def open_workspace_file(root: Path, run_id: str, relative: str) -> tuple[BinaryIO, int]:
+    """An open handle on a regular file in the run's workspace and its size; the caller closes it.
+
+    Refuses absolute paths, `..`, backslashes and NUL before touching the disk (400), then walks from
+    the runs directory without following any symlink: a symlinked workspace, folder or file, a FIFO or
+    a device is answered as if absent (404). Files over `MAX_SERVED_FILE_BYTES` are refused (403).
+    """
+    parts = [run_id, "workspace", *_workspace_parts(relative)]
+    try:
+        fd = open_beneath(root, parts)
+    except OSError:
         raise HTTPException(404, f"no file {relative!r} in the run workspace") from None
-    if not target.is_relative_to(root) or not target.is_file():
-        raise HTTPException(404, f"no file {relative!r} in the run workspace")
-    return target
+    handle = os.fdopen(fd, "rb")
+    size = os.fstat(fd).st_size
+    if size > MAX_SERVED_FILE_BYTES:
+        handle.close()
+        raise HTTPException(
+            403, f"{relative} is {size} bytes; the dashboard serves files up to {MAX_SERVED_FILE_BYTES} bytes"
+        )
+    return handle, size
+
+
+def workspace_listing(root: Path, run_id: str, *, max_files: int) -> list[dict[str, object]]:
+    """The regular files of the run's workspace as `{"path", "size"}`, at most `max_files`.
+
+    Symlinks are neither listed nor followed, FIFOs and devices are skipped unopened, hidden folders
+    and `__pycache__` are not entered; a symlinked or missing workspace lists nothing.
+    """
+    found = regular_files_beneath(
+        root,
+        [run_id, "workspace"],
+        max_files=max_files,
+        max_depth=MAX_LISTING_DEPTH,
+        skip_dir=lambda name: name.startswith(".") or name == "__pycache__",
+    )
+    return [{"path": path, "size": size} for path, size in found]
