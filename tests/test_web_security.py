@@ -1,11 +1,12 @@
 """Attacks on the dashboard, each performed for real against the app, each asserted contained.
 
-The attacker writes run folders (model-driven tools do). The only trusted thing is the runs
-directory itself.
+The attacker writes run folders (model-driven tools do), or drives the user's browser from another
+site, a sandboxed iframe or a `data:` page. The only trusted thing is the runs directory itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -16,9 +17,13 @@ from fastapi.testclient import TestClient
 from pse.config import Settings
 from pse.engine import Trace, load_trace, write_trace
 from pse.web import create_app
+from pse.web._app import STATIC_DIR
+from pse.web._security import CSRF_HEADER
 
 LOCAL = "http://127.0.0.1"
 SECRET = "TOP-SECRET"
+OURS = {CSRF_HEADER: "1"}
+"""What the dashboard's own front-end adds to every state-changing call."""
 
 
 def _trace(runs: Path, run_id: str, *, task: str = "task-a", outcome: str | None = "PASSED") -> Path:
@@ -56,6 +61,14 @@ def _listing(client: TestClient, run_id: str) -> list[str]:
     response = client.get(f"/api/runs/{run_id}/files")
     assert response.status_code == 200, response.text
     return [f["path"] for f in response.json()]
+
+
+def _outcome(client: TestClient, run_id: str) -> dict[str, object]:
+    """The run's outcome event, read from its SSE stream (which ends with it, then `end`)."""
+    with client.stream("GET", f"/api/runs/{run_id}/events") as response:
+        datas = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    outcome: dict[str, object] = json.loads(datas[-2])
+    return outcome
 
 
 class _FifoWatch:
@@ -107,7 +120,7 @@ class TestDashboardAttacks:
             history = client.get("/api/runs")
             assert [r["run_id"] for r in history.json()["runs"]] == ["run-1"]
             assert SECRET not in history.text and SECRET not in client.get("/api/stats").text
-            resume = client.post("/api/runs/evil/resume")
+            resume = client.post("/api/runs/evil/resume", headers=OURS)
             assert resume.status_code == 404 and SECRET not in resume.text
         with pytest.raises(FileNotFoundError):
             load_trace(runs / "evil", beneath=runs)
@@ -120,7 +133,7 @@ class TestDashboardAttacks:
             response = client.get("/api/runs/run-2/files/secret.txt")
             assert response.status_code == 404 and SECRET not in response.text
             # Resuming would hand the run's tools the host directory as their workspace.
-            resume = client.post("/api/runs/run-2/resume")
+            resume = client.post("/api/runs/run-2/resume", headers=OURS)
             assert resume.status_code == 409 and "not a real directory" in resume.json()["detail"]
 
     def test_symlinked_file_inside_the_workspace_is_not_followed(self, runs: Path, host: Path) -> None:
@@ -155,6 +168,61 @@ class TestDashboardAttacks:
             for path in ("/api/runs/fifo-run", "/api/runs/fifo-run/events"):
                 assert client.get(path).status_code == 404, path
         assert watch.opened == set()
+
+    # ---- the user's browser, driven by someone else's page ---------------------------------------
+
+    def test_origin_null_cannot_cancel_resume_or_start(self, runs: Path) -> None:
+        with _client(runs) as client:
+            started = client.post("/api/runs", json={"task": "code-delivery"}, headers=OURS)
+            assert started.status_code == 201
+            run_id = started.json()["run_id"]
+            for headers in ({}, OURS, {"Content-Type": "application/json"}):
+                null = {"Origin": "null", **headers}
+                for action in ("cancel", "resume"):
+                    response = client.post(f"/api/runs/{run_id}/{action}", headers=null)
+                    assert response.status_code == 403, (action, headers)
+                    assert "Origin: null" in response.json()["detail"]
+            again = client.post("/api/runs", json={"task": "code-delivery"}, headers={"Origin": "null"})
+            assert again.status_code == 403
+            assert _outcome(client, run_id)["outcome"] == "PASSED"  # never cancelled
+            assert [p.name for p in runs.iterdir() if p.name != "run-1"] == [run_id]  # nothing else started
+
+    @pytest.mark.parametrize(
+        ("headers", "status"),
+        [
+            ({}, 403),  # a no-cors fetch or a form with no body
+            ({"Content-Type": "text/plain"}, 415),
+            ({"Content-Type": "application/x-www-form-urlencoded"}, 415),
+            ({"Content-Type": "multipart/form-data; boundary=x"}, 415),
+        ],
+    )
+    def test_a_post_without_json_or_the_custom_header_is_refused(
+        self, runs: Path, headers: dict[str, str], status: int
+    ) -> None:
+        _trace(runs, "run-2", task="code-delivery", outcome=None)
+        with _client(runs) as client:
+            started = client.post("/api/runs", json={"task": "code-delivery"}, headers=OURS)
+            live = started.json()["run_id"]
+            assert client.post(f"/api/runs/{live}/cancel", headers=headers).status_code == status
+            assert client.post("/api/runs/run-2/resume", headers=headers).status_code == status
+            form = client.post("/api/runs", content=b'{"task": "code-delivery"}', headers=headers)
+            assert form.status_code == status
+            assert _outcome(client, live)["outcome"] == "PASSED"  # the cancel never reached it
+            assert client.app.state.manager.get("run-2") is None  # type: ignore[attr-defined]
+            assert sorted(p.name for p in runs.iterdir()) == sorted(["run-1", "run-2", live])
+
+    def test_the_dashboards_own_post_shapes_are_accepted(self, runs: Path) -> None:
+        app_js = (STATIC_DIR / "app.js").read_text(encoding="utf-8")
+        assert f'opts.headers["{CSRF_HEADER}"] = "1"' in app_js  # the front-end sends what we require
+        with _client(runs) as client:
+            started = client.post("/api/runs", json={"task": "code-delivery"}, headers=OURS)
+            assert started.status_code == 201
+            run_id = started.json()["run_id"]
+            assert client.post(f"/api/runs/{run_id}/cancel", headers=OURS).status_code == 202
+            outcome = _outcome(client, run_id)
+            assert outcome["outcome"] == "ERROR" and str(outcome["reason"]).startswith("CANCELLED")
+            assert client.post(f"/api/runs/{run_id}/resume", headers=OURS).status_code == 202
+            assert _outcome(client, run_id)["outcome"] == "PASSED"
 
 
 def test_run_files_reader_refuses_what_tools_can_plant(tmp_path: Path, host: Path) -> None:

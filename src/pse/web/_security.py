@@ -2,8 +2,10 @@
 
 Threat model, plainly: with no token the server trusts every process on this machine that can reach
 127.0.0.1 (as any local web app does) and defends only against web pages in the user's browser
-(DNS rebinding via the Host check, cross-site POSTs via the Origin and JSON content-type checks).
-With `PSE_WEB_TOKEN` set, every API call must carry it. There is no TLS here: expose the server
+(DNS rebinding via the Host check; cross-site and `Origin: null` requests via the Origin check; forms
+and other "simple" cross-site requests by requiring `Content-Type: application/json` or the
+`X-PSE-Request` header on everything that changes state). With `PSE_WEB_TOKEN` set, every API call
+must carry it. There is no TLS here: expose the server
 beyond loopback only behind a TLS-terminating proxy, or the token crosses the network in clear text.
 
 Run folders and their workspaces are written by model-driven tools, so nothing in them is trusted:
@@ -36,6 +38,7 @@ from pse._run_files import (
 from pse.exceptions import UserError
 
 __all__ = [
+    "CSRF_HEADER",
     "MAX_LISTING_DEPTH",
     "MAX_SERVED_FILE_BYTES",
     "MAX_TRACE_BYTES",
@@ -55,6 +58,11 @@ MAX_SERVED_FILE_BYTES = 32 * 1024 * 1024
 """Largest workspace file served (403 beyond); it is streamed, never held in memory whole."""
 MAX_LISTING_DEPTH = 32
 """Deepest folder level of a workspace that the file listing enters."""
+CSRF_HEADER = "X-PSE-Request"
+"""Custom header (`X-PSE-Request: 1`) that marks a state-changing request without a JSON body as ours:
+a cross-site page cannot send it without a CORS preflight, which this server never grants."""
+
+_STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -114,8 +122,11 @@ class GuardMiddleware:
     - Without a token, the Host header must name a loopback host: a DNS-rebinding page whose name
       resolves to 127.0.0.1 sends its own name as Host and is refused.
     - A request carrying an Origin must come from the same host and port it is sent to: another site's
-      page cannot drive the API through the user's browser.
-    - A POST with a body must be JSON: HTML forms cannot send `application/json` cross-site.
+      page cannot drive the API through the user's browser. A state-changing one (POST, PUT, PATCH,
+      DELETE) may not carry `Origin: null`, which sandboxed iframes and `data:` pages send.
+    - A state-changing request must have `Content-Type: application/json` or the `X-PSE-Request`
+      header, body or not: an HTML form or a `no-cors` fetch can send neither cross-site (415 when it
+      declares another content type, 403 when it declares none).
     """
 
     def __init__(self, app: ASGIApp, *, token_set: bool) -> None:
@@ -151,13 +162,20 @@ class GuardMiddleware:
         hostname = urlsplit(f"//{host}").hostname or ""
         if not self.token_set and not is_loopback_host(hostname):
             return 403, f"host {host!r} refused: without PSE_WEB_TOKEN only loopback host names are served"
+        changes_state = scope["method"] in _STATE_CHANGING
         origin = headers.get("origin")
-        if origin is not None and origin != "null" and urlsplit(origin).netloc.lower() != host.lower():
+        if origin == "null":
+            if changes_state:
+                return 403, "`Origin: null` (a sandboxed frame, a data: page) may not change state"
+        elif origin is not None and urlsplit(origin).netloc.lower() != host.lower():
             return 403, f"cross-origin request from {origin!r} refused"
-        if scope["method"] == "POST" and int(headers.get("content-length", "0") or 0) > 0:
+        if changes_state:
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                return 415, "POST bodies must be application/json"
+            if ctype != "application/json" and not headers.get(CSRF_HEADER.lower()):
+                wanted = f"`Content-Type: application/json` or `{CSRF_HEADER}: 1`"
+                if ctype:
+                    return 415, f"{ctype} refused: a {scope['method']} must send {wanted}"
+                return 403, f"a {scope['method']} must send {wanted}"
         return None
 
 
