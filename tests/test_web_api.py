@@ -445,7 +445,8 @@ def test_with_a_token_the_ui_itself_loads_and_any_host_is_served(guarded: TestCl
     assert guarded.get("/static/app.js").status_code == 200
     auth = {"Authorization": f"Bearer {TOKEN}", "Host": "dash.example:8080"}
     assert guarded.get("/api/tasks", headers=auth).status_code == 200
-    assert guarded.get("/api/openapi.json").status_code == 404  # no schema browsing without the token
+    assert guarded.get("/api/openapi.json").status_code == 401  # no schema browsing without the token
+    assert guarded.get("/api/openapi.json", headers=auth).status_code == 404  # nor with it
 
 
 def test_without_a_token_every_api_call_is_open_on_loopback(tmp_path: Path) -> None:

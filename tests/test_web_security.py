@@ -1,29 +1,39 @@
 """Attacks on the dashboard, each performed for real against the app, each asserted contained.
 
 The attacker writes run folders (model-driven tools do), or drives the user's browser from another
-site, a sandboxed iframe or a `data:` page. The only trusted thing is the runs directory itself.
+site, a sandboxed iframe or a `data:` page, or sends oversized requests without the token. The only
+trusted thing is the runs directory itself.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import socket
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from pse.config import Settings
 from pse.engine import Trace, load_trace, write_trace
 from pse.web import create_app
 from pse.web._app import STATIC_DIR
-from pse.web._security import CSRF_HEADER
+from pse.web._security import CSRF_HEADER, MAX_REQUEST_BODY_BYTES
 
 LOCAL = "http://127.0.0.1"
+TOKEN = "s3cret-token-for-the-tests-0123456789"
 SECRET = "TOP-SECRET"
 OURS = {CSRF_HEADER: "1"}
 """What the dashboard's own front-end adds to every state-changing call."""
+HUGE = 400 * 1024 * 1024
+"""The declared size of the oversized bodies: 400 MiB, which the server must never pull."""
+CHUNK = 1024
 
 
 def _trace(runs: Path, run_id: str, *, task: str = "task-a", outcome: str | None = "PASSED") -> Path:
@@ -102,6 +112,105 @@ class _FifoWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+async def _asgi(
+    app: FastAPI, method: str, path: str, headers: dict[str, str], body: Iterator[bytes]
+) -> tuple[int, int]:
+    """Send one request straight to the ASGI app; return (status, body bytes the app pulled).
+
+    `body` is pulled one chunk per `receive()`, so the count is exactly what the server asked for.
+    """
+    pulled = 0
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, object]:
+        nonlocal pulled
+        chunk = next(body, None)
+        if chunk is None:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        pulled += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(int(message["status"]))  # type: ignore[call-overload]
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1", **headers}.items()],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+        "state": {},
+    }
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    (status,) = statuses
+    return status, pulled
+
+
+def _oversized() -> Iterator[bytes]:
+    """A body 64 times the limit, in 1 KiB chunks: big enough to show a cap, finite should one fail."""
+    return itertools.repeat(b"x" * CHUNK, 64 * MAX_REQUEST_BODY_BYTES // CHUNK)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def serve(runs: Path) -> Iterator[tuple[int, int]]:
+    """Two real uvicorn servers on loopback over `runs`: (port without a token, port with TOKEN)."""
+    import uvicorn
+
+    servers, threads, ports = [], [], []
+    for token in (None, TOKEN):
+        port = _free_port()
+        app = create_app(Settings(runs_dir=runs, web_token=token))
+        srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=srv.run, name=f"pse-web-attack-{port}")
+        thread.start()
+        servers.append(srv)
+        threads.append(thread)
+        ports.append(port)
+    for srv, thread in zip(servers, threads, strict=True):
+        while not srv.started:
+            if not thread.is_alive():
+                raise RuntimeError("the dashboard server did not start")
+            time.sleep(0.02)
+    try:
+        yield ports[0], ports[1]
+    finally:
+        for srv in servers:
+            srv.should_exit = True
+        for thread in threads:
+            thread.join()
+
+
+def _declare_huge_body_and_send_none(port: int, path: str, extra: str = "") -> int:
+    """Send only the headers of a POST declaring a 400 MiB body; return the status the server answers.
+
+    The server can only answer by deciding before reading: not one body byte is ever sent. (Should it
+    wait for the body instead, the socket timeout turns that into a test failure.)
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {HUGE}\r\n{extra}\r\n"
+            ).encode()
+        )
+        status_line = sock.makefile("rb").readline().decode()
+    return int(status_line.split()[1])
 
 
 class TestDashboardAttacks:
@@ -223,6 +332,48 @@ class TestDashboardAttacks:
             assert outcome["outcome"] == "ERROR" and str(outcome["reason"]).startswith("CANCELLED")
             assert client.post(f"/api/runs/{run_id}/resume", headers=OURS).status_code == 202
             assert _outcome(client, run_id)["outcome"] == "PASSED"
+
+    # ---- oversized and unauthenticated bodies ----------------------------------------------------
+
+    async def test_an_oversized_body_is_refused_with_413_without_being_read(self, runs: Path) -> None:
+        app = create_app(Settings(runs_dir=runs))
+        json_ = {"Content-Type": "application/json"}
+        declared = {**json_, "Content-Length": str(HUGE)}
+        assert await _asgi(app, "POST", "/api/runs", declared, _oversized()) == (413, 0)
+        assert await _asgi(app, "POST", "/api/runs/run-1/cancel", declared, _oversized()) == (413, 0)
+        # Chunked (no Content-Length): pulled until just past the limit, then cut off.
+        status, pulled = await _asgi(app, "POST", "/api/runs", json_, _oversized())
+        assert status == 413 and MAX_REQUEST_BODY_BYTES < pulled <= MAX_REQUEST_BODY_BYTES + CHUNK
+        # A streaming response reads on only to notice a disconnect; the cap holds there too.
+        status, pulled = await _asgi(app, "GET", "/api/runs/run-1/events", {}, _oversized())
+        assert status in {200, 413} and pulled <= MAX_REQUEST_BODY_BYTES + CHUNK
+        # A body under the limit still goes through.
+        small = json.dumps({"task": "no-such-task"}).encode()
+        assert await _asgi(app, "POST", "/api/runs", json_, iter([small])) == (404, len(small))
+
+    async def test_with_a_token_an_unauthenticated_large_body_gets_401_unread(self, runs: Path) -> None:
+        app = create_app(Settings(runs_dir=runs, web_token=TOKEN))
+        json_ = {"Content-Type": "application/json"}
+        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+            for length in ({"Content-Length": str(HUGE)}, {}):
+                headers = {**json_, **auth, **length}
+                for path in ("/api/runs", "/api/runs/run-1/cancel", "/api/tasks"):
+                    method = "GET" if path == "/api/tasks" else "POST"
+                    assert await _asgi(app, method, path, headers, _oversized()) == (401, 0), (path, headers)
+        # With the token, the size cap still applies.
+        good = {**json_, "Authorization": f"Bearer {TOKEN}"}
+        status, pulled = await _asgi(app, "POST", "/api/runs", good, _oversized())
+        assert status == 413 and pulled <= MAX_REQUEST_BODY_BYTES + CHUNK
+
+    def test_a_real_server_answers_a_huge_declared_body_before_reading_it(
+        self, serve: tuple[int, int]
+    ) -> None:
+        open_port, token_port = serve
+        assert _declare_huge_body_and_send_none(open_port, "/api/runs") == 413
+        assert _declare_huge_body_and_send_none(token_port, "/api/runs") == 401
+        assert _declare_huge_body_and_send_none(token_port, "/api/runs/run-1/cancel") == 401
+        authorized = f"Authorization: Bearer {TOKEN}\r\n"
+        assert _declare_huge_body_and_send_none(token_port, "/api/runs", authorized) == 413
 
 
 def test_run_files_reader_refuses_what_tools_can_plant(tmp_path: Path, host: Path) -> None:
