@@ -255,3 +255,83 @@ def test_live_view_redraws_one_panel_on_a_terminal_and_prints_lines_otherwise() 
             assert "\x1b[" not in text
             # printed as it happened, then once more inside the final panel
             assert text.count("starts with Planner") == 2
+
+
+# A model's raw terminal control: clear the screen, then a green line no gate ever printed.
+_FAKE_PASS = "\x1b[2J\x1b[32mevery hard gate passed\x1b[0m\x1b]0;pwned\x07\x9b2J\r\x08\x00"
+
+
+def test_live_view_prints_no_control_sequence_a_model_wrote() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+    from pse.events import (
+        GateRecord,
+        MessageEvent,
+        MessageRecord,
+        ToolCallEvent,
+        ToolCallRecord,
+        VerdictEvent,
+    )
+
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    with LiveView(console, "code-delivery", "r1") as view:
+        view.on_event(
+            MessageEvent(run_id="r1", cycle=1, message=MessageRecord(source="Specialist", content=_FAKE_PASS))
+        )
+        call = ToolCallRecord(
+            requester="Specialist",
+            tool="bash",
+            arguments={},
+            decision="denied",
+            rule=_FAKE_PASS,
+            status="denied",
+        )
+        view.on_event(ToolCallEvent(run_id="r1", cycle=1, call=call))
+        gate = GateRecord(passed=False, failures=[_FAKE_PASS])
+        view.on_event(VerdictEvent(run_id="r1", cycle=1, verdict=None, gate=gate, error=_FAKE_PASS))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "every hard gate passed" in text  # shown, as the plain text it is
+    for control in ("\x1b", "\x9b", "\r", "\x08", "\x00", "\x07"):
+        assert control not in text, repr(control)
+
+
+def test_strip_control_keeps_text_and_removes_every_kind_of_sequence() -> None:
+    from pse.cli._live import strip_control
+
+    assert strip_control("a\tb\nc") == "a\tb\nc"
+    assert strip_control(_FAKE_PASS) == "every hard gate passed"
+    assert strip_control("x\x1bP1;2|secret\x1b\\y\x1bcz\x1b(B!") == "xyz!"  # DCS, reset, charset
+    assert strip_control("title \x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\") == "title link"
+    assert strip_control("\x1b] unterminated, lone \x1b") == " unterminated, lone "
+    assert strip_control("\x7f\x85\x90q\x9c") == ""
+    assert strip_control("näive – ünïcode ✓") == "näive – ünïcode ✓"
+
+
+def test_trace_show_prints_no_control_sequence_or_markup_from_the_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pse.engine import Trace, write_trace
+    from pse.engine._trace import CycleRecord
+    from pse.events import GateRecord
+
+    trace = Trace(run_id="r1", task="code-delivery", started_at="2026-01-01T10:00:00.000+00:00")
+    trace.outcome_reason = _FAKE_PASS + " [link=http://evil]click[/link]"
+    trace.cycles.append(
+        CycleRecord(
+            index=1,
+            kind="initial",
+            first_speaker="Planner",
+            started_at=trace.started_at,
+            gate=GateRecord(passed=False, failures=[_FAKE_PASS]),
+        )
+    )
+    write_trace(trace, tmp_path / "r1")
+    for args in ((), ("--json",)):
+        code, out, _ = pse(monkeypatch, capsys, "trace", "show", "r1", "--runs-dir", str(tmp_path), *args)
+        assert code == 0 and "every hard gate passed" in out
+        assert "\x1b" not in out and "\x9b" not in out and "\r" not in out
+    code, out, _ = pse(monkeypatch, capsys, "trace", "show", "r1", "--runs-dir", str(tmp_path))
+    assert "[link=http://evil]click[/link]" in out  # markup shown as text, not obeyed

@@ -22,6 +22,8 @@ from pse.web import create_app, replay_trace
 
 LOCAL = "http://127.0.0.1"
 TOKEN = "s3cret-token-for-the-tests-0123456789"
+OURS = {"X-PSE-Request": "1"}
+"""What the dashboard's own front-end sends on every state-changing call (the CSRF guard wants it)."""
 
 
 def _client(runs: Path, token: str | None = None) -> TestClient:
@@ -173,22 +175,23 @@ def test_concurrent_runs_execute_at_once_and_both_pass(client: TestClient) -> No
 
 def test_cancel_stops_a_live_run_as_cancelled_error(client: TestClient) -> None:
     run_id = _start(client)
-    response = client.post(f"/api/runs/{run_id}/cancel")
+    response = client.post(f"/api/runs/{run_id}/cancel", headers=OURS)
     assert response.status_code == 202 and response.json() == {"run_id": run_id, "cancelling": True}
     outcome = json.loads(_events(client, run_id)[-2][2])
     assert outcome["outcome"] == "ERROR" and outcome["reason"].startswith("CANCELLED")
-    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 409  # already over
-    assert client.post("/api/runs/no-such-run/cancel").status_code == 404
+    assert client.post(f"/api/runs/{run_id}/cancel", headers=OURS).status_code == 409  # already over
+    assert client.post("/api/runs/no-such-run/cancel", headers=OURS).status_code == 404
     assert load_trace(client.app.state.runs_root / run_id).outcome == "ERROR"  # type: ignore[attr-defined]
 
 
 def test_a_cancelled_run_resumes_from_the_dashboard(client: TestClient) -> None:
     run_id = _start(client)
-    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 202
+    assert client.post(f"/api/runs/{run_id}/cancel", headers=OURS).status_code == 202
     _events(client, run_id)
-    response = client.post(f"/api/runs/{run_id}/resume")
+    response = client.post(f"/api/runs/{run_id}/resume", headers=OURS)
     assert response.status_code == 202 and response.json()["run_id"] == run_id
-    assert client.post(f"/api/runs/{run_id}/resume").status_code in (409, 202)  # live, or over already
+    again = client.post(f"/api/runs/{run_id}/resume", headers=OURS)
+    assert again.status_code in (409, 202)  # live, or over already
     events = _events(client, run_id)
     kinds = [kind for _, kind, _ in events]
     outcome = json.loads(events[-2][2])
@@ -196,9 +199,9 @@ def test_a_cancelled_run_resumes_from_the_dashboard(client: TestClient) -> None:
     trace = load_trace(client.app.state.runs_root / run_id)  # type: ignore[attr-defined]
     assert trace.outcome == "PASSED" and trace.resumed == 1
     # A run that has an outcome (not a cancellation) cannot be resumed; an unknown one is 404.
-    response = client.post(f"/api/runs/{run_id}/resume")
+    response = client.post(f"/api/runs/{run_id}/resume", headers=OURS)
     assert response.status_code == 409 and "already ended PASSED" in response.json()["detail"]
-    assert client.post("/api/runs/no-such-run/resume").status_code == 404
+    assert client.post("/api/runs/no-such-run/resume", headers=OURS).status_code == 404
 
 
 def test_stopping_the_server_cancels_live_runs_and_records_them(tmp_path: Path) -> None:
@@ -213,7 +216,7 @@ def test_too_many_runs_is_refused_with_429(client: TestClient, monkeypatch: pyte
     run_id = _start(client)
     response = client.post("/api/runs", json={"task": "code-delivery"})
     assert response.status_code == 429 and "1 runs are executing" in response.json()["detail"]
-    client.post(f"/api/runs/{run_id}/cancel")
+    client.post(f"/api/runs/{run_id}/cancel", headers=OURS)
     _events(client, run_id)
 
 
@@ -395,7 +398,7 @@ def test_run_ids_are_validated_and_never_leave_the_runs_directory(
         response = client.get(f"/api/runs/{run_id}{suffix}")
         assert response.status_code in {400, 404}, (run_id, suffix, response.status_code)
         assert "TOP-SECRET" not in response.text
-    assert client.post(f"/api/runs/{run_id}/cancel").status_code in {400, 404}
+    assert client.post(f"/api/runs/{run_id}/cancel", headers=OURS).status_code in {400, 404}
 
 
 # ---- auth, guards, bind ----------------------------------------------------------------------------
@@ -427,10 +430,11 @@ def guarded(tmp_path: Path) -> Iterator[TestClient]:
 def test_with_a_token_every_api_call_needs_the_bearer(guarded: TestClient, method: str, path: str) -> None:
     body = {"json": {"task": "no-such-task"}} if method == "POST" and path == "/api/runs" else {}
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
-        response = guarded.request(method, path, headers=headers, **body)  # type: ignore[arg-type]
+        response = guarded.request(method, path, headers={**OURS, **headers}, **body)  # type: ignore[arg-type]
         assert response.status_code == 401, (path, headers)
         assert response.headers["www-authenticate"] == "Bearer"
-    ok = guarded.request(method, path, headers={"Authorization": f"Bearer {TOKEN}"}, **body)  # type: ignore[arg-type]
+    auth = {**OURS, "Authorization": f"Bearer {TOKEN}"}
+    ok = guarded.request(method, path, headers=auth, **body)  # type: ignore[arg-type]
     assert ok.status_code in {200, 404, 409}, (path, ok.text)  # 404: no such task; 409: run not live
 
 
@@ -441,7 +445,8 @@ def test_with_a_token_the_ui_itself_loads_and_any_host_is_served(guarded: TestCl
     assert guarded.get("/static/app.js").status_code == 200
     auth = {"Authorization": f"Bearer {TOKEN}", "Host": "dash.example:8080"}
     assert guarded.get("/api/tasks", headers=auth).status_code == 200
-    assert guarded.get("/api/openapi.json").status_code == 404  # no schema browsing without the token
+    assert guarded.get("/api/openapi.json").status_code == 401  # no schema browsing without the token
+    assert guarded.get("/api/openapi.json", headers=auth).status_code == 404  # nor with it
 
 
 def test_without_a_token_every_api_call_is_open_on_loopback(tmp_path: Path) -> None:
@@ -452,7 +457,7 @@ def test_without_a_token_every_api_call_is_open_on_loopback(tmp_path: Path) -> N
     with _client(runs) as c:
         for method, path in ENDPOINTS:
             body = {"json": {"task": "no-such-task"}} if method == "POST" and path == "/api/runs" else {}
-            response = c.request(method, path, **body)  # type: ignore[arg-type]
+            response = c.request(method, path, headers=OURS, **body)  # type: ignore[arg-type]
             assert response.status_code in {200, 404, 409}, (path, response.text)
             assert response.status_code != 401
 

@@ -1,7 +1,9 @@
 """Run history read from the trace files on disk: listing, lookup and aggregate statistics.
 
 Used by `pse trace`, `pse stats` and the dashboard. Reads only `<runs_dir>/<run_id>/trace.json`;
-a run id must be a plain folder name, so nothing outside the runs directory is ever opened.
+a run id must be a plain folder name, and run folders are written by tools, so traces are read
+through `pse._run_files`: a symlinked run folder or trace, a FIFO or an oversized trace is skipped,
+and nothing outside the runs directory is ever opened.
 `RunHistory` keeps one summary row per trace and re-reads a trace only when its size or mtime
 changed, so a long-lived process (the dashboard) lists 10,000 runs from a directory scan.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.exceptions import UserError
 
 __all__ = ["RunEntry", "RunHistory", "Stats", "compute_stats", "list_runs", "run_dir_of", "stats_of"]
@@ -59,13 +63,19 @@ class Stats(BaseModel):
 def run_dir_of(runs_dir: Path, run_id: str) -> Path:
     """The folder of `run_id`, refusing anything that is not a plain run id.
 
+    The folder must be a real directory (not a symlink) holding a regular `trace.json` (not a symlink).
+
     Raises:
         UserError: the id is malformed or no such run exists.
     """
     if not _RUN_ID.match(run_id) or run_id in (".", ".."):
         raise UserError(f"{run_id!r} is not a run id; `pse trace list` shows the runs")
     path = runs_dir / run_id
-    if not (path / "trace.json").is_file():
+    try:
+        real = stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(os.lstat(path / "trace.json").st_mode)
+    except OSError:
+        real = False
+    if not real:
         raise UserError(f"no run {run_id!r} in {runs_dir}; `pse trace list` shows the runs")
     return path
 
@@ -108,20 +118,23 @@ class RunHistory:
             except FileNotFoundError:
                 folders = []
             for folder in folders:
-                path = os.path.join(folder.path, "trace.json")
                 try:
-                    st = os.stat(path)
+                    if not folder.is_dir(follow_symlinks=False):
+                        continue
+                    st = os.stat(os.path.join(folder.path, "trace.json"), follow_symlinks=False)
                 except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
                     continue
                 cached = self._rows.get(folder.name)
                 if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
                     seen[folder.name] = cached
                     continue
                 try:
-                    with open(path, encoding="utf-8") as handle:
-                        entry: RunEntry | None = _entry(json.load(handle))
-                except (OSError, ValueError):
-                    entry = None  # half-written or foreign: skipped until it changes
+                    raw = read_beneath(self.runs_dir, [folder.name, "trace.json"], max_bytes=MAX_TRACE_BYTES)
+                    entry: RunEntry | None = _entry(json.loads(raw))
+                except (OSError, ValueError, AttributeError, TypeError):
+                    entry = None  # half-written, foreign, swapped for a symlink: skipped until it changes
                 seen[folder.name] = (st.st_mtime_ns, st.st_size, entry)
             self._rows = seen
             rows = [row[2] for row in seen.values() if row[2] is not None]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,10 +269,22 @@ def prepare_resume(
     Raises:
         UserError: the run does not exist or already has an outcome.
     """
-    run_dir = settings.runs_dir.resolve() / run_id
+    runs_dir = settings.runs_dir.resolve()
+    run_dir = runs_dir / run_id
+    missing = UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
     if "/" in run_id or run_id.startswith(".") or not (run_dir / "trace.json").is_file():
-        raise UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
-    trace = load_trace(run_dir)
+        raise missing
+    # The run folder was written by tools: a symlinked trace is no run, and a symlinked workspace
+    # would hand the resumed tools a directory outside the run.
+    try:
+        trace = load_trace(run_dir, beneath=runs_dir)
+    except FileNotFoundError:
+        raise missing from None
+    except OSError as exc:
+        raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
+    workspace = run_dir / "workspace"
+    if os.path.lexists(workspace) and not stat.S_ISDIR(os.lstat(workspace).st_mode):
+        raise UserError(f"run {run_id!r} cannot resume: its workspace is not a real directory (a symlink?)")
     if trace.outcome is not None and not trace.outcome_reason.startswith("CANCELLED"):
         raise UserError(
             f"run {run_id} already ended {trace.outcome}; only interrupted or cancelled runs resume"
@@ -285,7 +299,7 @@ def prepare_resume(
         settings=settings,
         run_id=run_id,
         run_dir=run_dir,
-        workspace=run_dir / "workspace",
+        workspace=workspace,
         task_message=trace.task_message,
         inputs=trace.inputs,
         on_event=on_event,

@@ -19,7 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.cli._kb import kb_app
+from pse.cli._live import strip_control
 from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import PSEError, UserError
@@ -61,6 +63,11 @@ def _configure_logging(level: str) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
     for name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
         logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL + 1)
+
+
+def _shown(text: object) -> str:
+    """Text a model, a tool or a trace file wrote, ready for rich markup: no control sequences, no markup."""
+    return escape(strip_control(str(text)))
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -115,7 +122,9 @@ def _execute(prepared: PreparedRun, as_json: bool) -> int:
     out.print()
     out.print(token_table(trace))
     style = outcome_style(summary.outcome)
-    out.print(f"[{style}]{summary.outcome}[/] after {summary.cycles} cycle(s): {summary.outcome_reason}")
+    out.print(
+        f"[{style}]{summary.outcome}[/] after {summary.cycles} cycle(s): {_shown(summary.outcome_reason)}"
+    )
     out.print(f"trace:  {summary.trace}")
     if summary.report:
         out.print(f"report: {summary.report}")
@@ -222,13 +231,13 @@ def trace_list(
     for e in list_runs(settings.runs_dir)[:limit]:
         style = outcome_style(e.outcome)
         table.add_row(
-            e.run_id,
-            e.task,
-            f"[{style}]{e.outcome or 'running/interrupted'}[/]",
+            _shown(e.run_id),
+            _shown(e.task),
+            f"[{style}]{_shown(e.outcome or 'running/interrupted')}[/]",
             str(e.cycles),
             f"{e.tokens:,}",
-            f"{e.cost:.4f} {e.currency}",
-            e.started_at,
+            f"{e.cost:.4f} {_shown(e.currency)}",
+            _shown(e.started_at),
         )
     out.print(table)
 
@@ -245,12 +254,15 @@ def trace_show(
     settings = _settings(runs_dir=runs_dir)
     path = run_dir_of(settings.runs_dir, run_id)
     if as_json:
-        print((path / "trace.json").read_text(encoding="utf-8"))
+        # The file holds whatever a tool wrote there. Valid JSON has no raw C0 controls, and dropping
+        # C1 ones from its strings keeps it valid, so the output stays JSON for jq.
+        raw = read_beneath(settings.runs_dir, [run_id, "trace.json"], max_bytes=MAX_TRACE_BYTES)
+        print(strip_control(raw.decode("utf-8")))
         return
-    trace = load_trace(path)
+    trace = load_trace(path, beneath=settings.runs_dir)
     out.print(
-        f"[bold]{trace.task}[/] {trace.run_id}: [{outcome_style(trace.outcome)}]{trace.outcome}[/] "
-        f"— {trace.outcome_reason}",
+        f"[bold]{_shown(trace.task)}[/] {_shown(trace.run_id)}: "
+        f"[{outcome_style(trace.outcome)}]{trace.outcome}[/] — {_shown(trace.outcome_reason)}",
         highlight=False,
     )
     for c in trace.cycles:
@@ -258,17 +270,20 @@ def trace_show(
             f"{c.verdict.status} ({c.verdict.reason_code})" if c.verdict else (c.review_error or "no verdict")
         )
         out.print(
-            f"\n[bold]cycle {c.index}[/] {c.kind}: {verdict} → {c.result} {c.result_reason}", highlight=False
+            f"\n[bold]cycle {c.index}[/] {c.kind}: {_shown(verdict)} → {_shown(c.result)} "
+            f"{_shown(c.result_reason)}",
+            highlight=False,
         )
         for crit in c.verdict.criteria if c.verdict else []:
             mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
-            out.print(f"  {mark} {crit.id}: {crit.finding}", highlight=False)
+            out.print(f"  {mark} {_shown(crit.id)}: {_shown(crit.finding)}", highlight=False)
         for failure in c.gate.failures:
-            out.print(f"  [red]gate[/] {failure}", highlight=False)
+            out.print(f"  [red]gate[/] {_shown(failure)}", highlight=False)
         for call in c.tool_calls:
             colour = "green" if call.decision == "allowed" else "red"
             out.print(
-                f"  {call.requester} → {call.tool} [{colour}]{call.decision}[/] {call.status} ({call.rule})",
+                f"  {_shown(call.requester)} → {_shown(call.tool)} [{colour}]{_shown(call.decision)}[/] "
+                f"{_shown(call.status)} ({_shown(call.rule)})",
                 highlight=False,
             )
     out.print(token_table(trace))

@@ -1,7 +1,13 @@
-"""The live view of a run in the terminal, and the final per-role table. Consumes engine events only."""
+"""The live view of a run in the terminal, and the final per-role table. Consumes engine events only.
+
+Everything shown here was written by a model or a tool (or read from a trace a tool could have
+written), so it passes through `strip_control` first: a model cannot clear the screen, move the
+cursor or colour a fake "every hard gate passed". `pse trace` uses the same function.
+"""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from rich.console import Console, Group
@@ -22,7 +28,33 @@ from pse.events import (
     VerdictEvent,
 )
 
-__all__ = ["LiveView", "outcome_style", "token_table"]
+__all__ = ["LiveView", "outcome_style", "strip_control", "token_table"]
+
+_CONTROL = re.compile(
+    r"""
+      \x1b\[ [0-?]* [ -/]* [@-~]            # CSI: cursor moves, erase, colours
+    | \x1b\] [^\x07\x1b\x9c]* (?:\x07|\x1b\\|\x9c)  # OSC: window title, hyperlinks, clipboard
+    | \x1b[PX^_] [^\x1b\x9c]* (?:\x1b\\|\x9c)    # DCS, SOS, PM, APC strings
+    | \x1b [ -/]* [0-~]                     # other escapes (ESC c resets the terminal)
+    | \x9b [0-?]* [ -/]* [@-~]              # 8-bit CSI
+    | \x9d [^\x07\x1b\x9c]* (?:\x07|\x1b\\|\x9c)   # 8-bit OSC
+    | [\x90\x98\x9e\x9f] [^\x1b\x9c]* (?:\x1b\\|\x9c)  # 8-bit DCS, SOS, PM, APC
+    | [\x00-\x08\x0b-\x1f\x7f-\x9f]           # what is left: C0 but tab and newline, DEL, C1, lone ESC
+    """,
+    re.VERBOSE,
+)
+
+
+def strip_control(text: str) -> str:
+    """`text` without terminal control sequences, safe to print: what models and tools wrote.
+
+    Removes CSI, OSC, DCS/SOS/PM/APC sequences (7- and 8-bit), other escape sequences, a lone ESC,
+    every C0 control but newline and tab (so also carriage return and backspace, which overwrite
+    what was printed), DEL and the C1 controls. An unterminated string sequence loses only its
+    introducer; the text after it stays visible.
+    """
+    return _CONTROL.sub("", text)
+
 
 _OUTCOME_STYLE = {
     "PASSED": "bold green",
@@ -39,7 +71,7 @@ def outcome_style(outcome: str | None) -> str:
 
 
 def _one_line(text: str, width: int = 96) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(strip_control(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -84,27 +116,28 @@ class LiveView:
         """Update the view with one engine event."""
         if isinstance(event, CycleStarted):
             self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
-            self._add(
-                Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {event.first_speaker}", "bold")
-            )
+            speaker = strip_control(event.first_speaker)
+            self._add(Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {speaker}", "bold"))
         elif isinstance(event, MessageEvent):
             m = event.message
-            self.speaker = m.source
+            self.speaker = strip_control(m.source)
             if m.source != "ToolAgent":
                 self.tokens += m.prompt_tokens + m.completion_tokens
-                line = Text(f"{m.source:>10} ", _ROLE_STYLE.get(m.source, "white"))
+                line = Text(f"{self.speaker:>10} ", _ROLE_STYLE.get(m.source, "white"))
                 line.append(_one_line(m.content), "default")
                 self._add(line)
         elif isinstance(event, ToolCallEvent):
             c = event.call
             ok = c.decision == "allowed"
             line = Text(f"{'ToolAgent':>10} ", _ROLE_STYLE["ToolAgent"])
-            line.append(f"{c.requester}→{c.tool} ", "bold")
-            line.append(f"{c.decision}", "green" if ok else "red")
-            line.append(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})"))
+            line.append(strip_control(f"{c.requester}→{c.tool} "), "bold")
+            line.append(strip_control(c.decision), "green" if ok else "red")
+            line.append(strip_control(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})")))
             self._add(line)
         elif isinstance(event, RetrievalEvent):
-            top = ", ".join(f"{r['file']}:{r['start_line']}-{r['end_line']}" for r in event.results[:3])
+            top = strip_control(
+                ", ".join(f"{r['file']}:{r['start_line']}-{r['end_line']}" for r in event.results[:3])
+            )
             line = Text(f"{'Knowledge':>10} ", "green")
             line.append(
                 f'"{_one_line(event.query, 60)}" → {len(event.results)} result(s)'
@@ -122,7 +155,7 @@ class LiveView:
             if not event.gate.passed and event.verdict is not None and event.verdict.status == "PASS":
                 text += f"; hard gate failed: {'; '.join(event.gate.failures)}"
                 style = "red"
-            self._add(Text(f"{'Engine':>10} {text}", style))
+            self._add(Text(f"{'Engine':>10} {strip_control(text)}", style))
         elif isinstance(event, TransitionEvent):
             self.state = event.transition.to
         elif isinstance(event, OutcomeEvent):
@@ -133,8 +166,8 @@ class LiveView:
 
     def _render(self) -> Panel:
         head = Text.assemble(
-            (f"{self.task} ", "bold"),
-            (f"{self.run_id}\n", "dim"),
+            (f"{strip_control(self.task)} ", "bold"),
+            (f"{strip_control(self.run_id)}\n", "dim"),
             "cycle ",
             (f"{self.cycle} {self.cycle_kind}", "bold"),
             "  state ",
@@ -159,8 +192,12 @@ def token_table(trace: Trace) -> Table:
     table.add_column("total", justify="right", footer=f"{trace.tokens.total:,}")
     for role, t in trace.tokens.by_role.items():
         table.add_row(
-            role, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.prompt + t.completion:,}"
+            Text(strip_control(role)),
+            str(t.calls),
+            f"{t.prompt:,}",
+            f"{t.completion:,}",
+            f"{t.prompt + t.completion:,}",
         )
     unpriced = f" (unpriced: {', '.join(trace.cost.unpriced_models)})" if trace.cost.unpriced_models else ""
-    table.caption = f"cost {trace.cost.amount:.6f} {trace.cost.currency}{unpriced}"
+    table.caption = Text(strip_control(f"cost {trace.cost.amount:.6f} {trace.cost.currency}{unpriced}"))
     return table

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.events import (
     BlockedRecord,
     GateRecord,
@@ -184,8 +185,22 @@ def write_trace(trace: Trace, run_dir: Path) -> Path:
     return target
 
 
-def load_trace(path: Path) -> Trace:
-    """Read a trace file (a run folder or the file itself)."""
+def load_trace(path: Path, *, beneath: Path | None = None) -> Trace:
+    """Read a trace file (a run folder or the file itself).
+
+    Args:
+        path: the run folder, or (without `beneath`) the trace file itself.
+        beneath: the runs directory `path` lies in. Then `path` must be a run folder below it, and its
+            `trace.json` is read as `pse._run_files` reads what tools wrote: no symlink followed on
+            the way from `beneath`, regular files only, at most `MAX_TRACE_BYTES`.
+
+    Raises:
+        FileNotFoundError: with `beneath`, also for a symlinked folder or trace, or a FIFO.
+        RunFileTooLarge: with `beneath`, the trace is over `MAX_TRACE_BYTES`.
+    """
+    if beneath is not None:
+        parts = [*path.relative_to(beneath).parts, TRACE_FILE]
+        return Trace.model_validate(json.loads(read_beneath(beneath, parts, max_bytes=MAX_TRACE_BYTES)))
     file = path / TRACE_FILE if path.is_dir() else path
     return Trace.model_validate(json.loads(file.read_text(encoding="utf-8")))
 

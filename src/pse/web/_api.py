@@ -1,24 +1,26 @@
 """The dashboard's JSON API and SSE stream, all under `/api` and all behind `require_token`.
 
 No GET starts, changes or deletes anything. Run ids are checked against the run-id pattern and the
-run folder must be a real directory directly inside the runs directory; workspace files go through
-`safe_workspace_file`. Nothing outside the runs directory is ever read.
+run folder must be a real directory directly inside the runs directory. Everything read from a run
+folder (the trace, the workspace listing, workspace files) goes through `read_run_file`,
+`workspace_listing` and `open_workspace_file`: no symlink is followed below the runs directory, no FIFO
+or device is opened, and reads are capped. Nothing outside the runs directory is ever read.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import FileResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from pse.config import Settings, with_overrides
-from pse.engine import load_trace
+from pse.engine import Trace
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunHistory, run_dir_of, stats_of
@@ -36,7 +38,7 @@ from pse.web._schemas import (
     StartRun,
     TaskInfo,
 )
-from pse.web._security import require_token, safe_workspace_file
+from pse.web._security import open_workspace_file, read_run_file, require_token, workspace_listing
 
 __all__ = ["HEARTBEAT_S", "MAX_LISTED_FILES", "router"]
 
@@ -46,8 +48,11 @@ MAX_LISTED_FILES = 2000
 """Most workspace files one listing returns."""
 MAX_PAGE = 500
 """Largest page of the run history."""
+FILE_CHUNK_BYTES = 64 * 1024
+"""Bytes per read when streaming a workspace file."""
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+_TRACE = "trace.json"
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
 
@@ -62,11 +67,19 @@ def _manager(request: Request) -> RunManager:
     return manager
 
 
+def _root(request: Request) -> Path:
+    root: Path = request.app.state.runs_root
+    return root
+
+
 def _run_dir(request: Request, run_id: str) -> Path:
-    """The run's folder: a real directory directly inside the runs directory, holding a trace (or live)."""
+    """The run's folder: a real directory directly inside the runs directory, holding a trace (or live).
+
+    Only an existence check: every read from the folder goes through the `_security` readers.
+    """
     if not _RUN_ID.match(run_id) or run_id in (".", ".."):
         raise HTTPException(400, f"{run_id!r} is not a run id")
-    root: Path = request.app.state.runs_root
+    root = _root(request)
     live = _manager(request).get(run_id)
     if live is not None:
         return live.prepared.run_dir
@@ -180,11 +193,11 @@ def list_runs_page(
 @router.get("/runs/{run_id}")
 def get_run(run_id: str, request: Request) -> Response:
     """The run's trace (the live in-memory one while it executes here)."""
-    run_dir = _run_dir(request, run_id)
+    _run_dir(request, run_id)
     live = _manager(request).get(run_id)
     if live is not None:
         return Response(live.trace.model_dump_json(by_alias=True), media_type="application/json")
-    return Response((run_dir / "trace.json").read_bytes(), media_type="application/json")
+    return Response(read_run_file(_root(request), run_id, _TRACE), media_type="application/json")
 
 
 @router.get("/stats")
@@ -212,13 +225,21 @@ async def run_events(run_id: str, request: Request) -> StreamingResponse:
     Each event is `id: <n>`, `event: <kind>`, `data: <the event's JSON>`; a final `event: end` closes
     the stream (also for a run that died or was interrupted without an outcome).
     """
-    run_dir = _run_dir(request, run_id)
+    _run_dir(request, run_id)
     live = _manager(request).get(run_id)
     try:
         skip = int(request.headers.get("last-event-id", "0"))
     except ValueError:
         skip = 0
-    source = _live_events(live, skip) if live is not None else _replayed_events(run_dir, skip)
+    if live is not None:
+        source = _live_events(live, skip)
+    else:  # read before the stream starts, so a missing or broken trace is a 404, not a cut stream
+        raw = read_run_file(_root(request), run_id, _TRACE)
+        try:
+            trace = Trace.model_validate(json.loads(raw))
+        except ValueError:
+            raise HTTPException(404, f"run {run_id!r} has no readable trace") from None
+        source = _replayed_events(trace, skip)
     return StreamingResponse(
         source,
         media_type="text/event-stream",
@@ -241,8 +262,7 @@ async def _live_events(live: LiveRun, skip: int) -> AsyncIterator[str]:
     yield f"event: end\ndata: {json.dumps({'error': live.error})}\n\n"
 
 
-async def _replayed_events(run_dir: Path, skip: int) -> AsyncIterator[str]:
-    trace = load_trace(run_dir)
+async def _replayed_events(trace: Trace, skip: int) -> AsyncIterator[str]:
     for number, event in enumerate(replay_trace(trace), start=1):
         if number > skip:
             yield _sse(number, event)
@@ -278,31 +298,38 @@ async def resume_run(run_id: str, request: Request) -> StartedRun:
 
 @router.get("/runs/{run_id}/files")
 def list_files(run_id: str, request: Request) -> list[dict[str, object]]:
-    """The workspace's regular files (symlinks are not followed), as relative paths with sizes."""
-    workspace = _run_dir(request, run_id) / "workspace"
-    found: list[dict[str, object]] = []
-    if not workspace.is_dir() or workspace.is_symlink():
-        return found
-    for folder, dirs, files in os.walk(workspace):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        for name in sorted(files):
-            path = Path(folder) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            found.append({"path": path.relative_to(workspace).as_posix(), "size": path.stat().st_size})
-            if len(found) >= MAX_LISTED_FILES:
-                return found
-    return found
+    """The workspace's regular files (symlinks neither listed nor followed), as relative paths with sizes."""
+    _run_dir(request, run_id)
+    return workspace_listing(_root(request), run_id, max_files=MAX_LISTED_FILES)
 
 
 @router.get("/runs/{run_id}/files/{path:path}")
-def get_file(run_id: str, path: str, request: Request) -> FileResponse:
-    """One workspace file, always as an attachment-safe plain download (never rendered as HTML)."""
-    target = safe_workspace_file(_run_dir(request, run_id) / "workspace", path)
-    with target.open("rb") as handle:
-        binary = b"\x00" in handle.read(8192)
-    return FileResponse(
-        target,
+def get_file(run_id: str, path: str, request: Request) -> StreamingResponse:
+    """One workspace file, always as an attachment-safe plain download (never rendered as HTML).
+
+    Streamed from the descriptor that was checked, so the file served is the file that was verified.
+    """
+    _run_dir(request, run_id)
+    handle, size = open_workspace_file(_root(request), run_id, path)
+    head = handle.read(min(size, 8192))
+    binary = b"\x00" in head
+
+    def chunks() -> Iterator[bytes]:
+        try:
+            yield head
+            left = size - len(head)
+            while left > 0:
+                block = handle.read(min(FILE_CHUNK_BYTES, left))
+                if not block:
+                    return
+                left -= len(block)
+                yield block
+        finally:
+            handle.close()
+
+    return StreamingResponse(
+        chunks(),
         media_type="application/octet-stream" if binary else "text/plain; charset=utf-8",
         headers={"Content-Security-Policy": "sandbox", "Content-Disposition": "inline"},
+        background=BackgroundTask(handle.close),
     )

@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
 
-    app.add_middleware(GuardMiddleware, token_set=token is not None)
+    app.add_middleware(GuardMiddleware, token=token or None)
     return app
 
 

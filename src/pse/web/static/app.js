@@ -42,9 +42,12 @@ function authHeaders(extra) {
   return headers;
 }
 
+// Every state-changing call carries X-PSE-Request: a cross-site page cannot send a custom header
+// without a CORS preflight, which the server never grants (see docs/web.md, Security).
 async function api(path, options) {
   const opts = Object.assign({}, options || {});
   opts.headers = authHeaders(opts.headers);
+  if (opts.method && opts.method !== "GET") opts.headers["X-PSE-Request"] = "1";
   const res = await fetch(path, opts);
   if (res.status === 401) {
     notice("This server needs an access token: paste PSE_WEB_TOKEN into the field at the top right.");
