@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path, PurePosixPath
 
+from pse._run_files import read_beneath
 from pse.exceptions import SandboxViolation
 
 __all__ = ["read_inside", "resolve_in_workspace"]
@@ -49,35 +49,16 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
 
 
 def read_inside(root: Path, relative: str, limit: int) -> bytes | None:
-    """Read at most `limit` bytes of a regular file inside `root` without following any symlink.
+    """The bytes of a regular file inside `root` (at most `limit` of them), reached through no symlink.
 
-    Host-side code (config sniffing, report extraction, gates) reads workspace files with this: a
-    symlink in any component, a FIFO, a device or a directory gives None, never a read outside the
-    workspace or a read that blocks.
+    Host-side code (config sniffing, report extraction) reads workspace files with this: a symlink in
+    any component, a FIFO, a device, a directory or a file over `limit` gives None, never a read
+    outside the workspace or a read that blocks. (`pse._run_files` does the walking.)
     """
-    parts = PurePosixPath(relative).parts
-    if (
-        not parts
-        or any(p in ("..", "/") or "\x00" in p for p in parts)
-        or PurePosixPath(relative).is_absolute()
-    ):
-        return None
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(root, flags | os.O_DIRECTORY)
-    except OSError:
+    pure = PurePosixPath(relative.strip())
+    if pure.is_absolute() or not pure.parts:
         return None
     try:
-        for part in parts[:-1]:
-            next_fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = next_fd
-        file_fd = os.open(parts[-1], flags, dir_fd=fd)
-    except OSError:
-        os.close(fd)
+        return read_beneath(root, pure.parts, max_bytes=limit)
+    except OSError:  # FileNotFoundError, RunFileTooLarge, PermissionError
         return None
-    os.close(fd)
-    with os.fdopen(file_fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        return handle.read(limit)

@@ -189,7 +189,7 @@ async function renderRunList(panel, tasks) {
 
 function emptyRun(trace) {
   return { run_id: trace.run_id, task: trace.task, started_at: trace.started_at, state: "START", outcome: null,
-    outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true, events: [] };
+    outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true, events: [], sandbox: trace.sandbox };
 }
 
 function applyEvent(run, ev) {
@@ -291,6 +291,7 @@ function renderRun(run, log) {
       h("div", { class: "kv" }, h("b", {}, fmtTime(run.started_at)), h("span", {}, "started")),
       cancel, resume),
   ];
+  if (run.sandbox && run.sandbox.warning) parts.push(h("p", { class: "sandbox-warning", id: "sandbox-warning", role: "note" }, run.sandbox.warning));
   if (log) parts.push(h("section", { class: "panel" }, h("h2", {}, `Live events `, h("span", { class: "muted", id: "event-count" }, `${log.length} received`)),
     h("div", { class: "live-log", id: "live-log" }, log.slice(-200).map((l) => h("div", {}, h("span", { class: "k" }, l.kind), l.text)))));
   parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycle timeline"),
