@@ -233,6 +233,14 @@ def test_run_ruff_ignores_noqa_comments_unless_the_task_declares_its_configurati
     assert out.status == "error" and out.facts["findings"] == 2
 
 
+def test_durations_are_dropped_from_every_summary_shape() -> None:
+    from pse.tools._checks import _without_duration
+
+    for line in ("7 tests collected in 0.01s", "no tests collected in 0.20s", "2 failed, 5 passed in 0.47s (0:00:00)",
+                 "==== 1 test collected in 0.03s ===="):  # fmt: skip
+        assert " in 0." not in _without_duration(f"head\n{line}\n"), line
+
+
 def test_pytest_summary_parsing() -> None:
     assert parse_pytest_summary("x\n===== 3 failed, 10 passed, 1 skipped, 2 errors in 1.20s =====\n") == {
         "passed": 10, "failed": 3, "errors": 2, "skipped": 1,
