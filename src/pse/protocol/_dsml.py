@@ -492,7 +492,7 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
     opening = _RESULTS_OPEN.search(text)
     if opening is None:
         raise ValueError("no <tool_results> element in the text")
-    head_end = text.find(">", opening.start()) + 1
+    head_end = _end_of_tag(text, opening.start(), "tool_results")
     requester = _unescape_attr(_attributes(text[opening.start() : head_end]).get("for", ""))
     items: list[ResultItem] = []
     cur = head_end
@@ -502,7 +502,7 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
             return requester, items
         if not _RESULT_OPEN.match(text, cur):
             raise ValueError(f"unexpected text at offset {cur} inside <tool_results>")
-        tag_end = text.find(">", cur) + 1
+        tag_end = _end_of_tag(text, cur, "result")
         attrs = {k: _unescape_attr(v) for k, v in _attributes(text[cur:tag_end]).items()}
         if text.startswith(_CDATA_OPEN, tag_end):
             value, after = _read_cdata_run(text, tag_end)
@@ -525,6 +525,18 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
             )
         )
         cur = close.end()
+
+
+def _end_of_tag(text: str, start: int, tag: str) -> int:
+    """Index just past the `>` of the tag opening at `start` (`_tag_end` for `parse_tool_results`).
+
+    A tag with no `>` is an error, never index 0: reading on from the start of the text would send the
+    reader back, and a forged result could make it go round forever.
+    """
+    end = text.find(">", start)
+    if end < 0:
+        raise ValueError(f"the tag <{tag} at offset {start} is never closed with '>'")
+    return end + 1
 
 
 def _read_cdata_run(text: str, pos: int) -> tuple[str, int]:
