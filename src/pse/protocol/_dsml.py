@@ -165,13 +165,12 @@ class _Requests:
 
     A `<tool_calls` opens a request unless it is inside a `<tool_results>` element (tool output quoted
     back, whose CDATA sections may hold any closing tag) or wrapped in backticks as a mention in prose.
-    Each pattern has a `Cursor`, so no part of the message is searched twice for the same thing.
+    Each unbounded search has a `Cursor`, so no part of the message is searched twice for the same thing.
     """
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._calls = Cursor(text, _CALLS_OPEN)
-        self._results = Cursor(text, _RESULTS_OPEN)
         self._results_close = Cursor(text, _RESULTS_CLOSE)
         self._cdata_open = Cursor(text, _CDATA_OPENER)
         self._cdata_close = Cursor(text, _CDATA_CLOSER)
@@ -180,8 +179,10 @@ class _Requests:
     def next_block(self, pos: int) -> int | None:
         """Position of the next `<tool_calls` from `pos` that opens a request; None when there is none."""
         while (calls := self._calls.find(pos)) is not None:
-            results = self._results.find(pos)
-            if results is not None and results.start() < calls.start():
+            # Bounded by the request opener, so a message without tool results is not read to its end
+            # for one; and linear, since the next search starts past this one's bound or its region.
+            results = _RESULTS_OPEN.search(self._text, pos, calls.start())
+            if results is not None:
                 end = self._end_of_results(results.end())
                 if end is None:
                     return None  # an unclosed tool_results swallows the rest: never requests
