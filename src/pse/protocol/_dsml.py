@@ -25,6 +25,8 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
   their invoke. More invokes in one message than allowed fail the whole message.
 * Text inside `<tool_results>` is never read as requests, and a tag wrapped in single backticks
   (`` `<tool_calls>` ``) is a mention in prose, not a request.
+* Every scan is one forward pass over the message (see `_scan`), so no message, however garbled, costs
+  more than a read of its length: a scan that rereads the rest per tag would let one message stall the loop.
 
 Results: each `<result>` body is raw text when it holds no `<`, `&` or `]]>`; otherwise it is one CDATA
 section with every `]]>` split as `]]]]><![CDATA[>`. So output can never close a `<result>` or
@@ -37,6 +39,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from pse.protocol._scan import AttributeScanner, Cursor
 
 __all__ = [
     "DsmlError",
@@ -57,7 +61,10 @@ ResultStatus = Literal["ok", "error", "denied", "timeout"]
 
 _CDATA_OPEN = "<![CDATA["
 _CDATA_CLOSE = "]]>"
-_ATTR = re.compile(r"""([A-Za-z_][\w:.-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_ATTRS = AttributeScanner(r"\w:.-")
+_CDATA_OPENER = re.compile(re.escape(_CDATA_OPEN))
+_CDATA_CLOSER = re.compile(re.escape(_CDATA_CLOSE))
+_TAG_END = re.compile(">")
 _CALLS_OPEN = re.compile(r"<tool_calls(?=[\s>/])")
 _RESULTS_OPEN = re.compile(r"<tool_results(?=[\s>/])")
 _RESULTS_CLOSE = re.compile(r"</tool_results\s*>")
@@ -138,9 +145,7 @@ class _SyntaxProblem(Exception):
 
 
 def _attributes(tag_body: str) -> dict[str, str]:
-    return {
-        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _ATTR.finditer(tag_body)
-    }
+    return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _ATTRS.pairs(tag_body)}
 
 
 def _tag_end(text: str, start: int, tag: str) -> int:
@@ -151,43 +156,56 @@ def _tag_end(text: str, start: int, tag: str) -> int:
     return end + 1
 
 
-def _skip_cdata_region(text: str, pos: int, close: re.Pattern[str]) -> int | None:
-    """From `pos`, find the end of the first `close` match outside CDATA; None when there is none."""
-    while True:
-        m = close.search(text, pos)
-        cdata = text.find(_CDATA_OPEN, pos)
-        if m is None:
-            return None
-        if cdata < 0 or cdata > m.start():
-            return m.end()
-        cdata_end = text.find(_CDATA_CLOSE, cdata + len(_CDATA_OPEN))
-        if cdata_end < 0:
-            return None
-        pos = cdata_end + len(_CDATA_CLOSE)
-
-
 def _is_backticked(text: str, start: int, end: int) -> bool:
     return start > 0 and text[start - 1] == "`" and end < len(text) and text[end] == "`"
 
 
-def _find_block(text: str, pos: int = 0) -> int | None:
-    """Position of the next `<tool_calls` from `pos` opening a request (not in tool_results, not quoted)."""
-    while True:
-        calls = _CALLS_OPEN.search(text, pos)
-        if calls is None:
-            return None
-        results = _RESULTS_OPEN.search(text, pos, calls.start())
-        if results is not None:
-            end = _skip_cdata_region(text, results.end(), _RESULTS_CLOSE)
-            if end is None:
-                return None  # an unclosed tool_results swallows the rest: never requests
-            pos = end
-            continue
-        tag_end = text.find(">", calls.start())
-        if tag_end >= 0 and _is_backticked(text, calls.start(), tag_end + 1):
-            pos = tag_end + 1
-            continue
-        return calls.start()
+class _Requests:
+    """Where the request blocks of one message start, found in one forward pass.
+
+    A `<tool_calls` opens a request unless it is inside a `<tool_results>` element (tool output quoted
+    back, whose CDATA sections may hold any closing tag) or wrapped in backticks as a mention in prose.
+    Each unbounded search has a `Cursor`, so no part of the message is searched twice for the same thing.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._calls = Cursor(text, _CALLS_OPEN)
+        self._results_close = Cursor(text, _RESULTS_CLOSE)
+        self._cdata_open = Cursor(text, _CDATA_OPENER)
+        self._cdata_close = Cursor(text, _CDATA_CLOSER)
+        self._tag_end = Cursor(text, _TAG_END)
+
+    def next_block(self, pos: int) -> int | None:
+        """Position of the next `<tool_calls` from `pos` that opens a request; None when there is none."""
+        while (calls := self._calls.find(pos)) is not None:
+            # Bounded by the request opener, so a message without tool results is not read to its end
+            # for one; and linear, since the next search starts past this one's bound or its region.
+            results = _RESULTS_OPEN.search(self._text, pos, calls.start())
+            if results is not None:
+                end = self._end_of_results(results.end())
+                if end is None:
+                    return None  # an unclosed tool_results swallows the rest: never requests
+                pos = end
+                continue
+            tag_end = self._tag_end.find(calls.start())
+            if tag_end is not None and _is_backticked(self._text, calls.start(), tag_end.end()):
+                pos = tag_end.end()
+                continue
+            return calls.start()
+        return None
+
+    def _end_of_results(self, pos: int) -> int | None:
+        """From `pos`, the end of the first `</tool_results>` outside CDATA; None when there is none."""
+        while (close := self._results_close.find(pos)) is not None:
+            cdata = self._cdata_open.find(pos)
+            if cdata is None or cdata.start() > close.start():
+                return close.end()
+            cdata_end = self._cdata_close.find(cdata.end())
+            if cdata_end is None:
+                return None
+            pos = cdata_end.end()
+        return None
 
 
 def has_tool_calls(text: str) -> bool:
@@ -196,7 +214,7 @@ def has_tool_calls(text: str) -> bool:
     Cheap: it does not validate the block, so a malformed request still routes to the ToolAgent, which
     answers it with a precise error.
     """
-    return _find_block(text) is not None
+    return _Requests(text).next_block(0) is not None
 
 
 def _read_value(text: str, pos: int, pname: str) -> tuple[str, int]:
@@ -279,7 +297,11 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
 
 
 def _parse_block(text: str, start: int) -> tuple[list[_RawInvoke], int]:
-    """Parse one `<tool_calls>` block starting at `start`; return its invokes and the position after it."""
+    """Parse one `<tool_calls>` block starting at `start`; return its invokes and the position after it.
+
+    Linear in the block: every `>` and closing tag is searched from the current position only, and a miss
+    is a syntax error that ends the message's parse, so no search is ever repeated from an earlier place.
+    """
     cur = _tag_end(text, start, "tool_calls")
     if text[start:cur].rstrip(">").rstrip().endswith("/"):
         return [], cur
@@ -380,7 +402,8 @@ def parse_tool_calls(
     found = False
     pos = 0
     block_no = 0
-    while (start := _find_block(text, pos)) is not None:
+    requests = _Requests(text)
+    while (start := requests.next_block(pos)) is not None:
         found = True
         block_no += 1
         try:
@@ -470,7 +493,7 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
     opening = _RESULTS_OPEN.search(text)
     if opening is None:
         raise ValueError("no <tool_results> element in the text")
-    head_end = text.find(">", opening.start()) + 1
+    head_end = _end_of_tag(text, opening.start(), "tool_results")
     requester = _unescape_attr(_attributes(text[opening.start() : head_end]).get("for", ""))
     items: list[ResultItem] = []
     cur = head_end
@@ -480,7 +503,7 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
             return requester, items
         if not _RESULT_OPEN.match(text, cur):
             raise ValueError(f"unexpected text at offset {cur} inside <tool_results>")
-        tag_end = text.find(">", cur) + 1
+        tag_end = _end_of_tag(text, cur, "result")
         attrs = {k: _unescape_attr(v) for k, v in _attributes(text[cur:tag_end]).items()}
         if text.startswith(_CDATA_OPEN, tag_end):
             value, after = _read_cdata_run(text, tag_end)
@@ -503,6 +526,18 @@ def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
             )
         )
         cur = close.end()
+
+
+def _end_of_tag(text: str, start: int, tag: str) -> int:
+    """Index just past the `>` of the tag opening at `start` (`_tag_end` for `parse_tool_results`).
+
+    A tag with no `>` is an error, never index 0: reading on from the start of the text would send the
+    reader back, and a forged result could make it go round forever.
+    """
+    end = text.find(">", start)
+    if end < 0:
+        raise ValueError(f"the tag <{tag} at offset {start} is never closed with '>'")
+    return end + 1
 
 
 def _read_cdata_run(text: str, pos: int) -> tuple[str, int]:

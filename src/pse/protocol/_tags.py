@@ -6,6 +6,9 @@ XML parser: a body runs to its literal closing tag, attributes are `name="value"
 or `name='value'`, and no entity is ever expanded. Everything that is not exactly
 the expected shape raises `ProtocolError` with a message saying what was wrong,
 because a verdict that is guessed at is worse than none.
+
+Every scan is one forward pass over the message (see `_scan`): a model can send anything, and a scan that
+rereads the rest of the text for each tag would let one message stall the event loop.
 """
 
 from __future__ import annotations
@@ -15,33 +18,50 @@ from pathlib import PurePosixPath
 
 from pse.events import BlockedRecord, CriterionResult, PlanItem, PlanRecord, VerdictRecord
 from pse.exceptions import ProtocolError
+from pse.protocol._scan import AttributeScanner, BlockKind, strip_blocks
 
 __all__ = ["find_blocked", "parse_plan", "parse_verdict", "render_plan", "strip_tool_traffic"]
 
-_ATTR = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_ATTRS = AttributeScanner(r"\w-")
 _VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
-_TOOL_TRAFFIC = re.compile(r"<tool_calls\b.*?</tool_calls>|<tool_results\b.*?</tool_results>", re.DOTALL)
-_CDATA = re.compile(r"<!\[CDATA\[.*?\]\]>", re.DOTALL)
+_CDATA: BlockKind = (re.compile(re.escape("<![CDATA[")), re.compile(re.escape("]]>")))
+_TOOL_TRAFFIC: tuple[BlockKind, ...] = (
+    (re.compile(r"<tool_calls\b"), re.compile("</tool_calls>")),
+    (re.compile(r"<tool_results\b"), re.compile("</tool_results>")),
+)
 
 
 def strip_tool_traffic(text: str) -> str:
     """Remove complete `<tool_calls>` and `<tool_results>` blocks: tags quoted in them are not ours."""
     # CDATA first: a quoted `</tool_results>` inside it must not end a block early.
-    return _TOOL_TRAFFIC.sub("", _CDATA.sub("", text))
+    return strip_blocks(strip_blocks(text, [_CDATA]), _TOOL_TRAFFIC)
 
 
 def _attributes(raw: str, where: str) -> dict[str, str]:
-    attrs: dict[str, str] = {}
-    rest = _ATTR.sub("", raw).strip().rstrip("/").strip()
+    pairs = list(_ATTRS.pairs(raw))
+    rest = _outside(raw, pairs).strip().rstrip("/").strip()
     if rest:
         raise ProtocolError(f'{where}: cannot read the attributes {raw.strip()!r}; write name="value" pairs')
-    for match in _ATTR.finditer(raw):
-        attrs[match.group(1)] = match.group(2) if match.group(2) is not None else match.group(3)
-    return attrs
+    return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in pairs}
+
+
+def _outside(text: str, matches: list[re.Match[str]]) -> str:
+    """What is left of `text` once the (ordered, disjoint) `matches` are cut out."""
+    pieces: list[str] = []
+    pos = 0
+    for match in matches:
+        pieces.append(text[pos : match.start()])
+        pos = match.end()
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def _elements(text: str, tag: str, where: str) -> list[tuple[dict[str, str], str]]:
-    """Every `<tag attrs>body</tag>` (or `<tag attrs/>`) in `text`, in order, with raw bodies."""
+    """Every `<tag attrs>body</tag>` (or `<tag attrs/>`) in `text`, in order, with raw bodies.
+
+    One forward pass: each search starts behind the last element, and the check for a nested opener reads
+    only the body. An opener's `[^<>]*` stops at the next `<`, so no character is read for two openers.
+    """
     found: list[tuple[dict[str, str], str]] = []
     opening = re.compile(rf"<{tag}(\s[^<>]*)?>|<{tag}\s*/>", re.DOTALL)
     pos = 0
@@ -76,12 +96,14 @@ def _exactly_one(text: str, tag: str, where: str) -> tuple[dict[str, str], str]:
 
 def _numbered(body: str, tag: str, where: str) -> list[PlanItem]:
     items: list[PlanItem] = []
+    seen: set[str] = set()  # not a search of `items`: over thousands of ids that is quadratic
     for attrs, text in _elements(body, tag, where):
         item_id = attrs.get("id", "").strip()
         if not item_id:
             raise ProtocolError(f'{where}: a <{tag}> has no id attribute; write <{tag} id="...">')
-        if any(i.id == item_id for i in items):
+        if item_id in seen:
             raise ProtocolError(f'{where}: <{tag} id="{item_id}"> appears twice; ids must be unique')
+        seen.add(item_id)
         if not text.strip():
             raise ProtocolError(f'{where}: <{tag} id="{item_id}"> is empty')
         items.append(PlanItem(id=item_id, text=text.strip()))
@@ -143,6 +165,7 @@ def parse_verdict(text: str) -> VerdictRecord:
     if not reason_code.strip():
         raise ProtocolError("verdict: <reason_code> is empty")
     criteria: list[CriterionResult] = []
+    seen: set[str] = set()
     for c_attrs, finding in _elements(body, "criterion", where):
         cid = c_attrs.get("id", "").strip()
         met = c_attrs.get("met", "").strip().lower()
@@ -150,8 +173,9 @@ def parse_verdict(text: str) -> VerdictRecord:
             raise ProtocolError("verdict: a <criterion> has no id attribute")
         if met not in ("true", "false"):
             raise ProtocolError(f'verdict: <criterion id="{cid}"> needs met="true" or met="false"')
-        if any(c.id == cid for c in criteria):
+        if cid in seen:
             raise ProtocolError(f'verdict: <criterion id="{cid}"> appears twice')
+        seen.add(cid)
         criteria.append(CriterionResult(id=cid, met=met == "true", finding=finding.strip()))
     summaries = _elements(body, "summary", where)
     if len(summaries) > 1:

@@ -19,7 +19,8 @@ from pse.team._routing import TASK_SOURCE, TOOL_AGENT
 
 __all__ = ["ScopedContext"]
 
-_RESULTS_FOR = re.compile(r"<tool_results\s+for=\"([^\"]+)\"")
+# Linear on any text: only the last `for="` can lack a closing quote, and possessive runs never backtrack.
+_RESULTS_FOR = re.compile(r"<tool_results\s++for=\"([^\"]++)\"")
 
 
 class ScopedContext(UnboundedChatCompletionContext):
