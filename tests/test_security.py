@@ -478,16 +478,22 @@ class TestSecretLeaks:
 
 
 def test_a_hostile_message_does_not_outlast_the_run_limit(tmp_path: Path, sandbox_mode: str) -> None:
+    # 40 Specialist turns of ~1 MiB each: a real request (so the ToolAgent answers and the Specialist speaks
+    # again) followed by every hostile shape. Each turn is cheap to scan, but together they outlast the limit.
     turns = json.loads(DEMO_CASSETTE.read_text())["turns"]
-    hostile = "I will now write.\n" + '<![CDATA[ `<tool_calls>` <invoke name="x">' * 20_000
+    request = '<tool_calls><invoke name="list_files"></invoke></tool_calls>\n'
+    hostile = request + '<![CDATA[ `<tool_calls>` <invoke name="x">' * 20_000
     cassette = tmp_path / "hostile.json"
     cassette.write_text(json.dumps({"turns": [turns[0]] + [{"role": "Specialist", "content": hostile}] * 40}))
     settings = Settings(
         provider="scripted", cassette=cassette, runs_dir=tmp_path / "runs", sandbox=sandbox_mode,
-        run_timeout_s=5, turns_per_cycle=200,
+        run_timeout_s=1, turns_per_cycle=200, token_budget=10**10,
     )  # type: ignore[arg-type]  # fmt: skip
     started = time.monotonic()
     summary = pytest.importorskip("asyncio").run(run_to_end(prepare_run("code-delivery", settings)))
     elapsed = time.monotonic() - started
-    assert summary.outcome in ("TIMEOUT", "ERROR")
-    assert elapsed < 5 + 15, f"a 5 s run took {elapsed:.1f} s"  # generous: only a quadratic scan exceeds it
+    assert (summary.outcome, summary.outcome_reason) == (
+        "TIMEOUT",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    )
+    assert elapsed < 1 + 10, f"a 1 s run took {elapsed:.1f} s"  # generous: a stalled loop takes a minute

@@ -106,12 +106,20 @@ async def run_cycle(
 ) -> CycleStop | None:
     """Run the team on `packet` until the cycle ends; fill `cycle`; return why it was stopped early, if so."""
     stop: CycleStop | None = None
+    expired = False
+
+    def expire() -> None:
+        # Cancel first, close after: AutoGen's stream waits for its runtime to go idle when it is closed,
+        # and only the cancelled token (and the closed box) makes the team stop instead of going on.
+        nonlocal expired
+        expired = True
+        box.close("run wall-clock limit reached (PSE_RUN_TIMEOUT_S)")
+        token.cancel()
+
+    alarm = asyncio.get_running_loop().call_at(deadline, expire)
     try:
         # aclosing: a cycle stopped early (break) must close AutoGen's stream now, not at garbage collection.
-        async with (
-            asyncio.timeout_at(deadline),
-            contextlib.aclosing(team.run_stream(task=packet, cancellation_token=token)) as stream,
-        ):
+        async with contextlib.aclosing(team.run_stream(task=packet, cancellation_token=token)) as stream:
             async for item in stream:
                 if isinstance(item, TaskResult):
                     cycle.turns = sum(
@@ -145,22 +153,28 @@ async def run_cycle(
                 if stop is None and budget is not None:
                     stop = CycleStop("TIMEOUT", budget)
                 if stop is not None:
+                    box.close(stop.reason)
                     token.cancel()
                     break
-    except TimeoutError:
-        stop = CycleStop("TIMEOUT", "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)")
-        token.cancel()
     except asyncio.CancelledError:
-        # Our own cancellation token (a stop decided above or from outside) surfaces here;
+        # Our own cancellation token (a stop decided above, the deadline, or from outside) surfaces here;
         # a cancellation of the task that runs the engine must still propagate.
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
-        stop = stop or external_stop() or CycleStop("ERROR", "cycle cancelled")
+        stop = stop or external_stop() or _deadline_stop(expired) or CycleStop("ERROR", "cycle cancelled")
     except RuntimeError:
-        # AutoGen re-raises an agent's exception as a bare RuntimeError; the box has the typed failure.
-        if box.failure is None:
+        # AutoGen re-raises an agent's exception as a bare RuntimeError; the box has the typed failure,
+        # or the box was closed and the error is a call refused after the stop.
+        if box.failure is None and box.closed is None:
             raise
+    finally:
+        alarm.cancel()
+    stop = stop or _deadline_stop(expired)
     if box.failure is not None:
         stop = CycleStop("ERROR", f"{type(box.failure).__name__}: {box.failure}")
     return stop
+
+
+def _deadline_stop(expired: bool) -> CycleStop | None:
+    return CycleStop("TIMEOUT", "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)") if expired else None
