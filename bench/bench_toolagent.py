@@ -50,9 +50,13 @@ def _noop_overhead_us(workspace: Path) -> float:
     return (time.perf_counter() - started) / rounds * 1e6
 
 
-def _bash_latency_ms(workspace: Path, mode: str, rounds: int = 40, *, writable: bool = False) -> dict[str, float]:
+def _bash_latency_ms(
+    workspace: Path, mode: str, rounds: int = 40, *, writable: bool = False
+) -> dict[str, float]:
     settings = Settings(sandbox=mode, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
-    policy = Policy.default(settings).with_overrides({"Evaluator": {"bash": "read-write"}} if writable else None)
+    policy = Policy.default(settings).with_overrides(
+        {"Evaluator": {"bash": "read-write"}} if writable else None
+    )
     executor = ToolExecutor(workspace, settings, policy)
     message = render_tool_calls([("bash", {"command": "true"})])
     samples = []
@@ -85,8 +89,12 @@ def run() -> dict[str, object]:
         # measured on a workspace of 200 files of 4 KB (a small project).
         for i in range(200):
             (workspace / f"m{i}.py").write_text("x = 1\n" * 680)
-        figures["bash_true_rw_200_files_fallback"] = _bash_latency_ms(workspace, "fallback", 20, writable=True)
+        figures["bash_true_rw_200_files_fallback"] = _bash_latency_ms(
+            workspace, "fallback", 20, writable=True
+        )
         figures["bash_true_rw_200_files_bwrap"] = (
-            _bash_latency_ms(workspace, "bwrap", 20, writable=True) if problem is None else {"skipped": problem}
+            _bash_latency_ms(workspace, "bwrap", 20, writable=True)
+            if problem is None
+            else {"skipped": problem}
         )
     return figures
