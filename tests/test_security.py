@@ -130,7 +130,9 @@ class TestSandboxAttacks:
         settings = Settings(sandbox="bwrap", tool_file_size_mb=1)
         ex = ToolExecutor(buggy, settings)
         record = _bash(
-            ex, "for i in 1 2 3 4; do head -c 900000 /dev/zero > /tmp/f$i || echo FULL; done; du -sk /tmp"
+            ex,
+            "mkdir /tmp/fill && for i in 1 2 3 4; do head -c 900000 /dev/zero > /tmp/fill/f$i || echo FULL; done; "
+            "du -sk /tmp/fill",
         )
         assert "FULL" in record.output
         assert (

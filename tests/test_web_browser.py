@@ -96,6 +96,10 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
             expect(page.locator("#timeline .cycle-chip").nth(0)).to_contain_text("PARTIAL")
             expect(page.locator("#timeline .cycle-chip").nth(1)).to_contain_text("PASS")
             expect(page.locator("#cycle-1")).to_contain_text("✗ unmet")
+            # who wrote the tests each pytest run held: the Specialist's, 2 of 7 failing on the first cycle
+            expect(page.locator("#cycle-1 .test-authors")).to_have_text(
+                "tests by author: Specialist 5 passed, 2 failed"
+            )
             expect(page.locator("#tokens-panel tbody tr")).to_have_count(3)
             page.screenshot(path=shots / "2-run-live-passed.png", full_page=True)
 

@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pse.exceptions import ConfigError
+from pse.roles import ROLES
 
 __all__ = [
     "ROLES",
@@ -35,8 +36,6 @@ ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
 KnowledgeBackend = Literal["offline", "ollama", "openai"]
-
-ROLES: tuple[str, ...] = ("Planner", "Specialist", "Evaluator")
 
 
 class Price(BaseModel):

@@ -19,12 +19,13 @@ from typing import Any
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from pse.config import ROLES, Settings, load_settings, with_overrides
+from pse.config import Settings, load_settings, with_overrides
 from pse.engine import Engine, GatePolicy, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
 from pse.events import Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, extract_report, independent_tests_prompt
 from pse.team import RoleSetup
 from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
@@ -155,7 +156,9 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
     )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
-    extra = {"Evaluator": independent_tests_prompt()} if verification.independent_tests else {}
+    extra: dict[str, str] = (
+        {Role.EVALUATOR: independent_tests_prompt()} if verification.independent_tests else {}
+    )
     roles = [
         RoleSetup(
             name=role,
@@ -334,7 +337,12 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         if prepared.recorder is not None:
             prepared.recorder.save()
     last_report = next(
-        (m.content for c in reversed(trace.cycles) for m in reversed(c.messages) if m.source == "Specialist"),
+        (
+            m.content
+            for c in reversed(trace.cycles)
+            for m in reversed(c.messages)
+            if m.source == Role.SPECIALIST
+        ),
         None,
     )
     report = extract_report(prepared.task, prepared.workspace, last_report)

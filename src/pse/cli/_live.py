@@ -27,6 +27,7 @@ from pse.events import (
     TransitionEvent,
     VerdictEvent,
 )
+from pse.roles import TOOL_AGENT, Role
 
 __all__ = ["LiveView", "outcome_style", "strip_control", "token_table"]
 
@@ -62,7 +63,7 @@ _OUTCOME_STYLE = {
     "TIMEOUT": "bold magenta",
     "ERROR": "bold red",
 }
-_ROLE_STYLE = {"Planner": "cyan", "Specialist": "blue", "Evaluator": "magenta", "ToolAgent": "grey58"}
+_ROLE_STYLE = {Role.PLANNER: "cyan", Role.SPECIALIST: "blue", Role.EVALUATOR: "magenta", TOOL_AGENT: "grey58"}
 
 
 def outcome_style(outcome: str | None) -> str:
@@ -121,7 +122,7 @@ class LiveView:
         elif isinstance(event, MessageEvent):
             m = event.message
             self.speaker = strip_control(m.source)
-            if m.source != "ToolAgent":
+            if m.source != TOOL_AGENT:
                 self.tokens += m.prompt_tokens + m.completion_tokens
                 line = Text(f"{self.speaker:>10} ", _ROLE_STYLE.get(m.source, "white"))
                 line.append(_one_line(m.content), "default")
@@ -129,7 +130,7 @@ class LiveView:
         elif isinstance(event, ToolCallEvent):
             c = event.call
             ok = c.decision == "allowed"
-            line = Text(f"{'ToolAgent':>10} ", _ROLE_STYLE["ToolAgent"])
+            line = Text(f"{TOOL_AGENT:>10} ", _ROLE_STYLE[TOOL_AGENT])
             line.append(strip_control(f"{c.requester}→{c.tool} "), "bold")
             line.append(strip_control(c.decision), "green" if ok else "red")
             line.append(strip_control(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})")))

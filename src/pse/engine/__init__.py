@@ -2,7 +2,7 @@
 
 from pse.engine._engine import Engine, new_run_id
 from pse.engine._escalation import build_escalation, write_escalation
-from pse.engine._gates import CHECK_TOOLS, GatePolicy, evaluate_gates
+from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
@@ -20,7 +20,6 @@ from pse.engine._trace import (
 )
 
 __all__ = [
-    "CHECK_TOOLS",
     "TERMINAL",
     "TRACE_SCHEMA_VERSION",
     "Cost",

@@ -23,6 +23,7 @@ from pse.engine._trace import CycleRecord
 from pse.events import MessageRecord, TokenCount
 from pse.exceptions import ProtocolError, RunFailure
 from pse.protocol import find_blocked, has_tool_calls, parse_plan, parse_verdict
+from pse.roles import Role
 from pse.team import TASK_SOURCE, TOOL_AGENT, FailureBox
 
 __all__ = ["CycleStop", "run_cycle"]
@@ -68,25 +69,25 @@ def _on_role_message(cycle: CycleRecord, message: BaseChatMessage, hooks: CycleH
     """Move the state machine as roles speak; parse the plan as soon as the Planner delivers it."""
     source, text = message.source, message.to_text()
     state = hooks.state()
-    if source == "Specialist" and state in (State.PLANNED, State.REVISING):
+    if source == Role.SPECIALIST and state in (State.PLANNED, State.REVISING):
         hooks.transition(State.RUNNING, "Specialist started")
-    elif source == "Evaluator" and state == State.RUNNING:
+    elif source == Role.EVALUATOR and state == State.RUNNING:
         hooks.transition(State.REVIEWING, "Specialist reported; Evaluator started")
     if has_tool_calls(text):
         return None
-    if source in ("Planner", "Specialist"):
+    if source in (Role.PLANNER, Role.SPECIALIST):
         blocked = find_blocked(text, source)
         if blocked is not None:
             cycle.blocked = blocked
             return None
-    if source == "Planner":
+    if source == Role.PLANNER:
         try:
             cycle.plan = parse_plan(text)
         except ProtocolError as exc:
             cycle.review_error = f"PLAN_ERROR: {exc}"
             return CycleStop("ERROR", cycle.review_error)
         hooks.transition(State.PLANNED, f"plan fixed with {len(cycle.plan.criteria)} criteria")
-    elif source == "Evaluator":
+    elif source == Role.EVALUATOR:
         try:
             cycle.verdict = parse_verdict(text)
         except ProtocolError as exc:

@@ -39,15 +39,14 @@ from pse.events import (
     utc_now,
 )
 from pse.protocol import render_plan
+from pse.roles import TOOL_AGENT, Role
 from pse.team import FailureBox, SpeakerOrder, build_role_agents, build_team
 from pse.tokens import count_tokens
+from pse.tools import Tool
 
 __all__ = ["Engine", "new_run_id"]
 
 log = logging.getLogger("pse.engine")
-
-SEARCH_KNOWLEDGE = "search_knowledge"
-"""The knowledge tool; each successful call is also filed as a retrieval (its facts carry the citations)."""
 
 
 def new_run_id(task: str) -> str:
@@ -139,13 +138,15 @@ class Engine:
                 cap=cap,
             )
             brief = f"{task}\n\n## The plan (fixed)\n{render_plan(plan)}"
-            return "revise", "Specialist", f"{task}\n\n{buffer}", buffer, {"Evaluator": brief}
+            revise_briefs: dict[str, str | None] = {Role.EVALUATOR: brief}
+            return "revise", Role.SPECIALIST, f"{task}\n\n{buffer}", buffer, revise_briefs
         if self._state == State.REPLANNING and last is not None:
             buffer = replan_packet(
                 cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
             )
-            return "replan", "Planner", f"{task}\n\n{buffer}", buffer, {"Specialist": task, "Evaluator": task}
-        return "initial", "Planner", task, None, {}
+            briefs: dict[str, str | None] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
+            return "replan", Role.PLANNER, f"{task}\n\n{buffer}", buffer, briefs
+        return "initial", Role.PLANNER, task, None, {}
 
     async def _one_cycle(self) -> None:
         kind, first, packet, buffer, briefs = self._next_cycle()
@@ -322,7 +323,7 @@ class Engine:
     # ---- accounting and events ----------------------------------------------------------------------
 
     def _on_message(self, cycle: CycleRecord, record: MessageRecord, source: str) -> None:
-        if source != "ToolAgent":
+        if source != TOOL_AGENT:
             tokens = self.trace.tokens
             tokens.by_role.setdefault(source, TokenCount()).add(
                 record.prompt_tokens, record.completion_tokens
@@ -350,7 +351,7 @@ class Engine:
         for record in records[self._seen_tool_calls :]:
             cycle.tool_calls.append(record)
             self._emit(ToolCallEvent(run_id=self.trace.run_id, cycle=cycle.index, call=record))
-            if record.tool == SEARCH_KNOWLEDGE and record.status == "ok" and "citations" in record.facts:
+            if record.tool == Tool.SEARCH_KNOWLEDGE and record.status == "ok" and "citations" in record.facts:
                 query = str(record.facts.get("query", record.arguments.get("query", "")))
                 self._retrieval(cycle, query, list(record.facts["citations"]))
         self._seen_tool_calls = len(records)

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pse.events import GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.roles import Role
+from pse.tools import Tool, check_tool
 
-__all__ = ["CHECK_TOOLS", "GatePolicy", "evaluate_gates"]
+__all__ = ["GatePolicy", "evaluate_gates"]
 
-CHECK_TOOLS: dict[str, str] = {"pytest": "run_pytest", "ruff": "run_ruff"}
-_REPORTS = {"run_pytest": "junit", "run_ruff": "json"}
-_JUDGE = "Evaluator"
+_REPORTS = {Tool.RUN_PYTEST: "junit", Tool.RUN_RUFF: "json"}
+_JUDGE = Role.EVALUATOR
 
 
 @dataclass(frozen=True)
@@ -77,26 +78,26 @@ def _exists_inside(workspace: Path, relative: str) -> bool:
 def _is_write(call: ToolCallRecord) -> bool:
     if call.decision != "allowed":
         return False
-    return (call.tool == "write_file" and call.status == "ok") or bool(call.facts.get("wrote"))
+    return (call.tool == Tool.WRITE_FILE and call.status == "ok") or bool(call.facts.get("wrote"))
 
 
 def _check_runs(check: str, calls: Sequence[ToolCallRecord]) -> list[tuple[int, ToolCallRecord]]:
-    tool = CHECK_TOOLS.get(check, "run_check")
+    tool = check_tool(check)
     return [
         (i, c)
         for i, c in enumerate(calls)
         if c.requester == _JUDGE
         and c.decision == "allowed"
         and c.tool == tool
-        and (tool != "run_check" or c.arguments.get("name", "").strip() == check)
+        and (tool != Tool.RUN_CHECK or c.arguments.get("name", "").strip() == check)
     ]
 
 
 def _check_gate(
     check: str, calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy
 ) -> GateResult:
-    tool = CHECK_TOOLS.get(check, "run_check")
-    label = tool if tool != "run_check" else f"run_check(name={check})"
+    tool = check_tool(check)
+    label = str(tool) if tool != Tool.RUN_CHECK else f"{tool}(name={check})"
     runs = _check_runs(check, calls)
     if not runs:
         return GateResult(name=f"check:{check}", passed=False, detail=f"the Evaluator did not run {label}")
@@ -108,7 +109,7 @@ def _check_gate(
     wanted = _REPORTS.get(tool)
     if wanted is not None and last.facts.get("report") != wanted:
         problems.append(f"no {wanted} report was read (printed output does not count)")
-    if tool != "run_check":
+    if tool != Tool.RUN_CHECK:
         target, declared = str(last.facts.get("target", "?")), policy.target(check)
         if target != declared:
             problems.append(f"it covered {target!r}, not the declared target {declared!r}")

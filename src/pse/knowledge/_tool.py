@@ -7,11 +7,11 @@ from typing import Any
 
 from pse.knowledge._base import MAX_K, KnowledgeBase, KnowledgeHit
 from pse.protocol import ParamSpec
-from pse.tools import ToolContext, ToolOutcome, ToolSpec
+from pse.tools import Tool, ToolContext, ToolOutcome, ToolSpec
 
 __all__ = ["SEARCH_KNOWLEDGE", "citations_of", "render_hits", "search_knowledge_tool"]
 
-SEARCH_KNOWLEDGE = "search_knowledge"
+SEARCH_KNOWLEDGE = Tool.SEARCH_KNOWLEDGE
 EXCERPT_CHARS = 700
 """Characters of each result's text a role sees (the citation says where to read the rest)."""
 

@@ -23,8 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pse.config import ROLES
 from pse.exceptions import CassetteError
+from pse.roles import ROLES
 
 __all__ = ["Cassette", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
 

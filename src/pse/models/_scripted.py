@@ -26,11 +26,11 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
-from pse.config import ROLES
 from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
 from pse.models._digest import describe_mismatch, message_texts
 from pse.models._format import Cassette, CassetteTurn
 from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
+from pse.roles import ROLES
 from pse.tokens import count_message_tokens, count_tokens
 
 __all__ = ["SCRIPTED_MODEL_INFO", "CassettePlayer", "ScriptedChatCompletionClient"]

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pse.config import ROLES
-from pse.tools import check_config_reason
+from pse.roles import ROLES
+from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
 
 __all__ = [
     "BUILTIN_CHECKS",
@@ -23,20 +23,8 @@ __all__ = [
     "VerificationSpec",
 ]
 
-KNOWN_TOOLS: tuple[str, ...] = (
-    "read_file",
-    "list_files",
-    "write_file",
-    "bash",
-    "run_pytest",
-    "run_ruff",
-    "run_check",
-    "search_knowledge",
-)
+KNOWN_TOOLS: tuple[str, ...] = tuple(Tool)
 """Every tool the ToolAgent knows; a policy override naming another tool is a validation problem."""
-
-BUILTIN_CHECKS: dict[str, str] = {"pytest": "run_pytest", "ruff": "run_ruff"}
-"""Required-check names that map to a built-in tool; any other name must be declared in `[checks]`."""
 
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _ROLE_KEYS = {role.lower(): role for role in ROLES}

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pse.config import ROLES
 from pse.exceptions import ConfigError
+from pse.roles import ROLES
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._rules import load_rules
 from pse.tasks._rules_config import load_rows

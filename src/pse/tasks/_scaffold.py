@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pse.exceptions import UserError
+from pse.roles import Role
 from pse.tasks._config import TASK_NAME_RE
 from pse.tasks._paths import builtin_tasks_dir
 from pse.tasks._task import read_toml
@@ -61,7 +62,7 @@ def _cassette(name: str) -> dict[str, object]:
     result = _RESULT.format(name=name)
     turns = [
         (
-            "Planner",
+            Role.PLANNER,
             "<plan>\n  <goal>Write result.md: a level-1 heading naming the task, then three or more bullets"
             '</goal>\n  <step id="S1">Write result.md</step>\n'
             '  <criterion id="AC1">result.md starts with a level-1 heading naming the task</criterion>\n'
@@ -70,23 +71,23 @@ def _cassette(name: str) -> dict[str, object]:
             '  <output path="result.md"/>\n</plan>',
         ),
         (
-            "Specialist",
+            Role.SPECIALIST,
             '<tool_calls>\n<invoke name="write_file">\n<parameter name="path">result.md</parameter>\n'
             f'<parameter name="content">{result}</parameter>\n</invoke>\n</tool_calls>',
         ),
         (
-            "Specialist",
+            Role.SPECIALIST,
             "<report>\nArtifacts: result.md\nEvidence: write_file ok\nAssumptions: none\n"
             "Unresolved: none\n</report>",
         ),
         (
-            "Evaluator",
+            Role.EVALUATOR,
             '<tool_calls>\n<invoke name="read_file">\n<parameter name="path">result.md</parameter>\n'
             '</invoke>\n<invoke name="run_check">\n<parameter name="name">result</parameter>\n'
             "</invoke>\n</tool_calls>",
         ),
         (
-            "Evaluator",
+            Role.EVALUATOR,
             '<verdict status="PASS">\n  <reason_code>ALL_MET</reason_code>\n'
             f'  <criterion id="AC1" met="true">first line is "# {name}"</criterion>\n'
             '  <criterion id="AC2" met="true">3 bullet lines</criterion>\n'

@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pse.config import ROLES
 from pse.exceptions import ConfigError, UserError
+from pse.roles import ROLES
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
-from pse.tools import check_config_reason, declared_config
+from pse.tools import check_config_reason, check_tool, declared_config
 
 __all__ = [
     "Problem",
@@ -261,7 +261,7 @@ class Task:
 
     def required_tools(self) -> dict[str, str]:
         """Each required check -> the tool the Evaluator must call (run_pytest, run_ruff or run_check)."""
-        return {name: BUILTIN_CHECKS.get(name, "run_check") for name in self.config.required_checks}
+        return {name: check_tool(name) for name in self.config.required_checks}
 
 
 def _check_call(name: str) -> str:

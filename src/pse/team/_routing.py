@@ -14,12 +14,15 @@ from autogen_agentchat.base import TerminationCondition
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage
 
 from pse.protocol import has_tool_calls, strip_tool_traffic
+from pse.roles import TASK_SOURCE, TOOL_AGENT, Role
 
 __all__ = ["TASK_SOURCE", "TOOL_AGENT", "CycleEnd", "cycle_end_reason", "next_speaker"]
 
-TOOL_AGENT = "ToolAgent"
-TASK_SOURCE = "user"
-_AFTER: dict[str, str] = {"Planner": "Specialist", "Specialist": "Evaluator", "Evaluator": "Planner"}
+_AFTER: dict[str, str] = {
+    Role.PLANNER: Role.SPECIALIST,
+    Role.SPECIALIST: Role.EVALUATOR,
+    Role.EVALUATOR: Role.PLANNER,
+}
 
 
 def _chat(thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[BaseChatMessage]:
@@ -48,11 +51,11 @@ def cycle_end_reason(message: BaseChatMessage) -> str | None:
     if has_tool_calls(text):
         return None
     visible = strip_tool_traffic(text)
-    if message.source == "Evaluator":
+    if message.source == Role.EVALUATOR:
         return "evaluator finished its review"
     if "<blocked" in visible:
         return f"{message.source} is blocked"
-    if message.source == "Planner" and "<plan" not in visible:
+    if message.source == Role.PLANNER and "<plan" not in visible:
         return "planner ended its turn without a plan"
     return None
 

@@ -12,16 +12,17 @@ from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import ChatCompletionClient
 
+from pse.roles import Role
 from pse.team._clients import FailureBox, FailureTrackingClient, UnusedSelectorClient
 from pse.team._context import ScopedContext
 from pse.team._routing import CycleEnd, next_speaker
 
 __all__ = ["RoleSetup", "SpeakerOrder", "build_role_agents", "build_team"]
 
-_DESCRIPTIONS = {
-    "Planner": "Defines the work and its acceptance criteria. Never executes, never judges.",
-    "Specialist": "Executes the plan inside its bounds and reports artifacts and evidence.",
-    "Evaluator": "Judges each criterion against evidence it gathers itself. Never fixes.",
+_DESCRIPTIONS: dict[str, str] = {
+    Role.PLANNER: "Defines the work and its acceptance criteria. Never executes, never judges.",
+    Role.SPECIALIST: "Executes the plan inside its bounds and reports artifacts and evidence.",
+    Role.EVALUATOR: "Judges each criterion against evidence it gathers itself. Never fixes.",
 }
 
 

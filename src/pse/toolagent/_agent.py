@@ -11,6 +11,7 @@ from autogen_core import CancellationToken
 
 from pse.exceptions import ToolInfrastructureError
 from pse.protocol import ResultItem, render_tool_results
+from pse.roles import TOOL_AGENT
 from pse.toolagent._executor import ToolExecutor
 
 __all__ = ["ToolAgent"]
@@ -33,7 +34,7 @@ class ToolAgent(BaseChatAgent):
     def __init__(
         self,
         executor: ToolExecutor,
-        name: str = "ToolAgent",
+        name: str = TOOL_AGENT,
         description: str = "Executes <tool_calls> requests under the requesting role's policy; not an LLM.",
     ) -> None:
         super().__init__(name=name, description=description)

@@ -30,6 +30,7 @@ from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
 from pse.toolagent._redact import Redactor, settings_secrets
 from pse.tools import (
+    Tool,
     ToolContext,
     ToolOutcome,
     ToolRegistry,
@@ -261,7 +262,7 @@ class ToolExecutor:
                 requester, call.name, call.arguments, "denied", rule, "denied", why, call.index
             )
         context = self._context(decision.grant)
-        if call.name == "write_file":
+        if call.name == Tool.WRITE_FILE:
             refusal = self._write_refusal(context, call)
             if refusal is not None:
                 return self._record(

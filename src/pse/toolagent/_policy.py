@@ -24,28 +24,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pse.config import ROLES, Settings
+from pse.config import Settings
 from pse.exceptions import ConfigError
-from pse.tools import Mode, ToolRegistry, builtin_tools
+from pse.roles import ROLES, Role
+from pse.tools import Mode, Tool, ToolRegistry, builtin_tools
 
 __all__ = ["DEFAULT_GRANTS", "Area", "Grant", "Policy", "PolicyDecision"]
 
 _RO: Mode = "read-only"
 _RW: Mode = "read-write"
 DEFAULT_GRANTS: Mapping[str, Mapping[str, Mode]] = {
-    "Planner": {"read_file": _RO, "list_files": _RO, "bash": _RO, "search_knowledge": _RO},
-    "Specialist": {"read_file": _RO, "list_files": _RO, "write_file": _RW, "search_knowledge": _RO},
-    "Evaluator": {
-        "read_file": _RO,
-        "list_files": _RO,
-        "bash": _RO,
-        "run_pytest": _RO,
-        "run_ruff": _RO,
-        "run_check": _RO,
-        "search_knowledge": _RO,
+    Role.PLANNER: {Tool.READ_FILE: _RO, Tool.LIST_FILES: _RO, Tool.BASH: _RO, Tool.SEARCH_KNOWLEDGE: _RO},
+    Role.SPECIALIST: {
+        Tool.READ_FILE: _RO,
+        Tool.LIST_FILES: _RO,
+        Tool.WRITE_FILE: _RW,
+        Tool.SEARCH_KNOWLEDGE: _RO,
+    },
+    Role.EVALUATOR: {
+        Tool.READ_FILE: _RO,
+        Tool.LIST_FILES: _RO,
+        Tool.BASH: _RO,
+        Tool.RUN_PYTEST: _RO,
+        Tool.RUN_RUFF: _RO,
+        Tool.RUN_CHECK: _RO,
+        Tool.SEARCH_KNOWLEDGE: _RO,
     },
 }
-_LATER_TOOLS: Mapping[str, tuple[Mode, ...]] = {"search_knowledge": (_RO,)}
+_LATER_TOOLS: Mapping[str, tuple[Mode, ...]] = {Tool.SEARCH_KNOWLEDGE: (_RO,)}
 """Tools the policy knows before their implementation is registered (the knowledge base adds it)."""
 _MODE_WORDS = ("read-only", "read-write", "deny")
 
@@ -53,7 +59,7 @@ _MODE_WORDS = ("read-only", "read-write", "deny")
 Area = Literal["workspace", "evaluation"]
 """Where a grant's paths may point: the run workspace, or the Evaluator's evaluation area."""
 _EVALUATOR_AREAS: dict[str, tuple[Area, ...]] = {
-    tool: ("workspace", "evaluation") for tool in ("read_file", "list_files", "run_pytest")
+    tool: ("workspace", "evaluation") for tool in (Tool.READ_FILE, Tool.LIST_FILES, Tool.RUN_PYTEST)
 }
 """The Evaluator reads its own tests and runs them beside the workspace's (when it has an area)."""
 
@@ -106,13 +112,13 @@ class Policy:
         tools = registry if registry is not None else builtin_tools()
         tool_modes = {**_LATER_TOOLS, **{spec.name: spec.modes for spec in tools}}
         budget = settings.tool_calls_per_cycle
-        grants = {
+        grants: dict[str, dict[str, Grant]] = {
             role: {
                 tool: Grant(
                     mode,
                     budget,
                     f"roles.{role}.{tool}",
-                    _EVALUATOR_AREAS.get(tool, ("workspace",)) if role == "Evaluator" else ("workspace",),
+                    _EVALUATOR_AREAS.get(tool, ("workspace",)) if role == Role.EVALUATOR else ("workspace",),
                 )
                 for tool, mode in DEFAULT_GRANTS[role].items()
             }
@@ -123,7 +129,7 @@ class Policy:
     def with_independent_tests(self) -> Policy:
         """A copy where the Evaluator may also write files, in its evaluation area only (its own tests)."""
         grants = {role: dict(tools) for role, tools in self._grants.items()}
-        grants["Evaluator"]["write_file"] = Grant(
+        grants[Role.EVALUATOR][Tool.WRITE_FILE] = Grant(
             "read-write", self._default_budget, "verification.independent_tests", ("evaluation",)
         )
         return Policy(grants, self._tool_modes, self._default_budget, self._denied)

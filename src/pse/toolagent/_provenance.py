@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 
 from pse.events import ToolCallRecord
 from pse.sandbox import Accept
-from pse.tools import check_config_reason
+from pse.tools import Tool, check_config_reason
 
 __all__ = ["TASK_AUTHOR", "Provenance", "check_config_guard"]
 
@@ -37,7 +37,7 @@ class Provenance:
         if record.decision != "allowed" or record.status not in ("ok", "error", "timeout"):
             return
         facts = record.facts
-        if record.tool == "write_file" and record.status == "ok" and "path" in facts:
+        if record.tool == Tool.WRITE_FILE and record.status == "ok" and "path" in facts:
             self._authors[_key(str(facts.get("area", "workspace")), str(facts["path"]))] = record.requester
         for path in facts.get("wrote", []):
             self._authors[_key("workspace", str(path))] = record.requester

@@ -10,14 +10,17 @@ from pse.protocol import ParamSpec
 from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
 from pse.tools._commands import bash, run_check
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
+from pse.tools._names import BUILTIN_CHECKS, Tool, check_tool
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 
 __all__ = [
+    "BUILTIN_CHECKS",
     "EVALUATION_PREFIX",
     "Author",
     "Mode",
     "ParamSpec",
+    "Tool",
     "ToolContext",
     "ToolFunction",
     "ToolOutcome",
@@ -25,6 +28,7 @@ __all__ = [
     "ToolSpec",
     "builtin_tools",
     "check_config_reason",
+    "check_tool",
     "declared_config",
     "normalize_target",
     "parse_pytest_summary",
@@ -38,9 +42,9 @@ def builtin_tools() -> ToolRegistry:
     target = ParamSpec("target", required=False, default=".", description="a workspace path (file or folder)")
     return ToolRegistry(
         [
-            ToolSpec("read_file", "Read a text file of the workspace.", (path,), read_file),
+            ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), read_file),
             ToolSpec(
-                "list_files",
+                Tool.LIST_FILES,
                 "List a workspace folder recursively, with file sizes.",
                 (
                     ParamSpec(
@@ -50,35 +54,35 @@ def builtin_tools() -> ToolRegistry:
                 list_files,
             ),
             ToolSpec(
-                "write_file",
+                Tool.WRITE_FILE,
                 "Create or replace a file of the workspace.",
                 (path, ParamSpec("content", description="the whole new file content, raw text")),
                 write_file,
                 modes=("read-write",),
             ),
             ToolSpec(
-                "bash",
+                Tool.BASH,
                 "Run a bash command in the workspace (no network; read-only unless granted read-write).",
                 (ParamSpec("command", description="a bash command line"),),
                 bash,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
-                "run_pytest",
+                Tool.RUN_PYTEST,
                 "Run pytest on the workspace; reports passed, failed and error counts.",
                 (target,),
                 run_pytest,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
-                "run_ruff",
+                Tool.RUN_RUFF,
                 "Run ruff check on the workspace; reports the number of findings.",
                 (target,),
                 run_ruff,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
-                "run_check",
+                Tool.RUN_CHECK,
                 "Run one of the task's declared checks by name (read-only).",
                 (ParamSpec("name", description="the check's declared name"),),
                 run_check,

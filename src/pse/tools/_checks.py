@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pse.roles import Role
 from pse.sandbox import OUTBOX, CommandResult, read_inside, resolve_in_workspace
 from pse.tools._junit import JUNIT_LIMIT, parse_junit
 from pse.tools._protected import PYTEST_CONFIG_FILES, RUFF_CONFIG_FILES
@@ -175,7 +176,7 @@ def _test_author(ctx: ToolContext, file: str) -> str:
     """Who wrote the test file a JUnit case names (relative to the workspace, or `../` out of it)."""
     pure = PurePosixPath(file)
     if pure.is_absolute() or ".." in pure.parts:
-        return "Evaluator" if ctx.evaluation is not None else "unknown"
+        return Role.EVALUATOR if ctx.evaluation is not None else "unknown"
     return ctx.author("workspace", str(pure))
 
 

@@ -265,6 +265,15 @@ function roleTokens(run) {
   return out;
 }
 
+// Who wrote the tests a pytest run held, and how they ended: "Evaluator 3 passed · Specialist 1 failed".
+function testAuthors(t) {
+  const byAuthor = (t.facts || {}).by_author;
+  if (!byAuthor || !Object.keys(byAuthor).length) return null;
+  const parts = Object.entries(byAuthor).map(([who, n]) =>
+    `${who} ${["passed", "failed", "errors", "skipped"].filter((k) => n[k]).map((k) => `${n[k]} ${k}`).join(", ") || "0 tests"}`);
+  return h("div", { class: "muted test-authors" }, `tests by author: ${parts.join(" · ")}`);
+}
+
 function renderRun(run, log) {
   const outcome = run.outcome || "RUNNING";
   const byRole = roleTokens(run);
@@ -353,7 +362,7 @@ function cyclePanel(c) {
       h("td", {}, t.requester), h("td", {}, t.tool),
       h("td", {}, Object.entries(t.arguments).map(([k, val]) => `${k}=${val.length > 60 ? val.slice(0, 60) + "…" : val}`).join(", ")),
       h("td", {}, badge(t.decision), t.decision === "denied" ? h("div", { class: "muted" }, t.rule) : null),
-      h("td", {}, badge(t.status)), h("td", { class: "num" }, t.ms),
+      h("td", {}, badge(t.status), testAuthors(t)), h("td", { class: "num" }, t.ms),
       h("td", {}, h("details", {}, h("summary", {}, `${t.output.length} chars${t.truncated ? " (truncated)" : ""}`), h("pre", { class: "out" }, t.output)))))));
   return h("article", { class: "panel cycle", id: `cycle-${c.index}` },
     h("h2", {}, `Cycle ${c.index} · ${c.kind} `, badge(c.result || "RUNNING"), h("span", { class: "muted" }, ` ${c.result_reason || ""}`)),
