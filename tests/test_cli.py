@@ -314,8 +314,8 @@ def test_trace_show_prints_no_control_sequence_or_markup_from_the_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pse.engine import Trace, write_trace
-    from pse.engine._trace import CycleRecord
     from pse.events import GateRecord
+    from pse.trace import CycleRecord
 
     trace = Trace(run_id="r1", task="code-delivery", started_at="2026-01-01T10:00:00.000+00:00")
     trace.outcome_reason = _FAKE_PASS + " [link=http://evil]click[/link]"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "EVENT_ADAPTER",
     "BlockedRecord",
+    "Cost",
     "CriterionResult",
     "CycleStarted",
     "Event",
@@ -159,6 +160,26 @@ class TransitionRecord(_Record):
     to: str
     at: str = Field(default_factory=utc_now)
     reason: str = ""
+
+
+class Cost(_Record):
+    """Money, from the configured prices: of one call, or of a whole run (the trace's `cost`)."""
+
+    amount: float = 0.0
+    currency: str = "USD"
+    unpriced_models: list[str] = Field(default_factory=list, description="models with no price: counted as 0")
+
+    @property
+    def priced(self) -> bool:
+        """False when some model had no price (its tokens counted as free)."""
+        return not self.unpriced_models
+
+    def add(self, other: Cost) -> None:
+        """Add another amount (same currency as the run's first priced call; prices name one currency)."""
+        if other.amount:
+            self.currency = other.currency
+        self.amount = round(self.amount + other.amount, 6)
+        self.unpriced_models += [m for m in other.unpriced_models if m not in self.unpriced_models]
 
 
 class TokenCount(_Record):

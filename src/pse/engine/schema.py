@@ -2,7 +2,7 @@
 
 import json
 
-from pse.engine._trace import trace_schema
+from pse.trace import trace_schema
 
 if __name__ == "__main__":
     print(json.dumps(trace_schema(), indent=2))
