@@ -46,12 +46,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ToolAgent":
-        from pse.toolagent._agent import ToolAgent
+    if name in __all__:  # exported but not imported above: the AutoGen agent
+        from pse.toolagent import _agent
 
-        return ToolAgent
+        return getattr(_agent, name)
     raise AttributeError(f"module 'pse.toolagent' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "ToolAgent"})
+    return sorted({*globals(), *__all__})
