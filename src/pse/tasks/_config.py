@@ -152,7 +152,7 @@ class TaskConfig(_Strict):
     )
     policy: PolicyOverrides = Field(
         default_factory=PolicyOverrides,
-        description="role -> tool -> mode or { mode, budget }; the ToolAgent's own format, applied as read",
+        description="role -> tool -> mode or { mode, budget }: the ToolAgent's format, PolicyOverrides",
     )
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     report: ReportSpec | None = None
