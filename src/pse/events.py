@@ -72,6 +72,70 @@ class ToolCallRecord(_Record):
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
     at: str = Field(default_factory=utc_now)
 
+    # One named constructor per way a request ends (the who-and-what first, then the decision).
+
+    @classmethod
+    def malformed(
+        cls, *, requester: str, tool: str, arguments: dict[str, str], index: int, rule: str, problem: str
+    ) -> ToolCallRecord:
+        """A request the protocol could not read (rule `protocol.<kind>`): denied, answered as an error."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="denied", rule=rule, status="error", output=problem,
+        )  # fmt: skip
+
+    @classmethod
+    def denied(
+        cls,
+        *,
+        requester: str,
+        tool: str,
+        arguments: dict[str, str],
+        index: int,
+        rule: str,
+        reason: str,
+        ms: int = 0,
+    ) -> ToolCallRecord:
+        """A request a rule refused: the policy, a budget, a protected file, or (while it ran, after `ms`)
+        the sandbox's path check."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="denied", rule=rule, status="denied", output=reason, ms=ms,
+        )  # fmt: skip
+
+    @classmethod
+    def ran(
+        cls,
+        *,
+        requester: str,
+        tool: str,
+        arguments: dict[str, str],
+        index: int,
+        rule: str,
+        status: Literal["ok", "error", "timeout"],
+        output: str,
+        ms: int,
+        sandbox: str | None,
+        truncated: bool = False,
+        facts: dict[str, Any] | None = None,
+    ) -> ToolCallRecord:
+        """An allowed request that ran, with what it produced (a failure of the machinery is an error)."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="allowed", rule=rule, status=status, output=output, ms=ms, sandbox=sandbox,
+            truncated=truncated, facts=facts or {},
+        )  # fmt: skip
+
+    @classmethod
+    def not_run(
+        cls, *, requester: str, tool: str, arguments: dict[str, str], index: int, rule: str, reason: str
+    ) -> ToolCallRecord:
+        """An allowed request left unrun because the tool machinery failed on an earlier one."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="allowed", rule=rule, status="error", output=reason,
+        )  # fmt: skip
+
 
 class SandboxRecord(_Record):
     """Which sandbox ran a run's tool commands, as whom, and the warning a user must see when it is weak."""
