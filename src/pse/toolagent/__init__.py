@@ -4,11 +4,11 @@ Usage::
 
     policy = Policy.default(settings).with_overrides(task_config.policy)
     executor = ToolExecutor(workspace, settings, policy, checks=task_checks, task_dir=task_dir,
-                            on_record=trace.add_tool_call)
-    agent = ToolAgent(executor)          # sits in the group chat
+                            on_record=run_events.tool_call)   # every audit record, pushed as decided
+    agent = ToolAgent(executor)          # sits beside each role in its phase
     executor.new_cycle()                 # at every cycle start: budgets full again
     ...
-    if executor.infrastructure_error:    # after the team returns: end the run as ERROR
+    if executor.infrastructure_error:    # after a ToolAgent turn: end the run as ERROR
         ...
 
 `ToolAgent` is imported on first use: the policy format (`PolicyOverrides`) is read by task loading and
