@@ -24,7 +24,7 @@ from pse.cli._kb import kb_app
 from pse.cli._live import strip_control
 from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
-from pse.exceptions import PSEError, UserError
+from pse.exceptions import InternalError, PSEError, UserError
 from pse.history import compute_stats, list_runs, run_dir_of
 from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end, user_tasks_dir
 from pse.tasks import run_rules, scaffold_task, validate
@@ -342,6 +342,14 @@ def main() -> None:
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_USAGE)
+    except InternalError as exc:  # a bug in PSE: the traceback is what a report needs
+        err.print_exception()
+        err.print(
+            f"[bold red]internal error:[/] {exc}\nThis is a bug in PSE, not in your task or settings; "
+            "please report it with the traceback above and the run's trace.json",
+            highlight=False,
+        )
+        sys.exit(EXIT_ERROR)
     except PSEError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_ERROR)

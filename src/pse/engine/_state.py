@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pse.exceptions import IllegalTransition
+
 __all__ = ["OUTCOME_OF", "TERMINAL", "IllegalTransition", "State", "check_transition"]
 
 
@@ -53,10 +55,6 @@ OUTCOME_OF = {
     State.TIMEOUT: "TIMEOUT",
     State.ERROR: "ERROR",
 }
-
-
-class IllegalTransition(AssertionError):
-    """The engine tried a transition the table does not allow: a bug in the engine."""
 
 
 def check_transition(current: State, target: State) -> None:
