@@ -47,8 +47,16 @@ def test_run_json_summary_and_exit_code_zero(
     code, out, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path), "--json")
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
-    assert set(summary) >= {"run_id", "task", "outcome", "cycles", "trace", "report", "tokens", "cost"}
+    assert list(summary) == [
+        "run_id", "task", "outcome", "outcome_reason", "cycles", "trace", "report", "escalation", "tokens", "cost",
+    ]  # fmt: skip
     assert (summary["outcome"], summary["cycles"]) == ("PASSED", 2)
+    # tokens and cost are the trace's, key for key and nesting for nesting.
+    trace = json.loads(Path(summary["trace"]).read_text())
+    assert (summary["tokens"], summary["cost"]) == (trace["tokens"], trace["cost"])
+    assert list(summary["tokens"]) == ["prompt", "completion", "total", "by_role"]
+    assert list(summary["tokens"]["by_role"]["Planner"]) == ["prompt", "completion", "calls"]
+    assert list(summary["cost"]) == ["amount", "currency", "unpriced_models"]
     assert Path(summary["trace"]).is_absolute() and Path(summary["trace"]).is_file()
     assert Path(summary["report"]).is_absolute() and Path(summary["report"]).name == "report.md"
     assert "scripted provider" in err  # the scripted default is announced, never mistaken for a model

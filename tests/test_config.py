@@ -146,6 +146,8 @@ def test_python_api_runs_a_task(tmp_path: Path) -> None:
 
     summary = pse.run("code-delivery", runs_dir=tmp_path, max_partial_retries=0, max_fail_retries=0)
     assert (summary.outcome, summary.cycles) == ("ESCALATED", 1)  # the first PARTIAL may not be revised
+    assert summary.tokens.total == summary.tokens.prompt + summary.tokens.completion > 0
+    assert (summary.cost.amount, summary.cost.currency) == (0.0, "USD")
     assert pse.__version__ and "run" in pse.__all__
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         pse.nothing  # noqa: B018

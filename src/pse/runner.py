@@ -8,7 +8,6 @@ recorded cassette if `--record` was given.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import stat
 from collections.abc import Callable
@@ -20,7 +19,18 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from pse.config import Settings, load_settings, with_overrides
-from pse.engine import Engine, GatePolicy, RunSetup, Trace, load_trace, new_run_id, prune_runs, write_trace
+from pse.engine import (
+    Cost,
+    Engine,
+    GatePolicy,
+    RunSetup,
+    RunTokens,
+    Trace,
+    load_trace,
+    new_run_id,
+    prune_runs,
+    write_trace,
+)
 from pse.events import Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
@@ -65,8 +75,8 @@ class RunSummary(BaseModel):
     trace: str
     report: str | None
     escalation: str | None
-    tokens: dict[str, Any]
-    cost: dict[str, Any]
+    tokens: RunTokens
+    cost: Cost
 
 
 @dataclass
@@ -411,6 +421,6 @@ def summarize(trace: Trace, run_dir: Path) -> RunSummary:
         trace=str((run_dir / "trace.json").resolve()),
         report=trace.report,
         escalation=trace.escalation,
-        tokens=json.loads(trace.tokens.model_dump_json()),
-        cost=json.loads(trace.cost.model_dump_json()),
+        tokens=trace.tokens.model_copy(deep=True),
+        cost=trace.cost.model_copy(deep=True),
     )
