@@ -1,11 +1,8 @@
-"""The generated parts of the docs match the code, and every package's `__all__` is real."""
+"""The generated parts of the docs match the code: the configuration table, `.env.example`, the variables."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-
-import pytest
 
 from pse.config import env_example, env_variables, settings_table
 
@@ -53,33 +50,3 @@ def test_the_variables_are_the_public_ones_in_the_readme_order() -> None:
 def test_readme_states_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make demo" in readme and "make test" in readme
-
-
-@pytest.mark.parametrize(
-    "package",
-    [
-        "pse",
-        "pse.protocol",
-        "pse.sandbox",
-        "pse.tools",
-        "pse.toolagent",
-        "pse.models",
-        "pse.team",
-        "pse.engine",
-        "pse.tasks",
-        "pse.cli",
-        "pse.events",
-        "pse.config",
-        "pse.exceptions",
-        "pse.knowledge",
-        "pse.web",
-        "pse.history",
-        "pse.runner",
-    ],
-)
-def test_every_exported_name_exists(package: str) -> None:
-    module = importlib.import_module(package)
-    exported = module.__all__
-    assert len(exported) == len(set(exported)), "duplicate names in __all__"
-    for name in exported:
-        assert hasattr(module, name), f"{package}.__all__ names {name!r}, which does not exist"

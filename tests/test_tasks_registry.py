@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import pse.tasks
 from pse.exceptions import ConfigError, TaskNotFoundError, UserError
 from pse.tasks import (
     TaskRegistry,
@@ -22,12 +21,6 @@ from pse.tasks import (
 )
 
 BUILTIN = ["code-delivery", "incident-review"]
-
-
-def test_exports_are_exactly_the_public_api() -> None:
-    public = {name for name in dir(pse.tasks) if not name.startswith("_")}
-    assert set(pse.tasks.__all__) == public - {"annotations"}
-    assert len(pse.tasks.__all__) == 25
 
 
 def test_discover_finds_the_builtin_tasks() -> None:

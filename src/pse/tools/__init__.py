@@ -7,9 +7,9 @@ registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`
 """
 
 from pse.protocol import ParamSpec
-from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
-from pse.tools._commands import bash, run_check
-from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
+from pse.tools import _checks, _commands, _files  # the tool functions: reached through builtin_tools()
+from pse.tools._checks import normalize_target, parse_pytest_summary
+from pse.tools._files import EVALUATION_PREFIX, resolve_path
 from pse.tools._names import BUILTIN_CHECKS, Tool, check_tool
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
@@ -42,7 +42,7 @@ def builtin_tools() -> ToolRegistry:
     target = ParamSpec("target", required=False, default=".", description="a workspace path (file or folder)")
     return ToolRegistry(
         [
-            ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), read_file),
+            ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), _files.read_file),
             ToolSpec(
                 Tool.LIST_FILES,
                 "List a workspace folder recursively, with file sizes.",
@@ -51,41 +51,41 @@ def builtin_tools() -> ToolRegistry:
                         "path", required=False, default=".", description="a folder relative to the workspace"
                     ),
                 ),
-                list_files,
+                _files.list_files,
             ),
             ToolSpec(
                 Tool.WRITE_FILE,
                 "Create or replace a file of the workspace.",
                 (path, ParamSpec("content", description="the whole new file content, raw text")),
-                write_file,
+                _files.write_file,
                 modes=("read-write",),
             ),
             ToolSpec(
                 Tool.BASH,
                 "Run a bash command in the workspace (no network; read-only unless granted read-write).",
                 (ParamSpec("command", description="a bash command line"),),
-                bash,
+                _commands.bash,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_PYTEST,
                 "Run pytest on the workspace; reports passed, failed and error counts.",
                 (target,),
-                run_pytest,
+                _checks.run_pytest,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_RUFF,
                 "Run ruff check on the workspace; reports the number of findings.",
                 (target,),
-                run_ruff,
+                _checks.run_ruff,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_CHECK,
                 "Run one of the task's declared checks by name (read-only).",
                 (ParamSpec("name", description="the check's declared name"),),
-                run_check,
+                _commands.run_check,
             ),
         ]
     )
