@@ -26,6 +26,7 @@ from pse.engine import (
     RunSetup,
     RunTokens,
     Trace,
+    check_run_id,
     load_trace,
     new_run_id,
     prune_runs,
@@ -280,12 +281,12 @@ def prepare_resume(
     """Wire an engine that goes on with an interrupted run (same counters, same cassette position).
 
     Raises:
-        UserError: the run does not exist or already has an outcome.
+        UserError: the id is malformed, the run does not exist or it already has an outcome.
     """
     runs_dir = settings.runs_dir.resolve()
-    run_dir = runs_dir / run_id
+    run_dir = runs_dir / check_run_id(run_id)
     missing = UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
-    if "/" in run_id or run_id.startswith(".") or not (run_dir / "trace.json").is_file():
+    if not (run_dir / "trace.json").is_file():
         raise missing
     # The run folder was written by tools: a symlinked trace is no run, and a symlinked workspace
     # would hand the resumed tools a directory outside the run.
