@@ -104,11 +104,10 @@ def user_tasks_dir(settings: Settings) -> Path:
 
 
 def registry_for(settings: Settings) -> TaskRegistry:
-    """The task registry: built-in tasks plus the user's tasks directory when it exists."""
-    extra = user_tasks_dir(settings)
-    if settings.tasks_dir is None and not (extra / "registry.toml").is_file():
-        return TaskRegistry.discover(None)
-    return TaskRegistry.discover(extra.resolve())  # absolute: check commands run with the workspace as cwd
+    """The task registry: built-in tasks plus the user's tasks directory, PSE_TASKS_DIR / --tasks-dir,
+    else ./tasks when it holds tasks (registered or not: an unregistered task folder is warned about)."""
+    extra = user_tasks_dir(settings).resolve()  # absolute: check commands run with the workspace as cwd
+    return TaskRegistry.discover(extra, optional=settings.tasks_dir is None)
 
 
 def _task_settings(settings: Settings, task: Task) -> Settings:
