@@ -3,13 +3,14 @@
 The names and parameter names are a public contract (prompts and cassettes use them):
 `read_file(path)`, `list_files(path=".")`, `write_file(path, content)`, `bash(command)`,
 `run_pytest(target=".")`, `run_ruff(target=".")`, `run_check(name)`. Other parts add tools by
-registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`).
+registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`). The seven tool
+functions are exported as `ToolFunction`s of the same names, which `builtin_tools()` registers.
 """
 
 from pse.protocol import ParamSpec
-from pse.tools import _checks, _commands, _files  # the tool functions: reached through builtin_tools()
-from pse.tools._checks import normalize_target, parse_pytest_summary
-from pse.tools._files import EVALUATION_PREFIX, resolve_path
+from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
+from pse.tools._commands import bash, run_check
+from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
 from pse.tools._names import BUILTIN_CHECKS, Tool, check_tool
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
@@ -26,13 +27,20 @@ __all__ = [
     "ToolOutcome",
     "ToolRegistry",
     "ToolSpec",
+    "bash",
     "builtin_tools",
     "check_config_reason",
     "check_tool",
     "declared_config",
+    "list_files",
     "normalize_target",
     "parse_pytest_summary",
+    "read_file",
     "resolve_path",
+    "run_check",
+    "run_pytest",
+    "run_ruff",
+    "write_file",
 ]
 
 
@@ -42,7 +50,7 @@ def builtin_tools() -> ToolRegistry:
     target = ParamSpec("target", required=False, default=".", description="a workspace path (file or folder)")
     return ToolRegistry(
         [
-            ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), _files.read_file),
+            ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), read_file),
             ToolSpec(
                 Tool.LIST_FILES,
                 "List a workspace folder recursively, with file sizes.",
@@ -51,41 +59,41 @@ def builtin_tools() -> ToolRegistry:
                         "path", required=False, default=".", description="a folder relative to the workspace"
                     ),
                 ),
-                _files.list_files,
+                list_files,
             ),
             ToolSpec(
                 Tool.WRITE_FILE,
                 "Create or replace a file of the workspace.",
                 (path, ParamSpec("content", description="the whole new file content, raw text")),
-                _files.write_file,
+                write_file,
                 modes=("read-write",),
             ),
             ToolSpec(
                 Tool.BASH,
                 "Run a bash command in the workspace (no network; read-only unless granted read-write).",
                 (ParamSpec("command", description="a bash command line"),),
-                _commands.bash,
+                bash,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_PYTEST,
                 "Run pytest on the workspace; reports passed, failed and error counts.",
                 (target,),
-                _checks.run_pytest,
+                run_pytest,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_RUFF,
                 "Run ruff check on the workspace; reports the number of findings.",
                 (target,),
-                _checks.run_ruff,
+                run_ruff,
                 modes=("read-only", "read-write"),
             ),
             ToolSpec(
                 Tool.RUN_CHECK,
                 "Run one of the task's declared checks by name (read-only).",
                 (ParamSpec("name", description="the check's declared name"),),
-                _commands.run_check,
+                run_check,
             ),
         ]
     )
