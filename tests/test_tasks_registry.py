@@ -112,7 +112,9 @@ def test_a_registry_that_leaves_out_a_builtin_copy_refuses_it_without_a_warning(
     _unregistered_copy(tmp_path)
     registry = TaskRegistry.discover(tmp_path)  # filterwarnings=error: any warning fails here
     assert registry.unregistered == {"code-delivery": tmp_path / "code-delivery"}
-    with pytest.raises(ConfigError, match=r"registry.toml does not register it, so `code-delivery` would run"):
+    with pytest.raises(
+        ConfigError, match=r"registry.toml does not register it, so `code-delivery` would run"
+    ):
         registry.get("code-delivery")
 
 
