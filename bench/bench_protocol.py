@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 
 from autogen_agentchat.messages import TextMessage
-from autogen_core.models import UserMessage
 
 from pse.exceptions import ProtocolError
 from pse.protocol import (
@@ -32,7 +31,7 @@ from pse.protocol import (
     render_tool_results,
     strip_tool_traffic,
 )
-from pse.team import TOOL_AGENT, ScopedContext, cycle_end_reason, next_speaker
+from pse.team import RoleFinished
 
 _MIB = 1024 * 1024
 _ROUNDS = 3
@@ -98,17 +97,15 @@ SHAPES: dict[str, Callable[[int], str]] = {
 }
 
 
-def _admission(runner: asyncio.Runner, source: str) -> Scan:
-    def admit(text: str) -> bool:
-        context = ScopedContext("Planner")
-        runner.run(context.add_message(UserMessage(content=text, source=source)))
-        return context.dropped == 0
+def _finishing(runner: asyncio.Runner) -> Scan:
+    """Whether a phase's termination condition sees the Planner's final message (no tool request)."""
 
-    return admit
+    def finished(text: str) -> bool:
+        condition = RoleFinished("Planner")
+        runner.run(condition([TextMessage(content=text, source="Planner")]))
+        return condition.fired
 
-
-def _speaker_after_specialist(text: str) -> str:
-    return next_speaker([TextMessage(content=text, source="Specialist")], "Planner")
+    return finished
 
 
 def _scans(runner: asyncio.Runner) -> dict[str, Scan]:
@@ -120,10 +117,7 @@ def _scans(runner: asyncio.Runner) -> dict[str, Scan]:
         "has_tool_calls": has_tool_calls,
         "parse_tool_calls": lambda text: parse_tool_calls(text, _TOOLS),
         "parse_tool_results": parse_tool_results,
-        "admit_tool_results": _admission(runner, TOOL_AGENT),
-        "admit_other_role": _admission(runner, "Specialist"),
-        "next_speaker": _speaker_after_specialist,
-        "cycle_end_reason": lambda text: cycle_end_reason(TextMessage(content=text, source="Planner")),
+        "role_finished": _finishing(runner),
     }
 
 

@@ -54,9 +54,9 @@ def test_run_json_summary_and_exit_code_zero(
     # tokens and cost are the trace's, key for key and nesting for nesting.
     trace = json.loads(Path(summary["trace"]).read_text())
     assert (summary["tokens"], summary["cost"]) == (trace["tokens"], trace["cost"])
-    assert list(summary["tokens"]) == ["prompt", "completion", "total", "by_role"]
-    assert list(summary["tokens"]["by_role"]["Planner"]) == ["prompt", "completion", "calls"]
-    assert list(summary["cost"]) == ["amount", "currency", "unpriced_models"]
+    assert set(summary["tokens"]) == {"prompt", "completion", "total", "by_role"}
+    assert set(summary["tokens"]["by_role"]["Planner"]) == {"prompt", "completion", "calls"}
+    assert set(summary["cost"]) == {"amount", "currency", "unpriced_models"}
     assert Path(summary["trace"]).is_absolute() and Path(summary["trace"]).is_file()
     assert Path(summary["report"]).is_absolute() and Path(summary["report"]).name == "report.md"
     assert "scripted provider" in err  # the scripted default is announced, never mistaken for a model
@@ -322,8 +322,8 @@ def test_trace_show_prints_no_control_sequence_or_markup_from_the_trace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pse.engine import Trace, write_trace
-    from pse.engine._trace import CycleRecord
     from pse.events import GateRecord
+    from pse.trace import CycleRecord
 
     trace = Trace(run_id="r1", task="code-delivery", started_at="2026-01-01T10:00:00.000+00:00")
     trace.outcome_reason = _FAKE_PASS + " [link=http://evil]click[/link]"

@@ -242,17 +242,12 @@ def test_prune_keeps_recent_running_and_foreign_folders(tmp_path: Path) -> None:
 # ---- team clients -------------------------------------------------------------------------------------
 
 
-async def test_selector_model_is_never_consulted_and_failures_are_boxed() -> None:
+async def test_failures_are_boxed_and_a_closed_box_refuses_calls() -> None:
     from autogen_core.models import UserMessage
 
-    from pse.exceptions import ModelUnavailableError
+    from pse.exceptions import ModelUnavailableError, RunCancelled
     from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient
-    from pse.team import FailureBox, FailureTrackingClient, UnusedSelectorClient
-
-    unused = UnusedSelectorClient()
-    with pytest.raises(AssertionError, match="never be consulted"):
-        await unused.create([UserMessage(content="who speaks?", source="user")])
-    assert unused.total_usage().prompt_tokens == 0
+    from pse.team import FailureBox, FailureTrackingClient
 
     box = FailureBox()
     empty = CassettePlayer(Cassette.model_validate({"version": 1, "turns": []}))
@@ -262,3 +257,12 @@ async def test_selector_model_is_never_consulted_and_failures_are_boxed() -> Non
     assert box.failure is not None and "Planner" in str(box.failure)
     box.record(ModelUnavailableError("later"))
     assert "Planner" in str(box.failure)  # the first failure is the one kept
+
+    box.close("run wall-clock limit reached")
+    one = CassettePlayer(
+        Cassette.model_validate({"version": 1, "turns": [{"role": "Planner", "content": "x"}]})
+    )
+    closed = FailureTrackingClient(ScriptedChatCompletionClient(one, "Planner"), box)
+    with pytest.raises(RunCancelled, match="no model call after the cycle was stopped: run wall-clock"):
+        await closed.create([UserMessage(content="plan", source="user")])
+    assert one.positions["Planner"] == 0  # the turn was never asked for

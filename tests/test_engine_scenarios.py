@@ -241,13 +241,12 @@ async def test_cancel_ends_the_cycle_cleanly_and_records_it(tmp_path: Path) -> N
         "cassette": _cassette(tmp_path, [(t["role"], t["content"]) for t in _TURNS]),
         "runs_dir": tmp_path / "runs",
     }
-    prepared = prepare_run("code-delivery", load_settings(**options))
 
     def cancel_on_first_tool_call(event: Any) -> None:
         if event.kind == "tool_call":
             prepared.engine.cancel("test cancelled")
 
-    prepared.engine.setup.on_event = cancel_on_first_tool_call
+    prepared = prepare_run("code-delivery", load_settings(**options), on_event=cancel_on_first_tool_call)
     summary = await run_to_end(prepared)
     assert summary.outcome == "ERROR" and summary.outcome_reason == "CANCELLED: test cancelled"
     trace = load_trace(Path(summary.trace))
@@ -266,14 +265,13 @@ _KILLER = textwrap.dedent(
     from pse.config import load_settings
     from pse.runner import prepare_run, run_to_end
 
-    prepared = prepare_run("code-delivery", load_settings(cassette=Path(sys.argv[1]), runs_dir=Path(sys.argv[2])))
-    print(prepared.run_id, flush=True)
-
     def die_at_cycle_two(event):
         if event.kind == "cycle_start" and event.cycle == 2:
             os.kill(os.getpid(), signal.SIGKILL)  # a hard kill: no cleanup, no final trace write
 
-    prepared.engine.setup.on_event = die_at_cycle_two
+    settings = load_settings(cassette=Path(sys.argv[1]), runs_dir=Path(sys.argv[2]))
+    prepared = prepare_run("code-delivery", settings, on_event=die_at_cycle_two)
+    print(prepared.run_id, flush=True)
     asyncio.run(run_to_end(prepared))
     """
 )

@@ -10,6 +10,7 @@ import pytest
 import pse.history
 from pse.exceptions import UserError
 from pse.history import RunHistory, run_dir_of, stats_of
+from pse.trace import RunEntry
 
 
 def _trace(
@@ -53,8 +54,10 @@ def test_cache_rereads_only_changed_traces(tmp_path: Path, monkeypatch: pytest.M
         _trace(tmp_path, f"r{i}", "PASSED", 1)
     history = RunHistory(tmp_path)
     reads: list[str] = []
-    real_entry = pse.history._entry
-    monkeypatch.setattr(pse.history, "_entry", lambda data: reads.append(data["run_id"]) or real_entry(data))
+    real_entry = RunEntry.of_json
+    monkeypatch.setattr(
+        pse.history.RunEntry, "of_json", lambda data: reads.append(data["run_id"]) or real_entry(data)
+    )
     assert len(history.entries()) == 5 and len(reads) == 5
     assert len(history.entries()) == 5 and len(reads) == 5  # nothing changed: nothing re-read
     _trace(tmp_path, "r2", "ESCALATED", 2)  # rewritten (size changes)

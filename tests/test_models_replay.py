@@ -177,13 +177,14 @@ async def test_assistant_agent_reports_the_scripted_usage_as_models_usage() -> N
 def test_price_of_computes_cost_per_million_and_flags_unpriced_models() -> None:
     prices = {"gpt-4o": Price(input=2.5, output=10), "qwen3": Price(input=0.1, output=0.2, currency="EUR")}
     settings = load_settings(prices=prices)
-    assert price_of(settings, "gpt-4o", 1_000_000, 500_000) == Cost(7.5, "USD", True)
-    assert price_of(settings, "openrouter/gpt-4o", 2_000, 0) == Cost(0.005, "USD", True)
-    assert price_of(settings, "qwen3:8b", 1_000_000, 1_000_000) == Cost(pytest.approx(0.3), "EUR", True)
-    assert price_of(settings, "mystery-model", 10, 10) == Cost(0.0, "USD", False)
+    assert price_of(settings, "gpt-4o", 1_000_000, 500_000) == Cost(amount=7.5)
+    assert price_of(settings, "openrouter/gpt-4o", 2_000, 0) == Cost(amount=0.005)
+    eur = price_of(settings, "qwen3:8b", 1_000_000, 1_000_000)
+    assert (eur.amount, eur.currency, eur.priced) == (pytest.approx(0.3), "EUR", True)
+    assert price_of(settings, "mystery-model", 10, 10) == Cost(amount=0.0, unpriced_models=["mystery-model"])
 
 
 def test_prices_come_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PSE_PRICES", json.dumps({"deepseek-chat": {"input": 0.27, "output": 1.1}}))
-    amount, currency, priced = price_of(load_settings(), "deepseek-chat", 1_000_000, 0)
-    assert (amount, currency, priced) == (0.27, "USD", True)
+    cost = price_of(load_settings(), "deepseek-chat", 1_000_000, 0)
+    assert (cost.amount, cost.currency, cost.priced) == (0.27, "USD", True)

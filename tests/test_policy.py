@@ -1,4 +1,4 @@
-"""The per-role policy: the full default matrix, task overrides and their validation."""
+"""The per-role policy: the full default matrix and task overrides (their format: test_policy_format.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import pytest
 
 from pse.config import Settings
 from pse.exceptions import ConfigError
-from pse.toolagent import Grant, Policy, PolicyDecision
+from pse.roles import ROLES
+from pse.toolagent import Grant, Policy, PolicyDecision, PolicyOverrides
+from pse.tools import ToolOutcome, ToolSpec, builtin_tools
 
 TOOLS = [
     "read_file",
@@ -70,10 +72,9 @@ def test_unknown_requester_is_denied(policy: Policy) -> None:
 def test_overrides_widen_narrow_and_budget(policy: Policy) -> None:
     task = policy.with_overrides(
         {
-            "Specialist": {"bash": "read-write", "run_pytest": "read-only"},
+            "Specialist": {"bash": {"mode": "read-write", "budget": 2}, "run_pytest": "read-only"},
             "Planner": {"bash": "deny"},
-            "Evaluator": {"bash": "read-write"},
-            "budgets": {"Evaluator": {"run_pytest": 5, "bash": 0}, "Specialist": {"bash": 2}},
+            "Evaluator": {"bash": {"mode": "read-write", "budget": 0}, "run_pytest": {"budget": 5}},
         }
     )
     assert task.decide("Specialist", "bash") == PolicyDecision(True, "task.Specialist.bash", Grant("read-write", 2, "task.Specialist.bash"))  # fmt: skip
@@ -87,28 +88,41 @@ def test_overrides_widen_narrow_and_budget(policy: Policy) -> None:
     assert policy.with_overrides(None) is policy and policy.with_overrides({}) is policy
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        ({"Planer": {"bash": "deny"}}, "tools.Planer: unknown role 'Planer'; roles are Planner, Specialist, Evaluator"),
-        ({"Planner": {"rm": "deny"}}, "tools.Planner.rm: unknown tool 'rm'; tools are bash, list_files"),
-        ({"Planner": {"bash": "write"}}, "tools.Planner.bash: unknown mode 'write'; use one of read-only, read-write, deny"),
-        ({"Planner": {"write_file": "read-only"}}, "tools.Planner.write_file: write_file can be granted read-write only"),
-        ({"Planner": {"read_file": "read-write"}}, "tools.Planner.read_file: read_file can be granted read-only only"),
-        ({"Evaluator": {"run_check": "read-write"}}, "run_check can be granted read-only only"),
-        ({"Planner": "deny"}, "tools.Planner must map tool names to modes"),
-        ({"budgets": {"Evaluator": {"run_pytest": -1}}}, "tools.budgets.Evaluator.run_pytest: a budget is a whole number"),
-        ({"budgets": {"Evaluator": {"run_pytest": True}}}, "a budget is a whole number of calls >= 0, got True"),
-        ({"budgets": {"Planner": {"write_file": 3}}}, "tools.budgets.Planner.write_file: Planner has no write_file grant"),
-        ({"budgets": {"Boss": {"bash": 3}}}, "tools.budgets.Boss: unknown role 'Boss'"),
-        ({"budgets": [1]}, "tools.budgets must map roles"),
-    ],
-)  # fmt: skip
-def test_invalid_overrides_name_the_key(policy: Policy, overrides: dict[str, object], message: str) -> None:
+def test_a_new_mode_keeps_the_budget_a_denial_forgets_it(policy: Policy) -> None:
+    budgeted = policy.with_overrides({"Evaluator": {"run_pytest": {"budget": 3}}})
+    widened = budgeted.with_overrides({"Evaluator": {"run_pytest": "read-only"}})
+    assert widened.grant("Evaluator", "run_pytest") == Grant(
+        "read-only", 3, "task.Evaluator.run_pytest", ("workspace", "evaluation")
+    )
+    regranted = widened.with_overrides({"Evaluator": {"run_pytest": "deny"}}).with_overrides(
+        {"Evaluator": {"run_pytest": "read-only"}}
+    )
+    assert regranted.grant("Evaluator", "run_pytest") == Grant("read-only", 7, "task.Evaluator.run_pytest")
+
+
+def test_overrides_are_checked_against_the_policys_own_tools(policy: Policy) -> None:
+    registry = builtin_tools()
+    registry.register(ToolSpec("noop", "Nothing.", (), lambda ctx: ToolOutcome("ok", "")))
+    wider = Policy.default(Settings(), registry).with_overrides({"Planner": {"noop": "read-only"}})
+    assert wider.grant("Planner", "noop") == Grant("read-only", 30, "task.Planner.noop")
+    with pytest.raises(ConfigError, match=r"^policy.Planner.noop: unknown tool 'noop'; tools are read_file"):
+        policy.with_overrides({"Planner": {"noop": "read-only"}})
+
+
+def test_a_task_config_policy_is_applied_as_its_dict(policy: Policy) -> None:
+    raw = {"Specialist": {"bash": "read-write"}, "Evaluator": {"run_pytest": {"budget": 5}}}
+    from_model = policy.with_overrides(PolicyOverrides.model_validate(raw))
+    from_dict = policy.with_overrides(raw)
+    grants = [(role, tool) for role in ROLES for tool in TOOLS]
+    assert [from_model.grant(*key) for key in grants] == [from_dict.grant(*key) for key in grants]
+    assert from_model.grant("Evaluator", "run_pytest").budget == 5  # type: ignore[union-attr]
+
+
+def test_every_problem_is_one_line_naming_the_key(policy: Policy) -> None:
     with pytest.raises(ConfigError) as info:
-        policy.with_overrides(overrides)
-    assert message in str(info.value)
-
-
-def test_as_table(policy: Policy) -> None:
-    assert policy.as_table()["Specialist"]["write_file"] == "read-write (budget 7)"
+        policy.with_overrides({"Planner": {"bash": "write", "read_file": {"budget": -1}}, "judge": {}})
+    assert str(info.value).splitlines() == [
+        "policy.Planner.bash: unknown mode 'write'; use one of read-only, read-write, deny",
+        "policy.Planner.read_file: a budget is a whole number of calls >= 0, got -1; write e.g. budget = 5",
+        "policy.judge: unknown role 'judge'; use one of Planner, Specialist, Evaluator",
+    ]

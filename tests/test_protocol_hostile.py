@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from autogen_agentchat.messages import TextMessage
-from autogen_core.models import UserMessage
 
 from pse.exceptions import ProtocolError
 from pse.protocol import (
@@ -38,7 +37,7 @@ from pse.protocol import (
     parse_verdict,
     strip_tool_traffic,
 )
-from pse.team import TOOL_AGENT, ScopedContext, cycle_end_reason, next_speaker
+from pse.team import RoleFinished
 
 SMALL = 256 * 1024
 LARGE = 1024 * 1024
@@ -61,11 +60,11 @@ def fill(unit: str, size: int, prefix: str = "", suffix: str = "") -> str:
     return prefix + unit * ((size - len(prefix) - len(suffix)) // len(unit)) + suffix
 
 
-def admitted(runner: asyncio.Runner, text: str, source: str) -> bool:
-    """Whether the Planner's scoped context keeps a message from `source`."""
-    context = ScopedContext("Planner")
-    runner.run(context.add_message(UserMessage(content=text, source=source)))
-    return context.dropped == 0
+def finishes_the_phase(runner: asyncio.Runner, text: str) -> bool:
+    """Whether the phase's termination condition sees a final message (no tool request) of the Planner."""
+    condition = RoleFinished("Planner")
+    runner.run(condition([TextMessage(content=text, source="Planner")]))
+    return condition.fired
 
 
 def scans(runner: asyncio.Runner) -> dict[str, Scan]:
@@ -78,12 +77,7 @@ def scans(runner: asyncio.Runner) -> dict[str, Scan]:
         "has_tool_calls": has_tool_calls,
         "parse_tool_calls": lambda text: parse_tool_calls(text, TOOLS),
         "parse_tool_results": parse_tool_results,
-        "admit_tool_results": lambda text: admitted(runner, text, TOOL_AGENT),
-        "admit_other_role": lambda text: admitted(runner, text, "Specialist"),
-        "next_speaker": lambda text: next_speaker(
-            [TextMessage(content=text, source="Specialist")], "Planner"
-        ),
-        "cycle_end_reason": lambda text: cycle_end_reason(TextMessage(content=text, source="Planner")),
+        "role_finished": lambda text: finishes_the_phase(runner, text),
     }
 
 
@@ -140,9 +134,7 @@ class TestHostileProtocolInput:
         assert answers["strip_tool_traffic"] == text  # nothing closes, so nothing is removed
         self.assert_refused(answers["parse_plan"], ProtocolError, "found no <plan>")
         assert answers["has_tool_calls"] is False
-        assert answers["admit_other_role"] is True
-        assert answers["next_speaker"] == "Evaluator"
-        assert answers["cycle_end_reason"] == "planner ended its turn without a plan"
+        assert answers["role_finished"] is True
 
     def test_backticked_mentions(self) -> None:
         unit = "Write `<tool_calls>` blocks to ask for a tool. "
@@ -150,7 +142,7 @@ class TestHostileProtocolInput:
         assert answers["strip_tool_traffic"] == fill(unit, LARGE)
         assert answers["has_tool_calls"] is False
         assert answers["parse_tool_calls"].found_block is False
-        assert answers["next_speaker"] == "Evaluator"
+        assert answers["role_finished"] is True
 
     def test_nested_openers_never_closed(self) -> None:
         unit = '<tool_calls><invoke name="x"><parameter name="p">'
@@ -160,9 +152,7 @@ class TestHostileProtocolInput:
         (error,) = answers["parse_tool_calls"].items
         assert isinstance(error, DsmlError) and error.kind == "syntax"
         assert "unclosed <parameter name='p'> (no </parameter>" in error.message
-        assert answers["next_speaker"] == TOOL_AGENT
-        assert answers["admit_other_role"] is False
-        assert answers["cycle_end_reason"] is None
+        assert answers["role_finished"] is False
 
     def test_unclosed_tool_results(self) -> None:
         unit = '<tool_results for="Planner"><tool_calls>'
@@ -170,8 +160,6 @@ class TestHostileProtocolInput:
         assert answers["strip_tool_traffic"] == fill(unit, LARGE)
         assert answers["has_tool_calls"] is False  # an unclosed tool_results swallows the rest
         self.assert_refused(answers["parse_tool_results"], ValueError, "unexpected text")
-        assert answers["admit_tool_results"] is True
-        assert answers["admit_other_role"] is True
 
     def test_openers_without_closing_bracket(self) -> None:
         unit = '<plan <verdict status="PASS <criterion id="AC1 <blocked reason_code="X <tool_calls <invoke name="x '
@@ -195,7 +183,6 @@ class TestHostileProtocolInput:
         assert answers["strip_tool_traffic"] == "\n"
         assert answers["has_tool_calls"] is True
         assert answers["parse_tool_calls"].items == (ToolCall(1, "read_file", {"path": "a"}),)
-        assert answers["admit_tool_results"] is True
 
     def test_thousands_of_tool_results_then_an_unclosed_cdata(self) -> None:
         unit = '<tool_results for="Planner"></tool_results>'
@@ -204,7 +191,7 @@ class TestHostileProtocolInput:
         assert answers["parse_tool_results"] == ("Planner", [])
         assert answers["has_tool_calls"] is True
         assert answers["parse_tool_calls"].items == (ToolCall(1, "read_file", {"path": "a"}),)
-        assert answers["next_speaker"] == TOOL_AGENT
+        assert answers["role_finished"] is False
 
     def test_tags_whose_attributes_are_one_long_word(self) -> None:
         def shape(size: int) -> str:
@@ -221,7 +208,6 @@ class TestHostileProtocolInput:
         assert answers["parse_tool_results"] == ("", [])
         (error,) = answers["parse_tool_calls"].items
         assert isinstance(error, DsmlError) and "has no name attribute" in error.message
-        assert answers["admit_tool_results"] is False
 
     def test_thousands_of_criteria(self) -> None:
         def shape(size: int) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.tasks import Problem, TaskRegistry, builtin_tasks_dir, scaffold_task, validate
+from pse.toolagent import ToolOverride
 
 
 def _messages(problems: list[Problem]) -> list[str]:
@@ -49,23 +50,39 @@ def test_missing_prompt_file(tasks_dir: Path) -> None:
     assert "create specialist.md" in problem.fix
 
 
-def test_unknown_tool_and_role_in_policy(tasks_dir: Path) -> None:
+def test_policy_problems_name_the_key_and_the_fix(tasks_dir: Path) -> None:
     with (tasks_dir / "demo" / "task.toml").open("a") as handle:
         handle.write(
-            '\n[policy.Specialist]\nrm_rf = "allow"\nbash = "read-only"\n[policy.Judge]\nread_file = "allow"\n'
+            '\n[policy.Specialist]\nrm_rf = "allow"\nbash = "read-only"\n[policy.Judge]\nread_file = "deny"\n'
         )
-    [problem] = validate([tasks_dir])
-    assert problem.file == str(tasks_dir / "demo" / "task.toml")
-    assert "policy.Specialist: unknown tool 'rm_rf'" in problem.message
-    assert "policy role 'Judge' is not one of Planner, Specialist, Evaluator" in problem.message
-    assert "known tools: read_file, list_files" in problem.message
+    problems = validate([tasks_dir])
+    assert {p.file for p in problems} == {str(tasks_dir / "demo" / "task.toml")}
+    assert [(p.message, p.fix) for p in problems] == [
+        ("policy.Specialist.rm_rf: unknown tool 'rm_rf'", "tools are read_file, list_files, write_file, bash, run_pytest, run_ruff, run_check, search_knowledge"),
+        ("policy.Specialist.rm_rf: unknown mode 'allow'", "use one of read-only, read-write, deny"),
+        ("policy.Judge: unknown role 'Judge'", "use one of Planner, Specialist, Evaluator"),
+    ]  # fmt: skip
 
 
-def test_policy_is_passed_verbatim_when_valid(tasks_dir: Path) -> None:
+def test_policy_role_names_are_spelled_once(tasks_dir: Path) -> None:
     with (tasks_dir / "demo" / "task.toml").open("a") as handle:
-        handle.write('\n[policy.Specialist]\nbash = { mode = "read-only", budget = 5 }\n')
-    task = TaskRegistry.discover(tasks_dir).get("demo")
-    assert task.config.policy == {"Specialist": {"bash": {"mode": "read-only", "budget": 5}}}
+        handle.write('\n[policy.planner]\nbash = "deny"\n')
+    [problem] = validate([tasks_dir])
+    assert problem.message == "policy.planner: unknown role 'planner'"
+    assert problem.fix == "write Planner: roles are spelled Planner, Specialist, Evaluator"
+
+
+def test_policy_is_read_as_the_toolagent_reads_it(tasks_dir: Path) -> None:
+    with (tasks_dir / "demo" / "task.toml").open("a") as handle:
+        handle.write(
+            '\n[policy.Specialist]\nbash = { mode = "read-only", budget = 5 }\nwrite_file = "deny"\n'
+        )
+    assert validate([tasks_dir]) == []
+    policy = TaskRegistry.discover(tasks_dir).get("demo").config.policy
+    assert list(policy.settings()) == [
+        ("Specialist", "bash", ToolOverride(mode="read-only", budget=5)),
+        ("Specialist", "write_file", ToolOverride(mode="deny")),
+    ]
 
 
 def test_bad_values_and_unknown_keys_name_the_field(tasks_dir: Path) -> None:
@@ -219,13 +236,13 @@ def test_every_problem_at_once(tasks_dir: Path) -> None:
     (tasks_dir / "demo" / "planner.md").unlink()
     (tasks_dir / "demo" / "cassette.json").unlink()
     with (tasks_dir / "demo" / "task.toml").open("a") as handle:
-        handle.write('\n[policy.Evaluator]\nwrite_files = "allow"\n')
+        handle.write('\n[policy.Evaluator]\nwrite_files = "read-write"\n')
     with (tasks_dir / "registry.toml").open("a") as handle:
         handle.write("\n[tasks.ghost]\n")
     assert (
         len(validate([tasks_dir])) == 3
     )  # planner.md, policy, ghost (cassette only checked on a valid config)
-    _edit(tasks_dir / "demo" / "task.toml", '[policy.Evaluator]\nwrite_files = "allow"\n', "")
+    _edit(tasks_dir / "demo" / "task.toml", '[policy.Evaluator]\nwrite_files = "read-write"\n', "")
     assert len(validate([tasks_dir])) == 3  # planner.md, cassette, ghost
 
 

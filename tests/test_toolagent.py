@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,43 @@ def test_catalog_lists_registered_granted_tools(ws: Path) -> None:
     assert "[read-only, 30/cycle]" in lines[1]
 
 
-def test_execute_sync_matches_execute(ws: Path) -> None:
-    batch = executor(ws).execute_sync("Evaluator", request(("list_files", {})))
-    assert batch.records[0].output == "a.txt (6 bytes)" and batch.records[0].facts == {"entries": 1}
+async def test_execute_sync_matches_execute_on_the_calling_thread(ws: Path) -> None:
+    threads: list[str] = []
+
+    def where(ctx: object) -> ToolOutcome:
+        threads.append(threading.current_thread().name)
+        return ToolOutcome("ok", "ran")
+
+    registry = builtin_tools()
+    registry.register(ToolSpec("where", "Say which thread runs tools.", (), where))
+    policy = Policy.default(Settings(), registry).with_overrides({"Evaluator": {"where": "read-only"}})
+    text = request(
+        ("list_files", {}), ("where", {}), ("write_file", {"path": "x", "content": "1"}),
+        ("read_file", {"path": "../outside"}), ("nope", {}),
+    )  # fmt: skip
+    on_pool = await executor(ws, registry=registry, policy=policy).execute("Evaluator", text)
+    here = executor(ws, registry=registry, policy=policy).execute_sync("Evaluator", text)
+    assert here.text == on_pool.text
+    timeless = [{"at", "ms"}] * len(here.records)
+    assert [r.model_dump(exclude=x) for r, x in zip(here.records, timeless, strict=True)] == [
+        r.model_dump(exclude=x) for r, x in zip(on_pool.records, timeless, strict=True)
+    ]
+    assert [(r.status, r.rule) for r in here.records] == [
+        ("ok", "roles.Evaluator.list_files"), ("ok", "task.Evaluator.where"), ("denied", "policy.default_deny"),
+        ("denied", "sandbox.path"), ("error", "protocol.unknown_tool"),
+    ]  # fmt: skip
+    assert threads[0].startswith("pse-tool") and threads[1] == threading.current_thread().name
+
+
+async def test_a_failure_outside_any_tool_is_kept_and_stops_every_later_call(ws: Path) -> None:
+    ex = executor(ws)
+    first, second = ToolInfrastructureError("sandbox gone"), ToolInfrastructureError("later")
+    ex.report_infrastructure_error(first)
+    ex.report_infrastructure_error(second)
+    assert ex.infrastructure_error is first
+    two = request(*[("read_file", {"path": "a.txt"})] * 2)
+    for _ in range(2):  # calls not run give their budget (2 per cycle) back: never a budget denial
+        batch = await ex.execute("Planner", two)
+        assert [(r.decision, r.rule, r.status, r.output) for r in batch.records] == [
+            ("allowed", "roles.Planner.read_file", "error", "not run: the tool machinery failed on an earlier request")
+        ] * 2  # fmt: skip

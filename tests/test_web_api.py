@@ -18,7 +18,7 @@ from pse.config import Settings
 from pse.engine import Trace, load_trace, write_trace
 from pse.events import EVENT_ADAPTER, Event
 from pse.runner import prepare_run, run_to_end
-from pse.web import create_app, replay_trace
+from pse.web import create_app
 
 LOCAL = "http://127.0.0.1"
 TOKEN = "s3cret-token-for-the-tests-0123456789"
@@ -154,11 +154,11 @@ def test_replay_of_a_run_not_started_by_this_server_matches_what_was_streamed(
 
 def test_replay_trace_orders_by_time_and_counts_every_record(finished_runs: Path) -> None:
     trace = load_trace(finished_runs / _only_run(finished_runs))
-    events: list[Event] = replay_trace(trace)
+    events: list[Event] = trace.events()
     assert [e.at for e in events[:-1]] == sorted(e.at for e in events[:-1])
     assert events[0].kind == "cycle_start" and events[-1].kind == "outcome"
-    assert len(events) == 2 + 2 + len(trace.transitions) + 1 + sum(
-        len(c.messages) + len(c.tool_calls) for c in trace.cycles
+    assert len(events) == len(trace.transitions) + 1 + sum(
+        2 + len(c.messages) + len(c.tool_calls) + len(c.retrievals) for c in trace.cycles
     )
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "EVENT_ADAPTER",
     "BlockedRecord",
+    "Cost",
     "CriterionResult",
     "CycleStarted",
     "Decision",
@@ -72,6 +73,70 @@ class ToolCallRecord(_Record):
     truncated: bool = False
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
     at: str = Field(default_factory=utc_now)
+
+    # One named constructor per way a request ends (the who-and-what first, then the decision).
+
+    @classmethod
+    def malformed(
+        cls, *, requester: str, tool: str, arguments: dict[str, str], index: int, rule: str, problem: str
+    ) -> ToolCallRecord:
+        """A request the protocol could not read (rule `protocol.<kind>`): denied, answered as an error."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="denied", rule=rule, status="error", output=problem,
+        )  # fmt: skip
+
+    @classmethod
+    def denied(
+        cls,
+        *,
+        requester: str,
+        tool: str,
+        arguments: dict[str, str],
+        index: int,
+        rule: str,
+        reason: str,
+        ms: int = 0,
+    ) -> ToolCallRecord:
+        """A request a rule refused: the policy, a budget, a protected file, or (while it ran, after `ms`)
+        the sandbox's path check."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="denied", rule=rule, status="denied", output=reason, ms=ms,
+        )  # fmt: skip
+
+    @classmethod
+    def ran(
+        cls,
+        *,
+        requester: str,
+        tool: str,
+        arguments: dict[str, str],
+        index: int,
+        rule: str,
+        status: Literal["ok", "error", "timeout"],
+        output: str,
+        ms: int,
+        sandbox: str | None,
+        truncated: bool = False,
+        facts: dict[str, Any] | None = None,
+    ) -> ToolCallRecord:
+        """An allowed request that ran, with what it produced (a failure of the machinery is an error)."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="allowed", rule=rule, status=status, output=output, ms=ms, sandbox=sandbox,
+            truncated=truncated, facts=facts or {},
+        )  # fmt: skip
+
+    @classmethod
+    def not_run(
+        cls, *, requester: str, tool: str, arguments: dict[str, str], index: int, rule: str, reason: str
+    ) -> ToolCallRecord:
+        """An allowed request left unrun because the tool machinery failed on an earlier one."""
+        return cls(
+            requester=requester, tool=tool, arguments=arguments, index=index,
+            decision="allowed", rule=rule, status="error", output=reason,
+        )  # fmt: skip
 
 
 class SandboxRecord(_Record):
@@ -161,6 +226,26 @@ class TransitionRecord(_Record):
     to: str
     at: str = Field(default_factory=utc_now)
     reason: str = ""
+
+
+class Cost(_Record):
+    """Money, from the configured prices: of one call, or of a whole run (the trace's `cost`)."""
+
+    amount: float = 0.0
+    currency: str = "USD"
+    unpriced_models: list[str] = Field(default_factory=list, description="models with no price: counted as 0")
+
+    @property
+    def priced(self) -> bool:
+        """False when some model had no price (its tokens counted as free)."""
+        return not self.unpriced_models
+
+    def add(self, other: Cost) -> None:
+        """Add another amount (same currency as the run's first priced call; prices name one currency)."""
+        if other.amount:
+            self.currency = other.currency
+        self.amount = round(self.amount + other.amount, 6)
+        self.unpriced_models += [m for m in other.unpriced_models if m not in self.unpriced_models]
 
 
 class TokenCount(_Record):

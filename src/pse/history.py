@@ -16,32 +16,15 @@ import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.engine import check_run_id
 from pse.exceptions import UserError
+from pse.trace import RunEntry
 
 __all__ = ["RunEntry", "RunHistory", "Stats", "compute_stats", "list_runs", "run_dir_of", "stats_of"]
-
-
-class RunEntry(BaseModel):
-    """One line of the run history: what lists and statistics need, without the whole trace."""
-
-    run_id: str
-    task: str
-    outcome: str | None
-    outcome_reason: str
-    started_at: str
-    ended_at: str | None
-    cycles: int
-    tokens: int
-    cost: float
-    currency: str
-    tool_calls: int = 0
-    denied_tool_calls: int = 0
 
 
 class Stats(BaseModel):
@@ -76,27 +59,6 @@ def run_dir_of(runs_dir: Path, run_id: str) -> Path:
     return path
 
 
-def _entry(data: dict[str, Any]) -> RunEntry:
-    tokens = data.get("tokens") or {}
-    cost = data.get("cost") or {}
-    cycles = data.get("cycles") or []
-    calls = [call for cycle in cycles for call in cycle.get("tool_calls") or []]
-    return RunEntry(
-        run_id=str(data.get("run_id", "")),
-        task=str(data.get("task", "")),
-        outcome=data.get("outcome"),
-        outcome_reason=str(data.get("outcome_reason", "")),
-        started_at=str(data.get("started_at", "")),
-        ended_at=data.get("ended_at"),
-        cycles=len(cycles),
-        tokens=int(tokens.get("total", 0)),
-        cost=float(cost.get("amount", 0.0)),
-        currency=str(cost.get("currency", "USD")),
-        tool_calls=len(calls),
-        denied_tool_calls=sum(1 for call in calls if call.get("decision") == "denied"),
-    )
-
-
 class RunHistory:
     """The run entries of one runs directory, cached per trace file (thread-safe)."""
 
@@ -128,7 +90,7 @@ class RunHistory:
                     continue
                 try:
                     raw = read_beneath(self.runs_dir, [folder.name, "trace.json"], max_bytes=MAX_TRACE_BYTES)
-                    entry: RunEntry | None = _entry(json.loads(raw))
+                    entry: RunEntry | None = RunEntry.of_json(json.loads(raw))
                 except (OSError, ValueError, AttributeError, TypeError):
                     entry = None  # half-written, foreign, swapped for a symlink: skipped until it changes
                 seen[folder.name] = (st.st_mtime_ns, st.st_size, entry)

@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from pse.config import Settings, load_settings, with_overrides
 from pse.engine import (
-    Cost,
     Engine,
     GatePolicy,
+    RunEvents,
     RunSetup,
     RunTokens,
     Trace,
@@ -32,7 +32,7 @@ from pse.engine import (
     prune_runs,
     write_trace,
 )
-from pse.events import Event, SandboxRecord
+from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
@@ -154,6 +154,7 @@ def _wire(
         policy = policy.with_independent_tests()
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
+    events = RunEvents(run_id, on_event)
     executor = ToolExecutor(
         workspace,
         settings,
@@ -164,6 +165,7 @@ def _wire(
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
+        on_record=events.tool_call,
     )
     clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
     extra: dict[str, str] = (
@@ -181,9 +183,8 @@ def _wire(
         for role in ROLES
     ]
 
-    def price(role: str, prompt: int, completion: int) -> tuple[float, str, bool]:
-        cost = price_of(settings, specs[role].model, prompt, completion)
-        return cost.amount, cost.currency, cost.priced
+    def price(role: str, prompt: int, completion: int) -> Cost:
+        return price_of(settings, specs[role].model, prompt, completion)
 
     setup = RunSetup(
         run_id=run_id,
@@ -204,9 +205,8 @@ def _wire(
         ),
         inputs=inputs,
         price=price,
-        model_names={role: spec.model for role, spec in specs.items()},
         positions=(lambda: player.positions) if player is not None else None,
-        on_event=on_event,
+        events=events,
         injected_retrievals=[knowledge.injected] if knowledge.injected else [],
         sandbox=SandboxRecord(
             mode=executor.sandbox.mode,
@@ -303,7 +303,7 @@ def prepare_resume(
             f"run {run_id} already ended {trace.outcome}; only interrupted or cancelled runs resume"
         )
     if trace.outcome is not None:  # cancelled: reopen it at the last cycle boundary
-        trace = _reopen_cancelled(trace)
+        trace = trace.reopened()
     task = registry_for(settings).get(trace.task)
     if trace.settings.get("cassette") and settings.cassette is None:
         settings = settings.model_copy(update={"cassette": Path(str(trace.settings["cassette"]))})
@@ -319,22 +319,6 @@ def prepare_resume(
         positions=trace.cassette_positions,
         trace=trace,
     )
-
-
-def _reopen_cancelled(trace: Trace) -> Trace:
-    """Drop the cancelled cycle and its transitions, so the run goes on from the boundary before it."""
-    data = trace.model_dump(by_alias=True)
-    cancelled = data["cycles"].pop() if data["cycles"] else None
-    cut = next(
-        (i for i, t in enumerate(data["transitions"]) if cancelled and t["at"] >= cancelled["started_at"]),
-        len(data["transitions"]),
-    )
-    data["transitions"] = data["transitions"][:cut]
-    data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
-    data.update(outcome=None, outcome_reason="", ended_at=None)
-    if cancelled is not None:
-        data["cassette_positions"] = cancelled["positions_at_start"]
-    return Trace.model_validate(data)
 
 
 async def run_to_end(prepared: PreparedRun) -> RunSummary:

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.cli._kb import kb_app
-from pse.cli._live import strip_control
+from pse.cli._live import LiveView, strip_control
 from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
@@ -91,9 +91,14 @@ def _exit_code(outcome: str | None) -> int:
     return {"PASSED": EXIT_PASSED, "ERROR": EXIT_ERROR}.get(outcome or "ERROR", EXIT_NO_PASS)
 
 
-def _execute(prepared: PreparedRun, as_json: bool) -> int:
+def _live_view(task: str, as_json: bool) -> LiveView | None:
+    """The terminal's live view of a run (none for --json): it is the run's event consumer from the start."""
+    return None if as_json else LiveView(out, task)
+
+
+def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     """Run with a live view (or quietly for --json), Ctrl-C cancelling cleanly; print the result."""
-    from pse.cli._live import LiveView, outcome_style, token_table
+    from pse.cli._live import outcome_style, token_table
 
     sandbox = prepared.engine.trace.sandbox
     if sandbox is not None and sandbox.warning:
@@ -112,12 +117,11 @@ def _execute(prepared: PreparedRun, as_json: bool) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
-    if as_json:
+    if view is None:
         summary = asyncio.run(go())
         print(summary.model_dump_json())
         return _exit_code(summary.outcome)
-    view = LiveView(out, prepared.task.name, prepared.run_id)
-    prepared.engine.setup.on_event = view.on_event
+    view.run_id = prepared.run_id
     with view:
         summary = asyncio.run(go())
     trace = load_trace(Path(summary.trace))
@@ -190,8 +194,11 @@ def run_cmd(
         runs_dir=runs_dir,
         tasks_dir=tasks_dir,
     )
-    prepared = prepare_run(task, settings, inputs=_parse_inputs(input or []))
-    raise typer.Exit(_execute(prepared, as_json))
+    view = _live_view(task, as_json)
+    prepared = prepare_run(
+        task, settings, inputs=_parse_inputs(input or []), on_event=view.on_event if view else None
+    )
+    raise typer.Exit(_execute(prepared, view))
 
 
 @app.command("resume")
@@ -202,8 +209,13 @@ def resume_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Continue an interrupted (killed or cancelled) run with its next cycle and the same counters."""
-    prepared = prepare_resume(run_id, _settings(runs_dir=runs_dir, tasks_dir=tasks_dir))
-    raise typer.Exit(_execute(prepared, as_json))
+    view = _live_view("", as_json)
+    prepared = prepare_resume(
+        run_id, _settings(runs_dir=runs_dir, tasks_dir=tasks_dir), on_event=view.on_event if view else None
+    )
+    if view is not None:
+        view.task = prepared.task.name
+    raise typer.Exit(_execute(prepared, view))
 
 
 @app.command("summarize")

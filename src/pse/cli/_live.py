@@ -84,7 +84,7 @@ class LiveView:
     and the panel once at the end.
     """
 
-    def __init__(self, console: Console, task: str, run_id: str) -> None:
+    def __init__(self, console: Console, task: str, run_id: str = "") -> None:
         self.console = console
         self.task, self.run_id = task, run_id
         self.cycle, self.cycle_kind, self.state, self.speaker = 0, "", "START", ""
@@ -115,6 +115,7 @@ class LiveView:
 
     def on_event(self, event: Event) -> None:
         """Update the view with one engine event."""
+        self.run_id = self.run_id or event.run_id
         if isinstance(event, CycleStarted):
             self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
             speaker = strip_control(event.first_speaker)

@@ -1,13 +1,16 @@
 """The loop engine: cycles, verdict gates, retries, budgets, step_buffer, the state machine and the trace."""
 
+from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, run_cycle
 from pse.engine._engine import Engine, new_run_id
 from pse.engine._escalation import build_escalation, write_escalation
+from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
+from pse.engine._ledger import Ledger
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
-from pse.engine._state import TERMINAL, IllegalTransition, State, check_transition
+from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
-from pse.engine._trace import (
+from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,
     CycleRecord,
@@ -25,14 +28,23 @@ __all__ = [
     "TERMINAL",
     "TRACE_SCHEMA_VERSION",
     "Cost",
+    "Crew",
+    "CycleOutcome",
     "CycleRecord",
+    "CycleStop",
     "Engine",
+    "EventSink",
     "GatePolicy",
     "IllegalTransition",
+    "Ledger",
+    "NextCycle",
     "PriceFn",
+    "RunControl",
+    "RunEvents",
     "RunSetup",
     "RunTokens",
     "State",
+    "StateMachine",
     "ToolRuntime",
     "Trace",
     "artifact_list",
@@ -48,6 +60,7 @@ __all__ = [
     "prune_runs",
     "replan_packet",
     "revise_packet",
+    "run_cycle",
     "trace_schema",
     "write_escalation",
     "write_trace",

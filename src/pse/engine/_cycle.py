@@ -1,181 +1,264 @@
-"""Run one cycle: stream the team's messages, account for them, move the state as roles speak.
+"""One cycle: the phases of the roles, in order, each one role with the ToolAgent until its final message.
 
-The engine decides what a cycle's result means; this module only runs it and records what
-happened: messages with their tokens, the ToolAgent's decisions, the plan, the verdict or the
-review error, a `<blocked>`, or why the cycle was stopped (budget, cancellation, infrastructure).
+`run_cycle` runs them and returns a typed `CycleOutcome`: the plan, the verdict or the review error, a
+`<blocked>`, or why the cycle was stopped (deadline, budget, cancellation, turn cap, infrastructure).
+Each role's final message is parsed once, here. Between phases the run's state machine moves through
+its table (PLANNED → RUNNING → REVIEWING); what the outcome *means* (gates, retries, escalation) is the
+engine's decision. Every message is recorded in the cycle, charged to the ledger and announced as it
+arrives; tool records arrive pushed by the executor (see `RunEvents`).
+
+Stopping: the deadline is a timer on the event loop. A stop first closes the cycle's failure box (no
+model call starts any more) and cancels the cycle's token, and only then closes AutoGen's stream, which
+waits for the team to wind down: cancelling first is what makes that wait short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
-from autogen_agentchat.base import TaskResult
+from autogen_agentchat.base import ChatAgent
 from autogen_agentchat.messages import BaseChatMessage
-from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 
-from pse.engine._state import State
-from pse.engine._trace import CycleRecord
-from pse.events import MessageRecord, TokenCount
+from pse.engine._events import RunEvents
+from pse.engine._ledger import Ledger
+from pse.engine._state import State, StateMachine
+from pse.events import BlockedRecord, MessageEvent, MessageRecord, PlanRecord, VerdictRecord
 from pse.exceptions import ProtocolError, RunFailure
-from pse.protocol import find_blocked, has_tool_calls, parse_plan, parse_verdict
-from pse.roles import Role
-from pse.team import TASK_SOURCE, TOOL_AGENT, FailureBox
+from pse.protocol import find_blocked, parse_plan, parse_verdict
+from pse.roles import TASK_SOURCE, TOOL_AGENT, Role
+from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
+from pse.trace import CycleRecord
 
-__all__ = ["CycleStop", "run_cycle"]
+__all__ = ["Crew", "CycleOutcome", "CycleStop", "NextCycle", "RunControl", "phase_order", "run_cycle"]
 
-log = logging.getLogger("pse.engine")
+CycleKind = Literal["initial", "revise", "replan"]
+DEADLINE_REASON = "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CycleStop:
     """Why a cycle was stopped before its natural end: TIMEOUT or ERROR, with a reason."""
 
-    outcome: str
+    outcome: Literal["TIMEOUT", "ERROR"]
     reason: str
 
 
-class CycleHooks:
-    """Callbacks from the cycle into the engine (kept narrow so the cycle cannot steer the run)."""
+@dataclass(frozen=True)
+class NextCycle:
+    """The cycle the run's state calls for: its kind, the roles' phases in order, and what crosses into it.
 
-    def __init__(
-        self,
-        *,
-        transition: Callable[[State, str], None],
-        state: Callable[[], State],
-        message: Callable[[CycleRecord, MessageRecord, str], None],
-        tool_calls: Callable[[CycleRecord], None],
-        budget_exceeded: Callable[[], str | None],
-        infrastructure_error: Callable[[], RunFailure | None],
-    ) -> None:
-        self.transition = transition
-        self.state = state
-        self.message = message
-        self.tool_calls = tool_calls
-        self.budget_exceeded = budget_exceeded
-        self.infrastructure_error = infrastructure_error
+    Attributes:
+        kind: initial, revise (after a PARTIAL: the Specialist starts) or replan (after a FAIL).
+        roles: the phases, in order.
+        packet: the task message of the cycle (the task, plus the step_buffer after the first cycle).
+        step_buffer: what crossed from the previous cycle (None on the first).
+        briefs: role → the text that replaces the packet in its context (the fixed plan on a revise).
+    """
+
+    kind: CycleKind
+    roles: tuple[str, ...]
+    packet: str
+    step_buffer: str | None = None
+    briefs: Mapping[str, str] = field(default_factory=dict)
 
 
-def _usage(message: BaseChatMessage) -> tuple[int, int]:
-    usage = message.models_usage
-    return (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
+@dataclass
+class CycleOutcome:
+    """What a cycle came to. At most one of verdict / review_error is set; `stop` when it was cut short."""
 
-
-def _on_role_message(cycle: CycleRecord, message: BaseChatMessage, hooks: CycleHooks) -> CycleStop | None:
-    """Move the state machine as roles speak; parse the plan as soon as the Planner delivers it."""
-    source, text = message.source, message.to_text()
-    state = hooks.state()
-    if source == Role.SPECIALIST and state in (State.PLANNED, State.REVISING):
-        hooks.transition(State.RUNNING, "Specialist started")
-    elif source == Role.EVALUATOR and state == State.RUNNING:
-        hooks.transition(State.REVIEWING, "Specialist reported; Evaluator started")
-    if has_tool_calls(text):
-        return None
-    if source in (Role.PLANNER, Role.SPECIALIST):
-        blocked = find_blocked(text, source)
-        if blocked is not None:
-            cycle.blocked = blocked
-            return None
-    if source == Role.PLANNER:
-        try:
-            cycle.plan = parse_plan(text)
-        except ProtocolError as exc:
-            cycle.review_error = f"PLAN_ERROR: {exc}"
-            return CycleStop("ERROR", cycle.review_error)
-        hooks.transition(State.PLANNED, f"plan fixed with {len(cycle.plan.criteria)} criteria")
-    elif source == Role.EVALUATOR:
-        try:
-            cycle.verdict = parse_verdict(text)
-        except ProtocolError as exc:
-            cycle.review_error = f"REVIEW_ERROR: {exc}"
-    return None
-
-
-async def run_cycle(
-    team: SelectorGroupChat,
-    cycle: CycleRecord,
-    packet: str,
-    hooks: CycleHooks,
-    box: FailureBox,
-    token: CancellationToken,
-    deadline: float,
-    external_stop: Callable[[], CycleStop | None],
-) -> CycleStop | None:
-    """Run the team on `packet` until the cycle ends; fill `cycle`; return why it was stopped early, if so."""
+    plan: PlanRecord | None = None
+    verdict: VerdictRecord | None = None
+    review_error: str | None = None
+    blocked: BlockedRecord | None = None
     stop: CycleStop | None = None
+
+
+@dataclass(frozen=True)
+class Crew:
+    """Who works in a cycle: the roles, the ToolAgent beside them, and how their contexts open."""
+
+    roles: Mapping[str, RoleSetup]
+    tool_agent: ChatAgent
+    contexts: ContextFactory
+    turns_per_cycle: int
+
+
+@dataclass
+class RunControl:
+    """The run's state a cycle works against: the state machine, the ledger, the event sink, the limits.
+
+    Attributes:
+        infrastructure_error: the tool machinery's failure, if any (the run must end as ERROR).
+        external_stop: why the run was stopped from outside (Ctrl-C, the dashboard), if it was.
+    """
+
+    machine: StateMachine
+    ledger: Ledger
+    events: RunEvents
+    deadline: float
+    infrastructure_error: Callable[[], RunFailure | None]
+    external_stop: Callable[[], str | None]
+    token: CancellationToken = field(default_factory=CancellationToken)
+
+
+_ENTRY: dict[str, tuple[State, str]] = {
+    Role.SPECIALIST: (State.RUNNING, "Specialist started"),
+    Role.EVALUATOR: (State.REVIEWING, "Specialist reported; Evaluator started"),
+}
+
+
+async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunControl) -> CycleOutcome:
+    """Run the phases of `spec` in order, filling `record`; return what the cycle came to."""
+    outcome = CycleOutcome()
+    box = FailureBox()
+    finals: list[tuple[str, str]] = []
     expired = False
 
     def expire() -> None:
-        # Cancel first, close after: AutoGen's stream waits for its runtime to go idle when it is closed,
-        # and only the cancelled token (and the closed box) makes the team stop instead of going on.
         nonlocal expired
         expired = True
-        box.close("run wall-clock limit reached (PSE_RUN_TIMEOUT_S)")
-        token.cancel()
+        box.close(DEADLINE_REASON)
+        run.token.cancel()
 
-    alarm = asyncio.get_running_loop().call_at(deadline, expire)
+    alarm = asyncio.get_running_loop().call_at(run.deadline, expire)
+    crew.contexts.record(TASK_SOURCE, spec.packet)
     try:
-        # aclosing: a cycle stopped early (break) must close AutoGen's stream now, not at garbage collection.
-        async with contextlib.aclosing(team.run_stream(task=packet, cancellation_token=token)) as stream:
-            async for item in stream:
-                if isinstance(item, TaskResult):
-                    cycle.turns = sum(
-                        1 for m in item.messages if isinstance(m, BaseChatMessage) and m.source != TASK_SOURCE
-                    )
-                    if item.stop_reason and "Maximum number of turns" in item.stop_reason:
-                        stop = stop or CycleStop("TIMEOUT", f"turn cap: {item.stop_reason}")
-                    continue
-                if not isinstance(item, BaseChatMessage) or item.source == TASK_SOURCE:
-                    continue
-                prompt, completion = _usage(item)
-                record = MessageRecord(
-                    source=item.source,
-                    content=item.to_text(),
-                    prompt_tokens=prompt,
-                    completion_tokens=completion,
+        for role in spec.roles:
+            if role in _ENTRY:
+                run.machine.enter(*_ENTRY[role])
+            opening = crew.contexts.opening(role, CycleOpening(spec.packet, spec.briefs, tuple(finals)))
+            phase = Phase(
+                crew.roles[role], opening, crew.tool_agent, box, crew.turns_per_cycle - record.turns
+            )
+            final = await _run_phase(phase, crew.contexts, record, run, box, outcome)
+            if outcome.stop is None and expired:
+                outcome.stop = CycleStop("TIMEOUT", DEADLINE_REASON)
+            if outcome.stop is not None or box.failure is not None:
+                break
+            if not phase.finished.fired:
+                outcome.stop = CycleStop(
+                    "TIMEOUT", f"turn cap: {crew.turns_per_cycle} turns in one cycle (PSE_TURNS_PER_CYCLE)"
                 )
-                cycle.messages.append(record)
+                break
+            if not _read_final(role, final, outcome, run):
+                break
+            finals.append((role, final))
+    finally:
+        alarm.cancel()
+    if box.failure is not None:
+        outcome.stop = CycleStop("ERROR", f"{type(box.failure).__name__}: {box.failure}")
+    return outcome
+
+
+def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> bool:
+    """Parse a role's final message once; False when the cycle ends here (blocked, or no plan)."""
+    if role in (Role.PLANNER, Role.SPECIALIST):
+        outcome.blocked = find_blocked(text, role)
+        if outcome.blocked is not None:
+            return False
+    if role == Role.PLANNER:
+        try:
+            outcome.plan = parse_plan(text)
+        except ProtocolError as exc:
+            outcome.review_error = f"PLAN_ERROR: {exc}"
+            outcome.stop = CycleStop("ERROR", outcome.review_error)
+            return False
+        run.machine.move(State.PLANNED, f"plan fixed with {len(outcome.plan.criteria)} criteria")
+    elif role == Role.EVALUATOR:
+        try:
+            outcome.verdict = parse_verdict(text)
+        except ProtocolError as exc:
+            outcome.review_error = f"REVIEW_ERROR: {exc}"
+    return True
+
+
+async def _run_phase(
+    phase: Phase,
+    contexts: ContextFactory,
+    record: CycleRecord,
+    run: RunControl,
+    box: FailureBox,
+    outcome: CycleOutcome,
+) -> str:
+    """Stream one phase into the cycle's record; return the role's last message (its final one)."""
+    final = ""
+    try:
+        # aclosing: a phase stopped early (break) must close AutoGen's stream now, not at garbage collection.
+        async with contextlib.aclosing(
+            phase.team.run_stream(task=None, cancellation_token=run.token)
+        ) as stream:
+            async for item in stream:
+                if not isinstance(item, BaseChatMessage):
+                    continue  # the TaskResult, and AutoGen's own events
+                text = _record(item, record, run)
+                contexts.record(item.source, text)
                 if item.source != TOOL_AGENT:
-                    cycle.tokens.setdefault(item.source, TokenCount()).add(prompt, completion)
-                hooks.message(cycle, record, item.source)
-                if item.source == TOOL_AGENT:
-                    hooks.tool_calls(cycle)
-                    failure = hooks.infrastructure_error()
-                    if failure is not None:
-                        stop = CycleStop("ERROR", f"tool infrastructure failed: {failure}")
-                else:
-                    stop = _on_role_message(cycle, item, hooks) or stop
-                stop = stop or external_stop()
-                budget = hooks.budget_exceeded()
-                if stop is None and budget is not None:
-                    stop = CycleStop("TIMEOUT", budget)
+                    final = text
+                stop = _stop_now(item, run)
                 if stop is not None:
+                    outcome.stop = stop
                     box.close(stop.reason)
-                    token.cancel()
+                    run.token.cancel()
                     break
     except asyncio.CancelledError:
-        # Our own cancellation token (a stop decided above, the deadline, or from outside) surfaces here;
+        # Our own token (a stop decided here, the deadline, or from outside) surfaces as CancelledError;
         # a cancellation of the task that runs the engine must still propagate.
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
-        stop = stop or external_stop() or _deadline_stop(expired) or CycleStop("ERROR", "cycle cancelled")
+        reason = run.external_stop()
+        if outcome.stop is None and reason is not None:
+            outcome.stop = CycleStop("ERROR", f"CANCELLED: {reason}")
+        elif outcome.stop is None and box.closed is None:
+            outcome.stop = CycleStop("ERROR", "cycle cancelled")
     except RuntimeError:
         # AutoGen re-raises an agent's exception as a bare RuntimeError; the box has the typed failure,
         # or the box was closed and the error is a call refused after the stop.
         if box.failure is None and box.closed is None:
             raise
-    finally:
-        alarm.cancel()
-    stop = stop or _deadline_stop(expired)
-    if box.failure is not None:
-        stop = CycleStop("ERROR", f"{type(box.failure).__name__}: {box.failure}")
-    return stop
+    return final
 
 
-def _deadline_stop(expired: bool) -> CycleStop | None:
-    return CycleStop("TIMEOUT", "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)") if expired else None
+def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl) -> str:
+    """File, charge and announce one message; return its text."""
+    usage = item.models_usage
+    prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
+    text = item.to_text()
+    message = MessageRecord(
+        source=item.source,
+        content=text,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+    )
+    record.messages.append(message)
+    record.turns += 1
+    if item.source != TOOL_AGENT:
+        run.ledger.charge(record, item.source, prompt, completion)
+    run.events.emit(
+        MessageEvent(run_id=run.events.run_id, cycle=record.index, message=message, at=message.at)
+    )
+    return text
+
+
+def _stop_now(item: BaseChatMessage, run: RunControl) -> CycleStop | None:
+    """Why the cycle must stop after this message, if it must."""
+    if item.source == TOOL_AGENT:
+        failure = run.infrastructure_error()
+        if failure is not None:
+            return CycleStop("ERROR", f"tool infrastructure failed: {failure}")
+    reason = run.external_stop()
+    if reason is not None:
+        return CycleStop("ERROR", f"CANCELLED: {reason}")
+    budget = run.ledger.exhausted()
+    return CycleStop("TIMEOUT", budget) if budget is not None else None
+
+
+def phase_order(first: str) -> tuple[str, ...]:
+    """The phases of a cycle that starts with `first`: always ending with the Evaluator's review."""
+    order: Sequence[str] = (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR)
+    return tuple(order[order.index(first) :])

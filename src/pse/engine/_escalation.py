@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pse.engine._step_buffer import artifact_list
-from pse.engine._trace import Trace
+from pse.trace import Trace
 
 __all__ = ["build_escalation", "write_escalation"]
 

@@ -10,8 +10,10 @@ from typing import Any, Protocol
 from autogen_agentchat.base import ChatAgent
 
 from pse.config import Settings
+from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
-from pse.events import Event, SandboxRecord, ToolCallRecord
+from pse.engine._ledger import PriceFn
+from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
 from pse.team import RoleSetup
 
@@ -19,12 +21,7 @@ __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
 
 
 class ToolRuntime(Protocol):
-    """The part of the ToolAgent's executor the engine uses."""
-
-    @property
-    def records(self) -> Sequence[ToolCallRecord]:
-        """Every tool decision so far, in order (the audit)."""
-        ...
+    """The part of the ToolAgent's executor the engine uses (its records arrive pushed, in `RunEvents`)."""
 
     @property
     def infrastructure_error(self) -> RunFailure | None:
@@ -40,13 +37,18 @@ class ToolRuntime(Protocol):
         ...
 
 
-PriceFn = Callable[[str, int, int], tuple[float, str, bool]]
-"""Money for (role, prompt tokens, completion tokens) of that role's model: (amount, currency, priced)."""
-
-
 @dataclass
 class RunSetup:
-    """Everything one run is made of. The runner builds it; the engine only uses it."""
+    """Everything one run is made of. The runner builds it; the engine only uses it.
+
+    Attributes:
+        events: the run's one event sink; the executor pushes its audit records into it.
+        price: prices each model call (None: every call costs 0).
+        positions: cassette turns consumed per role (scripted runs), saved so a run can resume.
+        sandbox: which sandbox runs the tool commands (recorded in the trace).
+        injected_retrievals: (query, citations) retrieved before the run and put in the task message;
+            filed in cycle 1.
+    """
 
     run_id: str
     task: str
@@ -57,13 +59,10 @@ class RunSetup:
     workspace: Path
     run_dir: Path
     settings: Settings
+    events: RunEvents
     gates: GatePolicy = field(default_factory=GatePolicy)
     inputs: dict[str, str] = field(default_factory=dict)
     price: PriceFn | None = None
-    model_names: dict[str, str] = field(default_factory=dict)
     positions: Callable[[], dict[str, int]] | None = None
-    on_event: Callable[[Event], None] | None = None
     sandbox: SandboxRecord | None = None
-    """Which sandbox runs the tool commands (recorded in the trace)."""
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
-    """(query, citations) retrieved before the run and put in the task message; filed in cycle 1."""

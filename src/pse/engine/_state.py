@@ -9,11 +9,13 @@ START ─► PLANNED ─► RUNNING ─► REVIEWING ─► PASSED
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 
+from pse.events import Event, TransitionEvent, TransitionRecord
 from pse.exceptions import IllegalTransition
 
-__all__ = ["OUTCOME_OF", "TERMINAL", "IllegalTransition", "State", "check_transition"]
+__all__ = ["OUTCOME_OF", "TERMINAL", "IllegalTransition", "State", "StateMachine", "check_transition"]
 
 
 class State(StrEnum):
@@ -64,3 +66,43 @@ def check_transition(current: State, target: State) -> None:
         raise IllegalTransition(
             f"illegal transition {current} → {target}; from {current} the table allows {allowed}"
         )
+
+
+class StateMachine:
+    """A run's state, moved only through the table; every move is recorded and announced.
+
+    Args:
+        run_id: for the announced events.
+        transitions: the trace's transition list (moves are appended to it).
+        state: where the run is (a resumed run goes on from its trace's state).
+        emit: receives a `TransitionEvent` for every move.
+    """
+
+    def __init__(
+        self, run_id: str, transitions: list[TransitionRecord], state: State, emit: Callable[[Event], None]
+    ) -> None:
+        self.run_id = run_id
+        self.transitions = transitions
+        self.state = state
+        self._emit = emit
+
+    def move(self, target: State, reason: str, *, check: bool = True) -> TransitionRecord:
+        """Go to `target`; raises IllegalTransition unless the table allows it (or `check` is False: a
+        bug of ours is being recorded as ERROR, whatever state the run was in)."""
+        if check:
+            check_transition(self.state, target)
+        record = TransitionRecord(**{"from": self.state.value, "to": target.value, "reason": reason})
+        self.transitions.append(record)
+        self.state = target
+        self._emit(TransitionEvent(run_id=self.run_id, transition=record))
+        return record
+
+    def enter(self, target: State, reason: str) -> None:
+        """Move to `target` unless the run is there already (a phase that starts twice moves once)."""
+        if self.state != target:
+            self.move(target, reason)
+
+    @property
+    def terminal(self) -> bool:
+        """The run has an outcome."""
+        return self.state in TERMINAL

@@ -2,7 +2,7 @@
 
 import json
 
-from pse.engine._trace import trace_schema
+from pse.trace import trace_schema
 
 __all__: list[str] = []  # a script: `python -m pse.engine.schema`
 

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pse.config import Settings
+from pse.events import Cost
 
 __all__ = ["Cost", "price_of"]
-
-
-class Cost(NamedTuple):
-    """The price of some tokens. `priced` is False when the model has no entry in `PSE_PRICES` (amount 0)."""
-
-    amount: float
-    currency: str
-    priced: bool
 
 
 def price_of(settings: Settings, model: str, prompt_tokens: int, completion_tokens: int) -> Cost:
     """Cost of one call (or of a sum of calls) of `model`.
 
     The price is looked up by exact model name, then by the name without a
-    `provider/` prefix or an Ollama `:tag`. A model with no price costs 0 with
-    `priced=False`, so a trace can say "unpriced" instead of claiming it was free.
+    `provider/` prefix or an Ollama `:tag`. A model with no price costs 0 and is listed in
+    `unpriced_models`, so a trace can say "unpriced" instead of claiming it was free.
     """
     price = settings.prices.get(model)
     if price is None:
@@ -31,6 +22,6 @@ def price_of(settings: Settings, model: str, prompt_tokens: int, completion_toke
             if price is not None:
                 break
     if price is None:
-        return Cost(0.0, "USD", False)
+        return Cost(amount=0.0, unpriced_models=[model])
     amount = (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000
-    return Cost(amount, price.currency, True)
+    return Cost(amount=amount, currency=price.currency)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pse.roles import ROLES
+from pse.toolagent import PolicyOverrides
 from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
 
 __all__ = [
@@ -24,10 +24,9 @@ __all__ = [
 ]
 
 KNOWN_TOOLS: tuple[str, ...] = tuple(Tool)
-"""Every tool the ToolAgent knows; a policy override naming another tool is a validation problem."""
+"""Every tool the ToolAgent knows."""
 
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-_ROLE_KEYS = {role.lower(): role for role in ROLES}
 
 
 class _Strict(BaseModel):
@@ -151,8 +150,9 @@ class TaskConfig(_Strict):
     checks: dict[str, str] = Field(
         default_factory=dict, description="name -> command; placeholders {python} and {task_dir}"
     )
-    policy: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="role -> tool -> mode/budget, passed verbatim to the ToolAgent"
+    policy: PolicyOverrides = Field(
+        default_factory=PolicyOverrides,
+        description="role -> tool -> mode or { mode, budget }: the ToolAgent's format, PolicyOverrides",
     )
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     report: ReportSpec | None = None
@@ -191,19 +191,6 @@ class TaskConfig(_Strict):
                 )
             if not command.strip():
                 raise ValueError(f"check {name!r} has an empty command")
-        return value
-
-    @field_validator("policy")
-    @classmethod
-    def _policy_shape(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        # Shallow on purpose: the ToolAgent owns the policy format and validates the modes deeply.
-        problems = []
-        for role, tools in value.items():
-            if role.lower() not in _ROLE_KEYS:
-                problems.append(f"policy role {role!r} is not one of {', '.join(ROLES)}")
-            problems += [f"policy.{role}: unknown tool {tool!r}" for tool in tools if tool not in KNOWN_TOOLS]
-        if problems:
-            raise ValueError("; ".join(problems) + f" (known tools: {', '.join(KNOWN_TOOLS)})")
         return value
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from pse.exceptions import ConfigError
 from pse.roles import ROLES
@@ -15,6 +16,7 @@ from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._rules import load_rules
 from pse.tasks._rules_config import load_rows
 from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, read_toml, role_file
+from pse.toolagent import policy_problem
 
 __all__ = ["load_task_config", "task_problems", "unregistered_folders"]
 
@@ -90,7 +92,10 @@ def unregistered_folders(tasks_dir: Path, registered: set[Path], registry_file: 
     return problems
 
 
-def _pydantic_problem(path: Path, err: Any) -> Problem:
+def _pydantic_problem(path: Path, err: ErrorDetails) -> Problem:
+    if err["loc"][:1] == ("policy",):  # the policy model's own problems, described as a run reports them
+        policy = policy_problem(err, err["loc"][1:])
+        return Problem(file=str(path), message=f"{policy.key}: {policy.message}", fix=policy.fix)
     field = ".".join(str(p) for p in err["loc"]) or "(file)"
     got = err.get("input")
     if err["type"] == "extra_forbidden":

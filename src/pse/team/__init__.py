@@ -1,22 +1,25 @@
-"""The team on AutoGen: role agents, the ToolAgent beside them, deterministic routing, scoped contexts."""
+"""The team on AutoGen: each role works in a phase beside the ToolAgent; contexts are built explicitly.
 
-from pse.team._clients import FailureBox, FailureTrackingClient, UnusedSelectorClient
-from pse.team._context import ScopedContext
-from pse.team._routing import TASK_SOURCE, TOOL_AGENT, CycleEnd, cycle_end_reason, next_speaker
-from pse.team._team import RoleSetup, SpeakerOrder, build_role_agents, build_team
+A cycle is a sequence of phases (Planner, Specialist, Evaluator; a revise cycle starts at the
+Specialist). A phase is one role and the ToolAgent in a two-participant round robin until the role's
+final message; the engine runs the phases in order and applies the state table between them.
+"""
+
+from pse.team._clients import FailureBox, FailureTrackingClient
+from pse.team._contexts import ContextFactory, CycleOpening, HistoryContexts, ScopedContexts
+from pse.team._phase import Phase, RoleFinished, TurnCap
+from pse.team._team import RoleSetup, describe
 
 __all__ = [
-    "TASK_SOURCE",
-    "TOOL_AGENT",
-    "CycleEnd",
+    "ContextFactory",
+    "CycleOpening",
     "FailureBox",
     "FailureTrackingClient",
+    "HistoryContexts",
+    "Phase",
+    "RoleFinished",
     "RoleSetup",
-    "ScopedContext",
-    "SpeakerOrder",
-    "UnusedSelectorClient",
-    "build_role_agents",
-    "build_team",
-    "cycle_end_reason",
-    "next_speaker",
+    "ScopedContexts",
+    "TurnCap",
+    "describe",
 ]

@@ -1,15 +1,15 @@
-"""Two small ChatCompletionClients the team needs around the real ones."""
+"""The failure box of a cycle and the client that reports into it, around each role's real client."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, ModelInfo, RequestUsage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
 from pse.exceptions import RunCancelled, RunFailure
-from pse.models import GENERIC_MODEL_INFO, CallOptions, WrapperChatCompletionClient
+from pse.models import CallOptions, WrapperChatCompletionClient
 
-__all__ = ["FailureBox", "FailureTrackingClient", "UnusedSelectorClient"]
+__all__ = ["FailureBox", "FailureTrackingClient"]
 
 
 class FailureBox:
@@ -64,31 +64,3 @@ class FailureTrackingClient(WrapperChatCompletionClient):
         except RunFailure as exc:
             self._box.record(exc)
             raise
-
-
-class UnusedSelectorClient(WrapperChatCompletionClient):
-    """The model client SelectorGroupChat requires. Speaker order is ours, so any call is a bug."""
-
-    def __init__(self) -> None:
-        super().__init__(self)  # never delegates: every model call below fails loudly
-
-    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
-        raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
-
-    def _create_stream(
-        self, messages: Sequence[LLMMessage], options: CallOptions
-    ) -> AsyncGenerator[str | CreateResult, None]:
-        raise AssertionError("the speaker selector's model must never be consulted: speaker order is code")
-
-    async def close(self) -> None:
-        return None
-
-    def actual_usage(self) -> RequestUsage:
-        return RequestUsage(prompt_tokens=0, completion_tokens=0)
-
-    def total_usage(self) -> RequestUsage:
-        return RequestUsage(prompt_tokens=0, completion_tokens=0)
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return GENERIC_MODEL_INFO

@@ -2,7 +2,7 @@
 
 Usage::
 
-    policy = Policy.default(settings).with_overrides(task_config.get("tools"))
+    policy = Policy.default(settings).with_overrides(task_config.policy)
     executor = ToolExecutor(workspace, settings, policy, checks=task_checks, task_dir=task_dir,
                             on_record=trace.add_tool_call)
     agent = ToolAgent(executor)          # sits in the group chat
@@ -10,12 +10,23 @@ Usage::
     ...
     if executor.infrastructure_error:    # after the team returns: end the run as ERROR
         ...
+
+`ToolAgent` is imported on first use: the policy format (`PolicyOverrides`) is read by task loading and
+`pse validate`, which must not pull in AutoGen.
 """
 
-from pse.toolagent._agent import ToolAgent
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from pse.toolagent._catalog import render_tool_catalog
+from pse.toolagent._defaults import DEFAULT_GRANTS
 from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
-from pse.toolagent._policy import DEFAULT_GRANTS, Grant, Policy, PolicyDecision
+from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
+from pse.toolagent._policy import Grant, Policy, PolicyDecision
+
+if TYPE_CHECKING:
+    from pse.toolagent._agent import ToolAgent
 
 __all__ = [
     "DEFAULT_GRANTS",
@@ -23,8 +34,24 @@ __all__ = [
     "Grant",
     "Policy",
     "PolicyDecision",
+    "PolicyOverrides",
+    "PolicyProblem",
     "ToolAgent",
     "ToolBatch",
     "ToolExecutor",
+    "ToolOverride",
+    "policy_problem",
     "render_tool_catalog",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:  # exported but not imported above: the AutoGen agent
+        from pse.toolagent import _agent
+
+        return getattr(_agent, name)
+    raise AttributeError(f"module 'pse.toolagent' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -22,8 +22,8 @@ class ToolAgent(BaseChatAgent):
 
     Only the LAST message of the delta counts (a delta may hold several); its `source` is the requester
     the policy judges. The agent never raises into the group chat: any failure becomes an error result.
-    A failure of the tool machinery is kept on `executor.infrastructure_error`, which the engine checks
-    after the team returns to end the run as ERROR.
+    A failure of the tool machinery is reported to the executor (`executor.infrastructure_error`), which
+    the engine checks after the team returns to end the run as ERROR.
 
     Args:
         executor: decides, runs and audits the requests.
@@ -58,12 +58,12 @@ class ToolAgent(BaseChatAgent):
             batch = await self.executor.execute(requester, last.to_text())
             content = batch.text
         except ToolInfrastructureError as exc:
-            self.executor.infrastructure_error = self.executor.infrastructure_error or exc
+            self.executor.report_infrastructure_error(exc)
             content = self._error(requester, f"the tool machinery failed, not your request: {exc}")
         except Exception as exc:  # never let a bug of ours kill the group chat; the engine sees the error
             error = ToolInfrastructureError(f"ToolAgent failed: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
-            self.executor.infrastructure_error = self.executor.infrastructure_error or error
+            self.executor.report_infrastructure_error(error)
             content = self._error(requester, f"the ToolAgent failed, not your request: {exc}")
         return Response(chat_message=TextMessage(source=self.name, content=content))
 

@@ -1,10 +1,11 @@
-"""The executor: parse a role's message, decide each request against the policy, run it, audit it.
+"""The executor: answer a role's message by deciding each request, running the allowed ones, auditing all.
 
-Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it.
+Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it. The
+decision step is `pse.toolagent._decide`; this module runs what it allows and keeps the audit.
 
 Error rule (ARCHITECTURE.md): a malformed request, a denied tool, a bad path or a failing command is an
 observation for the requester (a result with status error / denied / timeout) and never an exception.
-A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is recorded as
+A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is kept as
 `infrastructure_error`; the batch stops there and the engine ends the run as ERROR.
 """
 
@@ -14,50 +15,41 @@ import asyncio
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from pse.config import Settings
 from pse.events import ToolCallRecord
 from pse.exceptions import SandboxViolation, ToolInfrastructureError
-from pse.protocol import DsmlError, ResultItem, ToolCall, parse_tool_calls, render_tool_results, truncate_text
+from pse.protocol import ResultItem, render_tool_results, truncate_text
 from pse.sandbox import Sandbox, SandboxLimits
+from pse.toolagent._decide import Allowed, Decider, Step
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
 from pse.toolagent._redact import Redactor, settings_secrets
 from pse.tools import (
-    Tool,
     ToolContext,
     ToolOutcome,
     ToolRegistry,
-    ToolSpec,
     builtin_tools,
     check_config_reason,
     declared_config,
-    resolve_path,
 )
 
-__all__ = ["MAX_TOOL_THREADS", "PROTECT_RULE", "RECORD_ARGUMENT_CHARS", "ToolBatch", "ToolExecutor"]
+__all__ = ["MAX_TOOL_THREADS", "SANDBOX_PATH_RULE", "ToolBatch", "ToolExecutor"]
 
 MAX_TOOL_THREADS = 64
 """Tool calls of all runs in this process share one pool of this many threads (50 runs may share it)."""
-PROTECT_RULE = "protect.check_config"
-"""The rule that denies writing a check-configuration file the task did not declare."""
-RECORD_ARGUMENT_CHARS = 4000
-"""Audit records keep each argument up to this many characters (written files are in the workspace)."""
-
-NO_TOOL_CALLS_MESSAGE = (
-    "your message was routed to the ToolAgent but holds no <tool_calls> block, so nothing was run. "
-    'Request tools like this: <tool_calls><invoke name="read_file"><parameter name="path">README.md'
-    "</parameter></invoke></tool_calls>"
-)
+SANDBOX_PATH_RULE = "sandbox.path"
+"""The rule that denies, while the tool runs, a path outside the workspace (or the call's area)."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 def _tool_pool() -> ThreadPoolExecutor:
@@ -68,27 +60,57 @@ def _tool_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-@dataclass(frozen=True, slots=True)
-class ToolBatch:
-    """The answer to one message: the rendered `<tool_results>` text and one audit record per result."""
+class _Offload(Protocol):
+    """Where a step of the batch runs: the shared tool pool (async path) or the calling thread (sync)."""
 
-    requester: str
-    text: str
-    records: tuple[ToolCallRecord, ...]
+    def __call__(self, work: Callable[[], _T]) -> Awaitable[_T]: ...
 
 
-@dataclass(slots=True)
-class _Pending:
-    """An allowed call, ready to run."""
-
-    call: ToolCall
-    spec: ToolSpec
-    context: ToolContext
-    rule: str
-    extra: dict[str, Any] = field(default_factory=dict)
+async def _on_tool_pool(work: Callable[[], _T]) -> _T:
+    return await asyncio.get_running_loop().run_in_executor(_tool_pool(), work)
 
 
-def _limits(settings: Settings) -> SandboxLimits:
+async def _on_this_thread(work: Callable[[], _T]) -> _T:
+    return work()
+
+
+def _complete(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Drive `execute`'s own coroutine on this thread, without an event loop: one loop serves both paths.
+
+    With `_on_this_thread` as its offload the coroutine never suspends, so one `send` runs it to the end.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return cast(_T, finished.value)
+    coroutine.close()
+    raise RuntimeError("a batch run on the calling thread waited for something; it must not")
+
+
+RunResult = ToolOutcome | SandboxViolation | ToolInfrastructureError
+"""What running an allowed call gave: the tool's outcome, the sandbox's path refusal, or a machinery
+failure (every other exception of a tool is turned into one)."""
+
+
+def _run(step: Allowed) -> RunResult:
+    """Run a tool; the requester's mistakes become outcomes, machinery failures are returned, not raised."""
+    try:
+        return step.spec.function(step.context, **step.call.arguments)
+    except SandboxViolation as exc:
+        return exc
+    except ValueError as exc:
+        return ToolOutcome("error", str(exc))
+    except ToolInfrastructureError as exc:
+        return exc
+    except OSError as exc:  # e.g. a path component is a file: the request's problem, not the machinery's
+        return ToolOutcome("error", f"{type(exc).__name__}: {exc.strerror or exc}")
+    except Exception as exc:  # a bug in a tool: reported, and the run ends as ERROR
+        error = ToolInfrastructureError(f"tool {step.call.name} failed: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+
+
+def _sandbox_limits(settings: Settings) -> SandboxLimits:
     return SandboxLimits(
         timeout_s=settings.tool_timeout_s,
         cpu_s=settings.tool_cpu_s,
@@ -97,6 +119,15 @@ def _limits(settings: Settings) -> SandboxLimits:
         max_processes=settings.tool_max_processes,
         output_limit=settings.tool_output_limit,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolBatch:
+    """The answer to one message: the rendered `<tool_results>` text and one audit record per result."""
+
+    requester: str
+    text: str
+    records: tuple[ToolCallRecord, ...]
 
 
 class ToolExecutor:
@@ -110,6 +141,10 @@ class ToolExecutor:
         checks: the task's named check commands for `run_check`.
         task_dir: the task's folder (`{task_dir}` in check commands; mounted read-only for them).
         on_record: called with every audit record as it is decided (on the caller's thread/loop).
+        evaluation_dir: the Evaluator's evaluation area, when the task has independent tests.
+        check_config: check-configuration files the task lets roles write.
+        history: the audit records of the run so far (a resumed run), for who wrote which file.
+        redactor: replaces secret values in outputs; default the secrets of `settings`.
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -141,15 +176,15 @@ class ToolExecutor:
         self.evaluation_dir = evaluation_dir
         self.check_config = declared_config(check_config)
         self.sandbox = Sandbox(
-            self.workspace, _limits(settings), settings.sandbox, sandbox_uid=settings.sandbox_uid
+            self.workspace, _sandbox_limits(settings), settings.sandbox, sandbox_uid=settings.sandbox_uid
         )
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
-        self.infrastructure_error: ToolInfrastructureError | None = None
         self._accept = check_config_guard(self.check_config)
+        self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record
         self._records: list[ToolCallRecord] = []
-        self._used: Counter[tuple[str, str]] = Counter()
+        self._infrastructure_error: ToolInfrastructureError | None = None
 
     @property
     def records(self) -> list[ToolCallRecord]:
@@ -157,13 +192,17 @@ class ToolExecutor:
         return list(self._records)
 
     @property
-    def sandbox_mode(self) -> str:
-        """`bwrap` or `fallback`: what commands run under."""
-        return self.sandbox.mode
+    def infrastructure_error(self) -> ToolInfrastructureError | None:
+        """The first failure of the tool machinery, if any: the engine then ends the run as ERROR."""
+        return self._infrastructure_error
+
+    def report_infrastructure_error(self, error: ToolInfrastructureError) -> None:
+        """Keep a failure of the tool machinery met outside a tool (e.g. by the ToolAgent); the first wins."""
+        self._infrastructure_error = self._infrastructure_error or error
 
     def new_cycle(self) -> None:
         """Start a cycle: every role's per-tool budget is full again."""
-        self._used.clear()
+        self._decider.new_cycle()
 
     def role_written_config(self) -> dict[str, str]:
         """Check-configuration files still in the workspace that a role wrote: path → author."""
@@ -176,109 +215,31 @@ class ToolExecutor:
     async def execute(self, requester: str, message_text: str) -> ToolBatch:
         """Answer one message; parsing and tools run on the shared tool thread pool, so the event loop
         never blocks on a hostile message or a slow command."""
-        loop = asyncio.get_running_loop()
-        steps = await loop.run_in_executor(_tool_pool(), self._begin, requester, message_text)
-        results: list[ToolCallRecord] = []
-        for step in steps:
-            if isinstance(step, _Pending) and self.infrastructure_error is None:
-                started = time.perf_counter()
-                outcome = await loop.run_in_executor(_tool_pool(), self._run_guarded, step)
-                results.append(self._emit(self._finish(requester, step, outcome, started)))
-            else:
-                results.append(self._emit(self._settled(requester, step)))
-        return self._answer(requester, results)
+        return await self._answer(requester, message_text, _on_tool_pool)
 
     def execute_sync(self, requester: str, message_text: str) -> ToolBatch:
-        """`execute` on the calling thread (for scripts and benchmarks; not from inside an event loop)."""
-        results: list[ToolCallRecord] = []
-        for step in self._begin(requester, message_text):
-            if isinstance(step, _Pending) and self.infrastructure_error is None:
+        """`execute` with every step on the calling thread (for scripts and benchmarks)."""
+        return _complete(self._answer(requester, message_text, _on_this_thread))
+
+    async def _answer(self, requester: str, text: str, offload: _Offload) -> ToolBatch:
+        steps: list[Step] = await offload(partial(self._decider.decide, requester, text))
+        records: list[ToolCallRecord] = []
+        for step in steps:
+            if isinstance(step, ToolCallRecord):
+                record = step
+            elif self._infrastructure_error is not None:
+                self._decider.give_back(step)
+                reason = "not run: the tool machinery failed on an earlier request"
+                record = ToolCallRecord.not_run(**step.request, rule=step.rule, reason=reason)
+            else:
                 started = time.perf_counter()
-                results.append(self._emit(self._finish(requester, step, self._run_guarded(step), started)))
-            else:
-                results.append(self._emit(self._settled(requester, step)))
-        return self._answer(requester, results)
-
-    def _settled(self, requester: str, step: _Pending | ToolCallRecord) -> ToolCallRecord:
-        """A step that needs no run: already decided, or skipped after an infrastructure failure."""
-        return step if isinstance(step, ToolCallRecord) else self._skipped(requester, step)
-
-    # -- steps ------------------------------------------------------------------------------------
-
-    def _begin(self, requester: str, text: str) -> list[_Pending | ToolCallRecord]:
-        parsed = parse_tool_calls(
-            text,
-            self.registry.signatures(),
-            max_invokes=self.settings.max_invokes_per_message,
-            max_value_bytes=self.settings.max_parameter_bytes,
-        )
-        if not parsed.found_block:
-            return [
-                self._record(
-                    requester,
-                    "(none)",
-                    {},
-                    "denied",
-                    "protocol.no_tool_calls",
-                    "error",
-                    NO_TOOL_CALLS_MESSAGE,
-                    1,
-                )
-            ]
-        steps: list[_Pending | ToolCallRecord] = []
-        for item in parsed.items:
-            if isinstance(item, DsmlError):
-                steps.append(
-                    self._record(
-                        requester,
-                        item.name or "(parse)",
-                        item.arguments,
-                        "denied",
-                        f"protocol.{item.kind}",
-                        "error",
-                        item.message,
-                        item.index,
-                    )
-                )
-            else:
-                steps.append(self._decide(requester, item))
-        return steps
-
-    def _decide(self, requester: str, call: ToolCall) -> _Pending | ToolCallRecord:
-        decision = self.policy.decide(requester, call.name)
-        if not decision.allowed or decision.grant is None:
-            why = f"{requester} may not call {call.name} (policy: {decision.rule})"
-            return self._record(
-                requester, call.name, call.arguments, "denied", decision.rule, "denied", why, call.index
-            )
-        key = (requester, call.name)
-        if self._used[key] >= decision.grant.budget:
-            rule = f"budget.{requester}.{call.name}"
-            why = (
-                f"{requester} has used all {decision.grant.budget} {call.name} calls of this cycle "
-                f"(policy: {rule}); work with the results you have"
-            )
-            return self._record(
-                requester, call.name, call.arguments, "denied", rule, "denied", why, call.index
-            )
-        context = self._context(decision.grant)
-        if call.name == Tool.WRITE_FILE:
-            refusal = self._write_refusal(context, call)
-            if refusal is not None:
-                return self._record(
-                    requester,
-                    call.name,
-                    call.arguments,
-                    "denied",
-                    PROTECT_RULE,
-                    "denied",
-                    refusal,
-                    call.index,
-                )
-        self._used[key] += 1
-        spec = self.registry.get(call.name)
-        assert spec is not None  # the parser only lets registered tools through
-        return _Pending(call, spec, context, decision.rule)
+                result = await offload(partial(_run, step))
+                record = self._record(step, result, int((time.perf_counter() - started) * 1000))
+            records.append(self._emit(record))
+        # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
+        # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
+        items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
+        return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
 
     def _context(self, grant: Grant) -> ToolContext:
         """What one call may use: the workspace and, if the grant reaches it, the evaluation area."""
@@ -297,133 +258,31 @@ class ToolExecutor:
             author=self.provenance.author,
         )
 
-    def _write_refusal(self, context: ToolContext, call: ToolCall) -> str | None:
-        """Why a write_file request is refused before it runs (a check-configuration file), if it is."""
-        try:
-            _, real, root = resolve_path(context, call.arguments.get("path", ""))
-        except SandboxViolation:
-            return None  # the tool itself answers a bad path, with its own message
-        reason = self._accept(real.relative_to(root).as_posix())
-        if reason is None:
-            return None
-        return (
-            f"{call.arguments.get('path', '').strip()} may not be written: {reason} (policy: {PROTECT_RULE})"
-        )
-
-    def _run_guarded(self, item: _Pending) -> ToolOutcome | BaseException:
-        """Run a tool; model-caused failures become outcomes, machinery failures are returned for _finish."""
-        try:
-            return item.spec.function(item.context, **item.call.arguments)
-        except SandboxViolation as exc:
-            item.extra["denied_by"] = "sandbox.path"
-            return ToolOutcome("error", str(exc))
-        except ValueError as exc:
-            return ToolOutcome("error", str(exc))
-        except ToolInfrastructureError as exc:
-            return exc
-        except OSError as exc:  # e.g. a path component is a file: the request's problem, not the machinery's
-            return ToolOutcome("error", f"{type(exc).__name__}: {exc.strerror or exc}")
-        except Exception as exc:  # a bug in a tool: reported, and the run ends as ERROR
-            return exc
-
-    def _finish(
-        self, requester: str, item: _Pending, outcome: ToolOutcome | BaseException, started: float
-    ) -> ToolCallRecord:
-        ms = int((time.perf_counter() - started) * 1000)
-        call = item.call
-        if isinstance(outcome, BaseException):
-            if isinstance(outcome, ToolInfrastructureError):
-                error = outcome
-            else:
-                error = ToolInfrastructureError(
-                    f"tool {call.name} failed: {type(outcome).__name__}: {outcome}"
-                )
-                error.__cause__ = outcome
-            self.infrastructure_error = self.infrastructure_error or error
-            message = f"the tool machinery failed, not your request: {error}"
-            return self._record(
-                requester,
-                call.name,
-                call.arguments,
-                "allowed",
-                item.rule,
-                "error",
-                message,
-                call.index,
+    def _record(self, step: Allowed, result: RunResult, ms: int) -> ToolCallRecord:
+        """The audit record of a call that ran: redacted and capped output, or the denial or failure."""
+        if isinstance(result, SandboxViolation):
+            return ToolCallRecord.denied(**step.request, rule=SANDBOX_PATH_RULE, reason=str(result), ms=ms)
+        if isinstance(result, ToolInfrastructureError):
+            self.report_infrastructure_error(result)
+            output = f"the tool machinery failed, not your request: {result}"
+            return ToolCallRecord.ran(
+                **step.request,
+                rule=step.rule,
+                status="error",
+                output=output,
                 ms=ms,
-                sandbox=self.sandbox_mode,
+                sandbox=self.sandbox.mode,
             )
-        if "denied_by" in item.extra:
-            return self._record(
-                requester,
-                call.name,
-                call.arguments,
-                "denied",
-                item.extra["denied_by"],
-                "denied",
-                outcome.output,
-                call.index,
-                ms=ms,
-            )
-        output, removed = truncate_text(self.redactor.text(outcome.output), self.settings.tool_output_limit)
-        return self._record(
-            requester,
-            call.name,
-            call.arguments,
-            "allowed",
-            item.rule,
-            outcome.status,
-            output,
-            call.index,
-            ms=ms,
-            sandbox=outcome.sandbox,
-            truncated=outcome.truncated or removed > 0,
-            facts=self.redactor.data(outcome.facts),
-        )
-
-    def _skipped(self, requester: str, item: _Pending) -> ToolCallRecord:
-        self._used[(requester, item.call.name)] -= 1  # not run: give the budget back
-        return self._record(
-            requester,
-            item.call.name,
-            item.call.arguments,
-            "allowed",
-            item.rule,
-            "error",
-            "not run: the tool machinery failed on an earlier request",
-            item.call.index,
-        )
-
-    def _record(
-        self,
-        requester: str,
-        tool: str,
-        arguments: Mapping[str, str],
-        decision: Any,
-        rule: str,
-        status: Any,
-        output: str,
-        index: int,
-        *,
-        ms: int = 0,
-        sandbox: str | None = None,
-        truncated: bool = False,
-        facts: dict[str, Any] | None = None,
-    ) -> ToolCallRecord:
-        kept = {k: truncate_text(v, RECORD_ARGUMENT_CHARS)[0] for k, v in arguments.items()}
-        return ToolCallRecord(
-            requester=requester,
-            tool=tool,
-            arguments=kept,
-            decision=decision,
-            rule=rule,
-            status=status,
-            ms=ms,
+        output, removed = truncate_text(self.redactor.text(result.output), self.settings.tool_output_limit)
+        return ToolCallRecord.ran(
+            **step.request,
+            rule=step.rule,
+            status=result.status,
             output=output,
-            index=index,
-            sandbox=sandbox,
-            truncated=truncated,
-            facts=facts or {},
+            ms=ms,
+            sandbox=result.sandbox,
+            truncated=result.truncated or removed > 0,
+            facts=self.redactor.data(result.facts),
         )
 
     def _emit(self, record: ToolCallRecord) -> ToolCallRecord:
@@ -432,9 +291,3 @@ class ToolExecutor:
         if self._on_record is not None:
             self._on_record(record)
         return record
-
-    def _answer(self, requester: str, records: list[ToolCallRecord]) -> ToolBatch:
-        # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
-        # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
-        items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
-        return ToolBatch(requester, render_tool_results(requester, items), tuple(records))

@@ -1,67 +1,25 @@
 """The per-role tool policy: which role may call which tool, in which mode, how often per cycle.
 
-Enforced in code by the executor, never by a prompt. The default table (ARCHITECTURE.md):
-
-==================  =========  ==========  =========
-tool                Planner    Specialist  Evaluator
-==================  =========  ==========  =========
-read_file           read-only  read-only   read-only
-list_files          read-only  read-only   read-only
-write_file          –          read-write  –
-bash                read-only  –           read-only
-run_pytest          –          –           read-only
-run_ruff            –          –           read-only
-run_check           –          –           read-only
-search_knowledge    read-only  read-only   read-only
-==================  =========  ==========  =========
-
-A task narrows or widens it with a plain dict (see `Policy.with_overrides`).
+Enforced in code by the executor, never by a prompt. `Policy.default` is the ARCHITECTURE.md table
+(`pse.toolagent._defaults`); a task narrows or widens it with `PolicyOverrides` (`Policy.with_overrides`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
+
+from pydantic import ValidationError
 
 from pse.config import Settings
 from pse.exceptions import ConfigError
 from pse.roles import ROLES, Role
+from pse.toolagent._defaults import DEFAULT_GRANTS, EVALUATOR_AREAS, Area, Vocabulary, tool_modes
+from pse.toolagent._overrides import PolicyOverrides, policy_problem
 from pse.tools import Mode, Tool, ToolRegistry, builtin_tools
 
-__all__ = ["DEFAULT_GRANTS", "Area", "Grant", "Policy", "PolicyDecision"]
-
-_RO: Mode = "read-only"
-_RW: Mode = "read-write"
-DEFAULT_GRANTS: Mapping[str, Mapping[str, Mode]] = {
-    Role.PLANNER: {Tool.READ_FILE: _RO, Tool.LIST_FILES: _RO, Tool.BASH: _RO, Tool.SEARCH_KNOWLEDGE: _RO},
-    Role.SPECIALIST: {
-        Tool.READ_FILE: _RO,
-        Tool.LIST_FILES: _RO,
-        Tool.WRITE_FILE: _RW,
-        Tool.SEARCH_KNOWLEDGE: _RO,
-    },
-    Role.EVALUATOR: {
-        Tool.READ_FILE: _RO,
-        Tool.LIST_FILES: _RO,
-        Tool.BASH: _RO,
-        Tool.RUN_PYTEST: _RO,
-        Tool.RUN_RUFF: _RO,
-        Tool.RUN_CHECK: _RO,
-        Tool.SEARCH_KNOWLEDGE: _RO,
-    },
-}
-_LATER_TOOLS: Mapping[str, tuple[Mode, ...]] = {Tool.SEARCH_KNOWLEDGE: (_RO,)}
-"""Tools the policy knows before their implementation is registered (the knowledge base adds it)."""
-_MODE_WORDS = ("read-only", "read-write", "deny")
-
-
-Area = Literal["workspace", "evaluation"]
-"""Where a grant's paths may point: the run workspace, or the Evaluator's evaluation area."""
-_EVALUATOR_AREAS: dict[str, tuple[Area, ...]] = {
-    tool: ("workspace", "evaluation") for tool in (Tool.READ_FILE, Tool.LIST_FILES, Tool.RUN_PYTEST)
-}
-"""The Evaluator reads its own tests and runs them beside the workspace's (when it has an area)."""
+__all__ = ["Grant", "Policy", "PolicyDecision"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +67,6 @@ class Policy:
     @classmethod
     def default(cls, settings: Settings, registry: ToolRegistry | None = None) -> Policy:
         """The ARCHITECTURE.md table, each grant budgeted `settings.tool_calls_per_cycle` calls per cycle."""
-        tools = registry if registry is not None else builtin_tools()
-        tool_modes = {**_LATER_TOOLS, **{spec.name: spec.modes for spec in tools}}
         budget = settings.tool_calls_per_cycle
         grants: dict[str, dict[str, Grant]] = {
             role: {
@@ -118,13 +74,13 @@ class Policy:
                     mode,
                     budget,
                     f"roles.{role}.{tool}",
-                    _EVALUATOR_AREAS.get(tool, ("workspace",)) if role == Role.EVALUATOR else ("workspace",),
+                    EVALUATOR_AREAS.get(tool, ("workspace",)) if role == Role.EVALUATOR else ("workspace",),
                 )
                 for tool, mode in DEFAULT_GRANTS[role].items()
             }
             for role in ROLES
         }
-        return cls(grants, tool_modes, budget)
+        return cls(grants, tool_modes(registry if registry is not None else builtin_tools()), budget)
 
     def with_independent_tests(self) -> Policy:
         """A copy where the Evaluator may also write files, in its evaluation area only (its own tests)."""
@@ -134,68 +90,48 @@ class Policy:
         )
         return Policy(grants, self._tool_modes, self._default_budget, self._denied)
 
-    def with_overrides(self, overrides: Mapping[str, Any] | None) -> Policy:
-        """A copy with a task's overrides applied. The format (all keys optional)::
+    def with_overrides(self, overrides: PolicyOverrides | Mapping[str, Any] | None) -> Policy:
+        """A copy with a task's overrides applied (the format: `PolicyOverrides`, docs/tools.md).
 
-            {
-                "Planner": {"bash": "deny"},                 # role → tool → read-only | read-write | deny
-                "Specialist": {"bash": "read-write"},
-                "budgets": {"Evaluator": {"run_pytest": 5}},  # role → tool → calls per cycle (>= 0)
-            }
-
-        A new grant gets the default budget of the role's other grants (Settings.tool_calls_per_cycle).
+        A mode grants a tool (rule `task.ROLE.TOOL`) with the budget it had, else the default budget
+        (Settings.tool_calls_per_cycle), or denies it; a budget sets its calls per cycle.
 
         Raises:
-            ConfigError: an unknown role, tool or mode, a budget that is not a whole number >= 0, or a
-                budget for a tool the role is not granted; the message names the offending key.
+            ConfigError: the overrides do not fit this policy's roles and tools; one line per problem,
+                each naming its task.toml key and the fix.
         """
-        if not overrides:
+        if overrides is None:
             return self
-        if not isinstance(overrides, Mapping):
-            raise ConfigError(f"tool policy overrides must be a table/dict, got {type(overrides).__name__}")
+        # A task's overrides were checked against the built-in tools when it was loaded; check them
+        # against this policy's own (its registry may hold more), with the same model.
+        data = (
+            overrides.model_dump(exclude_none=True) if isinstance(overrides, PolicyOverrides) else overrides
+        )
+        try:
+            checked = PolicyOverrides.model_validate(data, context=self._vocabulary())
+        except ValidationError as exc:
+            raise ConfigError("\n".join(str(policy_problem(error)) for error in exc.errors())) from None
+        if not checked.root:
+            return self
         grants = {role: dict(tools) for role, tools in self._grants.items()}
         denied = {role: set(names) for role, names in self._denied.items()}
-        for key, value in overrides.items():
-            if key == "budgets":
-                continue
-            role = self._check_role(key, f"tools.{key}")
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"tools.{key} must map tool names to modes, got {value!r}")
-            for tool, mode in value.items():
-                where = f"tools.{key}.{tool}"
-                self._check_tool(tool, where)
-                if mode not in _MODE_WORDS:
-                    raise ConfigError(f"{where}: unknown mode {mode!r}; use one of {', '.join(_MODE_WORDS)}")
-                if mode == "deny":
-                    grants[role].pop(tool, None)
-                    denied[role].add(tool)
-                    continue
-                if mode not in self._tool_modes[tool]:
-                    allowed = " or ".join(self._tool_modes[tool])
-                    raise ConfigError(f"{where}: {tool} can be granted {allowed} only (or deny), not {mode}")
-                old = grants[role].get(tool)
+        for role, tool, setting in checked.settings():
+            old = grants[role].get(tool)
+            if setting.mode == "deny":
+                grants[role].pop(tool, None)
+                denied[role].add(tool)
+            elif setting.mode is None:
+                assert old is not None and setting.budget is not None  # validated: a budget of a grant
+                grants[role][tool] = replace(old, budget=setting.budget)
+            else:
+                budget = setting.budget if setting.budget is not None else old.budget if old else None
                 grants[role][tool] = Grant(
-                    mode,
-                    old.budget if old else self._default_budget,
+                    setting.mode,
+                    self._default_budget if budget is None else budget,
                     f"task.{role}.{tool}",
                     old.areas if old else ("workspace",),
                 )
                 denied[role].discard(tool)
-        budgets = overrides.get("budgets", {})
-        if not isinstance(budgets, Mapping):
-            raise ConfigError(f"tools.budgets must map roles to {{tool: calls}}, got {budgets!r}")
-        for key, value in budgets.items():
-            role = self._check_role(key, f"tools.budgets.{key}")
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"tools.budgets.{key} must map tool names to call counts, got {value!r}")
-            for tool, count in value.items():
-                where = f"tools.budgets.{key}.{tool}"
-                self._check_tool(tool, where)
-                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                    raise ConfigError(f"{where}: a budget is a whole number of calls >= 0, got {count!r}")
-                if tool not in grants[role]:
-                    raise ConfigError(f"{where}: {role} has no {tool} grant to budget; grant it first")
-                grants[role][tool] = replace(grants[role][tool], budget=count)
         return Policy(grants, self._tool_modes, self._default_budget, denied)
 
     def decide(self, role: str, tool: str) -> PolicyDecision:
@@ -217,20 +153,5 @@ class Policy:
         """The grant of `role` for `tool`, if any."""
         return self._grants.get(role, {}).get(tool)
 
-    def as_table(self) -> dict[str, dict[str, str]]:
-        """role → tool → "mode (budget N)", for traces and docs."""
-        return {
-            role: {tool: f"{g.mode} (budget {g.budget})" for tool, g in tools.items()}
-            for role, tools in self._grants.items()
-        }
-
-    def _check_role(self, key: object, where: str) -> str:
-        if key not in self._grants:
-            raise ConfigError(f"{where}: unknown role {key!r}; roles are {', '.join(self._grants)}")
-        return str(key)
-
-    def _check_tool(self, tool: object, where: str) -> None:
-        if tool not in self._tool_modes:
-            raise ConfigError(
-                f"{where}: unknown tool {tool!r}; tools are {', '.join(sorted(self._tool_modes))}"
-            )
+    def _vocabulary(self) -> Vocabulary:
+        return Vocabulary(self._tool_modes, {role: frozenset(tools) for role, tools in self._grants.items()})

@@ -4,7 +4,7 @@ Start it with `pse serve` (127.0.0.1:8080 by default) or build the app with `cre
 """
 
 from pse.web._app import DEFAULT_HOST, DEFAULT_PORT, create_app, serve
-from pse.web._runs import MAX_ACTIVE_RUNS, LiveRun, RunManager, replay_trace
+from pse.web._runs import MAX_ACTIVE_RUNS, LiveRun, RunManager
 from pse.web._security import check_bind, is_loopback_host
 
 __all__ = [
@@ -16,6 +16,5 @@ __all__ = [
     "check_bind",
     "create_app",
     "is_loopback_host",
-    "replay_trace",
     "serve",
 ]

@@ -25,7 +25,7 @@ from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunHistory, run_dir_of, stats_of
 from pse.runner import registry_for
 from pse.tasks import Task
-from pse.web._runs import LiveRun, RunManager, TooManyRuns, replay_trace
+from pse.web._runs import LiveRun, RunManager, TooManyRuns
 from pse.web._schemas import (
     CASSETTE_NAME,
     OUTCOME_FILTERS,
@@ -261,7 +261,7 @@ async def _live_events(live: LiveRun, skip: int) -> AsyncIterator[str]:
 
 
 async def _replayed_events(trace: Trace, skip: int) -> AsyncIterator[str]:
-    for number, event in enumerate(replay_trace(trace), start=1):
+    for number, event in enumerate(trace.events(), start=1):
         if number > skip:
             yield _sse(number, event)
     note = None if trace.outcome else "the run is not executing in this server and has no outcome"

@@ -14,20 +14,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pse.config import Settings
-from pse.engine import Trace, outcome_event
-from pse.events import (
-    CycleStarted,
-    Event,
-    MessageEvent,
-    OutcomeEvent,
-    ToolCallEvent,
-    TransitionEvent,
-    VerdictEvent,
-)
+from pse.engine import Trace, new_run_id
+from pse.events import Event, OutcomeEvent
 from pse.exceptions import TooManyRuns, UserError
 from pse.runner import PreparedRun, RunSummary, prepare_resume, prepare_run, run_to_end
 
-__all__ = ["MAX_ACTIVE_RUNS", "MAX_FINISHED_KEPT", "LiveRun", "RunManager", "TooManyRuns", "replay_trace"]
+__all__ = ["MAX_ACTIVE_RUNS", "MAX_FINISHED_KEPT", "LiveRun", "RunManager", "TooManyRuns"]
 
 log = logging.getLogger("pse.web")
 
@@ -42,9 +34,10 @@ SHUTDOWN_GRACE_S = 10.0
 class LiveRun:
     """One run executing (or recently finished) in this server, with its event log."""
 
-    def __init__(self, prepared: PreparedRun) -> None:
-        self.prepared = prepared
-        self.events: list[Event] = []
+    def __init__(self, run_id: str, history: list[Event] | None = None) -> None:
+        self._run_id = run_id
+        self._prepared: PreparedRun | None = None
+        self.events: list[Event] = list(history or [])
         self.summary: RunSummary | None = None
         self.error: str | None = None
         self.task: asyncio.Task[None] | None = None
@@ -53,7 +46,17 @@ class LiveRun:
 
     @property
     def run_id(self) -> str:
-        return self.prepared.run_id
+        return self._run_id
+
+    @property
+    def prepared(self) -> PreparedRun:
+        """The wired run (its engine, folder, task)."""
+        assert self._prepared is not None, "a LiveRun is attached to its prepared run before it starts"
+        return self._prepared
+
+    def attach(self, prepared: PreparedRun) -> None:
+        """The run this live view is the event consumer of (prepared with `on_event=self.publish`)."""
+        self._prepared = prepared
 
     @property
     def trace(self) -> Trace:
@@ -129,7 +132,11 @@ class RunManager:
             UserError: from `prepare_run` (no such task, bad input, bad cassette...).
         """
         self._check_capacity()
-        return self._launch(prepare_run(task_name, settings, inputs=inputs))
+        live = LiveRun(new_run_id(task_name))
+        live.attach(
+            prepare_run(task_name, settings, inputs=inputs, on_event=live.publish, run_id=live.run_id)
+        )
+        return self._launch(live)
 
     def resume(self, run_id: str, settings: Settings) -> LiveRun:
         """Go on with an interrupted or cancelled run (its next cycle, same counters); returns at once.
@@ -142,18 +149,17 @@ class RunManager:
         if current is not None and not current.ended:
             raise UserError(f"run {run_id} is executing; it cannot be resumed while it runs")
         self._check_capacity()
-        prepared = prepare_resume(run_id, settings)
+        live = LiveRun(run_id)
+        live.attach(prepare_resume(run_id, settings, on_event=live.publish))
         # Subscribers first get what the run did before it stopped, then its new cycles live.
-        return self._launch(prepared, history=replay_trace(prepared.engine.trace))
+        live.events[:0] = live.prepared.engine.trace.events()
+        return self._launch(live)
 
     def _check_capacity(self) -> None:
         if len(self.active()) >= MAX_ACTIVE_RUNS:
             raise TooManyRuns(f"{MAX_ACTIVE_RUNS} runs are executing; wait for one to end or cancel one")
 
-    def _launch(self, prepared: PreparedRun, history: list[Event] | None = None) -> LiveRun:
-        live = LiveRun(prepared)
-        live.events.extend(history or [])
-        prepared.engine.setup.on_event = live.publish
+    def _launch(self, live: LiveRun) -> LiveRun:
         live.task = asyncio.get_running_loop().create_task(self._execute(live), name=f"pse-run-{live.run_id}")
         self.runs[live.run_id] = live
         self._forget_old()
@@ -196,51 +202,6 @@ class RunManager:
         finished = [rid for rid, r in self.runs.items() if r.task is not None and r.task.done()]
         for run_id in finished[: max(0, len(finished) - MAX_FINISHED_KEPT)]:
             del self.runs[run_id]
-
-
-def replay_trace(trace: Trace) -> list[Event]:
-    """Rebuild the event sequence of a run not started by this server from its trace, in time order.
-
-    Events of equal time keep the engine's order: cycle start, messages and tool calls, verdict.
-    An interrupted run (no outcome) replays what its trace holds, with no outcome event.
-    """
-    run_id = trace.run_id
-    timed: list[tuple[str, int, Event]] = []
-    for t in trace.transitions:
-        timed.append((t.at, 3, TransitionEvent(run_id=run_id, at=t.at, transition=t)))
-    for c in trace.cycles:
-        timed.append(
-            (
-                c.started_at,
-                0,
-                CycleStarted(
-                    run_id=run_id,
-                    at=c.started_at,
-                    cycle=c.index,
-                    cycle_kind=c.kind,
-                    first_speaker=c.first_speaker,
-                ),
-            )
-        )
-        for m in c.messages:
-            timed.append((m.at, 1, MessageEvent(run_id=run_id, at=m.at, cycle=c.index, message=m)))
-        for call in c.tool_calls:
-            timed.append((call.at, 1, ToolCallEvent(run_id=run_id, at=call.at, cycle=c.index, call=call)))
-        if c.ended_at is not None and (c.verdict is not None or c.review_error is not None):
-            verdict = VerdictEvent(
-                run_id=run_id,
-                at=c.ended_at,
-                cycle=c.index,
-                verdict=c.verdict,
-                gate=c.gate,
-                error=c.review_error,
-            )
-            timed.append((c.ended_at, 2, verdict))
-    timed.sort(key=lambda item: (item[0], item[1]))
-    events = [event for _, _, event in timed]
-    if trace.outcome is not None:
-        events.append(outcome_event(trace))
-    return events
 
 
 def runs_root(settings: Settings) -> Path:

@@ -3,7 +3,9 @@
 Written atomically (temporary file + rename) at the start, at every cycle end and at the end, so a
 reader never sees half a file and a killed run can be resumed from its last complete cycle.
 `TRACE_SCHEMA_VERSION` changes whenever a field changes meaning; `trace_schema()` is the JSON Schema
-(also shipped as `trace.schema.json` beside this module, kept equal by a test).
+(shipped as `pse/engine/trace.schema.json`, kept equal by a test). The trace also knows how to be read:
+`events()` replays it as the events a live consumer got, `reopened()` is where a cancelled run resumes
+from, and `row()` is its line in the run history. A leaf module: it imports only `pse.events`.
 """
 
 from __future__ import annotations
@@ -16,27 +18,38 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.events import (
     BlockedRecord,
+    Cost,
+    CycleStarted,
+    Event,
     GateRecord,
+    MessageEvent,
     MessageRecord,
     OutcomeEvent,
     PlanRecord,
     RetrievalEvent,
     SandboxRecord,
     TokenCount,
+    ToolCallEvent,
     ToolCallRecord,
+    TransitionEvent,
     TransitionRecord,
+    VerdictEvent,
     VerdictRecord,
 )
 
 __all__ = [
+    "TRACE_FILE",
     "TRACE_SCHEMA_VERSION",
     "Cost",
+    "Counters",
     "CycleRecord",
+    "Outcome",
+    "RunEntry",
     "RunTokens",
     "Trace",
     "load_trace",
@@ -87,20 +100,35 @@ class CycleRecord(_Model):
 
 
 class RunTokens(_Model):
-    """Tokens of the whole run."""
+    """Tokens of the whole run: per role, and totals derived from them (never kept by hand)."""
 
-    prompt: int = 0
-    completion: int = 0
-    total: int = 0
     by_role: dict[str, TokenCount] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_totals(cls, data: Any) -> Any:
+        # A trace on disk holds the totals too; they are recomputed, never read back.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in ("prompt", "completion", "total")}
+        return data
 
-class Cost(_Model):
-    """Money the run cost, computed from the configured prices."""
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def prompt(self) -> int:
+        """Prompt tokens of every call of the run."""
+        return sum(t.prompt for t in self.by_role.values())
 
-    amount: float = 0.0
-    currency: str = "USD"
-    unpriced_models: list[str] = Field(default_factory=list, description="models with no price: counted as 0")
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completion(self) -> int:
+        """Completion tokens of every call of the run."""
+        return sum(t.completion for t in self.by_role.values())
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total(self) -> int:
+        """Prompt and completion tokens together."""
+        return self.prompt + self.completion
 
 
 class Counters(_Model):
@@ -137,6 +165,127 @@ class Trace(_Model):
     report: str | None = None
     resumed: int = Field(0, description="how many times the run was resumed")
 
+    def reopened(self) -> Trace:
+        """A copy to resume a cancelled run from: its cancelled cycle and that cycle's transitions
+        dropped, so the run goes on from the cycle boundary before it, with the cassette positions
+        it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
+        data = self.model_dump(by_alias=True)
+        cancelled = data["cycles"].pop() if data["cycles"] else None
+        cut = next(
+            (
+                i
+                for i, t in enumerate(data["transitions"])
+                if cancelled and t["at"] >= cancelled["started_at"]
+            ),
+            len(data["transitions"]),
+        )
+        data["transitions"] = data["transitions"][:cut]
+        data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
+        data.update(outcome=None, outcome_reason="", ended_at=None)
+        if cancelled is not None:
+            data["cassette_positions"] = cancelled["positions_at_start"]
+        return Trace.model_validate(data)
+
+    def events(self) -> list[Event]:
+        """The run's events rebuilt from the trace, in time order: what a live consumer received.
+
+        Events of equal time keep the engine's order (cycle start, retrievals injected before it,
+        messages, tool calls and their retrievals, verdict, transitions). An unfinished run replays what
+        its trace holds, with no outcome event.
+        """
+        run_id = self.run_id
+        timed: list[tuple[str, int, Event]] = []
+        for t in self.transitions:
+            timed.append((t.at, 4, TransitionEvent(run_id=run_id, at=t.at, transition=t)))
+        for c in self.cycles:
+            start = CycleStarted(
+                run_id=run_id,
+                at=c.started_at,
+                cycle=c.index,
+                cycle_kind=c.kind,
+                first_speaker=c.first_speaker,
+            )
+            timed.append((c.started_at, 0, start))
+            for m in c.messages:
+                timed.append((m.at, 2, MessageEvent(run_id=run_id, at=m.at, cycle=c.index, message=m)))
+            for call in c.tool_calls:
+                timed.append((call.at, 2, ToolCallEvent(run_id=run_id, at=call.at, cycle=c.index, call=call)))
+            for r in c.retrievals:
+                timed.append((r.at, 1 if r.at <= c.started_at else 2, r))
+            if c.ended_at is not None:
+                verdict = VerdictEvent(
+                    run_id=run_id,
+                    at=c.ended_at,
+                    cycle=c.index,
+                    verdict=c.verdict,
+                    gate=c.gate,
+                    error=c.review_error,
+                )
+                timed.append((c.ended_at, 3, verdict))
+        timed.sort(key=lambda item: (item[0], item[1]))
+        events = [event for _, _, event in timed]
+        if self.outcome is not None:
+            events.append(outcome_event(self))
+        return events
+
+    def row(self) -> RunEntry:
+        """This run's line in the run history (see `RunEntry.of_json` for the fast path from disk)."""
+        calls = [call for cycle in self.cycles for call in cycle.tool_calls]
+        return RunEntry(
+            run_id=self.run_id,
+            task=self.task,
+            outcome=self.outcome,
+            outcome_reason=self.outcome_reason,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            cycles=len(self.cycles),
+            tokens=self.tokens.total,
+            cost=self.cost.amount,
+            currency=self.cost.currency,
+            tool_calls=len(calls),
+            denied_tool_calls=sum(1 for call in calls if call.decision == "denied"),
+        )
+
+
+class RunEntry(BaseModel):
+    """One line of the run history: what lists and statistics need, without the whole trace."""
+
+    run_id: str
+    task: str
+    outcome: str | None
+    outcome_reason: str
+    started_at: str
+    ended_at: str | None
+    cycles: int
+    tokens: int
+    cost: float
+    currency: str
+    tool_calls: int = 0
+    denied_tool_calls: int = 0
+
+    @classmethod
+    def of_json(cls, data: dict[str, Any]) -> RunEntry:
+        """The entry of a trace file's parsed JSON, without validating the whole trace: a dashboard
+        lists 10,000 runs. Equal to `Trace.row()` of the same trace (a test holds them together)."""
+        tokens = data.get("tokens") or {}
+        cost = data.get("cost") or {}
+        cycles = data.get("cycles") or []
+        calls = [call for cycle in cycles for call in cycle.get("tool_calls") or []]
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            task=str(data.get("task", "")),
+            outcome=data.get("outcome"),
+            outcome_reason=str(data.get("outcome_reason", "")),
+            started_at=str(data.get("started_at", "")),
+            ended_at=data.get("ended_at"),
+            cycles=len(cycles),
+            tokens=int(tokens.get("total", 0)),
+            cost=float(cost.get("amount", 0.0)),
+            currency=str(cost.get("currency", "USD")),
+            tool_calls=len(calls),
+            denied_tool_calls=sum(1 for call in calls if call.get("decision") == "denied"),
+        )
+
 
 def outcome_event(trace: Trace) -> OutcomeEvent:
     """The `outcome` event of a finished trace (what live consumers receive last).
@@ -164,7 +313,7 @@ def outcome_event(trace: Trace) -> OutcomeEvent:
 
 def trace_schema() -> dict[str, Any]:
     """The JSON Schema of a trace file."""
-    schema = Trace.model_json_schema(by_alias=True)
+    schema = Trace.model_json_schema(by_alias=True, mode="serialization")
     schema["$id"] = f"https://pse.invalid/schemas/trace-v{TRACE_SCHEMA_VERSION}.json"
     return schema
 

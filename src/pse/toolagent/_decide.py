@@ -1,0 +1,160 @@
+"""The decision step: read one message and decide each request before anything runs.
+
+A request is refused here when the protocol cannot read it (`protocol.<kind>`), the policy denies it
+(`policy.*`, `task.ROLE.TOOL`), its per-cycle budget is spent (`budget.ROLE.TOOL`) or it would write a
+check-configuration file the task did not declare (`protect.check_config`). Every other request becomes
+an `Allowed` step and has taken one call of its budget.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypedDict
+
+from pse.config import Settings
+from pse.events import ToolCallRecord
+from pse.exceptions import SandboxViolation
+from pse.protocol import DsmlError, ToolCall, parse_tool_calls, truncate_text
+from pse.sandbox import Accept
+from pse.toolagent._policy import Grant, Policy
+from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, resolve_path
+
+__all__ = ["PROTECT_RULE", "RECORD_ARGUMENT_CHARS", "Allowed", "Decider", "Request", "Step", "request_of"]
+
+PROTECT_RULE = "protect.check_config"
+"""The rule that denies writing a check-configuration file the task did not declare."""
+RECORD_ARGUMENT_CHARS = 4000
+"""Audit records keep each argument up to this many characters (written files are in the workspace)."""
+NO_TOOL_CALLS_MESSAGE = (
+    "your message was routed to the ToolAgent but holds no <tool_calls> block, so nothing was run. "
+    'Request tools like this: <tool_calls><invoke name="read_file"><parameter name="path">README.md'
+    "</parameter></invoke></tool_calls>"
+)
+
+
+class Request(TypedDict):
+    """Who asked for what: the fields every audit record of a request starts with."""
+
+    requester: str
+    tool: str
+    arguments: dict[str, str]
+    index: int
+
+
+def request_of(requester: str, tool: str, arguments: Mapping[str, str], index: int) -> Request:
+    """The request's audit fields, each argument capped at `RECORD_ARGUMENT_CHARS`."""
+    kept = {name: truncate_text(value, RECORD_ARGUMENT_CHARS)[0] for name, value in arguments.items()}
+    return Request(requester=requester, tool=tool, arguments=kept, index=index)
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """A request the decision step let through, ready to run."""
+
+    request: Request
+    call: ToolCall
+    spec: ToolSpec
+    context: ToolContext
+    rule: str
+
+
+Step = Allowed | ToolCallRecord
+"""One request after the decision step: allowed and waiting to run, or already settled by its record."""
+
+
+class Decider:
+    """Decides the requests of one run against its policy, and counts each role's calls per cycle.
+
+    Args:
+        policy: who may call what, how often.
+        registry: the tools the parser knows.
+        settings: the parser's limits (invokes per message, bytes per parameter).
+        context_for: what a call under a grant may use (its workspace, area, writability).
+        accept: the rule for every write (None, or why the path may not be written).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        registry: ToolRegistry,
+        settings: Settings,
+        context_for: Callable[[Grant], ToolContext],
+        accept: Accept,
+    ) -> None:
+        self._policy = policy
+        self._registry = registry
+        self._settings = settings
+        self._context_for = context_for
+        self._accept = accept
+        self._used: Counter[tuple[str, str]] = Counter()
+
+    def new_cycle(self) -> None:
+        """Every role's per-tool budget is full again."""
+        self._used.clear()
+
+    def give_back(self, step: Allowed) -> None:
+        """An allowed call that was not run does not count against its budget."""
+        self._used[(step.request["requester"], step.request["tool"])] -= 1
+
+    def decide(self, requester: str, text: str) -> list[Step]:
+        """Every request of `requester`'s message, in order, allowed or settled."""
+        parsed = parse_tool_calls(
+            text,
+            self._registry.signatures(),
+            max_invokes=self._settings.max_invokes_per_message,
+            max_value_bytes=self._settings.max_parameter_bytes,
+        )
+        if not parsed.found_block:
+            request = request_of(requester, "(none)", {}, 1)
+            return [
+                ToolCallRecord.malformed(
+                    **request, rule="protocol.no_tool_calls", problem=NO_TOOL_CALLS_MESSAGE
+                )
+            ]
+        steps: list[Step] = []
+        for item in parsed.items:
+            if isinstance(item, DsmlError):
+                request = request_of(requester, item.name or "(parse)", item.arguments, item.index)
+                steps.append(
+                    ToolCallRecord.malformed(**request, rule=f"protocol.{item.kind}", problem=item.message)
+                )
+            else:
+                steps.append(self._decide_call(requester, item))
+        return steps
+
+    def _decide_call(self, requester: str, call: ToolCall) -> Step:
+        request = request_of(requester, call.name, call.arguments, call.index)
+        decision = self._policy.decide(requester, call.name)
+        if not decision.allowed or decision.grant is None:
+            why = f"{requester} may not call {call.name} (policy: {decision.rule})"
+            return ToolCallRecord.denied(**request, rule=decision.rule, reason=why)
+        key = (requester, call.name)
+        if self._used[key] >= decision.grant.budget:
+            rule = f"budget.{requester}.{call.name}"
+            why = (
+                f"{requester} has used all {decision.grant.budget} {call.name} calls of this cycle "
+                f"(policy: {rule}); work with the results you have"
+            )
+            return ToolCallRecord.denied(**request, rule=rule, reason=why)
+        context = self._context_for(decision.grant)
+        refusal = self._write_refusal(context, call) if call.name == Tool.WRITE_FILE else None
+        if refusal is not None:
+            return ToolCallRecord.denied(**request, rule=PROTECT_RULE, reason=refusal)
+        self._used[key] += 1
+        spec = self._registry.get(call.name)
+        assert spec is not None  # the parser only lets registered tools through
+        return Allowed(request, call, spec, context, decision.rule)
+
+    def _write_refusal(self, context: ToolContext, call: ToolCall) -> str | None:
+        """Why a write_file request is refused before it runs (a check-configuration file), if it is."""
+        path = call.arguments.get("path", "")
+        try:
+            _, real, root = resolve_path(context, path)
+        except SandboxViolation:
+            return None  # the tool itself answers a bad path, with its own message
+        reason = self._accept(real.relative_to(root).as_posix())
+        if reason is None:
+            return None
+        return f"{path.strip()} may not be written: {reason} (policy: {PROTECT_RULE})"

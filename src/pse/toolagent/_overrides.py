@@ -1,0 +1,196 @@
+"""A task's policy overrides (`[policy.ROLE]` of task.toml): one typed model, read the same by every reader.
+
+`TaskConfig.policy` is a `PolicyOverrides`, `pse validate` reports its validation errors, and a run's
+`Policy.with_overrides` applies one, so what validate accepts is exactly what a run accepts. The format::
+
+    [policy.Specialist]
+    bash = "read-write"                         # a mode: read-only | read-write | deny
+
+    [policy.Evaluator]
+    run_pytest = { budget = 5 }                 # a table: mode, budget (calls per cycle, >= 0), or both
+    bash = { mode = "read-write", budget = 2 }
+
+Roles are spelled as everywhere else (Planner, Specialist, Evaluator): any other spelling is refused with
+the right one. Tools and modes are checked against a `Vocabulary` passed as the validation context (a
+run's own tools), by default the built-in one. Every problem is raised as a `PydanticCustomError` whose
+context holds its fix; `policy_problem` turns one error into the task.toml key, the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    RootModel,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, PydanticUndefined
+
+from pse.toolagent._defaults import BUILTIN_VOCABULARY, Vocabulary
+
+__all__ = ["MODE_WORDS", "ModeWord", "PolicyOverrides", "PolicyProblem", "ToolOverride", "policy_problem"]
+
+ModeWord = Literal["read-only", "read-write", "deny"]
+"""What a task may set a tool to: one of the two grant modes, or no grant at all."""
+MODE_WORDS: tuple[str, ...] = get_args(ModeWord)
+_SETTING_FIX = (
+    'write TOOL = "read-only" (or "read-write", "deny"), or TOOL = { mode = "read-only", budget = 5 }'
+)
+_POLICY_ERROR = "policy"
+"""The error type of every policy problem (its context holds the fix)."""
+
+
+def _problem(message: str, fix: str) -> PydanticCustomError:
+    # The fix comes first: pydantic fills the template key by key, and a message quoting user input that
+    # holds "{fix}" must stay as written.
+    return PydanticCustomError(_POLICY_ERROR, "{message}", {"fix": fix, "message": message})
+
+
+def _vocabulary(info: ValidationInfo) -> Vocabulary:
+    return info.context if isinstance(info.context, Vocabulary) else BUILTIN_VOCABULARY
+
+
+def _known_role(name: str, info: ValidationInfo) -> str:
+    roles = _vocabulary(info).granted
+    if name in roles:
+        return name
+    spelled = [role for role in roles if role.lower() == name.lower()]
+    listed = ", ".join(roles)
+    fix = f"write {spelled[0]}: roles are spelled {listed}" if spelled else f"use one of {listed}"
+    raise _problem(f"unknown role {name!r}", fix)
+
+
+def _known_tool(name: str, info: ValidationInfo) -> str:
+    tools = _vocabulary(info).tool_modes
+    if name in tools:
+        return name
+    near = difflib.get_close_matches(name, list(tools), n=1, cutoff=0.8)
+    listed = f"tools are {', '.join(tools)}"
+    raise _problem(f"unknown tool {name!r}", f"did you mean {near[0]}? {listed}" if near else listed)
+
+
+def _table_of_tools(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise _problem(f"a role's overrides are a table of tools, got {value!r}", _SETTING_FIX)
+    return value
+
+
+class ToolOverride(BaseModel):
+    """One role's setting for one tool: a mode, a budget, or both. `tool = "MODE"` is `{ mode = "MODE" }`.
+
+    A mode grants the tool (rule `task.ROLE.TOOL`), keeping the budget it had, or denies it; a budget
+    alone changes the calls per cycle of a tool the role already holds.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: ModeWord | None = Field(default=None, description="read-only, read-write, or deny (no grant)")
+    budget: int | None = Field(default=None, ge=0, description="calls per cycle, >= 0")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = {"mode": value}
+        if not isinstance(value, Mapping):
+            raise _problem(f"a tool's setting is a mode or a table, got {value!r}", _SETTING_FIX)
+        unknown = [key for key in value if key not in cls.model_fields]
+        if unknown:
+            raise _problem(f"unknown setting {unknown[0]!r}", "a tool's table takes mode and budget")
+        mode, budget = value.get("mode"), value.get("budget")
+        if mode is not None and mode not in MODE_WORDS:
+            raise _problem(f"unknown mode {mode!r}", f"use one of {', '.join(MODE_WORDS)}")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+            raise _problem(
+                f"a budget is a whole number of calls >= 0, got {budget!r}", "write e.g. budget = 5"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> ToolOverride:
+        if self.mode is None and self.budget is None:
+            raise _problem("an empty table changes nothing", "give a mode, a budget, or both")
+        if self.mode == "deny" and self.budget is not None:
+            raise _problem("a denied tool has no budget", "drop the budget, or grant a mode with it")
+        return self
+
+
+RoleName = Annotated[str, AfterValidator(_known_role)]
+ToolName = Annotated[str, AfterValidator(_known_tool)]
+RoleOverrides = Annotated[dict[ToolName, ToolOverride], BeforeValidator(_table_of_tools)]
+
+
+class PolicyOverrides(RootModel[dict[RoleName, RoleOverrides]]):
+    """A task's overrides of the default policy: role → tool → `ToolOverride`. Empty changes nothing.
+
+    Validate with `PolicyOverrides.model_validate(data, context=vocabulary)` to check against a run's own
+    tools; without a context the built-in tools and the default grants are the vocabulary.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    root: dict[RoleName, RoleOverrides] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table_of_roles(cls, value: object) -> object:
+        if value is not PydanticUndefined and not isinstance(value, Mapping):  # (no value: the default)
+            fix = 'write [policy.Specialist] then bash = "deny"'
+            raise _problem(f"the policy is a table of roles, got {value!r}", fix)
+        return value
+
+    @model_validator(mode="after")
+    def _fits_the_tools(self, info: ValidationInfo) -> PolicyOverrides:
+        vocabulary = _vocabulary(info)
+        errors: list[InitErrorDetails] = []
+        for role, tool, setting in self.settings():
+            modes = vocabulary.tool_modes[tool]
+            if setting.mode not in (None, "deny", *modes):
+                message = f"{tool} can be granted {' or '.join(modes)} only, not {setting.mode}"
+                problem = _problem(message, f'use mode "{modes[0]}", or "deny"')
+            elif setting.mode is None and tool not in vocabulary.granted[role]:
+                grant = f'{tool} = {{ mode = "{modes[0]}", budget = {setting.budget} }}'
+                problem = _problem(f"{role} has no {tool} grant to budget", f"grant it: {grant}")
+            else:
+                continue
+            errors.append({"type": problem, "loc": (role, tool), "input": setting.model_dump()})
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def settings(self) -> Iterator[tuple[str, str, ToolOverride]]:
+        """Every (role, tool, setting), in the order the task wrote them."""
+        for role, tools in self.root.items():
+            for tool, setting in tools.items():
+                yield role, tool, setting
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyProblem:
+    """One policy problem: the task.toml key (`policy.Planner.bash`), what is wrong, what to do."""
+
+    key: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}; {self.fix}"
+
+
+def policy_problem(error: ErrorDetails, loc: Sequence[int | str] | None = None) -> PolicyProblem:
+    """Describe one validation error of a `PolicyOverrides`; `loc` is its location inside the policy
+    (default the error's own, as `PolicyOverrides.model_validate` reports it)."""
+    where = [str(part) for part in (error["loc"] if loc is None else loc) if part != "[key]"]
+    context: dict[str, Any] = dict(error.get("ctx") or {})
+    fix = str(context["fix"]) if error["type"] == _POLICY_ERROR else "see the policy format in docs/tools.md"
+    return PolicyProblem(".".join(["policy", *where]), error["msg"], fix)

@@ -1,0 +1,55 @@
+"""The redesigned engine reproduces the traces of the one before it, byte for byte but ids and times.
+
+`tests/data/reference_traces.json` was written by the engine before issue 11's redesign (a
+SelectorGroupChat with scoped contexts and routing callbacks) for the two reference tasks and for
+code-delivery in the `history` baseline mode. The same runs today must give the same traces: every
+message, tool call and its output, gate, verdict, transition, token count and counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pse.config import load_settings
+from pse.runner import prepare_run, run_to_end
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_traces.json").read_text())
+RUNS = {
+    "code-delivery": ("code-delivery", {}),
+    "incident-review": ("incident-review", {}),
+    "code-delivery-history": ("code-delivery", {"context_mode": "history"}),
+}
+
+
+def normalize(trace: dict[str, Any]) -> dict[str, Any]:
+    """The trace without what differs between two runs of the same cassette: ids, times, paths."""
+    dropped = {"run_id", "started_at", "ended_at", "settings", "escalation", "report", "sandbox"}
+    trace = {k: v for k, v in trace.items() if k not in dropped}
+    for transition in trace["transitions"]:
+        transition.pop("at", None)
+    for cycle in trace["cycles"]:
+        cycle.pop("started_at", None)
+        cycle.pop("ended_at", None)
+        for message in cycle["messages"]:
+            message.pop("at", None)
+        for call in cycle["tool_calls"]:
+            call.pop("at", None)
+            call.pop("ms", None)
+        for retrieval in cycle["retrievals"]:
+            retrieval.pop("at", None)
+            retrieval.pop("run_id", None)
+    return trace
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_reference_runs_give_the_reference_traces(name: str, tmp_path: Path) -> None:
+    task, options = RUNS[name]
+    settings = load_settings(runs_dir=tmp_path, sandbox="fallback", **options)
+    summary = asyncio.run(run_to_end(prepare_run(task, settings)))
+    trace = normalize(json.loads(Path(summary.trace).read_text()))
+    assert json.loads(json.dumps(trace, sort_keys=True)) == REFERENCE[name]
