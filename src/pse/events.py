@@ -29,6 +29,7 @@ __all__ = [
     "MessageEvent",
     "MessageRecord",
     "OutcomeEvent",
+    "OutcomeStatus",
     "PlanItem",
     "PlanRecord",
     "RetrievalEvent",
@@ -44,7 +45,10 @@ __all__ = [
     "utc_now",
 ]
 
-ToolStatus = Literal["ok", "error", "denied", "timeout"]
+OutcomeStatus = Literal["ok", "error", "timeout"]
+"""How a tool that ran came out: exit 0, anything else, or killed by its timeout."""
+ToolStatus = Literal[OutcomeStatus, "denied"]
+"""The status of every tool result a role sees: how it ran, or that it was refused (the one status type)."""
 Decision = Literal["allowed", "denied"]
 
 
@@ -114,7 +118,7 @@ class ToolCallRecord(_Record):
         arguments: dict[str, str],
         index: int,
         rule: str,
-        status: Literal["ok", "error", "timeout"],
+        status: OutcomeStatus,
         output: str,
         ms: int,
         sandbox: str | None,

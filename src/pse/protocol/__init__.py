@@ -7,16 +7,13 @@ from pse.protocol._dsml import (
     DsmlError,
     ParamSpec,
     ParsedMessage,
-    ResultItem,
     ToolCall,
     ToolSignature,
     has_tool_calls,
     parse_tool_calls,
-    parse_tool_results,
     render_tool_calls,
-    render_tool_results,
-    truncate_text,
 )
+from pse.protocol._results import ResultItem, parse_tool_results, render_tool_results, truncate_text
 from pse.protocol._tags import find_blocked, parse_plan, parse_verdict, render_plan, strip_tool_traffic
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""DSML: the tool-call wire format. Pure functions: parse requests, render requests and results.
+"""DSML: the tool-call wire format. Pure functions: parse and render requests (results: `_results`).
 
 Requests, inside any role's message (prose and Markdown fences around them are fine)::
 
@@ -27,37 +27,27 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
   (`` `<tool_calls>` ``) is a mention in prose, not a request.
 * Every scan is one forward pass over the message (see `_scan`), so no message, however garbled, costs
   more than a read of its length: a scan that rereads the rest per tag would let one message stall the loop.
-
-Results: each `<result>` body is raw text when it holds no `<`, `&` or `]]>`; otherwise it is one CDATA
-section with every `]]>` split as `]]]]><![CDATA[>`. So output can never close a `<result>` or
-`<tool_results>` early, and a scanner that skips CDATA finds the real closing tag.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from pse.protocol._scan import AttributeScanner, Cursor
+from pse.protocol._types import DsmlError, ParamSpec, ParsedMessage, ToolCall, ToolSignature
 
 __all__ = [
     "DsmlError",
     "ParamSpec",
     "ParsedMessage",
-    "ResultItem",
     "ToolCall",
     "ToolSignature",
     "has_tool_calls",
     "parse_tool_calls",
-    "parse_tool_results",
     "render_tool_calls",
-    "render_tool_results",
-    "truncate_text",
 ]
-
-ResultStatus = Literal["ok", "error", "denied", "timeout"]
 
 _CDATA_OPEN = "<![CDATA["
 _CDATA_CLOSE = "]]>"
@@ -73,71 +63,7 @@ _INVOKE_OPEN = re.compile(r"<invoke(?=[\s>/])")
 _INVOKE_CLOSE = re.compile(r"</invoke\s*>")
 _PARAM_OPEN = re.compile(r"<parameter(?=[\s>/])")
 _PARAM_CLOSE = re.compile(r"</parameter\s*>")
-_RESULT_OPEN = re.compile(r"<result(?=[\s>/])")
-_RESULT_CLOSE = re.compile(r"</result\s*>")
 _WS = re.compile(r"\s*")
-
-
-@dataclass(frozen=True, slots=True)
-class ParamSpec:
-    """One parameter of a tool, as the parser checks it."""
-
-    name: str
-    required: bool = True
-    default: str | None = None
-    description: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSignature:
-    """What the parser needs to know about a tool: its name and parameters."""
-
-    name: str
-    params: tuple[ParamSpec, ...] = ()
-
-    def usage(self) -> str:
-        """`name(a, b=".")`, for error messages and prompts."""
-        parts = [p.name if p.required else f"{p.name}={p.default!r}" for p in self.params]
-        return f"{self.name}({', '.join(parts)})"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A well-formed request. `arguments` has every parameter, defaults filled in."""
-
-    index: int
-    name: str
-    arguments: dict[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class DsmlError:
-    """A request that cannot run. `kind` names the rule (e.g. `unknown_tool`), `message` says what to do."""
-
-    index: int
-    kind: str
-    message: str
-    name: str = ""
-    arguments: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedMessage:
-    """Everything one message asked for, in order. `found_block` is False when it held no `<tool_calls>`."""
-
-    items: tuple[ToolCall | DsmlError, ...]
-    found_block: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ResultItem:
-    """One `<result>` to render (or as parsed back)."""
-
-    index: int
-    name: str
-    status: ResultStatus
-    output: str
-    ms: int | None = None
 
 
 class _SyntaxProblem(Exception):
@@ -439,14 +365,6 @@ def _cdata(value: str) -> str:
     return _CDATA_OPEN + value.replace(_CDATA_CLOSE, "]]]]><![CDATA[>") + _CDATA_CLOSE
 
 
-def _escape_attr(value: str) -> str:
-    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _unescape_attr(value: str) -> str:
-    return value.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
     """Render requests as one `<tool_calls>` block that `parse_tool_calls` reads back exactly.
 
@@ -463,104 +381,3 @@ def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
         lines.append("</invoke>")
     lines.append("</tool_calls>")
     return "\n".join(lines)
-
-
-def _result_body(output: str) -> str:
-    if "<" in output or "&" in output or _CDATA_CLOSE in output:
-        return _cdata(output)
-    return output
-
-
-def render_tool_results(requester: str, items: Sequence[ResultItem]) -> str:
-    """Render results addressed to `requester`; bodies use the escaping rule in the module docstring."""
-    lines = [f'<tool_results for="{_escape_attr(requester)}">']
-    for it in items:
-        ms = f' ms="{it.ms}"' if it.ms is not None else ""
-        lines.append(
-            f'<result index="{it.index}" name="{_escape_attr(it.name)}" status="{it.status}"{ms}>'
-            f"{_result_body(it.output)}</result>"
-        )
-    lines.append("</tool_results>")
-    return "\n".join(lines)
-
-
-def parse_tool_results(text: str) -> tuple[str, list[ResultItem]]:
-    """Read back the first `<tool_results>` rendered by `render_tool_results` (for tests and trace tools).
-
-    Raises:
-        ValueError: the text holds no complete `<tool_results>` element.
-    """
-    opening = _RESULTS_OPEN.search(text)
-    if opening is None:
-        raise ValueError("no <tool_results> element in the text")
-    head_end = _end_of_tag(text, opening.start(), "tool_results")
-    requester = _unescape_attr(_attributes(text[opening.start() : head_end]).get("for", ""))
-    items: list[ResultItem] = []
-    cur = head_end
-    while True:
-        cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
-        if _RESULTS_CLOSE.match(text, cur):
-            return requester, items
-        if not _RESULT_OPEN.match(text, cur):
-            raise ValueError(f"unexpected text at offset {cur} inside <tool_results>")
-        tag_end = _end_of_tag(text, cur, "result")
-        attrs = {k: _unescape_attr(v) for k, v in _attributes(text[cur:tag_end]).items()}
-        if text.startswith(_CDATA_OPEN, tag_end):
-            value, after = _read_cdata_run(text, tag_end)
-        else:
-            after = text.find("<", tag_end)
-            if after < 0:
-                raise ValueError(f"result {attrs.get('index')} is not closed by </result>")
-            value = text[tag_end:after]
-        close = _RESULT_CLOSE.match(text, after)
-        if close is None:
-            raise ValueError(f"result {attrs.get('index')} is not closed by </result>")
-        ms = attrs.get("ms")
-        items.append(
-            ResultItem(
-                int(attrs.get("index", "0")),
-                attrs.get("name", ""),
-                attrs.get("status", "error"),  # type: ignore[arg-type]
-                value,
-                int(ms) if ms else None,
-            )
-        )
-        cur = close.end()
-
-
-def _end_of_tag(text: str, start: int, tag: str) -> int:
-    """Index just past the `>` of the tag opening at `start` (`_tag_end` for `parse_tool_results`).
-
-    A tag with no `>` is an error, never index 0: reading on from the start of the text would send the
-    reader back, and a forged result could make it go round forever.
-    """
-    end = text.find(">", start)
-    if end < 0:
-        raise ValueError(f"the tag <{tag} at offset {start} is never closed with '>'")
-    return end + 1
-
-
-def _read_cdata_run(text: str, pos: int) -> tuple[str, int]:
-    parts: list[str] = []
-    while text.startswith(_CDATA_OPEN, pos):
-        close = text.find(_CDATA_CLOSE, pos + len(_CDATA_OPEN))
-        if close < 0:
-            raise ValueError("unclosed CDATA section")
-        parts.append(text[pos + len(_CDATA_OPEN) : close])
-        pos = close + len(_CDATA_CLOSE)
-    return "".join(parts), pos
-
-
-def truncate_text(text: str, limit: int) -> tuple[str, int]:
-    """Cap `text` at about `limit` characters, keeping its head and tail around a visible marker.
-
-    The tail is kept because the end of a command's output (pytest's summary, a traceback's last line)
-    usually matters most. Returns (text, number of characters removed); 0 means untouched.
-    """
-    if len(text) <= limit:
-        return text, 0
-    keep = max(limit - 48, 0)
-    head, tail = keep * 2 // 3, keep - keep * 2 // 3
-    removed = len(text) - head - tail
-    tail_text = text[len(text) - tail :] if tail else ""
-    return f"{text[:head]}\n[… truncated {removed} characters …]\n{tail_text}", removed

@@ -8,8 +8,9 @@ from pse.sandbox._copies import MAX_SYNC_BYTES, MAX_SYNC_CHANGES, Accept
 from pse.sandbox._env import SECRET_NAME, scrubbed_environment
 from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity
 from pse.sandbox._paths import read_inside, resolve_in_workspace
-from pse.sandbox._runner import OUTBOX, CommandResult, Sandbox, SandboxLimits, bwrap_problem
+from pse.sandbox._runner import Sandbox, bwrap_problem
 from pse.sandbox._seccomp import DENIED_SYSCALLS
+from pse.sandbox._types import OUTBOX, CommandResult, SandboxLimits
 
 __all__ = [
     "DEFAULT_SANDBOX_UID",

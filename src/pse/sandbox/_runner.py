@@ -42,13 +42,12 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Literal
 
@@ -57,49 +56,13 @@ from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, drop_privileges,
 from pse.sandbox._copies import Accept, copy_workspace, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity
+from pse.sandbox._process import kill_group, limits_prefix, read_capped, read_outbox, wait_gone
 from pse.sandbox._seccomp import seccomp_problem, write_filter
+from pse.sandbox._types import OUTBOX, CommandResult, SandboxLimits
 
 __all__ = ["OUTBOX", "CommandResult", "Sandbox", "SandboxLimits", "bwrap_problem"]
 
-OUTBOX = "{outbox}"
-"""In a command's argv, replaced by the path of its outbox (see `Sandbox.run`)."""
-OUTBOX_FILE_LIMIT = 16 * 1024 * 1024
-"""Largest outbox file PSE reads back; a bigger one is dropped."""
-GROUP_EXIT_WAIT_S = 2.0
-"""After killing a command's process group, wait at most this long for its members to exit."""
 _INSIDE = "/pse"  # where bwrap mounts the outbox and private directories
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxLimits:
-    """The named limits of one command (see `Settings` for their meaning and defaults)."""
-
-    timeout_s: float = 60.0
-    cpu_s: int = 120
-    memory_mb: int = 2048
-    file_size_mb: int = 64
-    max_processes: int = 256
-    output_limit: int = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """What a command did. `exit_code` is None when it timed out; `sandbox` names the mode that ran it.
-
-    `changes` are the workspace paths a read-write command changed and PSE kept; `refused` the ones it
-    did not keep, with why; `outbox` the files the command left in its outbox.
-    """
-
-    exit_code: int | None
-    output: str
-    timed_out: bool
-    truncated: bool
-    sandbox: str
-    ms: int
-    cwd: str = ""
-    changes: tuple[str, ...] = ()
-    refused: tuple[tuple[str, str], ...] = ()
-    outbox: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @functools.cache
@@ -138,89 +101,6 @@ def _python_dirs() -> list[str]:
         str(Path(os.path.realpath(sys.executable)).parent.parent),
     }
     return sorted(d for d in dirs if d and os.path.isdir(d) and d != "/")
-
-
-def _limits_prefix(limits: SandboxLimits) -> list[str]:
-    # bash's ulimit units: -v in KiB, -f in 1024-byte blocks. Failing to set a limit refuses to run.
-    script = (
-        f"ulimit -t {limits.cpu_s} -v {limits.memory_mb * 1024} -f {limits.file_size_mb * 1024} "
-        f'-u {limits.max_processes} || exit 125; exec "$@"'
-    )
-    return ["/bin/bash", "--noprofile", "--norc", "-c", script, "pse-sandbox"]
-
-
-def _read_capped(stream: IO[bytes], limit: int) -> tuple[str, bool]:
-    """Read a command's output file, keeping at most about `limit` characters (head and tail)."""
-    size = stream.seek(0, os.SEEK_END)
-    stream.seek(0)
-    if size <= limit:
-        return stream.read().decode("utf-8", errors="replace"), False
-    keep = max(limit - 48, 0)
-    head_n, tail_n = keep * 2 // 3, keep - keep * 2 // 3
-    head = stream.read(head_n).decode("utf-8", errors="replace")
-    stream.seek(size - tail_n)
-    tail = stream.read(tail_n).decode("utf-8", errors="replace") if tail_n else ""
-    return f"{head}\n[… truncated {size - head_n - tail_n} bytes …]\n{tail}", True
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL a process group, then wait (bounded) until no member still runs: none outlives the call."""
-    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
-    delay = 0.001
-    while True:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        # The group still "exists" while it holds zombies (e.g. bwrap's intermediate process, orphaned to
-        # an init that may never reap it); only members that still run matter.
-        if not _live_members(pgid) or time.monotonic() >= deadline:
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
-def _live_members(pgid: int) -> bool:
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _wait_gone(pid: int) -> None:
-    """Wait (bounded) until process `pid` has exited: gone, or a zombie."""
-    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in (b"Z", b"X"):
-            return
-        time.sleep(0.005)
-
-
-def _read_outbox(folder: Path) -> dict[str, bytes]:
-    """The regular files a command left in its outbox (no symlink followed, none above the cap)."""
-    found: dict[str, bytes] = {}
-    for entry in sorted(os.listdir(folder)):
-        try:
-            fd = os.open(folder / entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if stat.S_ISREG(info.st_mode) and info.st_size <= OUTBOX_FILE_LIMIT:
-                found[entry] = handle.read(OUTBOX_FILE_LIMIT)
-    return found
 
 
 @dataclass(slots=True)
@@ -349,14 +229,14 @@ class Sandbox:
             else:
                 assert copied is not None
                 label = "fallback-rw" if writable else "fallback-copy"
-                argv = [*drop_privileges(self.identity), *_limits_prefix(self.limits), *command]
+                argv = [*drop_privileges(self.identity), *limits_prefix(self.limits), *command]
                 launch = _Launch(argv, copied.root, str(home), label)
             result = self._execute(launch, cap)
             if writable and copied is not None:
                 synced = sync_back(copied, self.workspace, accept)
                 result = _with(result, changes=synced.kept, refused=synced.refused)
             if outbox:
-                result = _with(result, outbox=_read_outbox(box))
+                result = _with(result, outbox=read_outbox(box))
             return result
 
     def _place(self, host: Path, inside: str, binds: list[tuple[str, str, bool]], *, rw: bool) -> str:
@@ -395,7 +275,7 @@ class Sandbox:
             tmp_bytes=self.limits.file_size_mb * 1024 * 1024,
             fds=fds,
         )
-        launch.argv = [*argv, *_limits_prefix(self.limits), *command]
+        launch.argv = [*argv, *limits_prefix(self.limits), *command]
         launch.pass_fds = tuple(fds.values())
         launch.status_fd = status_r
         return launch
@@ -419,7 +299,7 @@ class Sandbox:
                 if launch.info_fd >= 0:
                     write_userns_maps(launch.info_fd, launch.block_fd, self.identity, HANDSHAKE_TIMEOUT_S)
             except ToolInfrastructureError:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 proc.wait()
                 _close(launch.status_fd, launch.info_fd, launch.block_fd)
                 raise
@@ -433,13 +313,13 @@ class Sandbox:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             # Always kill the group: on timeout, and to end background children a finished command left.
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             if launch.status_fd >= 0:
                 # bwrap's child runs in a session of its own; it dies with bwrap, and its PID namespace
                 # with it. Its init exits only once every process of the namespace is gone.
-                _wait_gone(self._check_bwrap_started(launch.status_fd, out))
+                wait_gone(self._check_bwrap_started(launch.status_fd, out))
             ms = int((time.perf_counter() - started) * 1000)
-            output, truncated = _read_capped(out, cap)
+            output, truncated = read_capped(out, cap)
         if timed_out:
             output += f"\n[killed: timed out after {limits.timeout_s:g} s]"
         return CommandResult(code, output, timed_out, truncated, launch.label, ms, str(launch.cwd))

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pse.events import OutcomeStatus
 from pse.protocol import ParamSpec, ToolSignature
 from pse.sandbox import Accept, Sandbox
 
 __all__ = ["Author", "Mode", "ToolContext", "ToolFunction", "ToolOutcome", "ToolRegistry", "ToolSpec"]
 
 Mode = Literal["read-only", "read-write"]
-OutcomeStatus = Literal["ok", "error", "timeout"]
 
 
 Author = Callable[[str, str], str]
