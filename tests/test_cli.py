@@ -47,8 +47,16 @@ def test_run_json_summary_and_exit_code_zero(
     code, out, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path), "--json")
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
-    assert set(summary) >= {"run_id", "task", "outcome", "cycles", "trace", "report", "tokens", "cost"}
+    assert list(summary) == [
+        "run_id", "task", "outcome", "outcome_reason", "cycles", "trace", "report", "escalation", "tokens", "cost",
+    ]  # fmt: skip
     assert (summary["outcome"], summary["cycles"]) == ("PASSED", 2)
+    # tokens and cost are the trace's, key for key and nesting for nesting.
+    trace = json.loads(Path(summary["trace"]).read_text())
+    assert (summary["tokens"], summary["cost"]) == (trace["tokens"], trace["cost"])
+    assert set(summary["tokens"]) == {"prompt", "completion", "total", "by_role"}
+    assert set(summary["tokens"]["by_role"]["Planner"]) == {"prompt", "completion", "calls"}
+    assert set(summary["cost"]) == {"amount", "currency", "unpriced_models"}
     assert Path(summary["trace"]).is_absolute() and Path(summary["trace"]).is_file()
     assert Path(summary["report"]).is_absolute() and Path(summary["report"]).name == "report.md"
     assert "scripted provider" in err  # the scripted default is announced, never mistaken for a model
@@ -335,3 +343,32 @@ def test_trace_show_prints_no_control_sequence_or_markup_from_the_trace(
         assert "\x1b" not in out and "\x9b" not in out and "\r" not in out
     code, out, _ = pse(monkeypatch, capsys, "trace", "show", "r1", "--runs-dir", str(tmp_path))
     assert "[link=http://evil]click[/link]" in out  # markup shown as text, not obeyed
+
+
+def test_an_unregistered_copy_of_a_builtin_warns_once_and_refuses_to_run_the_builtin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(TaskRegistry.discover().get("code-delivery").dir, tmp_path / "tasks" / "code-delivery")
+    code, out, err = pse(monkeypatch, capsys, "list")
+    assert code == 0 and "code-delivery" in out
+    assert err.count("warning:") == 1
+    assert f"warning: tasks directory {tmp_path / 'tasks'} has no registry.toml" in " ".join(err.split())
+    code, _, err = pse(monkeypatch, capsys, "run", "code-delivery")
+    assert code == 2 and err.count("warning:") == 1
+    assert "so `code-delivery` would run the built-in task instead of yours" in " ".join(err.split())
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_variable_is_one_warning_line_naming_the_closest(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PSE_MAX_PARTIAL_RETRY", "1")
+    code, _, err = pse(monkeypatch, capsys, "list")
+    assert code == 0
+    assert " ".join(err.split()) == (
+        "warning: PSE_MAX_PARTIAL_RETRY in the environment is no PSE setting and is ignored; "
+        "did you mean PSE_MAX_PARTIAL_RETRIES?"
+    )

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pse.knowledge
 from pse.config import Settings
 from pse.exceptions import UserError
 from pse.knowledge import HashingEmbedder, KnowledgeBase, RunKnowledge
@@ -42,10 +41,6 @@ def _folder(tmp_path: Path) -> Path:
 
 def _lines(folder: Path, file: str, start: int, end: int) -> str:
     return "\n".join((folder / file).read_text().splitlines()[start - 1 : end]).strip()
-
-
-def test_exports_are_what_all_lists() -> None:
-    assert sorted(pse.knowledge.__all__) == sorted(n for n in dir(pse.knowledge) if not n.startswith("_"))
 
 
 def test_chunks_keep_whole_lines_overlap_and_their_section() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from autogen_core.models import AssistantMessage, CreateResult, SystemMessage, UserMessage
 
-import pse.models
 from pse.config import load_settings
 from pse.exceptions import CassetteError, CassetteExhaustedError
 from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient, create_model_client
@@ -27,12 +26,6 @@ def _player(*turns: tuple[str, str]) -> CassettePlayer:
     return CassettePlayer(
         Cassette.model_validate({"version": 1, "turns": [{"role": r, "content": c} for r, c in turns]})
     )
-
-
-def test_exports_are_exactly_the_public_api() -> None:
-    assert sorted(pse.models.__all__) == sorted(name for name in dir(pse.models) if not name.startswith("_"))
-    for name in pse.models.__all__:
-        assert getattr(pse.models, name) is not None
 
 
 async def test_each_role_consumes_its_own_turns_in_order_across_cycles() -> None:

@@ -46,8 +46,8 @@ async def test_a_real_provider_run_passes_and_its_recording_replays_offline(
     assert summary.outcome == "PASSED" and summary.cycles == 2
     assert len(requests) == len(_TURNS) == 9
     # Usage comes from the provider's responses, exactly.
-    assert summary.tokens["prompt"] == sum(1000 + i for i in range(9))
-    assert summary.tokens["completion"] == sum(100 + i for i in range(9))
+    assert summary.tokens.prompt == sum(1000 + i for i in range(9))
+    assert summary.tokens.completion == sum(100 + i for i in range(9))
     bodies = [r.body for r in requests]
     assert {b["model"] for b in bodies} == {"m-test"}
     roles = [

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-import pse.tasks
-from pse.exceptions import ConfigError, TaskNotFoundError, UserError
+from pse.config import load_settings
+from pse.exceptions import ConfigError, TaskNotFoundError, UnregisteredTasksWarning, UserError
+from pse.runner import registry_for
 from pse.tasks import (
     TaskRegistry,
     base_prompt,
@@ -22,12 +24,6 @@ from pse.tasks import (
 )
 
 BUILTIN = ["code-delivery", "incident-review"]
-
-
-def test_exports_are_exactly_the_public_api() -> None:
-    public = {name for name in dir(pse.tasks) if not name.startswith("_")}
-    assert set(pse.tasks.__all__) == public - {"annotations"}
-    assert len(pse.tasks.__all__) == 25
 
 
 def test_discover_finds_the_builtin_tasks() -> None:
@@ -66,10 +62,67 @@ def test_extra_dir_adds_tasks_and_wins_on_a_name_clash(tmp_path: Path) -> None:
     assert registry.get("mine").builtin is False
 
 
-def test_pse_tasks_dir_is_read_when_no_dir_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_settings_decide_the_tasks_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scaffold_task("from-env", tmp_path)
     monkeypatch.setenv("PSE_TASKS_DIR", str(tmp_path))
-    assert "from-env" in TaskRegistry.discover().names()
+    assert "from-env" in registry_for(load_settings()).names()
+    assert "from-env" not in TaskRegistry.discover().names()  # the registry itself reads no environment
+    assert "from-env" not in registry_for(load_settings(tasks_dir=builtin_tasks_dir())).names()
+
+
+def _unregistered_copy(tasks_dir: Path, name: str = "code-delivery") -> Path:
+    """A user's copy of a built-in task folder, without a registry.toml next to it."""
+    folder = tasks_dir / name
+    shutil.copytree(builtin_tasks_dir() / "code-delivery", folder)
+    return folder
+
+
+def test_an_unregistered_copy_of_a_builtin_is_a_warning_and_running_it_an_error(tmp_path: Path) -> None:
+    folder = _unregistered_copy(Path("tasks"))  # ./tasks, the default nobody configured
+    with pytest.warns(UnregisteredTasksWarning) as caught:
+        registry = registry_for(load_settings())
+    assert [str(w.message) for w in caught] == [
+        f"tasks directory {folder.parent.resolve()} has no registry.toml, so its task folder(s) code-delivery "
+        f"are not used: create {folder.parent.resolve() / 'registry.toml'} with one [tasks.NAME] table per "
+        "folder, e.g. [tasks.code-delivery]"
+    ]
+    assert registry.get("incident-review").builtin  # another built-in is unaffected
+    with pytest.raises(ConfigError) as info:
+        registry.get("code-delivery")
+    assert str(info.value) == (
+        f"{folder.resolve()} is a task folder named 'code-delivery', but "
+        f"{folder.parent.resolve() / 'registry.toml'} does not exist, so `code-delivery` would run the "
+        "built-in task instead of yours: add [tasks.code-delivery] to "
+        f"{folder.parent.resolve() / 'registry.toml'} to run yours, or rename or remove the folder to run "
+        "the built-in one"
+    )
+
+
+def test_a_configured_directory_without_registry_warns_too(tmp_path: Path) -> None:
+    _unregistered_copy(tmp_path, "mine")
+    with pytest.warns(UnregisteredTasksWarning, match=rf"{tmp_path} has no registry.toml.*folder\(s\) mine"):
+        registry = registry_for(load_settings(tasks_dir=tmp_path))
+    assert registry.names() == BUILTIN
+    with pytest.raises(TaskNotFoundError):
+        registry.get("mine")
+
+
+def test_a_registry_that_leaves_out_a_builtin_copy_refuses_it_without_a_warning(tmp_path: Path) -> None:
+    scaffold_task("mine", tmp_path)
+    _unregistered_copy(tmp_path)
+    registry = TaskRegistry.discover(tmp_path)  # filterwarnings=error: any warning fails here
+    assert registry.unregistered == {"code-delivery": tmp_path / "code-delivery"}
+    with pytest.raises(
+        ConfigError, match=r"registry.toml does not register it, so `code-delivery` would run"
+    ):
+        registry.get("code-delivery")
+
+
+def test_a_dot_tasks_folder_of_something_else_is_left_alone() -> None:
+    (Path("tasks") / "notes").mkdir(parents=True)
+    (Path("tasks") / "todo.txt").write_text("not PSE's")
+    registry = registry_for(load_settings())  # no warning, no problem
+    assert (registry.names(), registry.problems, len(registry.dirs)) == (BUILTIN, [], 1)
 
 
 def test_missing_extra_dir_is_a_config_error(tmp_path: Path) -> None:

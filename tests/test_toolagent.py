@@ -10,7 +10,6 @@ import pytest
 from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 
-import pse.toolagent
 from pse.config import Settings
 from pse.events import ToolCallRecord
 from pse.exceptions import ToolInfrastructureError
@@ -34,12 +33,6 @@ def executor(ws: Path, **kw: object) -> ToolExecutor:
 
 def request(*calls: tuple[str, dict[str, str]]) -> str:
     return "Let me look.\n" + render_tool_calls(list(calls))
-
-
-def test_exports() -> None:
-    assert sorted(pse.toolagent.__all__) == sorted(n for n in dir(pse.toolagent) if not n.startswith("_") and n in pse.toolagent.__all__)  # fmt: skip
-    for name in pse.toolagent.__all__:
-        assert getattr(pse.toolagent, name) is not None
 
 
 async def test_results_and_audit_for_a_mixed_batch(ws: Path) -> None:

@@ -6,30 +6,113 @@ Python API (the CLI's `pse run`, from code)::
 
     summary = pse.run("code-delivery", runs_dir="/tmp/pse-runs")      # blocking
     summary = await pse.arun("incident-review", max_partial_retries=1)  # async
-    print(summary.outcome, summary.trace)
+    print(summary.outcome, summary.trace, summary.tokens.total)
 
-The names are imported lazily, so `import pse` stays cheap until a run is asked for.
+The top level holds the run functions, the settings, every exception and warning (`pse.exceptions`:
+`except pse.ConfigError`, `except pse.PSEError`) and the event types a run's `on_event` receives
+(`pse.events`). Everything else public lives in the subpackages. The run functions, settings and
+events are imported lazily, so `import pse` stays cheap until a run is asked for.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from pse.exceptions import (
+    CassetteError,
+    CassetteExhaustedError,
+    ConfigError,
+    ControlSignal,
+    EmbeddingBackendError,
+    IllegalTransition,
+    InternalError,
+    ModelAuthError,
+    ModelUnavailableError,
+    ProtocolError,
+    PSEError,
+    PSEWarning,
+    ReplayMismatchError,
+    RunCancelled,
+    RunFailure,
+    SandboxViolation,
+    TaskNotFoundError,
+    ToolInfrastructureError,
+    TooManyRuns,
+    UnknownVariableWarning,
+    UnregisteredTasksWarning,
+    UserError,
+)
 
-__all__ = ["RunSummary", "Settings", "__version__", "arun", "load_settings", "run"]
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from pse.config import Settings, load_settings
+    from pse.events import (
+        CycleStarted,
+        Event,
+        MessageEvent,
+        OutcomeEvent,
+        RetrievalEvent,
+        ToolCallEvent,
+        TransitionEvent,
+        VerdictEvent,
+    )
     from pse.runner import RunSummary, arun, run
 
-_LAZY = {
-    "RunSummary": "pse.runner",
-    "arun": "pse.runner",
-    "run": "pse.runner",
-    "Settings": "pse.config",
-    "load_settings": "pse.config",
+__all__ = [
+    "CassetteError",
+    "CassetteExhaustedError",
+    "ConfigError",
+    "ControlSignal",
+    "CycleStarted",
+    "EmbeddingBackendError",
+    "Event",
+    "IllegalTransition",
+    "InternalError",
+    "MessageEvent",
+    "ModelAuthError",
+    "ModelUnavailableError",
+    "OutcomeEvent",
+    "PSEError",
+    "PSEWarning",
+    "ProtocolError",
+    "ReplayMismatchError",
+    "RetrievalEvent",
+    "RunCancelled",
+    "RunFailure",
+    "RunSummary",
+    "SandboxViolation",
+    "Settings",
+    "TaskNotFoundError",
+    "TooManyRuns",
+    "ToolCallEvent",
+    "ToolInfrastructureError",
+    "TransitionEvent",
+    "UnknownVariableWarning",
+    "UnregisteredTasksWarning",
+    "UserError",
+    "VerdictEvent",
+    "__version__",
+    "arun",
+    "load_settings",
+    "run",
+]
+
+_LAZY_MODULES = {
+    "pse.config": ("Settings", "load_settings"),
+    "pse.events": (
+        "CycleStarted",
+        "Event",
+        "MessageEvent",
+        "OutcomeEvent",
+        "RetrievalEvent",
+        "ToolCallEvent",
+        "TransitionEvent",
+        "VerdictEvent",
+    ),
+    "pse.runner": ("RunSummary", "arun", "run"),
 }
+_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
@@ -38,3 +121,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'pse' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

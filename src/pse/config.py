@@ -4,29 +4,53 @@ Every field maps to one environment variable, `PSE_<FIELD>` in upper case, unles
 field says otherwise (the API key and base URL also accept `OPENAI_API_KEY` and
 `OPENAI_BASE_URL`). The README's configuration table is tested against this model.
 
-Per-role model settings (`PSE_PLANNER_MODEL`, `PSE_EVALUATOR_PROVIDER`, ...) fall back to
-the global ones (`PSE_MODEL`, `PSE_PROVIDER`, ...); `Settings.model_spec(role)` resolves them.
+Per-role model settings are one typed `RoleSettings` per role (`settings.planner`,
+`settings.role(Role.EVALUATOR)`), read from the flat variables `PSE_<ROLE>_<FIELD>`
+(`PSE_PLANNER_MODEL`, `PSE_EVALUATOR_PROVIDER`, ...); a field left unset falls back to the global
+one (`PSE_MODEL`, `PSE_PROVIDER`, ...), and `Settings.model_spec(role)` resolves them. Adding a
+per-role setting is one field of `RoleSettings`: its variables, table rows and flat Python names
+(`planner_model=...`) follow.
+
+No setting is silently ignored: an unknown keyword (`load_settings`, `with_overrides`, `Settings(...)`,
+`pse.run`) raises `ConfigError` naming the closest valid one, and `load_settings` warns
+(`UnknownVariableWarning`) of a `PSE_*` variable of the environment or `.env` that is no setting.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
-from pse.exceptions import ConfigError
-from pse.roles import ROLES
+from pse.exceptions import ConfigError, UnknownVariableWarning
+from pse.roles import ROLES, Role
 
 __all__ = [
     "ROLES",
+    "ContextMode",
+    "KnowledgeBackend",
     "ModelSpec",
     "Price",
     "ProviderName",
+    "RoleSettings",
+    "SandboxMode",
     "Settings",
     "env_example",
+    "env_variables",
     "load_settings",
     "settings_table",
     "with_overrides",
@@ -46,6 +70,26 @@ class Price(BaseModel):
     currency: str = "USD"
 
 
+class RoleSettings(BaseModel):
+    """One role's own model settings, the variables `PSE_<ROLE>_<FIELD>`; unset fields fall back to the
+    global setting of the same name (`Settings.model_spec`). A new per-role setting is one field here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: ProviderName | None = Field(None, description="provider (falls back to PSE_PROVIDER).")
+    model: str | None = Field(None, description="model (falls back to PSE_MODEL).")
+    base_url: str | None = Field(None, description="base URL (falls back to PSE_BASE_URL).")
+    api_key: SecretStr | None = Field(None, description="API key (falls back to PSE_API_KEY).")
+
+
+_ROLE_FIELDS: dict[str, Role] = {role.lower(): role for role in Role}
+"""The `Settings` field of each role's `RoleSettings`: the role's name in lower case (`PSE_<ROLE>_*`)."""
+_FLAT_ROLE_NAMES: dict[str, tuple[str, str]] = {
+    f"{field}_{key}": (field, key) for field in _ROLE_FIELDS for key in RoleSettings.model_fields
+}
+"""`planner_model` → (`planner`, `model`): the flat Python names of the per-role settings."""
+
+
 class ModelSpec(BaseModel):
     """The resolved model settings for one role."""
 
@@ -57,11 +101,39 @@ class ModelSpec(BaseModel):
     provider_was_defaulted: bool = False
 
 
+class _SettingsOnly(PydanticBaseSettingsSource):
+    """The environment or `.env`, as `source` reads it, plus `PSE_<ROLE>_<FIELD>` into the role models.
+
+    It passes on settings only: a stray `PSE_*` variable is `load_settings`' warning, never a validation
+    error, and `PSE_PLANNER` itself is no variable (the role models are read from the flat names).
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], source: EnvSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads through the wrapped source
+
+    def __call__(self) -> dict[str, Any]:
+        data = {key: value for key, value in self._source().items() if key in _SOURCE_KEYS}
+        variables = {name.lower(): value for name, value in self._source.env_vars.items()}
+        for field in _ROLE_FIELDS:
+            prefix = f"pse_{field}_"
+            own = {
+                key: variables[prefix + key] for key in RoleSettings.model_fields if prefix + key in variables
+            }
+            if own:
+                data[field] = own
+        return data
+
+
 class Settings(BaseSettings):
-    """PSE settings. Each field is the environment variable `PSE_<NAME>` unless noted."""
+    """PSE settings. Each field is the environment variable `PSE_<NAME>` unless noted; the role fields
+    (`planner`, `specialist`, `evaluator`) are read from `PSE_<ROLE>_<FIELD>`."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PSE_", env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+        env_prefix="PSE_", env_file=".env", env_file_encoding="utf-8", extra="forbid", populate_by_name=True
     )
 
     # --- models -------------------------------------------------------------------------
@@ -81,22 +153,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("PSE_API_KEY", "OPENAI_API_KEY"),
         description="API key (also read from OPENAI_API_KEY). Never written to traces or cassettes.",
     )
-    planner_provider: ProviderName | None = Field(
-        None, description="Planner's provider (falls back to PSE_PROVIDER)."
-    )
-    planner_model: str | None = Field(None, description="Planner's model (falls back to PSE_MODEL).")
-    planner_base_url: str | None = Field(None, description="Planner's base URL (falls back to PSE_BASE_URL).")
-    planner_api_key: SecretStr | None = Field(
-        None, description="Planner's API key (falls back to PSE_API_KEY)."
-    )
-    specialist_provider: ProviderName | None = Field(None, description="Specialist's provider.")
-    specialist_model: str | None = Field(None, description="Specialist's model.")
-    specialist_base_url: str | None = Field(None, description="Specialist's base URL.")
-    specialist_api_key: SecretStr | None = Field(None, description="Specialist's API key.")
-    evaluator_provider: ProviderName | None = Field(None, description="Evaluator's provider.")
-    evaluator_model: str | None = Field(None, description="Evaluator's model (e.g. another model family).")
-    evaluator_base_url: str | None = Field(None, description="Evaluator's base URL.")
-    evaluator_api_key: SecretStr | None = Field(None, description="Evaluator's API key.")
+    # NoDecode: `PSE_PLANNER=gpt-4o` (a typo) is no JSON to decode but a stray variable to warn about.
+    planner: Annotated[RoleSettings, NoDecode] = Field(default_factory=RoleSettings)
+    specialist: Annotated[RoleSettings, NoDecode] = Field(default_factory=RoleSettings)
+    evaluator: Annotated[RoleSettings, NoDecode] = Field(default_factory=RoleSettings)
     cassette: Path | None = Field(
         None, description="Cassette the scripted provider replays (default: the task's)."
     )
@@ -196,33 +256,96 @@ class Settings(BaseSettings):
     # --- web -----------------------------------------------------------------------------
     web_token: SecretStr | None = Field(None, description="Bearer token the dashboard requires when set.")
 
-    def model_spec(self, role: str) -> ModelSpec:
-        """Resolve the provider, model, base URL and key of one role, falling back to the globals."""
-        key = role.lower()
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments, then the environment, then `.env`, each with the per-role variables."""
+        assert isinstance(env_settings, EnvSettingsSource) and isinstance(dotenv_settings, EnvSettingsSource)
+        return (
+            init_settings,
+            _SettingsOnly(settings_cls, env_settings),
+            _SettingsOnly(settings_cls, dotenv_settings),
+            file_secret_settings,
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown_and_nest_roles(cls, data: Any) -> Any:
+        """Every key is a setting (else ConfigError); `planner_model=...` goes into `planner.model`."""
+        if not isinstance(data, Mapping):
+            return data
+        unknown = [str(key) for key in data if key not in _INPUT_KEYS]
+        if unknown:
+            raise ConfigError(_unknown_settings_message(unknown))
+        nested = {key: value for key, value in data.items() if key not in _FLAT_ROLE_NAMES}
+        for name, (field, key) in _FLAT_ROLE_NAMES.items():
+            if name in data:  # a flat name wins over the same field of a nested value
+                own = nested.get(field)
+                if isinstance(own, RoleSettings):
+                    own = own.model_dump(exclude_unset=True)
+                if own is None or isinstance(own, Mapping):
+                    nested[field] = {**(own or {}), key: data[name]}
+        return nested
+
+    def role(self, role: str) -> RoleSettings:
+        """One role's own settings, before the fallback to the globals (see `model_spec`).
+
+        Raises:
+            ConfigError: `role` is not one of `ROLES`.
+        """
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
-        provider = getattr(self, f"{key}_provider") or self.provider
-        api_key = getattr(self, f"{key}_api_key") or self.api_key
+        own = {Role.PLANNER: self.planner, Role.SPECIALIST: self.specialist, Role.EVALUATOR: self.evaluator}
+        return own[Role(role)]
+
+    def model_spec(self, role: str) -> ModelSpec:
+        """Resolve the provider, model, base URL and key of one role, falling back to the globals."""
+        own = self.role(role)
+        provider = own.provider or self.provider
+        api_key = own.api_key or self.api_key
         defaulted = False
         if provider is None:
             provider, defaulted = ("openai", False) if api_key is not None else ("scripted", True)
-        model = getattr(self, f"{key}_model") or self.model or _DEFAULT_MODELS[provider]
         return ModelSpec(
             role=role,
             provider=provider,
-            model=model,
-            base_url=getattr(self, f"{key}_base_url") or self.base_url,
+            model=own.model or self.model or _DEFAULT_MODELS[provider],
+            base_url=own.base_url or self.base_url,
             api_key=api_key,
             provider_was_defaulted=defaulted,
         )
 
+    def flat_dump(self, mode: Literal["python", "json"] = "python") -> dict[str, Any]:
+        """The settings by their flat names (`planner_model`, not `planner.model`), one per variable."""
+        data: dict[str, Any] = {}
+        for name, value in self.model_dump(mode=mode).items():
+            if name in _ROLE_FIELDS:
+                data.update({f"{name}_{key}": own for key, own in value.items()})
+            else:
+                data[name] = value
+        return data
+
     def public_dump(self) -> dict[str, object]:
-        """The settings as JSON-able data with every secret removed (for traces)."""
-        data = self.model_dump(mode="json")
-        for name, value in list(data.items()):
+        """The settings as JSON-able data by their flat names, every secret removed (for traces)."""
+        data = self.flat_dump(mode="json")
+        for name, value in data.items():
             if name.endswith("api_key") or name == "web_token":
                 data[name] = "***" if value else None
         return data
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """Every secret value configured (API keys, the dashboard token), by its variable name."""
+        return [
+            (f"PSE_{name.upper()}", value.get_secret_value())
+            for name, value in self.flat_dump().items()
+            if isinstance(value, SecretStr)
+        ]
 
 
 _DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
@@ -240,8 +363,11 @@ def _problems(exc: ValidationError) -> str:
 def with_overrides(settings: Settings, where: str = "override", **overrides: object) -> Settings:
     """A validated copy of `settings` with some fields replaced (the environment is not read again).
 
+    Overrides are named like the fields, per-role ones flat (`planner_model="..."`).
+
     Raises:
-        ConfigError: an override is not a valid value for its field; `where` says whose override it was.
+        ConfigError: an override is no setting (the message names the closest one) or not a valid
+            value for its field; `where` says whose override it was.
     """
     if not overrides:
         return settings
@@ -252,7 +378,16 @@ def with_overrides(settings: Settings, where: str = "override", **overrides: obj
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read the settings, turning a validation failure into a ConfigError that names the variable."""
+    """Read the settings from the environment and `.env`, keyword arguments winning.
+
+    Warns (`UnknownVariableWarning`, once per process) of every `PSE_*` variable that is no setting,
+    naming the closest one: a typo there would otherwise go unnoticed.
+
+    Raises:
+        ConfigError: a keyword is no setting (the message names the closest one), or a value is invalid
+            (the message names its variable).
+    """
+    _warn_of_unknown_variables()
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -261,11 +396,81 @@ def load_settings(**overrides: object) -> Settings:
         ) from exc
 
 
-def _env_names(name: str, field: FieldInfo) -> list[str]:
+def _closest(name: str, names: Iterable[str]) -> str | None:
+    found = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _unknown_settings_message(unknown: list[str]) -> str:
+    valid = [name for name in Settings.model_fields if name not in _ROLE_FIELDS] + list(_FLAT_ROLE_NAMES)
+    parts = []
+    for name in unknown:
+        closest = _closest(name.lower(), valid)
+        parts.append(f"{name!r}" + (f" (did you mean {closest!r}?)" if closest else ""))
+    return (
+        f"unknown setting{'s' if len(parts) > 1 else ''} {', '.join(parts)}; a setting is a variable of "
+        "the configuration table in lower case without PSE_ (README, .env.example)"
+    )
+
+
+def _warn_of_unknown_variables() -> None:
+    known = {name.upper() for name in env_variables()}
+    dotenv = DotEnvSettingsSource(Settings).env_vars
+    for where, names in (("the environment", list(os.environ)), (".env", list(dotenv))):
+        for name in names:
+            variable = name.upper()
+            if variable.startswith("PSE_") and variable not in known:
+                closest = _closest(variable, known)
+                hint = f"did you mean {closest}?" if closest else "the variables are listed in .env.example"
+                warnings.warn(
+                    UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
+                    stacklevel=1,  # one place, so the default filter shows each variable once per process
+                )
+
+
+class _Variable(NamedTuple):
+    """One row of the configuration table: the variable (then its aliases), its default, its meaning."""
+
+    names: list[str]
+    default: str
+    description: str
+
+
+def _aliases(field: FieldInfo) -> list[str]:
     alias = field.validation_alias
-    if isinstance(alias, AliasChoices):
-        return [str(choice) for choice in alias.choices]
-    return [f"PSE_{name.upper()}"]
+    return [str(choice) for choice in alias.choices] if isinstance(alias, AliasChoices) else []
+
+
+def _env_names(name: str, field: FieldInfo) -> list[str]:
+    return _aliases(field) or [f"PSE_{name.upper()}"]
+
+
+_SOURCE_KEYS = frozenset(
+    key
+    for name, field in Settings.model_fields.items()
+    if name not in _ROLE_FIELDS
+    for key in (name, *_aliases(field))
+)
+"""The keys the environment and `.env` sources produce for settings: field names and alias choices."""
+_INPUT_KEYS = _SOURCE_KEYS | set(_ROLE_FIELDS) | set(_FLAT_ROLE_NAMES)
+"""Every key `Settings` accepts: the settings, the role models and the flat per-role names."""
+
+
+def _variables() -> list[_Variable]:
+    rows = []
+    for name, field in Settings.model_fields.items():
+        if name not in _ROLE_FIELDS:
+            rows.append(_Variable(_env_names(name, field), _default_text(field), field.description or ""))
+            continue
+        for key, own in RoleSettings.model_fields.items():
+            description = f"{_ROLE_FIELDS[name]}'s {own.description or key}"
+            rows.append(_Variable([f"PSE_{name.upper()}_{key.upper()}"], _default_text(own), description))
+    return rows
+
+
+def env_variables() -> list[str]:
+    """Every environment variable PSE reads, in the configuration table's order, aliases included."""
+    return [name for row in _variables() for name in row.names]
 
 
 def _default_text(field: FieldInfo) -> str:
@@ -280,10 +485,9 @@ def _default_text(field: FieldInfo) -> str:
 def settings_table() -> str:
     """The README's configuration table (Markdown), generated from `Settings` so it cannot drift."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
-    for name, field in Settings.model_fields.items():
-        names = " / ".join(f"`{n}`" for n in _env_names(name, field))
-        default = _default_text(field)
-        lines.append(f"| {names} | {f'`{default}`' if default else '–'} | {field.description or ''} |")
+    for row in _variables():
+        names = " / ".join(f"`{n}`" for n in row.names)
+        lines.append(f"| {names} | {f'`{row.default}`' if row.default else '–'} | {row.description} |")
     return "\n".join(lines)
 
 
@@ -294,10 +498,9 @@ def env_example() -> str:
         "# Generated by `python -m pse.config env` from the settings model.",
         "",
     ]
-    for name, field in Settings.model_fields.items():
-        env = _env_names(name, field)[0]
-        out.append(f"# {field.description or ''}")
-        out.append(f"# {env}={_default_text(field)}")
+    for row in _variables():
+        out.append(f"# {row.description}")
+        out.append(f"# {row.names[0]}={row.default}")
         out.append("")
     return "\n".join(out)
 

@@ -22,6 +22,7 @@ __all__ = [
     "Cost",
     "CriterionResult",
     "CycleStarted",
+    "Decision",
     "Event",
     "GateRecord",
     "GateResult",

@@ -18,14 +18,25 @@ Hierarchy::
     │   │                         the engine records it, it never escapes a run
     │   └── SandboxViolation      a tool request points outside the run workspace (absolute path, `..`,
     │                             escaping symlink); the ToolAgent answers it as a denied result
-    └── ControlSignal             not an error: tells the loop to stop
-        └── RunCancelled          cancelled from outside (Ctrl-C, dashboard)
+    ├── ControlSignal             not an error: tells the loop to stop
+    │   └── RunCancelled          cancelled from outside (Ctrl-C, dashboard)
+    ├── TooManyRuns               the dashboard already executes MAX_ACTIVE_RUNS runs; nobody's mistake,
+    │                             try again when one ends (HTTP 429)
+    └── InternalError             a check inside PSE failed: a bug in PSE, never in the user's input;
+        │                         also an AssertionError, it propagates (CLI exit 3, with a traceback)
+        └── IllegalTransition     the engine tried a transition its state table does not allow
+
+Warnings (issued with `warnings.warn`, shown once per process; the command goes on)::
+
+    PSEWarning                    a UserWarning: something is probably not what you meant
+    ├── UnknownVariableWarning    a PSE_* variable of the environment or .env is no setting (it is ignored)
+    └── UnregisteredTasksWarning  a tasks directory has no registry.toml, so its task folders are not used
 
 The loop's error rule: a model's mistake (bad XML, a denied tool call, a missing
 verdict) is an observation the model sees or a review ERROR recorded in the
 trace, and the loop goes on by its rules; infrastructure failure (RunFailure)
 ends the run as ERROR without burning a retry; anything else is a bug in our
-code and propagates.
+code and propagates (`InternalError` when our own check catches it).
 """
 
 from __future__ import annotations
@@ -36,16 +47,22 @@ __all__ = [
     "ConfigError",
     "ControlSignal",
     "EmbeddingBackendError",
+    "IllegalTransition",
+    "InternalError",
     "ModelAuthError",
     "ModelUnavailableError",
     "PSEError",
+    "PSEWarning",
     "ProtocolError",
     "ReplayMismatchError",
     "RunCancelled",
     "RunFailure",
     "SandboxViolation",
     "TaskNotFoundError",
+    "TooManyRuns",
     "ToolInfrastructureError",
+    "UnknownVariableWarning",
+    "UnregisteredTasksWarning",
     "UserError",
 ]
 
@@ -121,3 +138,30 @@ class ControlSignal(PSEError):
 
 class RunCancelled(ControlSignal):
     """The run was cancelled from outside (Ctrl-C, the dashboard)."""
+
+
+class TooManyRuns(PSEError):
+    """The dashboard already executes `MAX_ACTIVE_RUNS` runs; a new one may start when one ends."""
+
+
+class InternalError(PSEError, AssertionError):
+    """A check inside PSE failed: a bug in PSE, not in the task, the settings or a model's output.
+
+    It is an `AssertionError` as well, so code that treats failed assertions as bugs treats it alike.
+    """
+
+
+class IllegalTransition(InternalError):
+    """The engine tried a transition its state table does not allow: a bug in the engine."""
+
+
+class PSEWarning(UserWarning):
+    """Base of PSE's warnings: something is probably not what you meant, and the command goes on."""
+
+
+class UnknownVariableWarning(PSEWarning):
+    """A `PSE_*` variable of the environment or `.env` is no setting; it is ignored (a typo?)."""
+
+
+class UnregisteredTasksWarning(PSEWarning):
+    """A tasks directory has no `registry.toml`, so the task folders in it are not used."""

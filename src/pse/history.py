@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import threading
 from collections.abc import Sequence
@@ -21,12 +20,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse.engine import check_run_id
 from pse.exceptions import UserError
 from pse.trace import RunEntry
 
 __all__ = ["RunEntry", "RunHistory", "Stats", "compute_stats", "list_runs", "run_dir_of", "stats_of"]
-
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 
 
 class Stats(BaseModel):
@@ -51,9 +49,7 @@ def run_dir_of(runs_dir: Path, run_id: str) -> Path:
     Raises:
         UserError: the id is malformed or no such run exists.
     """
-    if not _RUN_ID.match(run_id) or run_id in (".", ".."):
-        raise UserError(f"{run_id!r} is not a run id; `pse trace list` shows the runs")
-    path = runs_dir / run_id
+    path = runs_dir / check_run_id(run_id)
     try:
         real = stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(os.lstat(path / "trace.json").st_mode)
     except OSError:

@@ -8,7 +8,6 @@ recorded cassette if `--record` was given.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import stat
 from collections.abc import Callable
@@ -25,7 +24,9 @@ from pse.engine import (
     GatePolicy,
     RunEvents,
     RunSetup,
+    RunTokens,
     Trace,
+    check_run_id,
     load_trace,
     new_run_id,
     prune_runs,
@@ -75,8 +76,8 @@ class RunSummary(BaseModel):
     trace: str
     report: str | None
     escalation: str | None
-    tokens: dict[str, Any]
-    cost: dict[str, Any]
+    tokens: RunTokens
+    cost: Cost
 
 
 @dataclass
@@ -103,11 +104,10 @@ def user_tasks_dir(settings: Settings) -> Path:
 
 
 def registry_for(settings: Settings) -> TaskRegistry:
-    """The task registry: built-in tasks plus the user's tasks directory when it exists."""
-    extra = user_tasks_dir(settings)
-    if settings.tasks_dir is None and not (extra / "registry.toml").is_file():
-        return TaskRegistry.discover(None)
-    return TaskRegistry.discover(extra.resolve())  # absolute: check commands run with the workspace as cwd
+    """The task registry: built-in tasks plus the user's tasks directory, PSE_TASKS_DIR / --tasks-dir,
+    else ./tasks when it holds tasks (registered or not: an unregistered task folder is warned about)."""
+    extra = user_tasks_dir(settings).resolve()  # absolute: check commands run with the workspace as cwd
+    return TaskRegistry.discover(extra, optional=settings.tasks_dir is None)
 
 
 def _task_settings(settings: Settings, task: Task) -> Settings:
@@ -280,12 +280,12 @@ def prepare_resume(
     """Wire an engine that goes on with an interrupted run (same counters, same cassette position).
 
     Raises:
-        UserError: the run does not exist or already has an outcome.
+        UserError: the id is malformed, the run does not exist or it already has an outcome.
     """
     runs_dir = settings.runs_dir.resolve()
-    run_dir = runs_dir / run_id
+    run_dir = runs_dir / check_run_id(run_id)
     missing = UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
-    if "/" in run_id or run_id.startswith(".") or not (run_dir / "trace.json").is_file():
+    if not (run_dir / "trace.json").is_file():
         raise missing
     # The run folder was written by tools: a symlinked trace is no run, and a symlinked workspace
     # would hand the resumed tools a directory outside the run.
@@ -405,6 +405,6 @@ def summarize(trace: Trace, run_dir: Path) -> RunSummary:
         trace=str((run_dir / "trace.json").resolve()),
         report=trace.report,
         escalation=trace.escalation,
-        tokens=json.loads(trace.tokens.model_dump_json()),
-        cost=json.loads(trace.cost.model_dump_json()),
+        tokens=trace.tokens.model_copy(deep=True),
+        cost=trace.cost.model_copy(deep=True),
     )

@@ -43,9 +43,12 @@ from pse.events import (
 )
 
 __all__ = [
+    "TRACE_FILE",
     "TRACE_SCHEMA_VERSION",
     "Cost",
+    "Counters",
     "CycleRecord",
+    "Outcome",
     "RunEntry",
     "RunTokens",
     "Trace",

@@ -11,6 +11,8 @@ import logging
 import shutil
 import signal
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +26,7 @@ from pse.cli._kb import kb_app
 from pse.cli._live import LiveView, strip_control
 from pse.config import Settings, load_settings
 from pse.engine import load_trace, prune_runs
-from pse.exceptions import PSEError, UserError
+from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
 from pse.history import compute_stats, list_runs, run_dir_of
 from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end, user_tasks_dir
 from pse.tasks import run_rules, scaffold_task, validate
@@ -343,8 +345,27 @@ def serve_cmd(
     serve(_settings(runs_dir=runs_dir, tasks_dir=tasks_dir), host=host, port=port)
 
 
+def _warning_printer(fallback: Callable[..., None]) -> Callable[..., None]:
+    """A `warnings.showwarning` that prints PSE's warnings as one `warning:` line each."""
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, PSEWarning):
+            err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
+        else:
+            fallback(message, category, *args, **kwargs)
+
+    return show
+
+
 def main() -> None:
-    """Console entry point: maps PSE errors to exit codes and readable messages."""
+    """Console entry point: PSE's warnings as `warning:` lines (each once), errors as exit codes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", PSEWarning)  # once per message, whatever the caller's filters
+        warnings.showwarning = _warning_printer(warnings.showwarning)
+        _main()
+
+
+def _main() -> None:
     try:
         # Outside standalone mode click returns a command's exit code instead of raising it.
         code = app(standalone_mode=False)
@@ -354,6 +375,14 @@ def main() -> None:
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_USAGE)
+    except InternalError as exc:  # a bug in PSE: the traceback is what a report needs
+        err.print_exception()
+        err.print(
+            f"[bold red]internal error:[/] {exc}\nThis is a bug in PSE, not in your task or settings; "
+            "please report it with the traceback above and the run's trace.json",
+            highlight=False,
+        )
+        sys.exit(EXIT_ERROR)
     except PSEError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_ERROR)

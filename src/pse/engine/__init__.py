@@ -6,6 +6,7 @@ from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._ledger import Ledger
+from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
@@ -23,6 +24,7 @@ from pse.trace import (
 )
 
 __all__ = [
+    "RUN_ID_PATTERN",
     "TERMINAL",
     "TRACE_SCHEMA_VERSION",
     "Cost",
@@ -47,9 +49,11 @@ __all__ = [
     "Trace",
     "artifact_list",
     "build_escalation",
+    "check_run_id",
     "check_transition",
     "evaluate_gates",
     "fit_to_tokens",
+    "is_run_id",
     "load_trace",
     "new_run_id",
     "outcome_event",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from pse.events import Event, TransitionEvent, TransitionRecord
+from pse.exceptions import IllegalTransition
 
 __all__ = ["OUTCOME_OF", "TERMINAL", "IllegalTransition", "State", "StateMachine", "check_transition"]
 
@@ -56,10 +57,6 @@ OUTCOME_OF = {
     State.TIMEOUT: "TIMEOUT",
     State.ERROR: "ERROR",
 }
-
-
-class IllegalTransition(AssertionError):
-    """The engine tried a transition the table does not allow: a bug in the engine."""
 
 
 def check_transition(current: State, target: State) -> None:

@@ -2,7 +2,7 @@
 
 Typical use::
 
-    registry = TaskRegistry.discover(settings.tasks_dir)
+    registry = TaskRegistry.discover(your_dir)      # built-ins + yours; see pse.runner.registry_for
     task = registry.get("code-delivery")          # validated; TaskNotFoundError / ConfigError otherwise
     task.seed_workspace(workspace, inputs)         # data files, inputs.json, rules summary
     message = task.task_message(inputs, rules_md)  # the run's opening message (no paths, ids or times)

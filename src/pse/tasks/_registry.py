@@ -1,14 +1,20 @@
-"""Finding tasks: the built-in tasks directory plus an optional user one, each with a `registry.toml`."""
+"""Finding tasks: the built-in tasks directory plus an optional user one, each with a `registry.toml`.
+
+A task folder no registry entry points at is never used, and never silently: a tasks directory
+without `registry.toml` warns (`UnregisteredTasksWarning`) naming its folders and the fix, and
+asking for a built-in task while the user's directory holds an unregistered folder of that name is
+a `ConfigError` (the user meant their copy, not the built-in one).
+"""
 
 from __future__ import annotations
 
-import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from pse.exceptions import ConfigError, TaskNotFoundError
+from pse.exceptions import ConfigError, TaskNotFoundError, UnregisteredTasksWarning
 from pse.tasks._config import RegistryFile
 from pse.tasks._paths import builtin_tasks_dir
 from pse.tasks._problems import load_task_config, task_problems, unregistered_folders
@@ -23,7 +29,8 @@ class TaskRegistry:
     """The tasks of one or more tasks directories, later directories winning on a name clash.
 
     `discover` puts the built-in directory first and the user's (`PSE_TASKS_DIR` / `--tasks-dir`) last,
-    so a user task of the same name replaces the built-in one (`shadowed` records which).
+    so a user task of the same name replaces the built-in one (`shadowed` records which);
+    `unregistered` holds the task folders of the user's directories that no entry points at.
     """
 
     def __init__(self, dirs: Sequence[Path], builtin_dir: Path | None = None) -> None:
@@ -31,21 +38,30 @@ class TaskRegistry:
         self.problems: list[Problem] = []
         self.locations: dict[str, TaskLocation] = {}
         self.shadowed: dict[str, TaskLocation] = {}
+        self.unregistered: dict[str, Path] = {}
         self._registered: dict[Path, set[Path]] = {}
         for tasks_dir in self.dirs:
             self._read(tasks_dir, builtin=builtin_dir is not None and tasks_dir == builtin_dir)
 
     @classmethod
-    def discover(cls, extra_dir: Path | None = None) -> TaskRegistry:
-        """The built-in tasks plus `extra_dir` (default: `PSE_TASKS_DIR` when set).
+    def discover(cls, extra_dir: Path | None = None, *, optional: bool = False) -> TaskRegistry:
+        """The built-in tasks plus the user's tasks directory `extra_dir`, if any.
+
+        The settings decide `extra_dir` (`PSE_TASKS_DIR` / `--tasks-dir`; `pse.runner.registry_for`
+        passes it); this method reads no environment.
+
+        Args:
+            extra_dir: the user's tasks directory.
+            optional: `extra_dir` is a default nobody configured (./tasks): it is used only when it
+                holds a `registry.toml` or a task folder, and its absence is no error.
 
         Raises:
-            ConfigError: `extra_dir` was given but is not a directory.
+            ConfigError: `extra_dir` was given (not `optional`) but is not a directory.
         """
-        if extra_dir is None and os.environ.get("PSE_TASKS_DIR"):
-            extra_dir = Path(os.environ["PSE_TASKS_DIR"])
         builtin = builtin_tasks_dir()
         dirs = [builtin]
+        if extra_dir is not None and optional and not _holds_tasks(Path(extra_dir)):
+            extra_dir = None
         if extra_dir is not None:
             extra_dir = Path(extra_dir)
             if not extra_dir.is_dir():
@@ -77,9 +93,19 @@ class TaskRegistry:
 
         Raises:
             TaskNotFoundError: no task of that name is registered.
-            ConfigError: the task has problems (all listed, as `pse validate` shows them).
+            ConfigError: the task has problems (all listed, as `pse validate` shows them), or it is a
+                built-in one while the user's tasks directory holds an unregistered folder of its name.
         """
         location = self.location(name)
+        if location.builtin and name in self.unregistered:
+            folder = self.unregistered[name]
+            registry_file = folder.parent / REGISTRY_FILE
+            state = "does not register it" if registry_file.is_file() else "does not exist"
+            raise ConfigError(
+                f"{folder} is a task folder named {name!r}, but {registry_file} {state}, so `{name}` would "
+                f"run the built-in task instead of yours: add [tasks.{name}] to {registry_file} to run "
+                "yours, or rename or remove the folder to run the built-in one"
+            )
         problems = task_problems(location)
         config, _ = load_task_config(location)
         if problems or config is None:
@@ -106,6 +132,16 @@ class TaskRegistry:
                         message="tasks directory has no registry",
                         fix="create it with one [tasks.NAME] table per task folder",
                     )
+                )
+            folders = self._note_unregistered(tasks_dir, registered, builtin=builtin)
+            if folders:
+                warnings.warn(
+                    UnregisteredTasksWarning(
+                        f"tasks directory {tasks_dir} has no {REGISTRY_FILE}, so its task folder(s) "
+                        f"{', '.join(folders)} are not used: create {registry_file} with one [tasks.NAME] "
+                        f"table per folder, e.g. [tasks.{folders[0]}]"
+                    ),
+                    stacklevel=1,  # one place, so the default filter shows it once per process
                 )
             return
         try:
@@ -135,6 +171,24 @@ class TaskRegistry:
             if name in self.locations:
                 self.shadowed[name] = self.locations[name]
             self.locations[name] = location
+        self._note_unregistered(tasks_dir, registered, builtin=builtin)
+
+    def _note_unregistered(self, tasks_dir: Path, registered: set[Path], *, builtin: bool) -> list[str]:
+        """Record (and return the names of) the task folders of a user directory no entry points at."""
+        if builtin:
+            return []
+        folders = [
+            Path(p.file) for p in unregistered_folders(tasks_dir, registered, tasks_dir / REGISTRY_FILE)
+        ]
+        self.unregistered.update({folder.name: folder for folder in folders})
+        return [folder.name for folder in folders]
+
+
+def _holds_tasks(tasks_dir: Path) -> bool:
+    """Whether a directory holds a registry or a folder that looks like a task."""
+    if (tasks_dir / REGISTRY_FILE).is_file():
+        return True
+    return tasks_dir.is_dir() and bool(unregistered_folders(tasks_dir, set(), tasks_dir / REGISTRY_FILE))
 
 
 def validate(registry_or_dirs: TaskRegistry | Sequence[Path], name: str | None = None) -> list[Problem]:

@@ -75,9 +75,4 @@ def settings_secrets(settings: Settings) -> list[tuple[str, str]]:
 
     They may come from a `.env` file rather than the environment, so they are listed explicitly.
     """
-    found: list[tuple[str, str]] = []
-    for name, value in settings:
-        secret = getattr(value, "get_secret_value", None)
-        if callable(secret) and value is not None:
-            found.append((f"PSE_{name.upper()}", str(secret())))
-    return found
+    return settings.secrets()  # the per-role keys too: they sit in nested role models

@@ -3,7 +3,8 @@
 The names and parameter names are a public contract (prompts and cassettes use them):
 `read_file(path)`, `list_files(path=".")`, `write_file(path, content)`, `bash(command)`,
 `run_pytest(target=".")`, `run_ruff(target=".")`, `run_check(name)`. Other parts add tools by
-registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`).
+registering a `ToolSpec` (the knowledge base adds `search_knowledge(query, k=5)`). The seven tool
+functions are exported as `ToolFunction`s of the same names, which `builtin_tools()` registers.
 """
 
 from pse.protocol import ParamSpec
@@ -26,13 +27,20 @@ __all__ = [
     "ToolOutcome",
     "ToolRegistry",
     "ToolSpec",
+    "bash",
     "builtin_tools",
     "check_config_reason",
     "check_tool",
     "declared_config",
+    "list_files",
     "normalize_target",
     "parse_pytest_summary",
+    "read_file",
     "resolve_path",
+    "run_check",
+    "run_pytest",
+    "run_ruff",
+    "write_file",
 ]
 
 

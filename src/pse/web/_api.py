@@ -10,7 +10,6 @@ or device is opened, and reads are capped. Nothing outside the runs directory is
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from pse.config import Settings, with_overrides
-from pse.engine import Trace
+from pse.engine import Trace, is_run_id
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunHistory, run_dir_of, stats_of
@@ -51,7 +50,6 @@ MAX_PAGE = 500
 FILE_CHUNK_BYTES = 64 * 1024
 """Bytes per read when streaming a workspace file."""
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 _TRACE = "trace.json"
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
@@ -77,7 +75,7 @@ def _run_dir(request: Request, run_id: str) -> Path:
 
     Only an existence check: every read from the folder goes through the `_security` readers.
     """
-    if not _RUN_ID.match(run_id) or run_id in (".", ".."):
+    if not is_run_id(run_id):
         raise HTTPException(400, f"{run_id!r} is not a run id")
     root = _root(request)
     live = _manager(request).get(run_id)

@@ -16,7 +16,7 @@ from pathlib import Path
 from pse.config import Settings
 from pse.engine import Trace, new_run_id
 from pse.events import Event, OutcomeEvent
-from pse.exceptions import UserError
+from pse.exceptions import TooManyRuns, UserError
 from pse.runner import PreparedRun, RunSummary, prepare_resume, prepare_run, run_to_end
 
 __all__ = ["MAX_ACTIVE_RUNS", "MAX_FINISHED_KEPT", "LiveRun", "RunManager", "TooManyRuns"]
@@ -29,10 +29,6 @@ MAX_FINISHED_KEPT = 64
 """Finished runs whose event log stays in memory for late subscribers; older ones replay from the trace."""
 SHUTDOWN_GRACE_S = 10.0
 """How long shutdown waits for cancelled runs to record their outcome before cancelling their tasks."""
-
-
-class TooManyRuns(Exception):
-    """`MAX_ACTIVE_RUNS` runs are already executing."""
 
 
 class LiveRun:
