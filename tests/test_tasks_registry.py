@@ -199,11 +199,6 @@ def test_resolved_checks_fill_and_quote_placeholders(tmp_path: Path) -> None:
     assert task.resolved_checks(folder) == {
         "result": f"{sys.executable} -I '{folder}'/checks/check_result.py"
     }
-    assert task.required_tools() == {"result": "run_check"}
-    assert TaskRegistry.discover().get("code-delivery").required_tools() == {
-        "pytest": "run_pytest",
-        "ruff": "run_ruff",
-    }
 
 
 def test_prompts_teach_the_protocol_and_compose_in_order() -> None:

@@ -99,10 +99,6 @@ class RunHistory:
         rows.sort(key=lambda e: (e.started_at, e.run_id), reverse=True)
         return rows
 
-    def stats(self) -> Stats:
-        """Aggregates over the finished runs (see `stats_of`)."""
-        return stats_of(self.entries())
-
 
 def list_runs(runs_dir: Path) -> list[RunEntry]:
     """Every run with a readable trace, newest first."""

@@ -1,12 +1,12 @@
 """The loop engine: cycles, verdict gates, retries, budgets, step_buffer, the state machine and the trace."""
 
 from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, run_cycle
-from pse.engine._engine import Engine, new_run_id
+from pse.engine._engine import Engine
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._ledger import Ledger
-from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id
+from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet

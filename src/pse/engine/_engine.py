@@ -15,8 +15,6 @@ our code is recorded as ERROR and then propagates.
 from __future__ import annotations
 
 import asyncio
-import secrets
-from datetime import UTC, datetime
 
 from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, phase_order, run_cycle
 from pse.engine._escalation import write_escalation
@@ -32,7 +30,7 @@ from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
-__all__ = ["Engine", "new_run_id"]
+__all__ = ["Engine"]
 
 
 class Engine:
@@ -284,9 +282,3 @@ class Engine:
                 trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
             self.events.emit(outcome_event(trace))
         self._save()
-
-
-def new_run_id(task: str) -> str:
-    """A sortable, unique run id: `YYYYmmdd-HHMMSS-<task>-<6 hex>`."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{task}-{secrets.token_hex(3)}"

@@ -9,10 +9,12 @@ the dashboard all check ids with `is_run_id` / `check_run_id` before they touch 
 from __future__ import annotations
 
 import re
+import secrets
+from datetime import UTC, datetime
 
 from pse.exceptions import UserError
 
-__all__ = ["RUN_ID_PATTERN", "check_run_id", "is_run_id"]
+__all__ = ["RUN_ID_PATTERN", "check_run_id", "is_run_id", "new_run_id"]
 
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 """A whole run id (use `fullmatch`): `YYYYmmdd-HHMMSS-<task>-<6 hex>` when `new_run_id` made it."""
@@ -32,3 +34,9 @@ def check_run_id(text: str) -> str:
     if not is_run_id(text):
         raise UserError(f"{text!r} is not a run id; `pse trace list` shows the runs")
     return text
+
+
+def new_run_id(task: str) -> str:
+    """A sortable, unique run id: `YYYYmmdd-HHMMSS-<task>-<6 hex>`."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{task}-{secrets.token_hex(3)}"

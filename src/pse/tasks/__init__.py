@@ -11,7 +11,6 @@ Typical use::
 
 from pse.tasks._config import (
     BUILTIN_CHECKS,
-    KNOWN_TOOLS,
     InputSpec,
     LimitOverrides,
     ReportSpec,
@@ -34,7 +33,6 @@ from pse.tasks._task import (
 
 __all__ = [
     "BUILTIN_CHECKS",
-    "KNOWN_TOOLS",
     "Finding",
     "InputSpec",
     "LimitOverrides",

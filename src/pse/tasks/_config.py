@@ -13,7 +13,6 @@ from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
 
 __all__ = [
     "BUILTIN_CHECKS",
-    "KNOWN_TOOLS",
     "InputSpec",
     "LimitOverrides",
     "RegistryEntry",

@@ -17,7 +17,7 @@ from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
-from pse.tools import check_config_reason, check_tool, declared_config
+from pse.tools import check_config_reason, declared_config
 
 __all__ = [
     "Problem",
@@ -258,10 +258,6 @@ class Task:
             folder = shlex.quote(str(task_dir))
             resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
         return resolved
-
-    def required_tools(self) -> dict[str, str]:
-        """Each required check -> the tool the Evaluator must call (run_pytest, run_ruff or run_check)."""
-        return {name: check_tool(name) for name in self.config.required_checks}
 
 
 def _check_call(name: str) -> str:

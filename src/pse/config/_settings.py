@@ -1,20 +1,4 @@
-"""All of PSE's settings, in one pydantic-settings model read from the environment and `.env`.
-
-Every field maps to one environment variable, `PSE_<FIELD>` in upper case, unless the
-field says otherwise (the API key and base URL also accept `OPENAI_API_KEY` and
-`OPENAI_BASE_URL`). The README's configuration table is tested against this model.
-
-Per-role model settings are one typed `RoleSettings` per role (`settings.planner`,
-`settings.role(Role.EVALUATOR)`), read from the flat variables `PSE_<ROLE>_<FIELD>`
-(`PSE_PLANNER_MODEL`, `PSE_EVALUATOR_PROVIDER`, ...); a field left unset falls back to the global
-one (`PSE_MODEL`, `PSE_PROVIDER`, ...), and `Settings.model_spec(role)` resolves them. Adding a
-per-role setting is one field of `RoleSettings`: its variables, table rows and flat Python names
-(`planner_model=...`) follow.
-
-No setting is silently ignored: an unknown keyword (`load_settings`, `with_overrides`, `Settings(...)`,
-`pse.run`) raises `ConfigError` naming the closest valid one, and `load_settings` warns
-(`UnknownVariableWarning`) of a `PSE_*` variable of the environment or `.env` that is no setting.
-"""
+"""The settings model, read from the environment and `.env`, and the functions that build validated copies."""
 
 from __future__ import annotations
 
@@ -23,9 +7,9 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -36,69 +20,21 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from pse.config._models import (
+    _FLAT_ROLE_NAMES,
+    _ROLE_FIELDS,
+    ContextMode,
+    KnowledgeBackend,
+    ModelSpec,
+    Price,
+    ProviderName,
+    RoleSettings,
+    SandboxMode,
+)
 from pse.exceptions import ConfigError, UnknownVariableWarning
 from pse.roles import ROLES, Role
 
-__all__ = [
-    "ROLES",
-    "ContextMode",
-    "KnowledgeBackend",
-    "ModelSpec",
-    "Price",
-    "ProviderName",
-    "RoleSettings",
-    "SandboxMode",
-    "Settings",
-    "env_example",
-    "env_variables",
-    "load_settings",
-    "settings_table",
-    "with_overrides",
-]
-
-ProviderName = Literal["openai", "ollama", "scripted"]
-SandboxMode = Literal["auto", "bwrap", "fallback"]
-ContextMode = Literal["step_buffer", "history"]
-KnowledgeBackend = Literal["offline", "ollama", "openai"]
-
-
-class Price(BaseModel):
-    """What one model costs, per million tokens."""
-
-    input: float = Field(ge=0, description="price per million prompt tokens")
-    output: float = Field(ge=0, description="price per million completion tokens")
-    currency: str = "USD"
-
-
-class RoleSettings(BaseModel):
-    """One role's own model settings, the variables `PSE_<ROLE>_<FIELD>`; unset fields fall back to the
-    global setting of the same name (`Settings.model_spec`). A new per-role setting is one field here."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: ProviderName | None = Field(None, description="provider (falls back to PSE_PROVIDER).")
-    model: str | None = Field(None, description="model (falls back to PSE_MODEL).")
-    base_url: str | None = Field(None, description="base URL (falls back to PSE_BASE_URL).")
-    api_key: SecretStr | None = Field(None, description="API key (falls back to PSE_API_KEY).")
-
-
-_ROLE_FIELDS: dict[str, Role] = {role.lower(): role for role in Role}
-"""The `Settings` field of each role's `RoleSettings`: the role's name in lower case (`PSE_<ROLE>_*`)."""
-_FLAT_ROLE_NAMES: dict[str, tuple[str, str]] = {
-    f"{field}_{key}": (field, key) for field in _ROLE_FIELDS for key in RoleSettings.model_fields
-}
-"""`planner_model` → (`planner`, `model`): the flat Python names of the per-role settings."""
-
-
-class ModelSpec(BaseModel):
-    """The resolved model settings for one role."""
-
-    role: str
-    provider: ProviderName
-    model: str
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    provider_was_defaulted: bool = False
+__all__ = ["Settings", "load_settings", "with_overrides"]
 
 
 class _SettingsOnly(PydanticBaseSettingsSource):
@@ -414,6 +350,8 @@ def _unknown_settings_message(unknown: list[str]) -> str:
 
 
 def _warn_of_unknown_variables() -> None:
+    from pse.config._variables import env_variables  # the table of variables is built from Settings
+
     known = {name.upper() for name in env_variables()}
     dotenv = DotEnvSettingsSource(Settings).env_vars
     for where, names in (("the environment", list(os.environ)), (".env", list(dotenv))):
@@ -426,14 +364,6 @@ def _warn_of_unknown_variables() -> None:
                     UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
                     stacklevel=1,  # one place, so the default filter shows each variable once per process
                 )
-
-
-class _Variable(NamedTuple):
-    """One row of the configuration table: the variable (then its aliases), its default, its meaning."""
-
-    names: list[str]
-    default: str
-    description: str
 
 
 def _aliases(field: FieldInfo) -> list[str]:
@@ -454,58 +384,3 @@ _SOURCE_KEYS = frozenset(
 """The keys the environment and `.env` sources produce for settings: field names and alias choices."""
 _INPUT_KEYS = _SOURCE_KEYS | set(_ROLE_FIELDS) | set(_FLAT_ROLE_NAMES)
 """Every key `Settings` accepts: the settings, the role models and the flat per-role names."""
-
-
-def _variables() -> list[_Variable]:
-    rows = []
-    for name, field in Settings.model_fields.items():
-        if name not in _ROLE_FIELDS:
-            rows.append(_Variable(_env_names(name, field), _default_text(field), field.description or ""))
-            continue
-        for key, own in RoleSettings.model_fields.items():
-            description = f"{_ROLE_FIELDS[name]}'s {own.description or key}"
-            rows.append(_Variable([f"PSE_{name.upper()}_{key.upper()}"], _default_text(own), description))
-    return rows
-
-
-def env_variables() -> list[str]:
-    """Every environment variable PSE reads, in the configuration table's order, aliases included."""
-    return [name for row in _variables() for name in row.names]
-
-
-def _default_text(field: FieldInfo) -> str:
-    if field.default_factory is not None:
-        return "{}"
-    default = field.default
-    if default is None:
-        return ""
-    return str(default)
-
-
-def settings_table() -> str:
-    """The README's configuration table (Markdown), generated from `Settings` so it cannot drift."""
-    lines = ["| variable | default | meaning |", "|---|---|---|"]
-    for row in _variables():
-        names = " / ".join(f"`{n}`" for n in row.names)
-        lines.append(f"| {names} | {f'`{row.default}`' if row.default else '–'} | {row.description} |")
-    return "\n".join(lines)
-
-
-def env_example() -> str:
-    """The text of `.env.example`: every variable, commented out, with its meaning and default."""
-    out = [
-        "# PSE settings. Copy to .env and uncomment what you need; the environment wins over this file.",
-        "# Generated by `python -m pse.config env` from the settings model.",
-        "",
-    ]
-    for row in _variables():
-        out.append(f"# {row.description}")
-        out.append(f"# {row.names[0]}={row.default}")
-        out.append("")
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    import sys
-
-    print(settings_table() if sys.argv[1:] == ["table"] else env_example())

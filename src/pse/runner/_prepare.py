@@ -1,58 +1,38 @@
-"""The runner: turns a task name, inputs and settings into a run folder, a wired engine and a result.
-
-Both the CLI and the dashboard start, resume and watch runs through this module only. A run folder
-holds `workspace/`, `trace.json`, and when there are ones `report.md`, `escalation.json/.md`, and the
-recorded cassette if `--record` was given.
-"""
+"""Preparing a run: its folder and workspace seeded, its policy, sandbox, models and event sink wired."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from autogen_core.models import ChatCompletionClient
-from pydantic import BaseModel
 
-from pse.config import Settings, load_settings, with_overrides
+from pse.config import Settings, with_overrides
 from pse.engine import (
     Engine,
     GatePolicy,
     RunEvents,
     RunSetup,
-    RunTokens,
     Trace,
     check_run_id,
     load_trace,
     new_run_id,
     prune_runs,
-    write_trace,
 )
 from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
 from pse.roles import ROLES, Role
-from pse.tasks import Task, TaskRegistry, extract_report, independent_tests_prompt
+from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
 from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
 
-__all__ = [
-    "PreparedRun",
-    "RunSummary",
-    "arun",
-    "prepare_resume",
-    "prepare_run",
-    "registry_for",
-    "run",
-    "run_to_end",
-    "summarize",
-    "user_tasks_dir",
-]
+__all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
+
 
 _LIMIT_FIELDS = (
     "max_partial_retries",
@@ -63,21 +43,6 @@ _LIMIT_FIELDS = (
     "cost_budget",
     "step_buffer_tokens",
 )
-
-
-class RunSummary(BaseModel):
-    """What `pse run --json` prints: the public summary of a finished run (paths absolute)."""
-
-    run_id: str
-    task: str
-    outcome: str | None
-    outcome_reason: str
-    cycles: int
-    trace: str
-    report: str | None
-    escalation: str | None
-    tokens: RunTokens
-    cost: Cost
 
 
 @dataclass
@@ -318,93 +283,4 @@ def prepare_resume(
         on_event=on_event,
         positions=trace.cassette_positions,
         trace=trace,
-    )
-
-
-async def run_to_end(prepared: PreparedRun) -> RunSummary:
-    """Run the engine, then extract the report, save a recording and close the clients."""
-    try:
-        trace = await prepared.engine.run()
-    finally:
-        for client in prepared.clients.values():
-            await client.close()
-        if prepared.recorder is not None:
-            prepared.recorder.save()
-    last_report = next(
-        (
-            m.content
-            for c in reversed(trace.cycles)
-            for m in reversed(c.messages)
-            if m.source == Role.SPECIALIST
-        ),
-        None,
-    )
-    report = extract_report(prepared.task, prepared.workspace, last_report)
-    if report is not None:
-        path = prepared.run_dir / "report.md"
-        path.write_text(report, encoding="utf-8")
-        trace.report = str(path)
-        write_trace(trace, prepared.run_dir)
-    return summarize(trace, prepared.run_dir)
-
-
-async def arun(
-    task: str,
-    *,
-    inputs: dict[str, str] | None = None,
-    settings: Settings | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    **overrides: Any,
-) -> RunSummary:
-    """Run a task to its outcome from Python (async). The programmatic twin of `pse run`.
-
-    Args:
-        task: the task name.
-        inputs: the task's inputs (`--input KEY=VALUE`).
-        settings: settings to use; default: read from the environment and `.env`.
-        on_event: called with every engine event (the same events the live view and dashboard get).
-        **overrides: settings fields to override, e.g. `provider="openai"`, `max_partial_retries=1`.
-
-    Returns:
-        The run's summary; `summary.trace` is the path of its trace.
-
-    Raises:
-        UserError: unknown task, bad input or configuration (nothing is left behind).
-    """
-    base = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
-    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event))
-
-
-def run(
-    task: str,
-    *,
-    inputs: dict[str, str] | None = None,
-    settings: Settings | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    **overrides: Any,
-) -> RunSummary:
-    """Run a task to its outcome from Python (blocking). See `arun`.
-
-    Example:
-        >>> import pse
-        >>> summary = pse.run("code-delivery", runs_dir="/tmp/pse-runs")  # doctest: +SKIP
-        >>> summary.outcome  # doctest: +SKIP
-        'PASSED'
-    """
-    return asyncio.run(arun(task, inputs=inputs, settings=settings, on_event=on_event, **overrides))
-
-
-def summarize(trace: Trace, run_dir: Path) -> RunSummary:
-    """The public summary of a trace."""
-    return RunSummary(
-        run_id=trace.run_id,
-        task=trace.task,
-        outcome=trace.outcome,
-        outcome_reason=trace.outcome_reason,
-        cycles=len(trace.cycles),
-        trace=str((run_dir / "trace.json").resolve()),
-        report=trace.report,
-        escalation=trace.escalation,
-        tokens=trace.tokens.model_copy(deep=True),
-        cost=trace.cost.model_copy(deep=True),
     )

@@ -1,0 +1,63 @@
+"""The typed pieces of the settings: prices, per-role model settings, a role's resolved model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from pse.roles import Role
+
+__all__ = [
+    "ContextMode",
+    "KnowledgeBackend",
+    "ModelSpec",
+    "Price",
+    "ProviderName",
+    "RoleSettings",
+    "SandboxMode",
+]
+
+ProviderName = Literal["openai", "ollama", "scripted"]
+SandboxMode = Literal["auto", "bwrap", "fallback"]
+ContextMode = Literal["step_buffer", "history"]
+KnowledgeBackend = Literal["offline", "ollama", "openai"]
+
+
+class Price(BaseModel):
+    """What one model costs, per million tokens."""
+
+    input: float = Field(ge=0, description="price per million prompt tokens")
+    output: float = Field(ge=0, description="price per million completion tokens")
+    currency: str = "USD"
+
+
+class RoleSettings(BaseModel):
+    """One role's own model settings, the variables `PSE_<ROLE>_<FIELD>`; unset fields fall back to the
+    global setting of the same name (`Settings.model_spec`). A new per-role setting is one field here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: ProviderName | None = Field(None, description="provider (falls back to PSE_PROVIDER).")
+    model: str | None = Field(None, description="model (falls back to PSE_MODEL).")
+    base_url: str | None = Field(None, description="base URL (falls back to PSE_BASE_URL).")
+    api_key: SecretStr | None = Field(None, description="API key (falls back to PSE_API_KEY).")
+
+
+_ROLE_FIELDS: dict[str, Role] = {role.lower(): role for role in Role}
+"""The `Settings` field of each role's `RoleSettings`: the role's name in lower case (`PSE_<ROLE>_*`)."""
+_FLAT_ROLE_NAMES: dict[str, tuple[str, str]] = {
+    f"{field}_{key}": (field, key) for field in _ROLE_FIELDS for key in RoleSettings.model_fields
+}
+"""`planner_model` → (`planner`, `model`): the flat Python names of the per-role settings."""
+
+
+class ModelSpec(BaseModel):
+    """The resolved model settings for one role."""
+
+    role: str
+    provider: ProviderName
+    model: str
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    provider_was_defaulted: bool = False

@@ -1,0 +1,22 @@
+"""The runner: turns a task name, inputs and settings into a run folder, a wired engine and a result.
+
+Both the CLI and the dashboard start, resume and watch runs through this module only. A run folder
+holds `workspace/`, `trace.json`, and when there are ones `report.md`, `escalation.json/.md`, and the
+recorded cassette if `--record` was given.
+"""
+
+from pse.runner._prepare import PreparedRun, prepare_resume, prepare_run, registry_for, user_tasks_dir
+from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
+
+__all__ = [
+    "PreparedRun",
+    "RunSummary",
+    "arun",
+    "prepare_resume",
+    "prepare_run",
+    "registry_for",
+    "run",
+    "run_to_end",
+    "summarize",
+    "user_tasks_dir",
+]

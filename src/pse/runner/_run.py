@@ -1,0 +1,127 @@
+"""Running a prepared run to its end, and the Python API (`pse.run` / `pse.arun`) over it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from pse.config import Settings, load_settings, with_overrides
+from pse.engine import (
+    RunTokens,
+    Trace,
+    write_trace,
+)
+from pse.events import Cost, Event
+from pse.roles import Role
+from pse.runner._prepare import PreparedRun, prepare_run
+from pse.tasks import extract_report
+
+__all__ = ["RunSummary", "arun", "run", "run_to_end", "summarize"]
+
+
+class RunSummary(BaseModel):
+    """What `pse run --json` prints: the public summary of a finished run (paths absolute)."""
+
+    run_id: str
+    task: str
+    outcome: str | None
+    outcome_reason: str
+    cycles: int
+    trace: str
+    report: str | None
+    escalation: str | None
+    tokens: RunTokens
+    cost: Cost
+
+
+async def run_to_end(prepared: PreparedRun) -> RunSummary:
+    """Run the engine, then extract the report, save a recording and close the clients."""
+    try:
+        trace = await prepared.engine.run()
+    finally:
+        for client in prepared.clients.values():
+            await client.close()
+        if prepared.recorder is not None:
+            prepared.recorder.save()
+    last_report = next(
+        (
+            m.content
+            for c in reversed(trace.cycles)
+            for m in reversed(c.messages)
+            if m.source == Role.SPECIALIST
+        ),
+        None,
+    )
+    report = extract_report(prepared.task, prepared.workspace, last_report)
+    if report is not None:
+        path = prepared.run_dir / "report.md"
+        path.write_text(report, encoding="utf-8")
+        trace.report = str(path)
+        write_trace(trace, prepared.run_dir)
+    return summarize(trace, prepared.run_dir)
+
+
+async def arun(
+    task: str,
+    *,
+    inputs: dict[str, str] | None = None,
+    settings: Settings | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    **overrides: Any,
+) -> RunSummary:
+    """Run a task to its outcome from Python (async). The programmatic twin of `pse run`.
+
+    Args:
+        task: the task name.
+        inputs: the task's inputs (`--input KEY=VALUE`).
+        settings: settings to use; default: read from the environment and `.env`.
+        on_event: called with every engine event (the same events the live view and dashboard get).
+        **overrides: settings fields to override, e.g. `provider="openai"`, `max_partial_retries=1`.
+
+    Returns:
+        The run's summary; `summary.trace` is the path of its trace.
+
+    Raises:
+        UserError: unknown task, bad input or configuration (nothing is left behind).
+    """
+    base = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
+    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event))
+
+
+def run(
+    task: str,
+    *,
+    inputs: dict[str, str] | None = None,
+    settings: Settings | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    **overrides: Any,
+) -> RunSummary:
+    """Run a task to its outcome from Python (blocking). See `arun`.
+
+    Example:
+        >>> import pse
+        >>> summary = pse.run("code-delivery", runs_dir="/tmp/pse-runs")  # doctest: +SKIP
+        >>> summary.outcome  # doctest: +SKIP
+        'PASSED'
+    """
+    return asyncio.run(arun(task, inputs=inputs, settings=settings, on_event=on_event, **overrides))
+
+
+def summarize(trace: Trace, run_dir: Path) -> RunSummary:
+    """The public summary of a trace."""
+    return RunSummary(
+        run_id=trace.run_id,
+        task=trace.task,
+        outcome=trace.outcome,
+        outcome_reason=trace.outcome_reason,
+        cycles=len(trace.cycles),
+        trace=str((run_dir / "trace.json").resolve()),
+        report=trace.report,
+        escalation=trace.escalation,
+        tokens=trace.tokens.model_copy(deep=True),
+        cost=trace.cost.model_copy(deep=True),
+    )
