@@ -19,10 +19,12 @@ No setting is silently ignored: an unknown keyword (`load_settings`, `with_overr
 from __future__ import annotations
 
 from pse.config._models import (
+    ConstrainMode,
     ContextMode,
     KnowledgeBackend,
     ModelSpec,
     Price,
+    ProtocolMode,
     ProviderName,
     RoleSettings,
     SandboxMode,
@@ -33,10 +35,12 @@ from pse.roles import ROLES
 
 __all__ = [
     "ROLES",
+    "ConstrainMode",
     "ContextMode",
     "KnowledgeBackend",
     "ModelSpec",
     "Price",
+    "ProtocolMode",
     "ProviderName",
     "RoleSettings",
     "SandboxMode",

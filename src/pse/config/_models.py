@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pse.roles import Role
 
 __all__ = [
+    "ConstrainMode",
     "ContextMode",
     "KnowledgeBackend",
     "ModelSpec",
     "Price",
+    "ProtocolMode",
     "ProviderName",
     "RoleSettings",
     "SandboxMode",
@@ -22,6 +24,8 @@ ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
 KnowledgeBackend = Literal["offline", "ollama", "openai"]
+ConstrainMode = Literal["auto", "grammar", "json", "off"]
+ProtocolMode = Literal["dsml", "native"]
 
 
 class Price(BaseModel):
@@ -42,6 +46,12 @@ class RoleSettings(BaseModel):
     model: str | None = Field(None, description="model (falls back to PSE_MODEL).")
     base_url: str | None = Field(None, description="base URL (falls back to PSE_BASE_URL).")
     api_key: SecretStr | None = Field(None, description="API key (falls back to PSE_API_KEY).")
+    constrain: ConstrainMode | None = Field(
+        None, description="constrained decoding (falls back to PSE_CONSTRAIN)."
+    )
+    model_context_tokens: int | None = Field(
+        None, gt=0, description="context window, tokens (falls back to PSE_MODEL_CONTEXT_TOKENS)."
+    )
 
 
 _ROLE_FIELDS: dict[str, Role] = {role.lower(): role for role in Role}
@@ -61,3 +71,5 @@ class ModelSpec(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     provider_was_defaulted: bool = False
+    constrain: ConstrainMode = "auto"
+    context_tokens: int | None = None

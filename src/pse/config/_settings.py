@@ -23,10 +23,12 @@ from pydantic_settings import (
 from pse.config._models import (
     _FLAT_ROLE_NAMES,
     _ROLE_FIELDS,
+    ConstrainMode,
     ContextMode,
     KnowledgeBackend,
     ModelSpec,
     Price,
+    ProtocolMode,
     ProviderName,
     RoleSettings,
     SandboxMode,
@@ -99,8 +101,34 @@ class Settings(BaseSettings):
     record: Path | None = Field(
         None, description="Record the real model exchange of a run into this cassette file."
     )
-    replay_strict: bool = Field(
-        True, description="In replay, fail on the first request whose digest differs from the recorded one."
+    replay_strict: bool | Literal["tools"] = Field(
+        True,
+        description="In replay, fail on the first request whose PSE-authored part (prompts, task, "
+        "step_buffer, plan, role order) differs from the recording; tool results that differ are recorded as "
+        "drift. tools: tool results must match too. false: no comparison.",
+    )
+    replay_tools: bool = Field(
+        False,
+        description="In replay, answer tool calls from the recording instead of running them (hermetic).",
+    )
+    protocol: ProtocolMode = Field(
+        "dsml",
+        description="How roles request tools: dsml (the XML protocol) or native (the provider's function "
+        "calls).",
+    )
+    constrain: ConstrainMode = Field(
+        "auto",
+        description="Constrained decoding of each role's turn: auto (a grammar where the server takes one), "
+        "grammar, json (a JSON schema), or off.",
+    )
+    format_retries: int = Field(
+        1,
+        ge=0,
+        le=5,
+        description="Times a role is asked again, per cycle, when its turn lacks the element it owes.",
+    )
+    model_context_tokens: int | None = Field(
+        None, gt=0, description="Context window of the models, tokens (None: not checked before a call)."
     )
     model_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call, in seconds.")
     model_max_retries: int = Field(
@@ -255,6 +283,8 @@ class Settings(BaseSettings):
             base_url=own.base_url or self.base_url,
             api_key=api_key,
             provider_was_defaulted=defaulted,
+            constrain=own.constrain or self.constrain,
+            context_tokens=own.model_context_tokens or self.model_context_tokens,
         )
 
     def flat_dump(self, mode: Literal["python", "json"] = "python") -> dict[str, Any]:

@@ -59,7 +59,7 @@ class CassettePlayer:
         self,
         cassette: Cassette,
         *,
-        strict: bool = True,
+        strict: bool | Literal["tools"] = True,
         positions: Mapping[str, int] | None = None,
         source: str = "<in-memory cassette>",
     ) -> None:
@@ -79,7 +79,11 @@ class CassettePlayer:
 
     @classmethod
     def from_file(
-        cls, path: str | os.PathLike[str], *, strict: bool = True, positions: Mapping[str, int] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool | Literal["tools"] = True,
+        positions: Mapping[str, int] | None = None,
     ) -> CassettePlayer:
         """Load and validate a cassette file (a `CassetteError` names the file and turn if malformed)."""
         return cls(Cassette.from_file(path), strict=strict, positions=positions, source=str(Path(path)))
