@@ -94,7 +94,7 @@ class StateMachine:
         record = TransitionRecord(**{"from": self.state.value, "to": target.value, "reason": reason})
         self.transitions.append(record)
         self.state = target
-        self._emit(TransitionEvent(run_id=self.run_id, transition=record))
+        self._emit(TransitionEvent(run_id=self.run_id, at=record.at, transition=record))
         return record
 
     def enter(self, target: State, reason: str) -> None:
