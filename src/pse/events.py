@@ -24,6 +24,8 @@ __all__ = [
     "CycleStarted",
     "Decision",
     "Event",
+    "FormatRepair",
+    "FormatRepairEvent",
     "GateRecord",
     "GateResult",
     "MessageEvent",
@@ -160,6 +162,11 @@ class MessageRecord(_Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     at: str = Field(default_factory=utc_now)
+    thought: str | None = Field(
+        None,
+        description="the model's reasoning (<think>, reasoning_content): kept, never parsed or passed on",
+    )
+    late: bool = Field(False, description="produced after the cycle was stopped: kept, not acted on")
 
 
 class PlanItem(_Record):
@@ -258,12 +265,17 @@ class TokenCount(_Record):
     prompt: int = 0
     completion: int = 0
     calls: int = 0
+    estimated: int = Field(
+        0, description="tokens of calls the provider reported nothing for (timed out, cancelled): estimated"
+    )
 
-    def add(self, prompt: int, completion: int, calls: int = 1) -> None:
-        """Add one call's usage."""
+    def add(self, prompt: int, completion: int, calls: int = 1, *, estimated: bool = False) -> None:
+        """Add one call's usage (an estimate, when the provider reported none)."""
         self.prompt += prompt
         self.completion += completion
         self.calls += calls
+        if estimated:
+            self.estimated += prompt + completion
 
 
 # ---- events: what happens while a run goes on ----------------------------------------------
@@ -317,6 +329,24 @@ class VerdictEvent(_Event):
     verdict: VerdictRecord | None
     gate: GateRecord
     error: str | None = None
+    stopped: str | None = Field(None, description="why the cycle was stopped before a review, if it was")
+
+
+class FormatRepair(_Record):
+    """A role's turn lacked the element it owed; the engine told it the exact parse error and asked again."""
+
+    role: str
+    error: str = Field(description="what the parser said")
+    attempt: int = Field(description="repairs of this role in this cycle, from 1")
+    at: str = Field(default_factory=utc_now)
+
+
+class FormatRepairEvent(_Event):
+    """The engine asked a role to repair its turn (see `FormatRepair`)."""
+
+    kind: Literal["format_repair"] = "format_repair"
+    cycle: int
+    repair: FormatRepair
 
 
 class TransitionEvent(_Event):
@@ -345,6 +375,7 @@ Event = Annotated[
     | RetrievalEvent
     | VerdictEvent
     | TransitionEvent
+    | FormatRepairEvent
     | OutcomeEvent,
     Field(discriminator="kind"),
 ]

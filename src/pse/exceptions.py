@@ -10,6 +10,7 @@ Hierarchy::
     ├── RunFailure                the run cannot go on; the engine records it as outcome ERROR (CLI exit 3)
     │   ├── ModelUnavailableError the model API did not answer usefully after bounded retries
     │   ├── ModelAuthError        the model API refused our credentials (never retried)
+    │   ├── ContextWindowError    a role's prompt does not fit its model's context window
     │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
     │   ├── ToolInfrastructureError the sandbox itself failed (not the command it ran)
@@ -45,6 +46,7 @@ __all__ = [
     "CassetteError",
     "CassetteExhaustedError",
     "ConfigError",
+    "ContextWindowError",
     "ControlSignal",
     "EmbeddingBackendError",
     "IllegalTransition",
@@ -93,6 +95,11 @@ class RunFailure(PSEError):
 
 class ModelUnavailableError(RunFailure):
     """The model API timed out, rate-limited or failed after the bounded retries."""
+
+
+class ContextWindowError(RunFailure):
+    """A role's prompt does not fit its model's context window (counted before the call, or refused by the
+    provider); retrying the same prompt would not help. The message names the role, the numbers, the fixes."""
 
 
 class ModelAuthError(RunFailure):

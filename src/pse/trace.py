@@ -26,6 +26,8 @@ from pse.events import (
     Cost,
     CycleStarted,
     Event,
+    FormatRepair,
+    FormatRepairEvent,
     GateRecord,
     MessageEvent,
     MessageRecord,
@@ -92,6 +94,9 @@ class CycleRecord(_Model):
     messages: list[MessageRecord] = Field(default_factory=list)
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     retrievals: list[RetrievalEvent] = Field(default_factory=list)
+    repairs: list[FormatRepair] = Field(
+        default_factory=list, description="turns the engine asked a role to repair (PSE_FORMAT_RETRIES)"
+    )
     tokens: dict[str, TokenCount] = Field(default_factory=dict)
     turns: int = 0
     positions_at_start: dict[str, int] = Field(
@@ -212,6 +217,10 @@ class Trace(_Model):
                 timed.append((call.at, 2, ToolCallEvent(run_id=run_id, at=call.at, cycle=c.index, call=call)))
             for r in c.retrievals:
                 timed.append((r.at, 1 if r.at <= c.started_at else 2, r))
+            for fix in c.repairs:
+                timed.append(
+                    (fix.at, 2, FormatRepairEvent(run_id=run_id, at=fix.at, cycle=c.index, repair=fix))
+                )
             if c.ended_at is not None:
                 verdict = VerdictEvent(
                     run_id=run_id,

@@ -115,7 +115,7 @@ _ENTRY: dict[str, tuple[State, str]] = {
 async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunControl) -> CycleOutcome:
     """Run the phases of `spec` in order, filling `record`; return what the cycle came to."""
     outcome = CycleOutcome()
-    box = FailureBox()
+    box = FailureBox(admit=run.ledger.admits)
     finals: list[tuple[str, str]] = []
     expired = False
 
@@ -138,6 +138,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
             final = await _run_phase(phase, crew.contexts, record, run, box, outcome)
             if outcome.stop is None and expired:
                 outcome.stop = CycleStop("TIMEOUT", DEADLINE_REASON)
+            if outcome.stop is None and box.refused is not None:
+                outcome.stop = CycleStop("TIMEOUT", box.refused)
             if outcome.stop is not None or box.failure is not None:
                 break
             if not phase.finished.fired:
@@ -237,8 +239,6 @@ def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl) -> str:
     )
     record.messages.append(message)
     record.turns += 1
-    if item.source != TOOL_AGENT:
-        run.ledger.charge(record, item.source, prompt, completion)
     run.events.emit(
         MessageEvent(run_id=run.events.run_id, cycle=record.index, message=message, at=message.at)
     )

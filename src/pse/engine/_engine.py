@@ -61,6 +61,7 @@ class Engine:
             self.trace.run_id, self.trace.transitions, State(self.trace.state), self.events.emit
         )
         self.ledger = Ledger(self.trace, self.settings, setup.price)
+        setup.meter.attach(self.ledger.record_call)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
         contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
         self.crew = Crew(
@@ -142,6 +143,7 @@ class Engine:
         )
         self.trace.cycles.append(cycle)
         self.events.cycle = cycle
+        self.ledger.begin(cycle)
         self.events.emit(
             CycleStarted(
                 run_id=self.trace.run_id,
@@ -167,6 +169,7 @@ class Engine:
             self._control.token.cancel()
         outcome = await run_cycle(self.crew, spec, cycle, self._control)
         self._control = None
+        cycle.messages += self.ledger.late_messages(cycle)
         cycle.ended_at = utc_now()
         self._apply(cycle, outcome)
         if self.setup.positions is not None:

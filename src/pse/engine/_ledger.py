@@ -1,8 +1,12 @@
 """The ledger: the one owner of a run's tokens and cost, and of the budgets they are held to.
 
-Every model message is charged here once, to its role, in the trace's own records (`trace.tokens`,
-`trace.cost`, the cycle's `tokens`), so the figures a user reads and the figures the budgets see are
-the same numbers; totals are derived from the per-role counts, never kept by hand.
+Every model call is charged here once, as its client reports it (`pse.models.UsageMeter`): an answered
+call with the usage the provider reported (or PSE's estimate, marked, when it reported none), and a call
+that timed out or was cancelled while the provider worked on it with its estimated prompt — so what a
+user reads, what the budgets see and what the server served agree. The books are the trace's own
+records (`trace.tokens`, `trace.cost`, the current cycle's `tokens`); run totals are derived from the
+per-role counts. Replies the run never saw as a message (they arrived after a stop) are handed back as
+late messages, so the trace holds every message a model produced.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pse.config import Settings
-from pse.events import Cost, TokenCount
+from pse.events import Cost, MessageRecord, TokenCount
+from pse.models import CallUsage
 from pse.trace import CycleRecord, Trace
 
 __all__ = ["Ledger", "PriceFn"]
@@ -32,13 +37,42 @@ class Ledger:
         self.trace = trace
         self.settings = settings
         self._price = price
+        self.cycle: CycleRecord | None = None
+        """The cycle being run: calls are charged to it too."""
+        self._replies: list[tuple[str, str]] = []
 
-    def charge(self, cycle: CycleRecord, role: str, prompt: int, completion: int) -> None:
-        """Book one model call of `role` in this cycle and in the run."""
-        self.trace.tokens.by_role.setdefault(role, TokenCount()).add(prompt, completion)
-        cycle.tokens.setdefault(role, TokenCount()).add(prompt, completion)
+    def record_call(self, usage: CallUsage) -> None:
+        """Book one model call (the meter's sink)."""
+        prompt, completion = usage.prompt, usage.completion
+        self.trace.tokens.by_role.setdefault(usage.role, TokenCount()).add(
+            prompt, completion, estimated=usage.estimated
+        )
+        if self.cycle is not None:
+            self.cycle.tokens.setdefault(usage.role, TokenCount()).add(
+                prompt, completion, estimated=usage.estimated
+            )
         if self._price is not None:
-            self.trace.cost.add(self._price(role, prompt, completion))
+            self.trace.cost.add(self._price(usage.role, prompt, completion))
+        if usage.text is not None:
+            self._replies.append((usage.role, usage.text))
+
+    def begin(self, cycle: CycleRecord) -> None:
+        """A cycle starts: its calls are charged to it."""
+        self.cycle = cycle
+        self._replies = []
+
+    def late_messages(self, cycle: CycleRecord) -> list[MessageRecord]:
+        """Replies of this cycle that never became a message of it (they came after the stop)."""
+        seen: dict[str, int] = {}
+        for message in cycle.messages:
+            seen[message.source] = seen.get(message.source, 0) + 1
+        late: list[MessageRecord] = []
+        for role, text in self._replies:
+            if seen.get(role, 0) > 0:
+                seen[role] -= 1
+            else:
+                late.append(MessageRecord(source=role, content=text, late=True))
+        return late
 
     def exhausted(self) -> str | None:
         """Why the run may not spend more (token or cost budget used up), or None."""
@@ -48,3 +82,13 @@ class Ledger:
         if s.cost_budget is not None and cost >= s.cost_budget:
             return f"cost budget exhausted: {cost:.4f} of {s.cost_budget} (PSE_COST_BUDGET)"
         return None
+
+    def admits(self, prompt: int) -> str | None:
+        """Why a call with a prompt of `prompt` tokens may not start (the budget cannot cover it), or None."""
+        s, used = self.settings, self.trace.tokens.total
+        if used + prompt > s.token_budget:
+            return (
+                f"token budget cannot cover the next prompt: {used} used + about {prompt} > {s.token_budget} "
+                "(PSE_TOKEN_BUDGET)"
+            )
+        return self.exhausted()

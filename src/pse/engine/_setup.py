@@ -15,6 +15,7 @@ from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
 from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
+from pse.models import UsageMeter
 from pse.team import RoleSetup
 
 __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
@@ -43,6 +44,7 @@ class RunSetup:
 
     Attributes:
         events: the run's one event sink; the executor pushes its audit records into it.
+        meter: where the roles' model clients report every call's usage; the engine's ledger listens.
         price: prices each model call (None: every call costs 0).
         positions: cassette turns consumed per role (scripted runs), saved so a run can resume.
         sandbox: which sandbox runs the tool commands (recorded in the trace).
@@ -60,6 +62,7 @@ class RunSetup:
     run_dir: Path
     settings: Settings
     events: RunEvents
+    meter: UsageMeter = field(default_factory=UsageMeter)
     gates: GatePolicy = field(default_factory=GatePolicy)
     inputs: dict[str, str] = field(default_factory=dict)
     price: PriceFn | None = None

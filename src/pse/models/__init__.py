@@ -9,19 +9,20 @@ cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
 """
 
-from pse.models._digest import normalize, recorded_request, scrub_secrets
+from pse.models._digest import message_texts, normalize, recorded_request, scrub_secrets
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
 from pse.models._format import Cassette, CassetteTurn, MessageDigest, RecordedRequest, TurnUsage
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
-from pse.models._usage import Cost, price_of
+from pse.models._usage import CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
     "GENERIC_MODEL_INFO",
     "SCRIPTED_MODEL_INFO",
     "CallOptions",
+    "CallUsage",
     "Cassette",
     "CassettePlayer",
     "CassetteRecorder",
@@ -34,8 +35,11 @@ __all__ = [
     "RetryPolicy",
     "ScriptedChatCompletionClient",
     "TurnUsage",
+    "UsageMeter",
+    "UsageSink",
     "WrapperChatCompletionClient",
     "create_model_client",
+    "message_texts",
     "normalize",
     "price_of",
     "public_url",

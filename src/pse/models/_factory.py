@@ -10,9 +10,11 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import CassetteError, ConfigError
+from pse.models._context import ContextWindowClient
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
+from pse.models._usage import UsageSink
 
 __all__ = ["GENERIC_MODEL_INFO", "create_model_client"]
 
@@ -34,6 +36,7 @@ def create_model_client(
     *,
     player: CassettePlayer | None = None,
     recorder: CassetteRecorder | None = None,
+    meter: UsageSink | None = None,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
@@ -56,11 +59,17 @@ def create_model_client(
     spec = settings.model_spec(role)
     client: ChatCompletionClient
     if spec.provider == "scripted":
-        client = ScriptedChatCompletionClient(_player_for(settings, player, role), role, model=spec.model)
+        player = _player_for(settings, player, role)
+        client = ScriptedChatCompletionClient(player, role, model=spec.model, meter=meter)
     else:
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
-        client = ResilientChatCompletionClient(inner, spec, policy)
+        client = ResilientChatCompletionClient(inner, spec, policy, meter)
+    if spec.context_tokens is not None:
+        window = spec.context_tokens
+        client = ContextWindowClient(
+            client, role=role, model=spec.model, window=window, completion=settings.model_max_tokens
+        )
     if recorder is not None:
         if spec.api_key is not None:
             recorder.add_secrets([spec.api_key.get_secret_value()])
@@ -108,6 +117,8 @@ def _ollama(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
         options["num_predict"] = settings.model_max_tokens
     if settings.model_temperature is not None:
         options["temperature"] = settings.model_temperature
+    if spec.context_tokens is not None:
+        options["num_ctx"] = spec.context_tokens  # Ollama's small default silently cuts the system prompt
     kwargs: dict[str, Any] = {"model": spec.model, "model_info": GENERIC_MODEL_INFO}
     if spec.base_url:
         kwargs["host"] = spec.base_url

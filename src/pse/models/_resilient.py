@@ -31,7 +31,9 @@ from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, 
 
 from pse.config import ModelSpec
 from pse.exceptions import ModelAuthError, ModelUnavailableError
+from pse.models._context import context_window_error, is_context_overflow
 from pse.models._digest import message_texts
+from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.tokens import count_message_tokens, count_tokens
 
@@ -67,7 +69,7 @@ def public_url(url: str | None, provider: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-_Kind = Literal["retry", "auth", "fatal"]
+_Kind = Literal["retry", "auth", "context", "fatal"]
 
 
 def _classify(exc: BaseException) -> tuple[_Kind, str] | None:
@@ -93,6 +95,8 @@ def _by_status(status: int, message: str) -> tuple[_Kind, str]:
     text = f"HTTP {status}: {message}"
     if status in (401, 403):
         return "auth", text
+    if status in (400, 413, 422) and is_context_overflow(message):
+        return "context", text
     if status in _RETRY_STATUS or status >= 500:
         return "retry", text
     return "fatal", text
@@ -112,10 +116,17 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         policy: timeout, retries and backoff.
     """
 
-    def __init__(self, inner: ChatCompletionClient, spec: ModelSpec, policy: RetryPolicy) -> None:
+    def __init__(
+        self,
+        inner: ChatCompletionClient,
+        spec: ModelSpec,
+        policy: RetryPolicy,
+        meter: UsageSink | None = None,
+    ) -> None:
         super().__init__(inner)
         self.spec = spec
         self.policy = policy
+        self.meter = meter
         self.attempts = 0  # provider calls made, retries included (for tests and diagnostics)
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
@@ -126,10 +137,15 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 result = await asyncio.wait_for(
                     self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
                 )
+            except asyncio.CancelledError:
+                self._estimate(messages, "cancelled while the provider was answering")
+                raise
             except Exception as exc:
+                if isinstance(exc, TimeoutError):
+                    self._estimate(messages, f"no answer within {self.policy.timeout_s:g} s")
                 retry = await self._after_failure(exc, retry)
                 continue
-            return self._checked(result, messages)
+            return self._answered(result, messages)
 
     async def _create_stream(
         self, messages: Sequence[LLMMessage], options: CallOptions
@@ -150,7 +166,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                     except StopAsyncIteration:
                         return
                     if isinstance(item, CreateResult):
-                        item = self._checked(item, messages)
+                        item = self._answered(item, messages)
                     started = True
                     yield item
             except Exception as exc:
@@ -184,6 +200,10 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
 
     def _raise(self, kind: _Kind, detail: str, exc: Exception) -> NoReturn:
         role = self.spec.role.upper()
+        if kind == "context":
+            raise context_window_error(
+                self.spec.role, self.spec.model, f"the provider refused it ({detail})"
+            ) from exc
         if kind == "auth":
             raise ModelAuthError(
                 f"{self._where()} refused the credentials ({detail}). Set a valid key in "
@@ -195,6 +215,27 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
             f"Check that the server is up and the base URL and model name are right (PSE_{role}_BASE_URL, "
             f"PSE_{role}_MODEL), or raise PSE_MODEL_TIMEOUT_S / PSE_MODEL_MAX_RETRIES."
         ) from exc
+
+    def _answered(self, result: CreateResult, messages: Sequence[LLMMessage]) -> CreateResult:
+        """Check an answer, count what it cost (estimated if the provider said nothing), pass it on."""
+        reported = result.usage.prompt_tokens or result.usage.completion_tokens
+        result = self._checked(result, messages)
+        if self.meter is not None:
+            text = result.content if isinstance(result.content, str) else str(result.content)
+            usage = result.usage
+            note = "" if reported else "the provider reported no usage: estimated by PSE's counter"
+            self.meter(
+                CallUsage(
+                    self.spec.role, usage.prompt_tokens, usage.completion_tokens, not reported, text, note
+                )
+            )
+        return result
+
+    def _estimate(self, messages: Sequence[LLMMessage], note: str) -> None:
+        """A call the provider may have worked on but never answered: its prompt, estimated, counts."""
+        if self.meter is not None:
+            prompt = count_message_tokens(message_texts(messages))
+            self.meter(CallUsage(self.spec.role, prompt, 0, estimated=True, note=note))
 
     def _checked(self, result: CreateResult, messages: Sequence[LLMMessage]) -> CreateResult:
         """Refuse a silently empty reply and fill in usage the provider did not report."""

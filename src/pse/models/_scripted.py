@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
 from pse.models._digest import describe_mismatch, message_texts
 from pse.models._format import Cassette, CassetteTurn
+from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
 from pse.roles import ROLES
 from pse.tokens import count_message_tokens, count_tokens
@@ -132,10 +133,13 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
     `count_tokens` of the reply, so the figures are exact and repeatable.
     """
 
-    def __init__(self, player: CassettePlayer, role: str, *, model: str = "scripted") -> None:
+    def __init__(
+        self, player: CassettePlayer, role: str, *, model: str = "scripted", meter: UsageSink | None = None
+    ) -> None:
         self.player = player
         self.role = role
         self.model = model
+        self.meter = meter
         self._actual = RequestUsage(prompt_tokens=0, completion_tokens=0)
         self._total = RequestUsage(prompt_tokens=0, completion_tokens=0)
 
@@ -167,6 +171,8 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
             self._total.prompt_tokens + usage.prompt_tokens,
             self._total.completion_tokens + usage.completion_tokens,
         )
+        if self.meter is not None:
+            self.meter(CallUsage(self.role, usage.prompt_tokens, usage.completion_tokens, text=turn.content))
         return CreateResult(finish_reason="stop", content=turn.content, usage=usage, cached=False)
 
     async def create_stream(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pse.config import Settings
 from pse.events import Cost
 
-__all__ = ["Cost", "price_of"]
+__all__ = ["CallUsage", "Cost", "UsageMeter", "UsageSink", "price_of"]
 
 
 def price_of(settings: Settings, model: str, prompt_tokens: int, completion_tokens: int) -> Cost:
@@ -25,3 +28,50 @@ def price_of(settings: Settings, model: str, prompt_tokens: int, completion_toke
         return Cost(amount=0.0, unpriced_models=[model])
     amount = (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000
     return Cost(amount=amount, currency=price.currency)
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """What one model call cost, as the client saw it.
+
+    Attributes:
+        role: whose call it was.
+        prompt / completion: tokens, as the provider reported them, or estimated (`estimated`).
+        estimated: the provider reported nothing (the call timed out or was cancelled): PSE's counter
+            estimated the prompt, and the completion is unknown (0).
+        text: the reply, when the call produced one (a reply the run never saw is kept as a late message).
+        note: why the usage is estimated, or what became of the call.
+    """
+
+    role: str
+    prompt: int
+    completion: int
+    estimated: bool = False
+    text: str | None = None
+    note: str = ""
+
+
+UsageSink = Callable[[CallUsage], None]
+"""Receives the usage of every model call of a run."""
+
+
+class UsageMeter:
+    """Where every model call of a run reports its usage, as it happens: answered, retried, timed out,
+    cancelled. The run's ledger attaches to it; what is reported before that is held and handed over."""
+
+    def __init__(self) -> None:
+        self._sink: UsageSink | None = None
+        self._held: list[CallUsage] = []
+
+    def attach(self, sink: UsageSink) -> None:
+        """From now on, every report goes to `sink` (held ones first)."""
+        self._sink = sink
+        held, self._held = self._held, []
+        for usage in held:
+            sink(usage)
+
+    def __call__(self, usage: CallUsage) -> None:
+        if self._sink is None:
+            self._held.append(usage)
+        else:
+            self._sink(usage)

@@ -25,7 +25,7 @@ from pse.engine import (
 from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
-from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+from pse.models import CassettePlayer, CassetteRecorder, UsageMeter, create_model_client, price_of
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
@@ -120,6 +120,7 @@ def _wire(
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
     events = RunEvents(run_id, on_event)
+    meter = UsageMeter()
     executor = ToolExecutor(
         workspace,
         settings,
@@ -132,7 +133,10 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
         on_record=events.tool_call,
     )
-    clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
+    clients = {
+        role: create_model_client(settings, role, player=player, recorder=recorder, meter=meter)
+        for role in ROLES
+    }
     extra: dict[str, str] = (
         {Role.EVALUATOR: independent_tests_prompt()} if verification.independent_tests else {}
     )
@@ -172,6 +176,7 @@ def _wire(
         price=price,
         positions=(lambda: player.positions) if player is not None else None,
         events=events,
+        meter=meter,
         injected_retrievals=[knowledge.injected] if knowledge.injected else [],
         sandbox=SandboxRecord(
             mode=executor.sandbox.mode,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
 from pse.exceptions import RunCancelled, RunFailure
-from pse.models import CallOptions, WrapperChatCompletionClient
+from pse.models import CallOptions, WrapperChatCompletionClient, message_texts
+from pse.tokens import count_message_tokens
 
 __all__ = ["FailureBox", "FailureTrackingClient"]
 
@@ -21,9 +22,12 @@ class FailureBox:
     starts after that, whatever AutoGen's group chat still schedules while it winds down.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, admit: Callable[[int], str | None] | None = None) -> None:
         self.failure: RunFailure | None = None
         self.closed: str | None = None
+        self.refused: str | None = None
+        """Why a call was refused before it started (a budget that cannot cover its prompt), if one was."""
+        self._admit = admit
 
     def record(self, exc: RunFailure) -> None:
         if self.failure is None:
@@ -33,8 +37,14 @@ class FailureBox:
         """Refuse every model call from now on, with `reason`."""
         self.closed = self.closed or reason
 
-    def check_open(self) -> None:
-        """Raise RunCancelled when the cycle is closed to new model calls."""
+    def check_open(self, messages: Sequence[LLMMessage] = ()) -> None:
+        """Raise RunCancelled when the cycle is closed to new model calls, or the run's budget cannot
+        cover this call's prompt (counted with PSE's offline counter); the box then closes."""
+        if self.closed is None and self._admit is not None:
+            reason = self._admit(count_message_tokens(message_texts(messages)))
+            if reason is not None:
+                self.refused = reason
+                self.close(reason)
         if self.closed is not None:
             raise RunCancelled(f"no model call after the cycle was stopped: {self.closed}")
 
@@ -47,7 +57,7 @@ class FailureTrackingClient(WrapperChatCompletionClient):
         self._box = box
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
-        self._box.check_open()
+        self._box.check_open(messages)
         try:
             return await super()._create(messages, options)
         except RunFailure as exc:
@@ -57,7 +67,7 @@ class FailureTrackingClient(WrapperChatCompletionClient):
     async def _create_stream(
         self, messages: Sequence[LLMMessage], options: CallOptions
     ) -> AsyncGenerator[str | CreateResult, None]:
-        self._box.check_open()
+        self._box.check_open(messages)
         try:
             async for item in super()._create_stream(messages, options):
                 yield item
