@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 import importlib
-import typing
 import pkgutil
+import typing
 from pathlib import Path
 
 import pytest
