@@ -26,14 +26,16 @@ RUNS = {
 }
 
 
-ADDED_SINCE = {"estimated": 0, "thought": None, "late": False, "repairs": []}
+ADDED_SINCE = {"estimated": 0, "thought": None, "thought_tokens": 0, "late": False, "repairs": [], "stopped": None}
 """Trace fields added after the reference was written, with the value they have in these runs."""
 
 
 def _without_additions(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            k: _without_additions(v) for k, v in value.items() if not (k in ADDED_SINCE and v == ADDED_SINCE[k])
+            k: _without_additions(v)
+            for k, v in value.items()
+            if not (k in ADDED_SINCE and v == ADDED_SINCE[k])
         }
     if isinstance(value, list):
         return [_without_additions(v) for v in value]
@@ -48,6 +50,7 @@ def normalize(trace: dict[str, Any]) -> dict[str, Any]:
     for transition in trace["transitions"]:
         transition.pop("at", None)
     for cycle in trace["cycles"]:
+        cycle.pop("transitions_at_start", None)  # added since the reference: a count, not a behaviour
         cycle.pop("started_at", None)
         cycle.pop("ended_at", None)
         for message in cycle["messages"]:

@@ -166,6 +166,9 @@ class MessageRecord(_Record):
         None,
         description="the model's reasoning (<think>, reasoning_content): kept, never parsed or passed on",
     )
+    thought_tokens: int = Field(
+        0, description="tokens of `thought` (PSE's counter), part of completion_tokens"
+    )
     late: bool = Field(False, description="produced after the cycle was stopped: kept, not acted on")
 
 

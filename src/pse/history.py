@@ -39,6 +39,8 @@ class Stats(BaseModel):
     tokens_per_passed_run: float | None
     cost_per_passed_run: float | None
     currency: str
+    handoffs: int = 0
+    handoff_failure_rate: float | None = None
 
 
 def run_dir_of(runs_dir: Path, run_id: str) -> Path:
@@ -125,6 +127,10 @@ def stats_of(entries: Sequence[RunEntry]) -> Stats:
         tokens_per_passed_run=round(sum(e.tokens for e in passed) / len(passed), 1) if passed else None,
         cost_per_passed_run=round(sum(e.cost for e in passed) / len(passed), 6) if passed else None,
         currency=passed[0].currency if passed else "USD",
+        handoffs=(handoffs := sum(e.handoffs for e in finished)),
+        handoff_failure_rate=round(sum(e.handoff_failures for e in finished) / handoffs, 4)
+        if handoffs
+        else None,
     )
 
 

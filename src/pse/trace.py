@@ -5,7 +5,8 @@ reader never sees half a file and a killed run can be resumed from its last comp
 `TRACE_SCHEMA_VERSION` changes whenever a field changes meaning; `trace_schema()` is the JSON Schema
 (shipped as `pse/engine/trace.schema.json`, kept equal by a test). The trace also knows how to be read:
 `events()` replays it as the events a live consumer got, `reopened()` is where a cancelled run resumes
-from, and `row()` is its line in the run history. A leaf module: it imports only `pse.events`.
+from, and `row()` is its line in the run history. A leaf module: it imports only `pse.events` (and
+`pse.roles`, for the ToolAgent's name).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pse.events import (
     VerdictEvent,
     VerdictRecord,
 )
+from pse.roles import TOOL_AGENT
 
 __all__ = [
     "TRACE_FILE",
@@ -83,6 +85,7 @@ class CycleRecord(_Model):
     plan: PlanRecord | None = None
     verdict: VerdictRecord | None = None
     review_error: str | None = None
+    stopped: str | None = Field(None, description="why the cycle was stopped before its end, if it was")
     blocked: BlockedRecord | None = None
     gate: GateRecord = Field(
         default_factory=lambda: GateRecord(passed=False, failures=["cycle did not finish"])
@@ -99,6 +102,9 @@ class CycleRecord(_Model):
     )
     tokens: dict[str, TokenCount] = Field(default_factory=dict)
     turns: int = 0
+    transitions_at_start: int | None = Field(
+        None, description="transitions recorded when the cycle began (resume cuts there)"
+    )
     positions_at_start: dict[str, int] = Field(
         default_factory=dict, description="cassette turns consumed per role when the cycle began (resume)"
     )
@@ -176,14 +182,12 @@ class Trace(_Model):
         it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
         data = self.model_dump(by_alias=True)
         cancelled = data["cycles"].pop() if data["cycles"] else None
-        cut = next(
-            (
-                i
-                for i, t in enumerate(data["transitions"])
-                if cancelled and t["at"] >= cancelled["started_at"]
-            ),
-            len(data["transitions"]),
-        )
+        cut = cancelled.get("transitions_at_start") if cancelled else len(data["transitions"])
+        if cut is None and cancelled is not None:  # a trace written before the count was kept: cut by time
+            cut = next(
+                (i for i, t in enumerate(data["transitions"]) if t["at"] >= cancelled["started_at"]),
+                len(data["transitions"]),
+            )
         data["transitions"] = data["transitions"][:cut]
         data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
         data.update(outcome=None, outcome_reason="", ended_at=None)
@@ -229,6 +233,7 @@ class Trace(_Model):
                     verdict=c.verdict,
                     gate=c.gate,
                     error=c.review_error,
+                    stopped=c.stopped,
                 )
                 timed.append((c.ended_at, 3, verdict))
         timed.sort(key=lambda item: (item[0], item[1]))
@@ -239,21 +244,20 @@ class Trace(_Model):
 
     def row(self) -> RunEntry:
         """This run's line in the run history (see `RunEntry.of_json` for the fast path from disk)."""
-        calls = [call for cycle in self.cycles for call in cycle.tool_calls]
-        return RunEntry(
-            run_id=self.run_id,
-            task=self.task,
-            outcome=self.outcome,
-            outcome_reason=self.outcome_reason,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-            cycles=len(self.cycles),
-            tokens=self.tokens.total,
-            cost=self.cost.amount,
-            currency=self.cost.currency,
-            tool_calls=len(calls),
-            denied_tool_calls=sum(1 for call in calls if call.decision == "denied"),
-        )
+        return RunEntry.of_json(self.model_dump(by_alias=True, include=_ROW_FIELDS))
+
+
+_ROW_FIELDS = {
+    "run_id",
+    "task",
+    "outcome",
+    "outcome_reason",
+    "started_at",
+    "ended_at",
+    "cycles",
+    "tokens",
+    "cost",
+}
 
 
 class RunEntry(BaseModel):
@@ -271,15 +275,32 @@ class RunEntry(BaseModel):
     currency: str
     tool_calls: int = 0
     denied_tool_calls: int = 0
+    handoffs: int = Field(
+        0, description="turns handed on: role final messages, tool requests, repaired turns"
+    )
+    handoff_failures: int = Field(
+        0,
+        description="handoffs that could not be read: repaired turns, review errors, malformed tool requests",
+    )
 
     @classmethod
     def of_json(cls, data: dict[str, Any]) -> RunEntry:
-        """The entry of a trace file's parsed JSON, without validating the whole trace: a dashboard
-        lists 10,000 runs. Equal to `Trace.row()` of the same trace (a test holds them together)."""
+        """The entry of a trace's JSON (a trace file, or `Trace.row()`'s dump), without validating the
+        whole trace: a dashboard lists 10,000 runs from their files."""
         tokens = data.get("tokens") or {}
         cost = data.get("cost") or {}
         cycles = data.get("cycles") or []
         calls = [call for cycle in cycles for call in cycle.get("tool_calls") or []]
+        handoffs = failures = 0
+        for cycle in cycles:
+            messages = [m for m in cycle.get("messages") or [] if not m.get("late")]
+            repairs = len(cycle.get("repairs") or [])
+            handoffs += len({m.get("source") for m in messages} - {TOOL_AGENT}) + repairs
+            handoffs += sum(1 for m in messages if m.get("source") == TOOL_AGENT)
+            failures += repairs + (1 if cycle.get("review_error") else 0)
+            failures += sum(
+                1 for c in cycle.get("tool_calls") or [] if str(c.get("rule", "")).startswith("protocol.")
+            )
         return cls(
             run_id=str(data.get("run_id", "")),
             task=str(data.get("task", "")),
@@ -293,6 +314,8 @@ class RunEntry(BaseModel):
             currency=str(cost.get("currency", "USD")),
             tool_calls=len(calls),
             denied_tool_calls=sum(1 for call in calls if call.get("decision") == "denied"),
+            handoffs=handoffs,
+            handoff_failures=failures,
         )
 
 

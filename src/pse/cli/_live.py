@@ -20,6 +20,7 @@ from pse.engine import Trace
 from pse.events import (
     CycleStarted,
     Event,
+    FormatRepairEvent,
     MessageEvent,
     OutcomeEvent,
     RetrievalEvent,
@@ -152,12 +153,24 @@ class LiveView:
                 text = f"verdict {event.verdict.status} ({event.verdict.reason_code})"
                 text += f"; unmet: {', '.join(failed)}" if failed else ""
                 style = "green" if event.verdict.status == "PASS" else "yellow"
-            else:
+            elif event.error is not None:
                 text, style = f"review error: {event.error}", "red"
+            else:  # no review happened: the cycle was stopped, or a role blocked
+                text, style = (
+                    f"no review: {event.stopped or 'the cycle ended before the Evaluator spoke'}",
+                    "magenta",
+                )
             if not event.gate.passed and event.verdict is not None and event.verdict.status == "PASS":
                 text += f"; hard gate failed: {'; '.join(event.gate.failures)}"
                 style = "red"
             self._add(Text(f"{'Engine':>10} {strip_control(text)}", style))
+        elif isinstance(event, FormatRepairEvent):
+            fix = event.repair
+            line = Text(f"{'Engine':>10} ", "yellow")
+            line.append(
+                strip_control(f"asked {fix.role} to repair its turn ({fix.attempt}): {_one_line(fix.error)}")
+            )
+            self._add(line)
         elif isinstance(event, TransitionEvent):
             self.state = event.transition.to
         elif isinstance(event, OutcomeEvent):

@@ -21,20 +21,39 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from autogen_agentchat.base import ChatAgent
-from autogen_agentchat.messages import BaseChatMessage
+from autogen_agentchat.messages import BaseChatMessage, ThoughtEvent
 from autogen_core import CancellationToken
+from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 
 from pse.engine._events import RunEvents
 from pse.engine._ledger import Ledger
 from pse.engine._state import State, StateMachine
-from pse.events import BlockedRecord, MessageEvent, MessageRecord, PlanRecord, VerdictRecord
+from pse.events import (
+    BlockedRecord,
+    FormatRepair,
+    FormatRepairEvent,
+    MessageEvent,
+    MessageRecord,
+    PlanRecord,
+    VerdictRecord,
+)
 from pse.exceptions import ProtocolError, RunFailure
 from pse.protocol import find_blocked, parse_plan, parse_verdict
 from pse.roles import TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
+from pse.tokens import count_tokens
 from pse.trace import CycleRecord
 
-__all__ = ["Crew", "CycleOutcome", "CycleStop", "NextCycle", "RunControl", "phase_order", "run_cycle"]
+__all__ = [
+    "Crew",
+    "CycleOutcome",
+    "CycleStop",
+    "NextCycle",
+    "RunControl",
+    "phase_order",
+    "repair_request",
+    "run_cycle",
+]
 
 CycleKind = Literal["initial", "revise", "replan"]
 DEADLINE_REASON = "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)"
@@ -86,6 +105,7 @@ class Crew:
     tool_agent: ChatAgent
     contexts: ContextFactory
     turns_per_cycle: int
+    format_retries: int = 1
 
 
 @dataclass
@@ -132,50 +152,103 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
             if role in _ENTRY:
                 run.machine.enter(*_ENTRY[role])
             opening = crew.contexts.opening(role, CycleOpening(spec.packet, spec.briefs, tuple(finals)))
-            phase = Phase(
-                crew.roles[role], opening, crew.tool_agent, box, crew.turns_per_cycle - record.turns
-            )
-            final = await _run_phase(phase, crew.contexts, record, run, box, outcome)
-            if outcome.stop is None and expired:
-                outcome.stop = CycleStop("TIMEOUT", DEADLINE_REASON)
-            if outcome.stop is None and box.refused is not None:
-                outcome.stop = CycleStop("TIMEOUT", box.refused)
-            if outcome.stop is not None or box.failure is not None:
-                break
-            if not phase.finished.fired:
-                outcome.stop = CycleStop(
-                    "TIMEOUT", f"turn cap: {crew.turns_per_cycle} turns in one cycle (PSE_TURNS_PER_CYCLE)"
+            while True:
+                start = len(record.messages)
+                phase = Phase(
+                    crew.roles[role], opening, crew.tool_agent, box, crew.turns_per_cycle - record.turns
                 )
-                break
-            if not _read_final(role, final, outcome, run):
+                final = await _run_phase(phase, crew.contexts, record, run, box, outcome)
+                if outcome.stop is None and (expired or box.refused is not None):
+                    outcome.stop = CycleStop("TIMEOUT", DEADLINE_REASON if expired else str(box.refused))
+                if outcome.stop is None and box.failure is None and not phase.finished.fired:
+                    turns = f"turn cap: {crew.turns_per_cycle} turns in one cycle (PSE_TURNS_PER_CYCLE)"
+                    outcome.stop = CycleStop("TIMEOUT", turns)
+                if outcome.stop is not None or box.failure is not None:
+                    return _closed(outcome, box)
+                problem = _read_final(role, final, outcome, run)
+                repairs = sum(1 for fix in record.repairs if fix.role == role)
+                if problem is None or repairs >= crew.format_retries:
+                    break
+                # Ask once more, with the parser's own words: the turn, not the run, was malformed.
+                fix = FormatRepair(role=role, error=problem, attempt=repairs + 1)
+                record.repairs.append(fix)
+                run.events.emit(
+                    FormatRepairEvent(run_id=run.events.run_id, at=fix.at, cycle=record.index, repair=fix)
+                )
+                request = repair_request(role, problem)
+                crew.contexts.record(TASK_SOURCE, request)
+                seen = [_as_seen_by(role, m.source, m.content) for m in record.messages[start:]]
+                opening = [*opening, *seen, UserMessage(content=request, source=TASK_SOURCE)]
+            if not _conclude(role, final, problem, outcome):
                 break
             finals.append((role, final))
     finally:
         alarm.cancel()
+    return _closed(outcome, box)
+
+
+def _closed(outcome: CycleOutcome, box: FailureBox) -> CycleOutcome:
     if box.failure is not None:
         outcome.stop = CycleStop("ERROR", f"{type(box.failure).__name__}: {box.failure}")
     return outcome
 
 
-def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> bool:
-    """Parse a role's final message once; False when the cycle ends here (blocked, or no plan)."""
+def _as_seen_by(role: str, source: str, text: str) -> LLMMessage:
+    """A message of `role`'s phase as its model saw it: its own turns as assistant, results as user."""
+    return (
+        AssistantMessage(content=text, source=source)
+        if source == role
+        else UserMessage(content=text, source=source)
+    )
+
+
+_OWED: dict[str, str] = {
+    Role.PLANNER: 'exactly one <plan> with a <goal>, numbered <criterion id="AC1">…</criterion> entries and '
+    '<output path="…"/> entries (or <blocked reason_code="…">why</blocked> if you cannot plan)',
+    Role.EVALUATOR: 'exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> holding <reason_code>, one '
+    '<criterion id="…" met="true|false">finding</criterion> per plan criterion, and <summary>',
+}
+
+
+def repair_request(role: str, problem: str) -> str:
+    """What the engine says to a role whose final message could not be read."""
+    return (
+        f"PSE could not read your last message: {problem}. Your turn must end with {_OWED[role]}. "
+        "Send that message now; nothing else is needed."
+    )
+
+
+def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> str | None:
+    """Parse a role's final message once: None when it holds what the role owes, else the parse error."""
     if role in (Role.PLANNER, Role.SPECIALIST):
         outcome.blocked = find_blocked(text, role)
         if outcome.blocked is not None:
-            return False
+            return None
     if role == Role.PLANNER:
         try:
             outcome.plan = parse_plan(text)
         except ProtocolError as exc:
-            outcome.review_error = f"PLAN_ERROR: {exc}"
-            outcome.stop = CycleStop("ERROR", outcome.review_error)
-            return False
+            return str(exc)
         run.machine.move(State.PLANNED, f"plan fixed with {len(outcome.plan.criteria)} criteria")
     elif role == Role.EVALUATOR:
         try:
             outcome.verdict = parse_verdict(text)
         except ProtocolError as exc:
-            outcome.review_error = f"REVIEW_ERROR: {exc}"
+            return str(exc)
+    return None
+
+
+def _conclude(role: str, final: str, problem: str | None, outcome: CycleOutcome) -> bool:
+    """Record what an unrepaired problem means; False when the cycle ends here (blocked, or no plan)."""
+    if outcome.blocked is not None:
+        return False
+    if problem is None:
+        return True
+    if role == Role.PLANNER:
+        outcome.review_error = f"PLAN_ERROR: {problem}"
+        outcome.stop = CycleStop("ERROR", outcome.review_error)
+        return False
+    outcome.review_error = f"REVIEW_ERROR: {problem}"
     return True
 
 
@@ -189,15 +262,19 @@ async def _run_phase(
 ) -> str:
     """Stream one phase into the cycle's record; return the role's last message (its final one)."""
     final = ""
+    thoughts: dict[str, str] = {}
     try:
         # aclosing: a phase stopped early (break) must close AutoGen's stream now, not at garbage collection.
         async with contextlib.aclosing(
             phase.team.run_stream(task=None, cancellation_token=run.token)
         ) as stream:
             async for item in stream:
+                if isinstance(item, ThoughtEvent):
+                    thoughts[item.source] = item.content  # it comes just before its message
+                    continue
                 if not isinstance(item, BaseChatMessage):
-                    continue  # the TaskResult, and AutoGen's own events
-                text = _record(item, record, run)
+                    continue  # the TaskResult, and AutoGen's other events
+                text = _record(item, record, run, thoughts.pop(item.source, None))
                 contexts.record(item.source, text)
                 if item.source != TOOL_AGENT:
                     final = text
@@ -226,8 +303,8 @@ async def _run_phase(
     return final
 
 
-def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl) -> str:
-    """File, charge and announce one message; return its text."""
+def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl, thought: str | None) -> str:
+    """File and announce one message (with the reasoning that came with it); return its text."""
     usage = item.models_usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
     text = item.to_text()
@@ -236,6 +313,8 @@ def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl) -> str:
         content=text,
         prompt_tokens=prompt,
         completion_tokens=completion,
+        thought=thought,
+        thought_tokens=count_tokens(thought) if thought else 0,
     )
     record.messages.append(message)
     record.turns += 1

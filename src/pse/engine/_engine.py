@@ -65,7 +65,11 @@ class Engine:
         # The history baseline is only another way to open the roles' contexts: one factory per run.
         contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
         self.crew = Crew(
-            {r.name: r for r in setup.roles}, setup.tool_agent, contexts, self.settings.turns_per_cycle
+            {r.name: r for r in setup.roles},
+            setup.tool_agent,
+            contexts,
+            self.settings.turns_per_cycle,
+            self.settings.format_retries,
         )
         self._cancel_reason: str | None = None
         self._control: RunControl | None = None
@@ -75,12 +79,14 @@ class Engine:
     def cancel(self, reason: str = "cancelled by the user") -> None:
         """Stop the run from outside (Ctrl-C, dashboard); the current cycle ends cleanly and is recorded."""
         self._cancel_reason = reason
+        self.setup.tools.halt(f"the run was cancelled: {reason}")
         if self._control is not None:
             self._control.token.cancel()
 
     async def run(self) -> Trace:
         """Run cycles until the run reaches an outcome; return the final trace (also on disk)."""
         deadline = asyncio.get_running_loop().time() + self.settings.run_timeout_s
+        self.setup.tools.stop_at(deadline)  # the loop's clock is time.monotonic()
         if self._resuming:
             self.trace.resumed += 1
         self._save()
@@ -140,6 +146,7 @@ class Engine:
             step_buffer_tokens=count_tokens(spec.step_buffer) if spec.step_buffer else 0,
             plan=self.trace.plan if spec.kind == "revise" else None,
             positions_at_start=self.setup.positions() if self.setup.positions is not None else {},
+            transitions_at_start=len(self.trace.transitions),
         )
         self.trace.cycles.append(cycle)
         self.events.cycle = cycle
@@ -186,6 +193,7 @@ class Engine:
             outcome.review_error,
             outcome.blocked,
         )
+        cycle.stopped = outcome.stop.reason if outcome.stop is not None else None
         if outcome.plan is not None:
             self.trace.plan = outcome.plan
         cycle.gate = evaluate_gates(
@@ -204,6 +212,7 @@ class Engine:
                 verdict=cycle.verdict,
                 gate=cycle.gate,
                 error=cycle.review_error,
+                stopped=cycle.stopped,
             )
         )
         if outcome.stop is not None:

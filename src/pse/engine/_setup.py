@@ -33,6 +33,14 @@ class ToolRuntime(Protocol):
         """Reset the per-cycle call budgets."""
         ...
 
+    def stop_at(self, deadline: float | None) -> None:
+        """No command may run past the run's wall-clock limit (a `time.monotonic()` instant)."""
+        ...
+
+    def halt(self, reason: str) -> None:
+        """The run was stopped from outside: kill running commands, start none."""
+        ...
+
     def role_written_config(self) -> Mapping[str, str]:
         """Check-configuration files in the workspace that a role wrote, with their author."""
         ...

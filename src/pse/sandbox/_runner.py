@@ -45,6 +45,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -143,6 +144,10 @@ class Sandbox:
         self.workspace = Path(os.path.realpath(workspace))
         self.limits = limits
         self.identity = Identity.for_commands(sandbox_uid)
+        self.deadline: float | None = None
+        self.halted: str | None = None
+        self._running: set[int] = set()
+        self._lock = threading.Lock()
         problem = None if probe else (bwrap_problem(sandbox_uid) if mode != "fallback" else "fallback chosen")
         if mode == "bwrap" and problem is not None:
             raise ToolInfrastructureError(
@@ -280,9 +285,34 @@ class Sandbox:
         launch.status_fd = status_r
         return launch
 
+    def stop_at(self, deadline: float | None) -> None:
+        """No command runs past `deadline` (a `time.monotonic()` instant: the run's wall-clock limit)."""
+        self.deadline = deadline
+
+    def halt(self, reason: str) -> None:
+        """Kill every command running now, and start none after (the run was cancelled)."""
+        self.halted = reason
+        with self._lock:
+            running = list(self._running)
+        for pgid in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+
+    def _timeout(self) -> tuple[float, str]:
+        """How long the next command may run, and what a kill at that time means."""
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left < self.limits.timeout_s:
+                return max(left, 0.0), "the run's wall-clock limit (PSE_RUN_TIMEOUT_S) came"
+        return self.limits.timeout_s, f"timed out after {self.limits.timeout_s:g} s"
+
     def _execute(self, launch: _Launch, cap: int) -> CommandResult:
-        limits = self.limits
         env = scrubbed_environment(launch.home)
+        timeout, why = self._timeout()
+        if self.halted is not None or timeout <= 0:
+            reason = self.halted or why
+            _close(launch.status_fd, launch.info_fd, launch.block_fd, *launch.pass_fds)
+            return CommandResult(None, f"[not run: {reason}]", True, False, launch.label, 0, str(launch.cwd))
         started = time.perf_counter()
         with tempfile.TemporaryFile(prefix="pse-out-") as out:
             try:
@@ -305,13 +335,20 @@ class Sandbox:
                 raise
             _close(launch.info_fd, launch.block_fd)
             timed_out = False
+            with self._lock:
+                self._running.add(proc.pid)
             try:
-                code: int | None = proc.wait(timeout=limits.timeout_s)
+                code: int | None = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out, code = True, None
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            finally:
+                with self._lock:
+                    self._running.discard(proc.pid)
+            if self.halted is not None and not timed_out:
+                timed_out, code, why = True, None, self.halted
             # Always kill the group: on timeout, and to end background children a finished command left.
             kill_group(proc.pid)
             if launch.status_fd >= 0:
@@ -321,7 +358,7 @@ class Sandbox:
             ms = int((time.perf_counter() - started) * 1000)
             output, truncated = read_capped(out, cap)
         if timed_out:
-            output += f"\n[killed: timed out after {limits.timeout_s:g} s]"
+            output += f"\n[killed: {why}]"
         return CommandResult(code, output, timed_out, truncated, launch.label, ms, str(launch.cwd))
 
     @staticmethod

@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
 from pse.exceptions import RunCancelled, RunFailure
-from pse.models import CallOptions, WrapperChatCompletionClient, message_texts
+from pse.models import CallOptions, WrapperChatCompletionClient, message_texts, split_reasoning
 from pse.tokens import count_message_tokens
 
 __all__ = ["FailureBox", "FailureTrackingClient"]
@@ -59,7 +59,7 @@ class FailureTrackingClient(WrapperChatCompletionClient):
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         self._box.check_open(messages)
         try:
-            return await super()._create(messages, options)
+            return split_reasoning(await super()._create(messages, options))
         except RunFailure as exc:
             self._box.record(exc)
             raise
@@ -70,7 +70,7 @@ class FailureTrackingClient(WrapperChatCompletionClient):
         self._box.check_open(messages)
         try:
             async for item in super()._create_stream(messages, options):
-                yield item
+                yield split_reasoning(item) if isinstance(item, CreateResult) else item
         except RunFailure as exc:
             self._box.record(exc)
             raise

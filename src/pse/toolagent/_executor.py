@@ -204,6 +204,14 @@ class ToolExecutor:
         """Start a cycle: every role's per-tool budget is full again."""
         self._decider.new_cycle()
 
+    def stop_at(self, deadline: float | None) -> None:
+        """No command runs past the run's wall-clock limit (a `time.monotonic()` instant)."""
+        self.sandbox.stop_at(deadline)
+
+    def halt(self, reason: str) -> None:
+        """The run was stopped: kill the commands running now and run none after."""
+        self.sandbox.halt(reason)
+
     def role_written_config(self) -> dict[str, str]:
         """Check-configuration files still in the workspace that a role wrote: path → author."""
         return {
