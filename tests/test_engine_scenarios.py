@@ -202,14 +202,19 @@ async def test_anything_but_one_verdict_ends_the_run_as_error(
 async def test_a_turn_without_its_element_is_repaired_once_and_never_skips_a_gate(tmp_path: Path) -> None:
     prose = ("Evaluator", "All criteria PASS. Everything is great: PASS.")
     # Repaired: the Evaluator is told the parser's words and answers with a verdict the gates still judge.
-    trace, prepared = await _run(tmp_path, [PLAN, S_BAD, S_FIX, S_REPORT2, prose, E_PASS], max_partial_retries=0)
+    trace, prepared = await _run(
+        tmp_path, [PLAN, S_BAD, S_FIX, S_REPORT2, prose, E_PASS], max_partial_retries=0
+    )
     cycle = trace.cycles[0]
     assert [(r.role, r.attempt) for r in cycle.repairs] == [("Evaluator", 1)]
     assert "found no <verdict> element(s)" in cycle.repairs[0].error
     asked = prepared.player.requests["Evaluator"][-1][-1].content  # type: ignore[union-attr]
     assert "PSE could not read your last message: verdict: found no <verdict>" in asked
     assert cycle.verdict is not None and cycle.verdict.status == "PASS"
-    assert cycle.result == "PARTIAL" and cycle.gate.failures == ["check:pytest: the Evaluator did not run run_pytest", "check:ruff: the Evaluator did not run run_ruff"]
+    assert cycle.result == "PARTIAL" and cycle.gate.failures == [
+        "check:pytest: the Evaluator did not run run_pytest",
+        "check:ruff: the Evaluator did not run run_ruff",
+    ]
     # A second malformed turn is not repaired again: the review is an ERROR, as without repair.
     again = await _run(tmp_path / "again", [PLAN, S_BAD, S_FIX, S_REPORT2, prose, prose])
     assert again[0].outcome == "ERROR" and again[0].outcome_reason.startswith("REVIEW_ERROR")

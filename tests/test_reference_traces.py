@@ -26,7 +26,14 @@ RUNS = {
 }
 
 
-ADDED_SINCE = {"estimated": 0, "thought": None, "thought_tokens": 0, "late": False, "repairs": [], "stopped": None}
+ADDED_SINCE = {
+    "estimated": 0,
+    "thought": None,
+    "thought_tokens": 0,
+    "late": False,
+    "repairs": [],
+    "stopped": None,
+}
 """Trace fields added after the reference was written, with the value they have in these runs."""
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -27,6 +29,8 @@ class Reply:
         finish_reason: OpenAI finish reason / Ollama done_reason.
         hang: never answer (until the stand-in closes or 30 s pass).
         error: the error message of a non-200 reply.
+        delay_s: think this long before answering (a slow model); a client that hung up meanwhile gets
+            no answer, and its usage is not counted as delivered.
     """
 
     status: int = 200
@@ -36,6 +40,7 @@ class Reply:
     finish_reason: str = "stop"
     hang: bool = False
     error: str = "scripted failure"
+    delay_s: float = 0.0
 
 
 @dataclass
@@ -54,6 +59,8 @@ class ChatStandIn:
 
     api: Api
     requests: list[RecordedRequest] = field(default_factory=list)
+    delivered: list[tuple[int, int]] = field(default_factory=list)
+    """The usage of every successful reply written to a client that was still there to read it."""
     _script: deque[Reply] = field(default_factory=deque)
     _closing: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
@@ -90,7 +97,13 @@ class ChatStandIn:
                 if reply.hang:
                     stand_in._closing.wait(_HANG_LIMIT_S)
                     return
+                if reply.delay_s:
+                    stand_in._closing.wait(reply.delay_s)
+                    if _hung_up(self):
+                        return
                 stand_in._answer(self, body, reply)
+                if reply.status == 200 and reply.usage is not None:
+                    stand_in.delivered.append(reply.usage)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -159,6 +172,18 @@ class ChatStandIn:
             )
         handler.wfile.flush()
         handler.close_connection = True
+
+
+def _hung_up(handler: BaseHTTPRequestHandler) -> bool:
+    """Whether the client closed its connection while the reply was being prepared."""
+    sock = handler.connection
+    ready, _, _ = select.select([sock], [], [], 0)
+    if not ready:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def _openai_usage(usage: tuple[int, int]) -> dict[str, int]:

@@ -1,0 +1,136 @@
+"""Budgets that hold mid-call, usage counted for every call, context windows, reasoning kept apart.
+
+Against a loopback stand-in of the OpenAI API that answers with the code-delivery cassette's turns,
+reports usage, and can be slow on purpose — the real HTTP client, SDK and AutoGen code all run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pse.config import load_settings
+from pse.engine import load_trace
+from pse.exceptions import ContextWindowError
+from pse.runner import prepare_run, run_to_end
+from pse.tasks import TaskRegistry
+from standins import ChatStandIn, Reply
+
+_TURNS = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+
+
+def _openai(stand_in: ChatStandIn, tmp_path: Path, **settings: Any) -> Any:
+    return load_settings(
+        provider="openai", model="m-test", base_url=stand_in.url, runs_dir=tmp_path / "runs",
+        model_backoff_s=0.01, **settings,
+    )  # fmt: skip
+
+
+async def test_a_slow_model_stops_at_the_run_limit_and_every_answered_request_is_counted(
+    tmp_path: Path,
+) -> None:
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(
+            *(Reply(content=t["content"], usage=(500 + i, 50 + i), delay_s=0.9) for i, t in enumerate(_TURNS))
+        )
+        started = time.monotonic()
+        summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path, run_timeout_s=3)))
+        elapsed = time.monotonic() - started
+        time.sleep(1.2)  # let the abandoned request finish: a hung-up client gets no answer
+        delivered = list(stand_in.delivered)
+    assert (summary.outcome, summary.outcome_reason) == (
+        "TIMEOUT",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    )
+    assert elapsed < 3 + 2, f"a 3 s run took {elapsed:.1f} s"
+    trace = load_trace(Path(summary.trace))
+    by_role = trace.tokens.by_role.values()
+    reported = sum(t.prompt + t.completion for t in by_role) - sum(t.estimated for t in by_role)
+    assert delivered and reported == sum(p + c for p, c in delivered)  # every answered request, exactly
+    assert sum(t.estimated for t in by_role) > 0  # the request cut off by the deadline: estimated, marked
+    assert sum(t.calls for t in by_role) == len(delivered) + 1
+    # No model call started after the deadline: the stand-in saw only the calls made before it.
+    assert len(stand_in.requests) == len(delivered) + 1
+
+
+async def test_a_token_budget_that_cannot_cover_the_next_prompt_stops_before_the_call(tmp_path: Path) -> None:
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(*(Reply(content=t["content"], usage=(900, 90)) for t in _TURNS))
+        summary = await run_to_end(
+            prepare_run("code-delivery", _openai(stand_in, tmp_path, token_budget=2500))
+        )
+        asked = len(stand_in.requests)
+    assert summary.outcome == "TIMEOUT"
+    assert summary.outcome_reason.startswith("token budget cannot cover the next prompt: 990 used + about")
+    assert asked == 1 and summary.tokens.total == 990 <= 2500
+
+
+async def test_a_command_running_at_the_deadline_is_stopped_with_it(tmp_path: Path) -> None:
+    turns = [dict(t) for t in _TURNS]
+    turns[1]["content"] = '<tool_calls><invoke name="write_file"><parameter name="path">x.txt</parameter>' \
+        '<parameter name="content">x</parameter></invoke></tool_calls>'  # fmt: skip
+    turns[3]["content"] = (
+        '<tool_calls><invoke name="bash"><parameter name="command">sleep 60</parameter></invoke></tool_calls>'
+    )
+    turns[2]["content"] = "<report>x.txt</report>"
+    cassette = tmp_path / "slow-tool.json"
+    cassette.write_text(json.dumps({"turns": turns}))
+    settings = load_settings(
+        cassette=cassette, runs_dir=tmp_path / "runs", run_timeout_s=2, tool_timeout_s=60
+    )
+    started = time.monotonic()
+    summary = await run_to_end(prepare_run("code-delivery", settings))
+    elapsed = time.monotonic() - started
+    assert summary.outcome == "TIMEOUT" and elapsed < 60, "the run waited for sleep 60 to finish"
+    sleep = load_trace(Path(summary.trace)).cycles[0].tool_calls[-1]
+    assert sleep.tool == "bash" and sleep.status == "timeout"
+    assert "the run's wall-clock limit (PSE_RUN_TIMEOUT_S) came" in sleep.output
+
+
+async def test_a_prompt_over_the_context_window_stops_with_the_right_fixes(tmp_path: Path) -> None:
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(*(Reply(content=t["content"]) for t in _TURNS))
+        settings = _openai(stand_in, tmp_path, planner_model_context_tokens=900)
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+        asked = len(stand_in.requests)
+    assert summary.outcome == "ERROR" and asked == 0  # refused before anything was sent
+    reason = summary.outcome_reason
+    assert reason.startswith("ContextWindowError: Planner's prompt does not fit the context window")
+    assert "the window is 900" in reason and "PSE_PLANNER_MODEL_CONTEXT_TOKENS" in reason
+    assert "PSE_STEP_BUFFER_TOKENS" in reason and "server is up" not in reason
+
+
+async def test_a_providers_context_length_refusal_is_the_same_error(tmp_path: Path) -> None:
+    refusal = "This model's maximum context length is 2048 tokens. However, you requested 3509 tokens."
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(Reply(status=400, error=refusal))
+        summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path)))
+        asked = len(stand_in.requests)
+    assert summary.outcome == "ERROR" and asked == 1  # a 400 is never retried
+    assert summary.outcome_reason.startswith("ContextWindowError: Planner's prompt does not fit")
+    assert "maximum context length is 2048" in summary.outcome_reason
+    assert "raise the window" in summary.outcome_reason and "server is up" not in summary.outcome_reason
+    assert issubclass(ContextWindowError, Exception)
+
+
+async def test_reasoning_is_kept_as_thought_and_never_reaches_the_protocol_or_another_role(
+    tmp_path: Path,
+) -> None:
+    thinking = "<think>The plan must name AC4. Secret-ish musing: REASONING-CANARY.</think>\n"
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(
+            Reply(content=thinking + _TURNS[0]["content"]),
+            *(Reply(content=t["content"], reasoning="DeepSeek style REASONING-CANARY-2" if i == 0 else None)
+              for i, t in enumerate(_TURNS[1:])),
+        )  # fmt: skip
+        summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path)))
+        bodies = [json.dumps(r.body) for r in stand_in.requests]
+    assert summary.outcome == "PASSED"
+    messages = load_trace(Path(summary.trace)).cycles[0].messages
+    planner, specialist = messages[0], messages[1]
+    assert "REASONING-CANARY" in (planner.thought or "") and "<think>" not in planner.content
+    assert planner.thought_tokens > 0 and planner.content.startswith("<plan>")
+    assert "REASONING-CANARY-2" in (specialist.thought or "")
+    assert not any("REASONING-CANARY" in b for b in bodies[1:])  # no other role (nor the next turn) saw it
