@@ -29,7 +29,7 @@ from pse.models import CassettePlayer, CassetteRecorder, create_model_client, pr
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
-from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
+from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog, tool_functions
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -132,17 +132,26 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
         on_record=events.tool_call,
     )
-    clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
+    clients = {
+        role: create_model_client(
+            settings,
+            role,
+            player=player,
+            recorder=recorder,
+            tools=tool_functions(role, policy, knowledge.registry),
+        )
+        for role in ROLES
+    }
     extra: dict[str, str] = (
         {Role.EVALUATOR: independent_tests_prompt()} if verification.independent_tests else {}
     )
     roles = [
         RoleSetup(
             name=role,
-            system_message=task.system_prompt(role)
+            system_message=task.system_prompt(role, settings.protocol)
             + (f"\n{extra[role]}\n" if role in extra else "")
             + "\n## Your tools\n"
-            + render_tool_catalog(role, policy, knowledge.registry),
+            + render_tool_catalog(role, policy, knowledge.registry, settings.protocol),
             client=clients[role],
         )
         for role in ROLES
