@@ -14,13 +14,26 @@ from typing import Any
 import pytest
 
 from native_cassettes import native_turn
-from pse.config import load_settings
+from pse.config import Settings, load_settings
 from pse.engine import load_trace
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 from standins import ChatStandIn, Reply
 
 _TURNS = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+
+
+def _live(provider: str, stand_in: ChatStandIn, runs_dir: Path, record: Path, **options: Any) -> Settings:
+    """Settings of a run against the stand-in, recorded into `record`."""
+    return load_settings(
+        provider=provider,
+        model="m-test",
+        base_url=stand_in.url,
+        api_key="sk-live-secret-123456789",
+        runs_dir=runs_dir,
+        record=record,
+        **options,
+    )
 
 
 def _script(stand_in: ChatStandIn) -> None:
@@ -34,14 +47,7 @@ async def test_a_real_provider_run_passes_and_its_recording_replays_offline(
     recording = tmp_path / "recorded.json"
     with ChatStandIn(provider) as stand_in:  # type: ignore[arg-type]
         _script(stand_in)
-        settings = load_settings(
-            provider=provider,
-            model="m-test",
-            base_url=stand_in.url,
-            api_key="sk-live-secret-123456789",
-            runs_dir=tmp_path / "live",
-            record=recording,
-        )
+        settings = _live(provider, stand_in, tmp_path / "live", recording)
         summary = await run_to_end(prepare_run("code-delivery", settings))
         requests = stand_in.requests
 
@@ -120,15 +126,7 @@ async def test_a_native_run_speaks_function_calls_on_the_wire_and_its_recording_
     recording = tmp_path / "recorded.json"
     with ChatStandIn(provider) as stand_in:  # type: ignore[arg-type]
         _native_script(stand_in)
-        settings = load_settings(
-            provider=provider,
-            model="m-test",
-            base_url=stand_in.url,
-            api_key="sk-live-secret-123456789",
-            runs_dir=tmp_path / "live",
-            record=recording,
-            protocol="native",
-        )
+        settings = _live(provider, stand_in, tmp_path / "live", recording, protocol="native")
         summary = await run_to_end(prepare_run("code-delivery", settings))
         bodies = [r.body for r in stand_in.requests]
 

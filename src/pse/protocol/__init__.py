@@ -30,7 +30,6 @@ from pse.protocol._native import (
     function_results,
     read_native,
     render_native,
-    unescape_prose,
 )
 from pse.protocol._results import ResultItem, parse_tool_results, render_tool_results, truncate_text
 from pse.protocol._tags import find_blocked, parse_plan, parse_verdict, render_plan, strip_tool_traffic
@@ -65,5 +64,4 @@ __all__ = [
     "strip_tool_traffic",
     "tool_function",
     "truncate_text",
-    "unescape_prose",
 ]

@@ -19,8 +19,7 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
 * `string="true"` (and any other attribute but `name`) on a parameter is accepted and ignored: every value
   is text; tools convert.
 * `error="why"` on an invoke marks a request whose arguments could not be read where it was made (a native
-  function call with arguments that are no JSON object, `pse.protocol._native`): it fails as
-  `bad_arguments` with that reason, and nothing of it runs.
+  call's arguments that are no JSON object, `_native`): it fails as `bad_arguments`, and nothing of it runs.
 * Inside `<tool_calls>` only `<invoke>` elements and whitespace may appear; inside `<invoke>` only
   `<parameter>` elements and whitespace. A syntax error (an unclosed tag, stray text) fails its whole
   block: nothing in that block runs, because executing half of a garbled request is worse than none.
@@ -382,9 +381,8 @@ def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
     A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`);
     then it is written as CDATA sections with every `]]>` split.
     """
-    return "\n".join(
-        ["<tool_calls>", *(render_invoke(name, arguments) for name, arguments in calls), "</tool_calls>"]
-    )
+    invokes = [render_invoke(name, arguments) for name, arguments in calls]
+    return "\n".join(["<tool_calls>", *invokes, "</tool_calls>"])
 
 
 def render_invoke(name: str, arguments: Mapping[str, str], *, error: str | None = None) -> str:
@@ -392,8 +390,7 @@ def render_invoke(name: str, arguments: Mapping[str, str], *, error: str | None 
 
     `error` must hold no `"`, `<` or `>` (an attribute value); `pse.protocol._native` writes it.
     """
-    head = f'<invoke name="{name}" error="{error}">' if error is not None else f'<invoke name="{name}">'
-    lines = [head]
+    lines = [f'<invoke name="{name}" error="{error}">' if error is not None else f'<invoke name="{name}">']
     for pname, value in arguments.items():
         raw_ok = _CDATA_OPEN not in value and "</parameter" not in value
         body = value if raw_ok else _cdata(value)

@@ -40,15 +40,7 @@ from pse.protocol._functions import OutputFunction
 from pse.protocol._results import ResultItem, parse_tool_results
 from pse.protocol._tags import _elements, parse_plan, parse_verdict
 
-__all__ = [
-    "NativeCall",
-    "NativeTurn",
-    "escape_prose",
-    "function_results",
-    "read_native",
-    "render_native",
-    "unescape_prose",
-]
+__all__ = ["NativeCall", "NativeTurn", "escape_prose", "function_results", "read_native", "render_native"]
 
 _NAME = re.compile(r"[A-Za-z_][\w.-]*")
 _FINAL = re.compile(r"<(plan|report|verdict|blocked)(?=[\s>/])")
@@ -81,11 +73,11 @@ class NativeTurn:
 
 
 def escape_prose(text: str) -> str:
-    """`text` with `&` and `<` escaped, so no parser finds a tag in it (`unescape_prose` reverses it)."""
+    """`text` with `&` and `<` escaped, so no parser finds a tag in it (`_unescape_prose` reverses it)."""
     return text.replace("&", "&amp;").replace("<", "&lt;")
 
 
-def unescape_prose(text: str) -> str:
+def _unescape_prose(text: str) -> str:
     """The inverse of `escape_prose`."""
     return text.replace("&lt;", "<").replace("&amp;", "&")
 
@@ -104,7 +96,7 @@ def _attribute_safe(text: str) -> str:
     return text.replace('"', "'").replace("<", "").replace(">", "")
 
 
-def decode_arguments(raw: str) -> dict[str, Any] | str:
+def _decode_arguments(raw: str) -> dict[str, Any] | str:
     """A call's arguments as an object, or why they are not one (empty text is no arguments)."""
     if not raw.strip():
         return {}
@@ -119,7 +111,7 @@ def decode_arguments(raw: str) -> dict[str, Any] | str:
 
 def _tool_arguments(raw: str) -> dict[str, str] | str:
     """A tool call's arguments as text values, or why they cannot be (see the module docstring)."""
-    value = decode_arguments(raw)
+    value = _decode_arguments(raw)
     if isinstance(value, str):
         return value
     arguments: dict[str, str] = {}
@@ -242,7 +234,7 @@ _RENDER: Mapping[OutputFunction, Callable[[Mapping[str, Any]], str]] = {
 
 
 def _render_output(name: OutputFunction, raw: str) -> str:
-    args = decode_arguments(raw)
+    args = _decode_arguments(raw)
     if isinstance(args, str):
         return escape_prose(f"{name}: {args}; nothing was submitted")
     return _RENDER[name](args)
@@ -318,8 +310,8 @@ def read_native(text: str) -> NativeTurn | None:
     """
     start = text.find("<")
     if start < 0:
-        return NativeTurn(unescape_prose(text).strip())
-    prose = unescape_prose(text[:start]).strip()
+        return NativeTurn(_unescape_prose(text).strip())
+    prose = _unescape_prose(text[:start]).strip()
     pos = start
     tool_calls: list[NativeCall] = []
     if text.startswith("<tool_calls", pos):
