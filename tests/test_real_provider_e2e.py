@@ -167,3 +167,35 @@ async def test_a_native_run_speaks_function_calls_on_the_wire_and_its_recording_
         )
     )
     assert replay.outcome == "PASSED" and replay.tokens == summary.tokens
+
+
+@pytest.mark.parametrize(
+    ("provider", "arguments", "reason"),
+    [  # Ollama's API always sends an object: its malformed calls are malformed inside it
+        ("openai", '{"path": ', "the arguments are not valid JSON (Expecting value at character 9)"),
+        ("ollama", '{"path": ["a.py"]}', "parameter 'path' is an array, not text"),
+    ],
+)
+async def test_a_malformed_native_call_is_answered_with_its_error_and_the_run_goes_on(
+    provider: str, arguments: str, reason: str, tmp_path: Path
+) -> None:
+    plan = native_turn(_TURNS[0]["role"], _TURNS[0]["content"])["tool_calls"][0]
+    block = {"reason_code": "MISSING_PERMISSION", "detail": "I may not run bash to profile"}
+    with ChatStandIn(provider) as stand_in:  # type: ignore[arg-type]
+        stand_in.script(
+            Reply(content="", tool_calls=[("read_file", arguments), ("list_files", "{}")]),
+            Reply(content="", tool_calls=[(plan["name"], json.dumps(plan["arguments"]))]),
+            Reply(content="", tool_calls=[("block", json.dumps(block))]),
+        )
+        settings = _live(provider, stand_in, tmp_path, tmp_path / "recorded.json", protocol="native")
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+        second = stand_in.requests[1].body["messages"]
+    assert summary.outcome == "ESCALATED" and summary.cycles == 1
+    calls = load_trace(Path(summary.trace)).cycles[0].tool_calls
+    assert [(c.tool, c.rule, c.status) for c in calls] == [
+        ("read_file", "protocol.bad_arguments", "error"),
+        ("list_files", "roles.Planner.list_files", "ok"),
+    ]
+    results = [m["content"] for m in second if m["role"] == "tool"]
+    advice = "send one JSON object with a text value per parameter; usage: read_file(path)"
+    assert results[0] == f"[error] read_file: {reason}; {advice}"

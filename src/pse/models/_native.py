@@ -20,6 +20,7 @@ what strict replay of a recorded cassette needs.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, Sequence
 from typing import cast
 
@@ -128,7 +129,9 @@ class NativeProtocolClient(WrapperChatCompletionClient):
                     turns += 1
                     made = [*turn.tool_calls, *turn.outputs]
                     calls = [
-                        FunctionCall(id=f"call_{turns}_{n}", name=call.name, arguments=call.arguments)
+                        FunctionCall(
+                            id=f"call_{turns}_{n}", name=call.name, arguments=_sendable(call.arguments)
+                        )
                         for n, call in enumerate(made, start=1)
                     ]
                     out.append(
@@ -209,6 +212,15 @@ class NativeProtocolClient(WrapperChatCompletionClient):
         answer = self.answer(final)
         yield str(answer.content)
         yield answer
+
+
+def _sendable(arguments: str) -> str:
+    """Arguments every provider takes back: a JSON object; unreadable ones as the audit keeps them."""
+    try:
+        readable = isinstance(json.loads(arguments), dict)
+    except json.JSONDecodeError:
+        readable = False
+    return arguments if readable else json.dumps({"arguments": arguments}, ensure_ascii=False)
 
 
 def _result(call: FunctionCall, text: str, error: bool = False) -> FunctionExecutionResult:

@@ -255,7 +255,7 @@ def _plan_call(element: str) -> NativeCall:
         "criteria": [{"id": c.id, "text": c.text} for c in plan.criteria],
         "outputs": list(plan.outputs),
     }
-    return NativeCall(OutputFunction.SUBMIT_PLAN, _arguments(args))
+    return NativeCall(OutputFunction.SUBMIT_PLAN.value, _arguments(args))
 
 
 def _verdict_call(element: str) -> NativeCall:
@@ -266,13 +266,13 @@ def _verdict_call(element: str) -> NativeCall:
         "criteria": [{"id": c.id, "met": c.met, "finding": c.finding} for c in verdict.criteria],
         "summary": verdict.summary,
     }
-    return NativeCall(OutputFunction.SUBMIT_VERDICT, _arguments(args))
+    return NativeCall(OutputFunction.SUBMIT_VERDICT.value, _arguments(args))
 
 
 def _blocked_call(element: str) -> NativeCall:
     attributes, detail = _elements(element, "blocked", "blocked")[0]
     args = {"reason_code": attributes.get("reason_code", ""), "detail": detail}
-    return NativeCall(OutputFunction.BLOCK, _arguments(args))
+    return NativeCall(OutputFunction.BLOCK.value, _arguments(args))
 
 
 def _report_call(element: str) -> NativeCall:
@@ -291,7 +291,7 @@ def _report_call(element: str) -> NativeCall:
     if "artifacts" in args:
         text = args["artifacts"]
         args["artifacts"] = [] if text == _NO_ARTIFACTS else text.split(", ")
-    return NativeCall(OutputFunction.SUBMIT_REPORT, _arguments(args))
+    return NativeCall(OutputFunction.SUBMIT_REPORT.value, _arguments(args))
 
 
 _READ: Mapping[str, Callable[[str], NativeCall]] = {
