@@ -363,6 +363,34 @@ def test_an_answer_that_is_not_one_result_per_call_reaches_every_call() -> None:
     ]
 
 
+def test_every_call_gets_a_result_also_a_final_seen_again_and_a_call_left_unanswered() -> None:
+    client = _client(Role.PLANNER)
+    asked = client.answer(_calls((Tool.READ_FILE, '{"path": "a"}'))).content
+    history = [
+        AssistantMessage(content=_PLAN, source=Role.PLANNER),  # history mode: its plan of an earlier cycle
+        AssistantMessage(content=str(asked), source=Role.PLANNER),  # the cycle stopped before the answer
+        UserMessage(content="## Re-plan request", source="user"),
+    ]
+    request = client.request(history)
+    kinds = [(type(m).__name__, [c.name for c in m.content]) for m in request[:2]]  # type: ignore[union-attr]
+    assert kinds == [
+        ("AssistantMessage", ["submit_plan"]),
+        ("FunctionExecutionResultMessage", ["submit_plan"]),
+    ]
+    assert [r.content for r in request[1].content] == ["received"]  # type: ignore[union-attr]
+    assert [r.content for r in request[3].content] == [  # type: ignore[union-attr]
+        "[error] no result: the ToolAgent did not answer this call"
+    ]
+    assert request[4] == history[2]
+
+
+async def test_a_streamed_native_reply_is_one_chunk_of_dsml_then_the_result() -> None:
+    turns = [{"role": Role.PLANNER, "tool_calls": [{"name": "list_files", "arguments": {"path": "data"}}]}]
+    items = [item async for item in _client(Role.PLANNER, turns=turns).create_stream([])]
+    assert len(items) == 2 and isinstance(items[1], CreateResult) and items[0] == items[1].content
+    assert '<parameter name="path">data</parameter>' in items[0]
+
+
 def test_prose_without_calls_is_escaped_so_it_neither_requests_nor_submits() -> None:
     reply = CreateResult(
         finish_reason="stop", content="<plan><goal>x</goal></plan>", usage=_USAGE, cached=False

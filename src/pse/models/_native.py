@@ -19,9 +19,9 @@ what strict replay of a recorded cassette needs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, replace
 from typing import cast
 
 from autogen_core import FunctionCall
@@ -113,70 +113,32 @@ class NativeProtocolClient(WrapperChatCompletionClient):
     def request(self, messages: Sequence[LLMMessage]) -> list[LLMMessage]:
         """The messages as the provider gets them: the role's turns as calls, the answers as results."""
         out: list[LLMMessage] = []
-        pending: list[FunctionCall] = []  # the calls of the last turn, waiting for the ToolAgent's answer
-        asked = 0  # how many of `pending` are tool calls (the rest are output functions, never answered)
+        waiting: _Asked | None = None
         turns = 0
         for message in messages:
+            if waiting is not None:
+                answers = self._answers(message, waiting.tools)
+                out.append(waiting.unanswered() if answers is None else waiting.results(answers))
+                waiting = None
+                if answers is not None:
+                    continue
             if isinstance(message, AssistantMessage) and message.source == self.role:
-                out += self._unanswered(pending, asked)
-                pending, asked = [], 0
-                turn = read_native(message.content) if isinstance(message.content, str) else None
-                if turn is None:
-                    out.append(message)
-                elif not turn.tool_calls and not turn.outputs:
-                    out.append(AssistantMessage(content=turn.prose, source=message.source))
-                else:
-                    turns += 1
-                    made = [*turn.tool_calls, *turn.outputs]
-                    calls = [
-                        FunctionCall(
-                            id=f"call_{turns}_{n}", name=call.name, arguments=_sendable(call.arguments)
-                        )
-                        for n, call in enumerate(made, start=1)
-                    ]
-                    out.append(
-                        AssistantMessage(content=calls, source=message.source, thought=turn.prose or None)
-                    )
-                    if turn.tool_calls:
-                        pending, asked = calls, len(turn.tool_calls)
-                    else:  # a final answer seen again (history mode): it was taken
-                        out.append(
-                            FunctionExecutionResultMessage(content=[_result(c, _RECEIVED) for c in calls])
-                        )
-                continue
-            answered = self._answered(message, pending, asked)
-            if answered is not None:
-                out.append(answered)
+                turns += 1
+                converted, waiting = _turn(message, turns)
+                out += converted
             else:
-                out += self._unanswered(pending, asked)
                 out.append(message)
-            pending, asked = [], 0
-        return out + self._unanswered(pending, asked)
+        return out if waiting is None else [*out, waiting.unanswered()]
 
-    def _answered(
-        self, message: LLMMessage, pending: list[FunctionCall], asked: int
-    ) -> FunctionExecutionResultMessage | None:
-        """The ToolAgent's answer to the pending calls as their results; None when `message` is none."""
-        if not pending or not isinstance(message, UserMessage) or message.source != TOOL_AGENT:
-            return None
-        if not isinstance(message.content, str):
-            return None
-        results = function_results(message.content, self.role, asked)
-        if results is None:
-            return None
-        answers = [_result(call, text, error) for call, (text, error) in zip(pending, results, strict=False)]
-        return FunctionExecutionResultMessage(
-            content=answers + [_result(c, _not_taken(c.name)) for c in pending[asked:]]
-        )
-
-    @staticmethod
-    def _unanswered(pending: list[FunctionCall], asked: int) -> list[LLMMessage]:
-        """Results for calls no answer followed (the provider needs one per call)."""
-        if not pending:
-            return []
-        results = [_result(c, _NO_RESULT, True) for c in pending[:asked]]
-        results += [_result(c, _not_taken(c.name)) for c in pending[asked:]]
-        return [FunctionExecutionResultMessage(content=results)]
+    def _answers(self, message: LLMMessage, tools: int) -> list[tuple[str, bool]] | None:
+        """What the ToolAgent answered each tool call, when `message` is its answer to this role."""
+        if (
+            isinstance(message, UserMessage)
+            and message.source == TOOL_AGENT
+            and isinstance(message.content, str)
+        ):
+            return function_results(message.content, self.role, tools)
+        return None
 
     def answer(self, result: CreateResult) -> CreateResult:
         """The provider's reply as the DSML message the agent passes on (prose alone is escaped)."""
@@ -191,7 +153,7 @@ class NativeProtocolClient(WrapperChatCompletionClient):
     ) -> tuple[list[LLMMessage], CallOptions]:
         if options.tools:
             raise ValueError("NativeProtocolClient offers the role's functions itself; pass no tools to it")
-        native = dataclasses.replace(options, tools=self.offer(messages), tool_choice="required")
+        native = replace(options, tools=self.offer(messages), tool_choice="required")
         return self.request(messages), native
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
@@ -212,6 +174,43 @@ class NativeProtocolClient(WrapperChatCompletionClient):
         answer = self.answer(final)
         yield str(answer.content)
         yield answer
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A turn's calls waiting for the ToolAgent's answer; the first `tools` are tool calls."""
+
+    calls: list[FunctionCall]
+    tools: int
+
+    def results(self, answers: Sequence[tuple[str, bool]]) -> FunctionExecutionResultMessage:
+        """One result per call (the provider needs every one): the answers, then the finals not taken."""
+        made = [_result(call, text, error) for call, (text, error) in zip(self.calls, answers, strict=False)]
+        finals = [_result(call, _not_taken(call.name)) for call in self.calls[self.tools :]]
+        return FunctionExecutionResultMessage(content=made + finals)
+
+    def unanswered(self) -> FunctionExecutionResultMessage:
+        """The results when no answer followed (the cycle stopped in between)."""
+        return self.results([(_NO_RESULT, True)] * self.tools)
+
+
+def _turn(message: AssistantMessage, number: int) -> tuple[list[LLMMessage], _Asked | None]:
+    """The role's `number`th turn of the request as the provider gets it, and its calls still to answer."""
+    turn = read_native(message.content) if isinstance(message.content, str) else None
+    if turn is None:
+        return [message], None
+    made = [*turn.tool_calls, *turn.outputs]
+    if not made:
+        return [AssistantMessage(content=turn.prose, source=message.source)], None
+    calls = [
+        FunctionCall(id=f"call_{number}_{n}", name=call.name, arguments=_sendable(call.arguments))
+        for n, call in enumerate(made, start=1)
+    ]
+    sent = AssistantMessage(content=calls, source=message.source, thought=turn.prose or None)
+    if turn.tool_calls:
+        return [sent], _Asked(calls, len(turn.tool_calls))
+    # A final answer seen again (history mode): it was taken.
+    return [sent, FunctionExecutionResultMessage(content=[_result(c, _RECEIVED) for c in calls])], None
 
 
 def _sendable(arguments: str) -> str:
