@@ -148,7 +148,7 @@ def render_native(prose: str, calls: Sequence[NativeCall], outputs: Collection[s
     finals: list[str] = []
     for call in calls:
         name = _function_name(call.name)
-        if name in outputs:
+        if name in outputs and name in _RENDER:
             finals.append(_render_output(OutputFunction(name), call.arguments))
             continue
         arguments = _tool_arguments(call.arguments)
