@@ -31,6 +31,7 @@ class Reply:
         error: the error message of a non-200 reply.
         delay_s: think this long before answering (a slow model); a client that hung up meanwhile gets
             no answer, and its usage is not counted as delivered.
+        tool_calls: native function calls (name, arguments as JSON text); `content` is their text then.
     """
 
     status: int = 200
@@ -41,6 +42,7 @@ class Reply:
     hang: bool = False
     error: str = "scripted failure"
     delay_s: float = 0.0
+    tool_calls: list[tuple[str, str]] | None = None
 
 
 @dataclass
@@ -194,12 +196,24 @@ def _openai_completion(model: str, reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning
+    finish_reason = reply.finish_reason
+    if reply.tool_calls is not None:
+        message["content"] = reply.content or None
+        message["tool_calls"] = [
+            {
+                "id": f"call_standin_{n}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+            for n, (name, arguments) in enumerate(reply.tool_calls)
+        ]
+        finish_reason = "tool_calls"
     payload: dict[str, Any] = {
         "id": "chatcmpl-standin",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
     }
     if reply.usage is not None:
         payload["usage"] = _openai_usage(reply.usage)
@@ -220,6 +234,11 @@ def _ollama_chat(model: str, reply: Reply, *, done: bool, content: str) -> dict[
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reply.reasoning is not None and done:
         message["thinking"] = reply.reasoning
+    if reply.tool_calls is not None and done:
+        message["tool_calls"] = [
+            {"function": {"name": name, "arguments": json.loads(arguments)}}
+            for name, arguments in reply.tool_calls
+        ]
     payload: dict[str, Any] = {
         "model": model,
         "created_at": "2025-01-01T00:00:00Z",

@@ -11,7 +11,15 @@ cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 
 from pse.models._digest import message_texts, normalize, recorded_request, scrub_secrets
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
-from pse.models._format import Cassette, CassetteTurn, MessageDigest, RecordedRequest, TurnUsage
+from pse.models._format import (
+    Cassette,
+    CassetteToolCall,
+    CassetteTurn,
+    MessageDigest,
+    RecordedRequest,
+    TurnUsage,
+)
+from pse.models._native import NativeProtocolClient
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
@@ -27,9 +35,11 @@ __all__ = [
     "Cassette",
     "CassettePlayer",
     "CassetteRecorder",
+    "CassetteToolCall",
     "CassetteTurn",
     "Cost",
     "MessageDigest",
+    "NativeProtocolClient",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "ResilientChatCompletionClient",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, ModelFamily, ModelInfo
@@ -11,15 +12,18 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 from pse.config import ModelSpec, Settings
 from pse.exceptions import CassetteError, ConfigError
 from pse.models._context import ContextWindowClient
+from pse.models._native import NativeProtocolClient
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._usage import UsageSink
+from pse.protocol import FunctionSpec
 
 __all__ = ["GENERIC_MODEL_INFO", "create_model_client"]
 
 # What PSE needs from any model: plain text in, plain text out (roles request tools in XML, not natively).
-# Declaring no optional capability lets any model name work with AutoGen's clients.
+# Declaring no optional capability lets any model name work with AutoGen's clients; the native protocol
+# (PSE_PROTOCOL=native) declares function calling on top (`_model_info`).
 GENERIC_MODEL_INFO: ModelInfo = {
     "vision": False,
     "function_calling": False,
@@ -37,6 +41,7 @@ def create_model_client(
     player: CassettePlayer | None = None,
     recorder: CassetteRecorder | None = None,
     meter: UsageSink | None = None,
+    tools: Sequence[FunctionSpec] = (),
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
@@ -51,6 +56,9 @@ def create_model_client(
         player: the run's shared cassette player (scripted provider). Without one, the scripted
             provider loads `settings.cassette` for this client alone.
         recorder: record every exchange of this role into this recorder's cassette.
+        meter: told the usage of every call as it happens (answered, retried, cancelled), for the budget.
+        tools: the role's tools as functions; with `settings.protocol` native, the client is wrapped in
+            `NativeProtocolClient`, which offers them (and the role's output functions) natively.
 
     Raises:
         ConfigError: unknown role, or the OpenAI provider has neither an API key nor a base URL.
@@ -74,7 +82,14 @@ def create_model_client(
         if spec.api_key is not None:
             recorder.add_secrets([spec.api_key.get_secret_value()])
         client = RecordingChatCompletionClient(client, recorder, role)
+    if settings.protocol == "native":  # above the recorder: a cassette keeps the native calls as such
+        client = NativeProtocolClient(client, role, tools)
     return client
+
+
+def _model_info(settings: Settings) -> ModelInfo:
+    """What PSE declares of a model: nothing optional, but function calling in the native protocol."""
+    return {**GENERIC_MODEL_INFO, "function_calling": settings.protocol == "native"}
 
 
 def _player_for(settings: Settings, player: CassettePlayer | None, role: str) -> CassettePlayer:
@@ -98,7 +113,7 @@ def _openai(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
     options: dict[str, Any] = {
         "model": spec.model,
         "api_key": key or _NO_KEY_NEEDED,
-        "model_info": GENERIC_MODEL_INFO,
+        "model_info": _model_info(settings),
         "max_retries": 0,  # ResilientChatCompletionClient retries, with its own limits and typed errors
         "timeout": settings.model_timeout_s,
     }
@@ -119,7 +134,7 @@ def _ollama(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
         options["temperature"] = settings.model_temperature
     if spec.context_tokens is not None:
         options["num_ctx"] = spec.context_tokens  # Ollama's small default silently cuts the system prompt
-    kwargs: dict[str, Any] = {"model": spec.model, "model_info": GENERIC_MODEL_INFO}
+    kwargs: dict[str, Any] = {"model": spec.model, "model_info": _model_info(settings)}
     if spec.base_url:
         kwargs["host"] = spec.base_url
     if options:

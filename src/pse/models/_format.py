@@ -10,7 +10,9 @@
                 "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"}]}}
  ]}
 ```
-`usage` and `request` are optional; recorded cassettes carry both.
+`usage` and `request` are optional; recorded cassettes carry both. A turn of the native protocol
+(`PSE_PROTOCOL=native`) holds the model's function calls, its `content` the text beside them (if any):
+`{"role": "Specialist", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}}]}`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pse.exceptions import CassetteError
 from pse.roles import ROLES
 
-__all__ = ["Cassette", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
+__all__ = ["Cassette", "CassetteToolCall", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
 
 
 class _Strict(BaseModel):
@@ -58,13 +60,37 @@ class RecordedRequest(_Strict):
     messages: list[MessageDigest] = Field(default_factory=list)
 
 
+class CassetteToolCall(_Strict):
+    """One native function call of a turn: the function's name and its arguments.
+
+    `arguments` is the JSON object the model sent, or its raw text when that was no JSON object (as a
+    model can send it, to replay a malformed call).
+    """
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+    def arguments_json(self) -> str:
+        """The arguments as the JSON text a provider returns."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
 class CassetteTurn(_Strict):
-    """One scripted reply of one role."""
+    """One scripted reply of one role: its text, and in the native protocol its function calls."""
 
     role: str
-    content: str
+    content: str = ""
+    tool_calls: list[CassetteToolCall] | None = Field(None, min_length=1)
     usage: TurnUsage | None = None
     request: RecordedRequest | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> CassetteTurn:
+        if "content" not in self.model_fields_set and self.tool_calls is None:
+            raise ValueError("a turn needs content, tool_calls or both")
+        return self
 
     @field_validator("role")
     @classmethod

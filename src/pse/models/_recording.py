@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from pathlib import Path
 
+from autogen_core import FunctionCall
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
 from pse.models._digest import recorded_request, scrub_secrets
-from pse.models._format import Cassette, CassetteTurn, TurnUsage
+from pse.models._format import Cassette, CassetteToolCall, CassetteTurn, TurnUsage
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
@@ -34,11 +36,17 @@ class CassetteRecorder:
         self.secrets.extend(s for s in secrets if s and s not in self.secrets)
 
     def append(self, role: str, messages: Sequence[LLMMessage], result: CreateResult) -> CassetteTurn:
-        """Record one exchange: the reply (secrets scrubbed), its real usage and the request's digest."""
-        content = result.content if isinstance(result.content, str) else str(result.content)
+        """Record one exchange: the reply (secrets scrubbed), its real usage and the request's digest.
+
+        A reply of native function calls is recorded as such: its calls as `tool_calls`, the text
+        beside them as `content`.
+        """
+        calls = None if isinstance(result.content, str) else [self._call(c) for c in result.content]
+        content = result.content if isinstance(result.content, str) else result.thought or ""
         turn = CassetteTurn(
             role=role,
             content=scrub_secrets(content, self.secrets),
+            tool_calls=calls,
             usage=TurnUsage(
                 prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens
             ),
@@ -46,6 +54,14 @@ class CassetteRecorder:
         )
         self.cassette.turns.append(turn)
         return turn
+
+    def _call(self, call: FunctionCall) -> CassetteToolCall:
+        raw = scrub_secrets(call.arguments, self.secrets)
+        try:
+            arguments = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments = raw
+        return CassetteToolCall(name=call.name, arguments=arguments if isinstance(arguments, dict) else raw)
 
     def save(self) -> Path:
         """Write the cassette (atomically) and return its path."""

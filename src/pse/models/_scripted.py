@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
@@ -35,6 +35,8 @@ from pse.roles import ROLES
 from pse.tokens import count_message_tokens, count_tokens
 
 __all__ = ["SCRIPTED_MODEL_INFO", "CassettePlayer", "ScriptedChatCompletionClient"]
+
+_DSML_TAGS = ("<tool_calls>", "<plan>", "<report>", "<verdict", "<blocked")
 
 SCRIPTED_MODEL_INFO: ModelInfo = {
     "vision": False,
@@ -125,8 +127,33 @@ class CassettePlayer:
         return turn
 
 
+def _function_calls(turn: CassetteTurn, role: str, *, offered: bool) -> list[FunctionCall] | None:
+    """A native turn's calls, or None for a text turn; a turn that does not fit the request's protocol
+    (calls without functions offered, DSML text when they were) is a replay failure, said plainly."""
+    if turn.tool_calls is None:
+        if offered and any(tag in turn.content for tag in _DSML_TAGS):
+            raise ReplayMismatchError(
+                f"a {role} turn of the cassette is DSML text, but this run speaks the native protocol "
+                "(PSE_PROTOCOL=native), where a model answers with function calls: give the turn "
+                '"tool_calls" (docs/models.md), or replay it with PSE_PROTOCOL=dsml'
+            )
+        return None
+    if not offered:
+        raise ReplayMismatchError(
+            f"a {role} turn of the cassette holds native function calls, but this run offered no functions: "
+            "replay it with PSE_PROTOCOL=native"
+        )
+    return [
+        FunctionCall(id=f"call_{n}", name=call.name, arguments=call.arguments_json())
+        for n, call in enumerate(turn.tool_calls, start=1)
+    ]
+
+
 class ScriptedChatCompletionClient(ChatCompletionClient):
     """Answers each request of one role with that role's next cassette turn.
+
+    A turn with `tool_calls` answers as the native function calls a provider returns (ids `call_1`, …),
+    its `content` as their accompanying text; it needs a request that offered functions.
 
     Usage is the turn's `usage` when it has one; otherwise prompt tokens are
     `count_message_tokens` of every message sent and completion tokens are
@@ -159,10 +186,12 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         turn = self.player.next_turn(self.role, messages)
+        calls = _function_calls(turn, self.role, offered=bool(tools))
         if turn.usage is not None:
             usage = RequestUsage(turn.usage.prompt_tokens, turn.usage.completion_tokens)
         else:
-            usage = RequestUsage(count_message_tokens(message_texts(messages)), count_tokens(turn.content))
+            reply = "\n".join([turn.content, *(f"{c.name}({c.arguments})" for c in calls or ())])
+            usage = RequestUsage(count_message_tokens(message_texts(messages)), count_tokens(reply))
         self._actual = RequestUsage(
             self._actual.prompt_tokens + usage.prompt_tokens,
             self._actual.completion_tokens + usage.completion_tokens,
@@ -173,6 +202,11 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         )
         if self.meter is not None:
             self.meter(CallUsage(self.role, usage.prompt_tokens, usage.completion_tokens, text=turn.content))
+        if calls is not None:
+            thought = turn.content or None
+            return CreateResult(
+                finish_reason="function_calls", content=calls, usage=usage, cached=False, thought=thought
+            )
         return CreateResult(finish_reason="stop", content=turn.content, usage=usage, cached=False)
 
     async def create_stream(
@@ -185,9 +219,9 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncGenerator[str | CreateResult, None]:
-        result = await self.create(messages)
-        assert isinstance(result.content, str)
-        yield result.content
+        result = await self.create(messages, tools=tools)
+        if isinstance(result.content, str):
+            yield result.content
         yield result
 
     async def close(self) -> None:

@@ -18,6 +18,8 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
   value holding `</parameter>` is written, and `]]>` inside a value is split as `]]]]><![CDATA[>`.
 * `string="true"` (and any other attribute but `name`) on a parameter is accepted and ignored: every value
   is text; tools convert.
+* `error="why"` on an invoke marks a request whose arguments could not be read where it was made (a native
+  call's arguments that are no JSON object, `_native`): it fails as `bad_arguments`, and nothing of it runs.
 * Inside `<tool_calls>` only `<invoke>` elements and whitespace may appear; inside `<invoke>` only
   `<parameter>` elements and whitespace. A syntax error (an unclosed tag, stray text) fails its whole
   block: nothing in that block runs, because executing half of a garbled request is worse than none.
@@ -46,6 +48,7 @@ __all__ = [
     "ToolSignature",
     "has_tool_calls",
     "parse_tool_calls",
+    "render_invoke",
     "render_tool_calls",
 ]
 
@@ -179,23 +182,26 @@ def _read_value(text: str, pos: int, pname: str) -> tuple[str, int]:
 class _RawInvoke:
     name: str
     params: list[tuple[str, str]]
+    error: str | None = None
 
 
 def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
     """Parse one `<invoke ...>...</invoke>` starting at `pos` (at `<invoke`)."""
     end = _tag_end(text, pos, "invoke")
     tag = text[pos:end]
-    name = _attributes(tag).get("name")
+    attributes = _attributes(tag)
+    name = attributes.get("name")
     if not name:
         raise _SyntaxProblem(f'{tag!r} has no name attribute; write <invoke name="TOOL">')
+    error = attributes.get("error")
     if tag.rstrip(">").rstrip().endswith("/"):
-        return _RawInvoke(name, []), end
+        return _RawInvoke(name, [], error), end
     params: list[tuple[str, str]] = []
     cur = end
     while True:
         cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
         if _INVOKE_CLOSE.match(text, cur):
-            return _RawInvoke(name, params), _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
+            return _RawInvoke(name, params, error), _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
         if _PARAM_OPEN.match(text, cur):
             ptag_end = _tag_end(text, cur, "parameter")
             ptag = text[cur:ptag_end]
@@ -258,6 +264,10 @@ def _check_invoke(
         known = ", ".join(sorted(tools)) or "(none)"
         return DsmlError(
             index, "unknown_tool", f"unknown tool {raw.name!r}; the tools are: {known}", raw.name, given
+        )
+    if raw.error is not None:
+        return DsmlError(
+            index, "bad_arguments", f"{raw.name}: {raw.error}; usage: {sig.usage()}", raw.name, given
         )
     seen: set[str] = set()
     for pname, value in raw.params:
@@ -371,13 +381,19 @@ def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
     A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`);
     then it is written as CDATA sections with every `]]>` split.
     """
-    lines = ["<tool_calls>"]
-    for name, arguments in calls:
-        lines.append(f'<invoke name="{name}">')
-        for pname, value in arguments.items():
-            raw_ok = _CDATA_OPEN not in value and "</parameter" not in value
-            body = value if raw_ok else _cdata(value)
-            lines.append(f'<parameter name="{pname}">{body}</parameter>')
-        lines.append("</invoke>")
-    lines.append("</tool_calls>")
+    invokes = [render_invoke(name, arguments) for name, arguments in calls]
+    return "\n".join(["<tool_calls>", *invokes, "</tool_calls>"])
+
+
+def render_invoke(name: str, arguments: Mapping[str, str], *, error: str | None = None) -> str:
+    """One `<invoke>` of a `<tool_calls>` block; with `error`, one that fails as `bad_arguments`, saying why.
+
+    `error` must hold no `"`, `<` or `>` (an attribute value); `pse.protocol._native` writes it.
+    """
+    lines = [f'<invoke name="{name}" error="{error}">' if error is not None else f'<invoke name="{name}">']
+    for pname, value in arguments.items():
+        raw_ok = _CDATA_OPEN not in value and "</parameter" not in value
+        body = value if raw_ok else _cdata(value)
+        lines.append(f'<parameter name="{pname}">{body}</parameter>')
+    lines.append("</invoke>")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ from pse.models import CassettePlayer, CassetteRecorder, UsageMeter, create_mode
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
-from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
+from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog, tool_functions
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -134,7 +134,14 @@ def _wire(
         on_record=events.tool_call,
     )
     clients = {
-        role: create_model_client(settings, role, player=player, recorder=recorder, meter=meter)
+        role: create_model_client(
+            settings,
+            role,
+            player=player,
+            recorder=recorder,
+            meter=meter,
+            tools=tool_functions(role, policy, knowledge.registry),
+        )
         for role in ROLES
     }
     extra: dict[str, str] = (
@@ -143,10 +150,10 @@ def _wire(
     roles = [
         RoleSetup(
             name=role,
-            system_message=task.system_prompt(role)
+            system_message=task.system_prompt(role, settings.protocol)
             + (f"\n{extra[role]}\n" if role in extra else "")
             + "\n## Your tools\n"
-            + render_tool_catalog(role, policy, knowledge.registry),
+            + render_tool_catalog(role, policy, knowledge.registry, settings.protocol),
             client=clients[role],
         )
         for role in ROLES

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
@@ -87,9 +88,11 @@ def independent_tests_prompt() -> str:
     return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
 
 
-def protocol_prompt() -> str:
-    """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`)."""
-    return (prompts_dir() / "protocol.md").read_text(encoding="utf-8").strip()
+def protocol_prompt(protocol: ProtocolMode = "dsml") -> str:
+    """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`), or
+    for the native protocol its function calls and output functions (`prompts/native.md`)."""
+    name = "native.md" if protocol == "native" else "protocol.md"
+    return (prompts_dir() / name).read_text(encoding="utf-8").strip()
 
 
 class Task:
@@ -137,9 +140,9 @@ class Task:
         """The task's own prompt for a role (`planner.md`, `specialist.md` or `evaluator.md`)."""
         return (self.dir / role_file(role)).read_text(encoding="utf-8").strip()
 
-    def system_prompt(self, role: str) -> str:
+    def system_prompt(self, role: str, protocol: ProtocolMode = "dsml") -> str:
         """Protocol + base role prompt + the task's role prompt (the engine appends the role's tools)."""
-        return "\n\n".join((protocol_prompt(), base_prompt(role), self.role_prompt(role))) + "\n"
+        return "\n\n".join((protocol_prompt(protocol), base_prompt(role), self.role_prompt(role))) + "\n"
 
     # --- inputs and the opening message ----------------------------------------------------
     def resolve_inputs(self, inputs: dict[str, str] | None = None) -> dict[str, str]:

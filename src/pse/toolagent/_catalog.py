@@ -1,21 +1,30 @@
-"""The short "your tools" text each role's system prompt carries."""
+"""What each role is told about its tools: the "your tools" text of its system prompt, and its functions.
+
+Both come from one list, the role's grants that are registered in the run, so a role is offered exactly
+the tools the ToolAgent would run for it (a granted tool that is not registered, e.g. `search_knowledge`
+without a knowledge base, would fail: it is not offered).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from pse.config import ProtocolMode
+from pse.protocol import FunctionSpec, tool_function
 from pse.toolagent._policy import Policy
-from pse.tools import ToolRegistry, builtin_tools
+from pse.tools import ToolRegistry, ToolSpec, builtin_tools
 
-__all__ = ["render_tool_catalog"]
+__all__ = ["render_tool_catalog", "tool_functions"]
+
+_HEADS: dict[ProtocolMode, str] = {
+    "dsml": "write a <tool_calls> block; the ToolAgent answers with <tool_results>",
+    "native": "call them as functions; the ToolAgent answers each call with its result",
+}
 
 
-def render_tool_catalog(role: str, policy: Policy, registry: ToolRegistry | None = None) -> str:
-    """List the tools `role` may call (registered ones only), with parameters, mode and budget.
-
-    Example line: `- write_file(path, content) — Create or replace a file ... [read-write, 30/cycle]`.
-    Pass the run's registry when it holds more than the built-ins (e.g. search_knowledge).
-    """
+def _granted(role: str, policy: Policy, registry: ToolRegistry | None) -> Iterator[tuple[ToolSpec, str]]:
+    """Each registered tool `role` is granted, with its grant and the note the role reads about it."""
     registry = registry if registry is not None else builtin_tools()
-    lines: list[str] = []
     for tool, mode in policy.tools_for(role):
         spec = registry.get(tool)
         grant = policy.grant(role, tool)
@@ -26,11 +35,31 @@ def render_tool_catalog(role: str, policy: Policy, registry: ToolRegistry | None
             if grant.areas == ("evaluation",)
             else ""
         )
-        lines.append(f"- {spec.signature.usage()} — {spec.description}{where} [{mode}, {grant.budget}/cycle]")
+        yield spec, f"{where} [{mode}, {grant.budget}/cycle]"
+
+
+def render_tool_catalog(
+    role: str, policy: Policy, registry: ToolRegistry | None = None, protocol: ProtocolMode = "dsml"
+) -> str:
+    """List the tools `role` may call (registered ones only), with parameters, mode and budget.
+
+    Example line: `- write_file(path, content) — Create or replace a file ... [read-write, 30/cycle]`.
+    Pass the run's registry when it holds more than the built-ins (e.g. search_knowledge); `protocol`
+    says how the role calls them.
+    """
+    lines = [
+        f"- {spec.signature.usage()} — {spec.description}{note}"
+        for spec, note in _granted(role, policy, registry)
+    ]
     if not lines:
         return f"{role} has no tools in this task."
-    head = (
-        f"Tools {role} may request (write a <tool_calls> block; the ToolAgent answers with <tool_results>; "
-        "paths are relative to the workspace):"
-    )
+    head = f"Tools {role} may request ({_HEADS[protocol]}; paths are relative to the workspace):"
     return "\n".join([head, *lines])
+
+
+def tool_functions(role: str, policy: Policy, registry: ToolRegistry | None = None) -> list[FunctionSpec]:
+    """The tools `role` may call, as the functions of the native protocol (same tools, same notes)."""
+    return [
+        tool_function(spec.signature, spec.description + note)
+        for spec, note in _granted(role, policy, registry)
+    ]
