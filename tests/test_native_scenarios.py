@@ -17,7 +17,8 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 
 from native_cassettes import write_cassette
 from pse.config import load_settings
-from pse.runner import PreparedRun, prepare_run, run_to_end
+from pse.engine import load_trace
+from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_traces.json").read_text())
@@ -139,3 +140,25 @@ async def test_a_scenario_ends_alike_under_both_protocols(
     native = _trace(await _run(tmp_path, "code-delivery", turns, "native", **options))
     assert _shape(native) == _shape(dsml)
     assert native["settings"]["protocol"] == "native" and dsml["settings"]["protocol"] == "dsml"
+
+
+async def test_a_cancelled_native_run_resumes_native_whatever_the_settings_say_now(tmp_path: Path) -> None:
+    turns = _turns("code-delivery")
+    cassette = write_cassette(tmp_path / "cassette.json", turns, native=True)
+    runs = tmp_path / "runs"
+    settings = load_settings(cassette=cassette, runs_dir=runs, sandbox="fallback", protocol="native")
+    holder: list[PreparedRun] = []
+
+    def cancel_at_cycle_two(event: Any) -> None:
+        if event.kind == "cycle_start" and event.cycle == 2:
+            holder[0].engine.cancel("stop for the test")
+
+    holder.append(prepare_run("code-delivery", settings, on_event=cancel_at_cycle_two))
+    summary = await run_to_end(holder[0])
+    assert summary.outcome == "ERROR" and summary.outcome_reason == "CANCELLED: stop for the test"
+    # Resumed with settings that no longer name the protocol: the run's own (native) is kept, so the
+    # native cassette turns still fit and the run finishes as the uninterrupted one does.
+    resumed = prepare_resume(holder[0].run_id, load_settings(runs_dir=runs, sandbox="fallback"))
+    trace = load_trace(Path((await run_to_end(resumed)).trace))
+    assert trace.outcome == "PASSED" and trace.resumed == 1
+    assert trace.settings["protocol"] == "native"

@@ -284,6 +284,11 @@ def prepare_resume(
     task = registry_for(settings).get(trace.task)
     if trace.settings.get("cassette") and settings.cassette is None:
         settings = settings.model_copy(update={"cassette": Path(str(trace.settings["cassette"]))})
+    if trace.settings.get("protocol") in (
+        "dsml",
+        "native",
+    ):  # the run's turns are in the protocol it began with
+        settings = settings.model_copy(update={"protocol": trace.settings["protocol"]})
     return _wire(
         task=task,
         settings=settings,
