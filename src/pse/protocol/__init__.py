@@ -1,6 +1,7 @@
 """The protocol: pure parsing and rendering of what roles and the ToolAgent write to each other.
 
-No I/O here; the only PSE modules it uses are the leaf data modules `pse.events` and `pse.exceptions`.
+No I/O here; the only PSE modules it uses are the leaf data modules `pse.events`, `pse.exceptions` and
+`pse.roles`. `turn_grammar` and `turn_schema` say what a role may send now, for constrained decoding.
 """
 
 from pse.protocol._dsml import (
@@ -13,25 +14,50 @@ from pse.protocol._dsml import (
     parse_tool_calls,
     render_tool_calls,
 )
+from pse.protocol._grammar import (
+    BLOCKED_REASONS,
+    MAX_PLAN_ITEMS,
+    PROSE_CHARS,
+    TurnShape,
+    plan_criteria,
+    turn_grammar,
+)
 from pse.protocol._results import ResultItem, parse_tool_results, render_tool_results, truncate_text
-from pse.protocol._tags import find_blocked, parse_plan, parse_verdict, render_plan, strip_tool_traffic
+from pse.protocol._schema import protocol_from_json, turn_schema
+from pse.protocol._tags import (
+    VERDICT_STATUSES,
+    find_blocked,
+    parse_plan,
+    parse_verdict,
+    render_plan,
+    strip_tool_traffic,
+)
 
 __all__ = [
+    "BLOCKED_REASONS",
+    "MAX_PLAN_ITEMS",
+    "PROSE_CHARS",
+    "VERDICT_STATUSES",
     "DsmlError",
     "ParamSpec",
     "ParsedMessage",
     "ResultItem",
     "ToolCall",
     "ToolSignature",
+    "TurnShape",
     "find_blocked",
     "has_tool_calls",
     "parse_plan",
     "parse_tool_calls",
     "parse_tool_results",
     "parse_verdict",
+    "plan_criteria",
+    "protocol_from_json",
     "render_plan",
     "render_tool_calls",
     "render_tool_results",
     "strip_tool_traffic",
     "truncate_text",
+    "turn_grammar",
+    "turn_schema",
 ]

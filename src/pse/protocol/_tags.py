@@ -20,10 +20,18 @@ from pse.events import BlockedRecord, CriterionResult, PlanItem, PlanRecord, Ver
 from pse.exceptions import ProtocolError
 from pse.protocol._scan import AttributeScanner, BlockKind, strip_blocks
 
-__all__ = ["find_blocked", "parse_plan", "parse_verdict", "render_plan", "strip_tool_traffic"]
+__all__ = [
+    "VERDICT_STATUSES",
+    "find_blocked",
+    "parse_plan",
+    "parse_verdict",
+    "render_plan",
+    "strip_tool_traffic",
+]
 
 _ATTRS = AttributeScanner(r"\w-")
-_VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
+VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
+"""The statuses a `<verdict>` may have."""
 _CDATA: BlockKind = (re.compile(re.escape("<![CDATA[")), re.compile(re.escape("]]>")))
 _TOOL_TRAFFIC: tuple[BlockKind, ...] = (
     (re.compile(r"<tool_calls\b"), re.compile("</tool_calls>")),
@@ -157,9 +165,9 @@ def parse_verdict(text: str) -> VerdictRecord:
     where = "verdict"
     attrs, body = _exactly_one(strip_tool_traffic(text), "verdict", where)
     status = attrs.get("status", "").strip().upper()
-    if status not in _VERDICT_STATUSES:
+    if status not in VERDICT_STATUSES:
         raise ProtocolError(
-            f"verdict: status={attrs.get('status')!r} is not one of {', '.join(_VERDICT_STATUSES)}"
+            f"verdict: status={attrs.get('status')!r} is not one of {', '.join(VERDICT_STATUSES)}"
         )
     _, reason_code = _exactly_one(body, "reason_code", where)
     if not reason_code.strip():
@@ -181,7 +189,7 @@ def parse_verdict(text: str) -> VerdictRecord:
     if len(summaries) > 1:
         raise ProtocolError("verdict: more than one <summary>")
     return VerdictRecord(
-        status=status,  # checked against _VERDICT_STATUSES above
+        status=status,  # checked against VERDICT_STATUSES above
         reason_code=reason_code.strip(),
         criteria=criteria,
         summary=summaries[0][1].strip() if summaries else "",
