@@ -9,9 +9,23 @@ cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
 """
 
+from pse.models._constrained import (
+    ConstrainedChatCompletionClient,
+    ConstraintLog,
+    SupportSource,
+    with_constraint,
+)
 from pse.models._digest import normalize, recorded_request, scrub_secrets
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
 from pse.models._format import Cassette, CassetteTurn, MessageDigest, RecordedRequest, TurnUsage
+from pse.models._probe import (
+    PROBE_PROMPT,
+    SERVER_PROBES,
+    ConstraintProbes,
+    ConstraintSupport,
+    Dialect,
+    probe_server,
+)
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
@@ -20,25 +34,35 @@ from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
     "GENERIC_MODEL_INFO",
+    "PROBE_PROMPT",
     "SCRIPTED_MODEL_INFO",
+    "SERVER_PROBES",
     "CallOptions",
     "Cassette",
     "CassettePlayer",
     "CassetteRecorder",
     "CassetteTurn",
+    "ConstrainedChatCompletionClient",
+    "ConstraintLog",
+    "ConstraintProbes",
+    "ConstraintSupport",
     "Cost",
+    "Dialect",
     "MessageDigest",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "ResilientChatCompletionClient",
     "RetryPolicy",
     "ScriptedChatCompletionClient",
+    "SupportSource",
     "TurnUsage",
     "WrapperChatCompletionClient",
     "create_model_client",
     "normalize",
     "price_of",
+    "probe_server",
     "public_url",
     "recorded_request",
     "scrub_secrets",
+    "with_constraint",
 ]

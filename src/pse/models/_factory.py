@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, ModelFamily, ModelInfo
@@ -10,9 +11,12 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import CassetteError, ConfigError
+from pse.models._constrained import ConstraintLog, with_constraint
+from pse.models._probe import SERVER_PROBES, ConstraintProbes
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
+from pse.protocol import ToolSignature
 
 __all__ = ["GENERIC_MODEL_INFO", "create_model_client"]
 
@@ -34,13 +38,18 @@ def create_model_client(
     *,
     player: CassettePlayer | None = None,
     recorder: CassetteRecorder | None = None,
+    tools: Sequence[ToolSignature] | None = None,
+    constraint_log: ConstraintLog | None = None,
+    probes: ConstraintProbes = SERVER_PROBES,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
     Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries,
-    typed errors); with a `recorder`, the client is further wrapped in
-    `RecordingChatCompletionClient`. Nothing is printed: the caller announces a defaulted
-    scripted provider (see `ModelSpec.provider_was_defaulted`).
+    typed errors), then, given the role's `tools` and unless `spec.constrain` is off, in
+    `ConstrainedChatCompletionClient` (the grammar or JSON schema of each turn); with a
+    `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which so
+    records protocol text even from a JSON-constrained model. Nothing is printed: the caller
+    announces a defaulted scripted provider (see `ModelSpec.provider_was_defaulted`).
 
     Args:
         settings: PSE settings.
@@ -48,9 +57,14 @@ def create_model_client(
         player: the run's shared cassette player (scripted provider). Without one, the scripted
             provider loads `settings.cassette` for this client alone.
         recorder: record every exchange of this role into this recorder's cassette.
+        tools: the tools the role's policy grants, with their parameters: what its grammar allows.
+            None: not known, so no constraint is added (auto or not).
+        constraint_log: notes what each call carried (the runner keeps it in the trace).
+        probes: where a server's support is found out and remembered (the process's by default).
 
     Raises:
-        ConfigError: unknown role, or the OpenAI provider has neither an API key nor a base URL.
+        ConfigError: unknown role, the OpenAI provider has neither an API key nor a base URL, or a
+            constraint the provider can never take (a grammar for Ollama, any with PSE_PROTOCOL=native).
         CassetteError: scripted provider with neither a player nor `settings.cassette`.
     """
     spec = settings.model_spec(role)
@@ -61,6 +75,8 @@ def create_model_client(
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy)
+        if tools is not None and spec.constrain != "off":
+            client = with_constraint(client, settings, spec, tools, log=constraint_log, probes=probes)
     if recorder is not None:
         if spec.api_key is not None:
             recorder.add_secrets([spec.api_key.get_secret_value()])

@@ -25,11 +25,13 @@ from pse.engine import (
 from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
-from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+from pse.models import CassettePlayer, CassetteRecorder, ConstraintLog, create_model_client, price_of
+from pse.protocol import ToolSignature
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
 from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog
+from pse.tools import ToolRegistry
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -132,7 +134,20 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
         on_record=events.tool_call,
     )
-    clients = {role: create_model_client(settings, role, player=player, recorder=recorder) for role in ROLES}
+    # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
+    # in the trace's settings (`constrain_used`, filled in as calls are made).
+    constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
+    clients = {
+        role: create_model_client(
+            settings,
+            role,
+            player=player,
+            recorder=recorder,
+            tools=_granted(role, policy, knowledge.registry),
+            constraint_log=constraints,
+        )
+        for role in ROLES
+    }
     extra: dict[str, str] = (
         {Role.EVALUATOR: independent_tests_prompt()} if verification.independent_tests else {}
     )
@@ -180,8 +195,10 @@ def _wire(
             warning=executor.sandbox.warning,
         ),
     )
+    engine = Engine(setup, trace)
+    engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it
     return PreparedRun(
-        engine=Engine(setup, trace),
+        engine=engine,
         task=task,
         run_dir=run_dir,
         workspace=workspace,
@@ -190,6 +207,12 @@ def _wire(
         player=player,
         defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
     )
+
+
+def _granted(role: str, policy: Policy, registry: ToolRegistry) -> list[ToolSignature]:
+    """The signatures of the tools `role` may call in this run (granted and registered)."""
+    specs = (registry.get(tool) for tool, _ in policy.tools_for(role))
+    return [spec.signature for spec in specs if spec is not None]
 
 
 def prepare_run(
