@@ -6,20 +6,14 @@ Acceptance is decided by `gbnf_recognizer`, a small GBNF recognizer that works l
 
 from __future__ import annotations
 
-import json
 import random
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from gbnf_recognizer import Grammar, GrammarSyntaxError
-from pse.config import load_settings
-from pse.knowledge import RunKnowledge
 from pse.protocol import (
     PROSE_CHARS,
     ToolCall,
-    ToolSignature,
     TurnShape,
     find_blocked,
     has_tool_calls,
@@ -32,55 +26,10 @@ from pse.protocol import (
     turn_grammar,
 )
 from pse.roles import Role
-from pse.tasks import TaskRegistry
-from pse.tasks._scaffold import scaffold_task
-from pse.toolagent import Policy
 from pse.tools import Tool, builtin_tools
+from reference_turns import reference_turns, role_tools
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO.parent / "shared" / "contract" / "sample-cassette.json"
 _BLOCKS = ("<tool_calls>", "<plan>", "<verdict", "<report>", "<blocked")
-
-
-def _tools_of(
-    role: str, task_name: str | None = None, tasks_dir: Path | None = None
-) -> tuple[ToolSignature, ...]:
-    """The role's granted tools as a run of that task grants them (the runner's `_granted`)."""
-    settings = load_settings()
-    task = TaskRegistry.discover(tasks_dir).get(task_name) if task_name else None
-    knowledge = RunKnowledge(task.knowledge_dir if task else None, settings)
-    policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy if task else None)
-    specs = (knowledge.registry.get(tool) for tool, _ in policy.tools_for(role))
-    return tuple(spec.signature for spec in specs if spec is not None)
-
-
-_Turn = tuple[str, str, str, tuple[str, ...] | None, tuple[ToolSignature, ...]]
-
-
-def _turns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Turn]:
-    """(where, role, content, the plan's criteria so far, the role's tools) for every reference turn."""
-    scaffold = tmp_path_factory.mktemp("tasks")
-    scaffold_task("weekly-report", scaffold)
-    sources = [
-        *(
-            (f"tasks/{name}", REPO / "tasks" / name / "cassette.json", name, None)
-            for name in ("code-delivery", "incident-review")
-        ),
-        ("shared/contract", SAMPLE, None, None),
-        ("scaffold", scaffold / "weekly-report" / "cassette.json", "weekly-report", scaffold),
-    ]
-    for where, path, task, tasks_dir in sources:
-        criteria = None
-        for i, turn in enumerate(json.loads(path.read_text(encoding="utf-8"))["turns"]):
-            if turn["role"] == Role.PLANNER:
-                criteria = plan_criteria([turn["content"]]) or criteria
-            yield (
-                f"{where}#{i}",
-                turn["role"],
-                turn["content"],
-                criteria,
-                _tools_of(turn["role"], task, tasks_dir),
-            )
 
 
 def test_every_protocol_message_of_the_reference_cassettes_is_accepted(
@@ -88,7 +37,7 @@ def test_every_protocol_message_of_the_reference_cassettes_is_accepted(
 ) -> None:
     rejected = []
     checked = 0
-    for where, role, content, criteria, tools in _turns(tmp_path_factory):
+    for where, role, content, criteria, tools in reference_turns(tmp_path_factory):
         grammar = Grammar(turn_grammar(TurnShape(role, tools, criteria if role == Role.EVALUATOR else None)))
         owes_nothing = not any(block in content for block in _BLOCKS)
         if grammar.accepts(content) == owes_nothing:
@@ -102,7 +51,7 @@ def test_every_protocol_message_of_the_reference_cassettes_is_accepted(
 
 def test_prose_without_a_block_is_rejected_where_a_block_is_owed() -> None:
     for role in Role:
-        grammar = Grammar(turn_grammar(TurnShape(role, _tools_of(role))))
+        grammar = Grammar(turn_grammar(TurnShape(role, role_tools(role))))
         assert not grammar.accepts("Done. Wrote quicksort.py and test_quicksort.py.")
         assert not grammar.accepts("")
 
@@ -117,7 +66,7 @@ def _verdict(*criteria: str, status: str = "PASS", code: str = "ALL_MET") -> str
 
 @pytest.fixture
 def evaluator() -> Grammar:
-    return Grammar(turn_grammar(TurnShape(Role.EVALUATOR, _tools_of(Role.EVALUATOR), ("AC1", "AC2", "AC3"))))
+    return Grammar(turn_grammar(TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR), ("AC1", "AC2", "AC3"))))
 
 
 def test_a_verdict_must_judge_exactly_the_plans_criteria_each_once(evaluator: Grammar) -> None:
@@ -157,7 +106,7 @@ def test_a_tool_call_names_only_granted_tools_with_exactly_their_parameters(eval
 
 
 def test_parameters_may_come_in_any_order() -> None:
-    specialist = Grammar(turn_grammar(TurnShape(Role.SPECIALIST, _tools_of(Role.SPECIALIST))))
+    specialist = Grammar(turn_grammar(TurnShape(Role.SPECIALIST, role_tools(Role.SPECIALIST))))
     swapped = (
         '<tool_calls>\n<invoke name="write_file">\n<parameter name="content">x</parameter>\n'
         '<parameter name="path">a.py</parameter>\n</invoke>\n</tool_calls>'
@@ -166,8 +115,8 @@ def test_parameters_may_come_in_any_order() -> None:
 
 
 def test_raw_bodies_hold_code_and_cdata_holds_what_raw_text_cannot() -> None:
-    specialist = Grammar(turn_grammar(TurnShape(Role.SPECIALIST, _tools_of(Role.SPECIALIST))))
-    tools = {t.name: t for t in _tools_of(Role.SPECIALIST)}
+    specialist = Grammar(turn_grammar(TurnShape(Role.SPECIALIST, role_tools(Role.SPECIALIST))))
+    tools = {t.name: t for t in role_tools(Role.SPECIALIST)}
     values = [
         "if a < b and c > d: s = \"&lt;\" + '<p>'\n",  # raw: <, &, quotes, tags
         "<parameter name='x'> </param </parameterless <!-- <![CDATA <",  # near misses stay raw
@@ -200,7 +149,7 @@ def test_prose_before_a_block_is_bounded_and_nothing_follows_it() -> None:
 
 
 def test_plans_number_their_steps_and_criteria_and_keep_outputs_inside() -> None:
-    planner = Grammar(turn_grammar(TurnShape(Role.PLANNER, _tools_of(Role.PLANNER))))
+    planner = Grammar(turn_grammar(TurnShape(Role.PLANNER, role_tools(Role.PLANNER))))
 
     def plan(steps: str = "S1 S2", criteria: str = "AC1", output: str = "out/report.md") -> str:
         items = [f'<step id="{s}">do</step>' for s in steps.split()]
@@ -254,7 +203,7 @@ _POOL = "aZ09 _.-/\n\t\"'&;:<>![]=CDATAparmetrsuinvokcl"
 
 @pytest.mark.parametrize("role", list(Role))
 def test_every_sampled_message_parses_as_the_block_it_shows(role: str) -> None:
-    tools = _tools_of(role)
+    tools = role_tools(role)
     criteria = ("AC1", "AC2", "AC3") if role == Role.EVALUATOR else None
     grammar = Grammar(turn_grammar(TurnShape(role, tools, criteria, max_invokes=4)))
     signatures = {t.name: t for t in tools}
@@ -292,7 +241,7 @@ def test_an_unsupported_grammar_construct_fails_the_recognizer_loudly() -> None:
 
 
 def test_the_grammar_names_every_granted_tool_and_no_other() -> None:
-    granted = {t.name for t in _tools_of(Role.EVALUATOR)}
-    text = turn_grammar(TurnShape(Role.EVALUATOR, _tools_of(Role.EVALUATOR)))
+    granted = {t.name for t in role_tools(Role.EVALUATOR)}
+    text = turn_grammar(TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR)))
     named = {tool for tool in (t.name for t in builtin_tools()) if f'name=\\"{tool}\\"' in text}
     assert named == granted and Tool.WRITE_FILE not in named
