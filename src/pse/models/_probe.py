@@ -9,12 +9,12 @@ field                          read by                                     reply
 =============================  ==========================================  =====
 `grammar`                      llama.cpp's server, llama-cpp-python        `1`
 `guided_grammar`               vLLM before 0.12                            `2`
-`structured_outputs.grammar`   vLLM from 0.10.2                            `3`
+`structured_outputs.grammar`   vLLM (the only form from 0.12)              `3`
 `ebnf`                         SGLang                                      `4`
 =============================  ==========================================  =====
 
-A server applies the field it knows and ignores the others (vLLM 0.10.2 to 0.11 knows two and applies
-one of them), so the reply names the field to use. The prompt ("Say OK.") never makes a model
+A server applies the field it knows and ignores the others (a vLLM that knows both of its fields
+applies one), so the reply names the field to use. The prompt ("Say OK.") never makes a model
 answer a lone digit, so a server that ignores every field is seen for what it is; one that refuses
 unknown fields (OpenAI's own API) answers with an error status: both mean no grammar. The JSON-schema
 form for each family follows from its grammar field (`ConstraintSupport.request_args`). Ollama is known
