@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import select
 import socket
 import threading
@@ -13,7 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from gbnf_recognizer import Grammar
+from pse.models import PROBE_PROMPT
+
 Api = Literal["openai", "ollama"]
+GrammarField = Literal["grammar", "guided_grammar", "structured_outputs", "ebnf"]
+_ONE_LITERAL = re.compile(r'root ::= "(.)"')
 _HANG_LIMIT_S = 30.0  # a hanging reply gives up by itself so a broken test cannot wedge the run
 
 
@@ -57,12 +63,25 @@ class RecordedRequest:
 
 @dataclass
 class ChatStandIn:
-    """A loopback chat API. Use as a context manager; `url` is what a client is pointed at."""
+    """A loopback chat API. Use as a context manager; `url` is what a client is pointed at.
+
+    `applies` makes it a server that constrains decoding by that grammar field (`grammar` like
+    llama.cpp, `guided_grammar` or `structured_outputs` like vLLM, `ebnf` like SGLang). PSE's
+    constrained-decoding probe (`pse.models.probe_server`) is answered out of script and recorded in
+    `probes`, not `requests`: with the forced digit of the applied field, else "OK" (a server that
+    ignores the fields), or with `probe_status` when that is not 200 (a server that refuses unknown
+    fields, like OpenAI's). A scripted reply to a request whose applied grammar rejects it is recorded
+    in `violations`: a real server could never have sent it.
+    """
 
     api: Api
+    applies: GrammarField | None = None
+    probe_status: int = 200
     requests: list[RecordedRequest] = field(default_factory=list)
     delivered: list[tuple[int, int]] = field(default_factory=list)
     """The usage of every successful reply written to a client that was still there to read it."""
+    probes: list[RecordedRequest] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
     _script: deque[Reply] = field(default_factory=deque)
     _closing: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
@@ -92,10 +111,17 @@ class ChatStandIn:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                stand_in.requests.append(
-                    RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                request = RecordedRequest(
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
+                if stand_in._is_probe(body):
+                    stand_in.probes.append(request)
+                    answer = Reply(stand_in.probe_status, stand_in._probe_answer(body), (3, 1))
+                    stand_in._answer(self, body, answer)
+                    return
+                stand_in.requests.append(request)
                 reply = stand_in._script.popleft() if stand_in._script else Reply()
+                stand_in._check(body, reply)
                 if reply.hang:
                     stand_in._closing.wait(_HANG_LIMIT_S)
                     return
@@ -120,6 +146,29 @@ class ChatStandIn:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    # --- constrained decoding ------------------------------------------------------------
+    def _grammar(self, body: dict[str, Any]) -> str | None:
+        if self.applies is None:
+            return None
+        value = body.get(self.applies)
+        if self.applies == "structured_outputs":
+            value = value.get("grammar") if isinstance(value, dict) else None
+        return value if isinstance(value, str) else None
+
+    @staticmethod
+    def _is_probe(body: dict[str, Any]) -> bool:
+        messages = body.get("messages") or [{}]
+        return body.get("max_tokens") == 1 and messages[-1].get("content") == PROBE_PROMPT
+
+    def _probe_answer(self, body: dict[str, Any]) -> str:
+        forced = _ONE_LITERAL.fullmatch(self._grammar(body) or "")
+        return forced.group(1) if forced else "OK"
+
+    def _check(self, body: dict[str, Any], reply: Reply) -> None:
+        grammar = self._grammar(body)
+        if grammar is not None and reply.status == 200 and not Grammar(grammar).accepts(reply.content):
+            self.violations.append(reply.content)
 
     # --- replies -----------------------------------------------------------------------
     def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:

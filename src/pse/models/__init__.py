@@ -9,6 +9,12 @@ cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
 """
 
+from pse.models._constrained import (
+    ConstrainedChatCompletionClient,
+    ConstraintLog,
+    SupportSource,
+    with_constraint,
+)
 from pse.models._digest import message_texts, normalize, recorded_request, scrub_secrets
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
 from pse.models._format import (
@@ -20,6 +26,14 @@ from pse.models._format import (
     TurnUsage,
 )
 from pse.models._native import NativeProtocolClient
+from pse.models._probe import (
+    PROBE_PROMPT,
+    SERVER_PROBES,
+    ConstraintProbes,
+    ConstraintSupport,
+    Dialect,
+    probe_server,
+)
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
@@ -29,7 +43,9 @@ from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
     "GENERIC_MODEL_INFO",
+    "PROBE_PROMPT",
     "SCRIPTED_MODEL_INFO",
+    "SERVER_PROBES",
     "CallOptions",
     "CallUsage",
     "Cassette",
@@ -37,7 +53,12 @@ __all__ = [
     "CassetteRecorder",
     "CassetteToolCall",
     "CassetteTurn",
+    "ConstrainedChatCompletionClient",
+    "ConstraintLog",
+    "ConstraintProbes",
+    "ConstraintSupport",
     "Cost",
+    "Dialect",
     "MessageDigest",
     "NativeProtocolClient",
     "RecordedRequest",
@@ -45,6 +66,7 @@ __all__ = [
     "ResilientChatCompletionClient",
     "RetryPolicy",
     "ScriptedChatCompletionClient",
+    "SupportSource",
     "TurnUsage",
     "UsageMeter",
     "UsageSink",
@@ -53,8 +75,10 @@ __all__ = [
     "message_texts",
     "normalize",
     "price_of",
+    "probe_server",
     "public_url",
     "recorded_request",
     "scrub_secrets",
     "split_reasoning",
+    "with_constraint",
 ]

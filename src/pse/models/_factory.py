@@ -11,13 +11,15 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import CassetteError, ConfigError
+from pse.models._constrained import ConstraintLog, with_constraint
 from pse.models._context import ContextWindowClient
 from pse.models._native import NativeProtocolClient
+from pse.models._probe import SERVER_PROBES, ConstraintProbes
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._usage import UsageSink
-from pse.protocol import FunctionSpec
+from pse.protocol import FunctionSpec, ToolSignature
 
 __all__ = ["GENERIC_MODEL_INFO", "create_model_client"]
 
@@ -41,14 +43,19 @@ def create_model_client(
     player: CassettePlayer | None = None,
     recorder: CassetteRecorder | None = None,
     meter: UsageSink | None = None,
-    tools: Sequence[FunctionSpec] = (),
+    tools: Sequence[ToolSignature] | None = None,
+    functions: Sequence[FunctionSpec] = (),
+    constraint_log: ConstraintLog | None = None,
+    probes: ConstraintProbes = SERVER_PROBES,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
     Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries,
-    typed errors); with a `recorder`, the client is further wrapped in
-    `RecordingChatCompletionClient`. Nothing is printed: the caller announces a defaulted
-    scripted provider (see `ModelSpec.provider_was_defaulted`).
+    typed errors), then, given the role's `tools` and unless `spec.constrain` is off, in
+    `ConstrainedChatCompletionClient` (the grammar or JSON schema of each turn); with a
+    `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which so
+    records protocol text even from a JSON-constrained model. Nothing is printed: the caller
+    announces a defaulted scripted provider (see `ModelSpec.provider_was_defaulted`).
 
     Args:
         settings: PSE settings.
@@ -57,11 +64,16 @@ def create_model_client(
             provider loads `settings.cassette` for this client alone.
         recorder: record every exchange of this role into this recorder's cassette.
         meter: told the usage of every call as it happens (answered, retried, cancelled), for the budget.
-        tools: the role's tools as functions; with `settings.protocol` native, the client is wrapped in
-            `NativeProtocolClient`, which offers them (and the role's output functions) natively.
+        tools: the tools the role's policy grants, with their parameters: what its grammar allows.
+            None: not known, so no constraint is added (auto or not).
+        functions: the same tools as functions; with `settings.protocol` native, the client is wrapped
+            in `NativeProtocolClient`, which offers them (and the role's output functions) natively.
+        constraint_log: notes what each call carried (the runner keeps it in the trace).
+        probes: where a server's support is found out and remembered (the process's by default).
 
     Raises:
-        ConfigError: unknown role, or the OpenAI provider has neither an API key nor a base URL.
+        ConfigError: unknown role, the OpenAI provider has neither an API key nor a base URL, or a
+            constraint the provider can never take (a grammar for Ollama, any with PSE_PROTOCOL=native).
         CassetteError: scripted provider with neither a player nor `settings.cassette`.
     """
     spec = settings.model_spec(role)
@@ -73,6 +85,8 @@ def create_model_client(
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy, meter)
+        if tools is not None and spec.constrain != "off":
+            client = with_constraint(client, settings, spec, tools, log=constraint_log, probes=probes)
     if spec.context_tokens is not None:
         window = spec.context_tokens
         client = ContextWindowClient(
@@ -83,7 +97,7 @@ def create_model_client(
             recorder.add_secrets([spec.api_key.get_secret_value()])
         client = RecordingChatCompletionClient(client, recorder, role)
     if settings.protocol == "native":  # above the recorder: a cassette keeps the native calls as such
-        client = NativeProtocolClient(client, role, tools)
+        client = NativeProtocolClient(client, role, functions)
     return client
 
 

@@ -3,6 +3,7 @@
 No I/O here; the only PSE modules it uses are the leaf modules `pse.events`, `pse.exceptions` and
 `pse.roles`. DSML is the wire format every part of PSE reads; the native protocol (`PSE_PROTOCOL=native`)
 is translated into it and back (`_functions`: what a native model is offered; `_native`: the translation).
+`turn_grammar` and `turn_schema` say what a role may send now, for constrained decoding.
 """
 
 from pse.protocol._dsml import (
@@ -16,12 +17,18 @@ from pse.protocol._dsml import (
     render_tool_calls,
 )
 from pse.protocol._functions import (
-    BLOCK_REASONS,
     OUTPUTS,
     FunctionSpec,
     OutputFunction,
     output_functions,
     tool_function,
+)
+from pse.protocol._grammar import (
+    MAX_PLAN_ITEMS,
+    PROSE_CHARS,
+    TurnShape,
+    plan_criteria,
+    turn_grammar,
 )
 from pse.protocol._native import (
     NativeCall,
@@ -32,11 +39,23 @@ from pse.protocol._native import (
     render_native,
 )
 from pse.protocol._results import ResultItem, parse_tool_results, render_tool_results, truncate_text
-from pse.protocol._tags import find_blocked, parse_plan, parse_verdict, render_plan, strip_tool_traffic
+from pse.protocol._schema import protocol_from_json, turn_schema
+from pse.protocol._tags import (
+    BLOCKED_REASONS,
+    VERDICT_STATUSES,
+    find_blocked,
+    parse_plan,
+    parse_verdict,
+    render_plan,
+    strip_tool_traffic,
+)
 
 __all__ = [
-    "BLOCK_REASONS",
+    "BLOCKED_REASONS",
+    "MAX_PLAN_ITEMS",
     "OUTPUTS",
+    "PROSE_CHARS",
+    "VERDICT_STATUSES",
     "DsmlError",
     "FunctionSpec",
     "NativeCall",
@@ -47,6 +66,7 @@ __all__ = [
     "ResultItem",
     "ToolCall",
     "ToolSignature",
+    "TurnShape",
     "escape_prose",
     "find_blocked",
     "function_results",
@@ -56,6 +76,8 @@ __all__ = [
     "parse_tool_calls",
     "parse_tool_results",
     "parse_verdict",
+    "plan_criteria",
+    "protocol_from_json",
     "read_native",
     "render_native",
     "render_plan",
@@ -64,4 +86,6 @@ __all__ = [
     "strip_tool_traffic",
     "tool_function",
     "truncate_text",
+    "turn_grammar",
+    "turn_schema",
 ]

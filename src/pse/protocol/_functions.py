@@ -20,14 +20,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pse.protocol._tags import VERDICT_STATUSES
+from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
 from pse.roles import Role
 
-__all__ = ["BLOCK_REASONS", "OUTPUTS", "FunctionSpec", "OutputFunction", "output_functions", "tool_function"]
-
-BLOCK_REASONS = ("MISSING_DATA", "MISSING_PERMISSION", "CONFLICTING_CRITERIA", "OUT_OF_SCOPE")
-"""The reason codes of `<blocked>` (prompts/protocol.md), the enum of `block`."""
+__all__ = ["OUTPUTS", "FunctionSpec", "OutputFunction", "output_functions", "tool_function"]
 
 
 class OutputFunction(StrEnum):
@@ -181,7 +178,7 @@ def _block() -> FunctionSpec:
         "Use it instead of guessing or working around the problem; it ends your turn.",
         _strict(
             {
-                "reason_code": {"type": "string", "enum": list(BLOCK_REASONS), "description": "why"},
+                "reason_code": {"type": "string", "enum": list(BLOCKED_REASONS), "description": "why"},
                 "detail": _text("what is missing or in conflict, and what it is needed for"),
             }
         ),

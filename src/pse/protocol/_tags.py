@@ -21,6 +21,7 @@ from pse.exceptions import ProtocolError
 from pse.protocol._scan import AttributeScanner, BlockKind, strip_blocks
 
 __all__ = [
+    "BLOCKED_REASONS",
     "VERDICT_STATUSES",
     "find_blocked",
     "parse_plan",
@@ -31,6 +32,9 @@ __all__ = [
 
 _ATTRS = AttributeScanner(r"\w-")
 VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
+"""The statuses a `<verdict>` may have."""
+BLOCKED_REASONS = ("MISSING_DATA", "MISSING_PERMISSION", "CONFLICTING_CRITERIA", "OUT_OF_SCOPE")
+"""The reason codes of `<blocked>` (prompts/protocol.md): the enum of `block` and of the grammar."""
 _CDATA: BlockKind = (re.compile(re.escape("<![CDATA[")), re.compile(re.escape("]]>")))
 _TOOL_TRAFFIC: tuple[BlockKind, ...] = (
     (re.compile(r"<tool_calls\b"), re.compile("</tool_calls>")),

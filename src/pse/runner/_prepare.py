@@ -25,11 +25,25 @@ from pse.engine import (
 from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
-from pse.models import CassettePlayer, CassetteRecorder, UsageMeter, create_model_client, price_of
+from pse.models import (
+    CassettePlayer,
+    CassetteRecorder,
+    ConstraintLog,
+    UsageMeter,
+    create_model_client,
+    price_of,
+)
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
-from pse.toolagent import Policy, ToolAgent, ToolExecutor, render_tool_catalog, tool_functions
+from pse.toolagent import (
+    Policy,
+    ToolAgent,
+    ToolExecutor,
+    render_tool_catalog,
+    tool_functions,
+    tool_signatures,
+)
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -133,6 +147,9 @@ def _wire(
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
         on_record=events.tool_call,
     )
+    # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
+    # in the trace's settings (`constrain_used`, filled in as calls are made).
+    constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
     clients = {
         role: create_model_client(
             settings,
@@ -140,7 +157,9 @@ def _wire(
             player=player,
             recorder=recorder,
             meter=meter,
-            tools=tool_functions(role, policy, knowledge.registry),
+            tools=tool_signatures(role, policy, knowledge.registry),
+            functions=tool_functions(role, policy, knowledge.registry),
+            constraint_log=constraints,
         )
         for role in ROLES
     }
@@ -192,8 +211,10 @@ def _wire(
             warning=executor.sandbox.warning,
         ),
     )
+    engine = Engine(setup, trace)
+    engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it
     return PreparedRun(
-        engine=Engine(setup, trace),
+        engine=engine,
         task=task,
         run_dir=run_dir,
         workspace=workspace,

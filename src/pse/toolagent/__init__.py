@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pse.toolagent._catalog import render_tool_catalog, tool_functions
+from pse.toolagent._catalog import render_tool_catalog, tool_functions, tool_signatures
 from pse.toolagent._defaults import DEFAULT_GRANTS
 from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
 from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
@@ -43,6 +43,7 @@ __all__ = [
     "policy_problem",
     "render_tool_catalog",
     "tool_functions",
+    "tool_signatures",
 ]
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pse.config import ProtocolMode
-from pse.protocol import FunctionSpec, tool_function
+from pse.protocol import FunctionSpec, ToolSignature, tool_function
 from pse.toolagent._policy import Policy
 from pse.tools import ToolRegistry, ToolSpec, builtin_tools
 
-__all__ = ["render_tool_catalog", "tool_functions"]
+__all__ = ["render_tool_catalog", "tool_functions", "tool_signatures"]
 
 _HEADS: dict[ProtocolMode, str] = {
     "dsml": "write a <tool_calls> block; the ToolAgent answers with <tool_results>",
@@ -63,3 +63,8 @@ def tool_functions(role: str, policy: Policy, registry: ToolRegistry | None = No
         tool_function(spec.signature, spec.description + note)
         for spec, note in _granted(role, policy, registry)
     ]
+
+
+def tool_signatures(role: str, policy: Policy, registry: ToolRegistry | None = None) -> list[ToolSignature]:
+    """The tools `role` may call, as the signatures its constrained-decoding grammar allows."""
+    return [spec.signature for spec, _ in _granted(role, policy, registry)]

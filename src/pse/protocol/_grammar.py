@@ -1,0 +1,248 @@
+"""The grammar of what a role may send now: GBNF for constrained decoding, built from PSE's own protocol.
+
+A `TurnShape` says who speaks and what they may use: the role, the tools its policy grants (with their
+parameters) and, for an Evaluator, the criterion ids of the plan it judges (`plan_criteria` reads them
+from the messages it is sent, with PSE's own `parse_plan`). `turn_grammar` turns it into GBNF:
+
+* **Planner**: a `<plan>` (goal, steps S1.., criteria AC1.., outputs), a `<blocked>`, or tool calls.
+* **Specialist**: its `<report>` (Artifacts / Evidence / Assumptions / Unresolved lines), a `<blocked>`,
+  or tool calls.
+* **Evaluator**: tool calls, or one `<verdict>` with a status, an UPPER_SNAKE reason code, exactly the
+  plan's criteria in plan order (each once) and a summary.
+
+Each message is some prose (at most `PROSE_CHARS` characters, no `<`), exactly one block, and at most two
+whitespace characters: a model under this grammar cannot ramble past its block or write none.
+
+Tool calls name only granted tools, each with exactly its parameters (required ones present, any order
+for up to four). A parameter body is raw text that never contains `</parameter` or `<![CDATA[` (the
+`_gbnf.avoiding` automaton), or CDATA sections that never contain `]]>`: exactly what
+`render_tool_calls` writes, so every value can be sent. Texts inside plans, reports and verdicts hold no
+`<`, so no tag can hide in them. Every message the grammar accepts is parsed by PSE's parsers as the
+block it shows (tests/test_grammar.py holds that against the reference cassettes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pse.exceptions import ProtocolError
+from pse.protocol._gbnf import avoiding, char_class, literal
+from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, parse_plan
+from pse.protocol._types import ParamSpec, ToolSignature
+from pse.roles import Role
+
+__all__ = [
+    "MAX_PLAN_ITEMS",
+    "PROSE_CHARS",
+    "TurnShape",
+    "plan_criteria",
+    "turn_grammar",
+]
+
+PROSE_CHARS = 400
+"""Most characters of prose before a message's block (the longest in the reference cassettes is 221)."""
+MAX_PLAN_ITEMS = 16
+"""Most steps, criteria and outputs of one plan under the grammar (ids S1..S16, AC1..AC16)."""
+_ANY_ORDER_PARAMS = 4  # up to this many parameters, any order (2**n rules); more: declared order
+_RULE_CHARS = re.compile(r"[^A-Za-z0-9]+")
+
+# The rules every role's grammar shares. `text` is a body without `<` that starts with a visible character.
+_COMMON = [
+    f"prose ::= [^<]{{0,{PROSE_CHARS}}}",
+    "ws ::= [ \\t\\r\\n]{0,16}",
+    "end ::= [ \\t\\r\\n]{0,2}",
+    "text ::= [^< \\t\\r\\n] [^<]*",
+]
+_CLOSE_TAG = literal('">')
+_MET = literal('" met="')
+_SELF_CLOSE = literal('"/>')
+
+
+@dataclass(frozen=True)
+class TurnShape:
+    """What a role may send in its next message: the input of `turn_grammar` and `turn_schema`.
+
+    Attributes:
+        role: the speaking role (a `Role`).
+        tools: the tools its policy grants, with their parameters; none means it may not call any.
+        criteria: for an Evaluator, the ids of the plan's criteria, in plan order; None when no plan is
+            known (then any ids are allowed).
+        max_invokes: most invokes one message may hold (`PSE_MAX_INVOKES_PER_MESSAGE`).
+    """
+
+    role: str
+    tools: tuple[ToolSignature, ...] = ()
+    criteria: tuple[str, ...] | None = None
+    max_invokes: int = 16
+
+
+def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
+    """The criterion ids of the last plan in `texts` (a request's messages, in order), or None.
+
+    The Evaluator is sent the plan it judges (as the Planner's final message, or in its brief on a
+    revise cycle); reading it back with `parse_plan` needs no hook in the engine. Texts that hold no
+    valid plan are skipped; tool results never count (`parse_plan` strips them).
+    """
+    for text in reversed(list(texts)):
+        if "<plan" not in text:
+            continue
+        try:
+            return tuple(c.id for c in parse_plan(text).criteria)
+        except ProtocolError:
+            continue
+    return None
+
+
+def turn_grammar(shape: TurnShape) -> str:
+    """The GBNF of every message `shape.role` may send now (root rule `root`)."""
+    blocks: list[str] = []
+    rules: list[str] = []
+    if shape.role == Role.PLANNER:
+        blocks += ["plan", "blocked"]
+        rules += _plan_rules() + _blocked_rules()
+    elif shape.role == Role.SPECIALIST:
+        blocks += ["report", "blocked"]
+        rules += _report_rules() + _blocked_rules()
+    elif shape.role == Role.EVALUATOR:
+        blocks.append("verdict")
+        rules += _verdict_rules(shape.criteria)
+    else:
+        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+    if shape.tools:
+        blocks.append("calls")
+        rules += _call_rules(shape.tools, shape.max_invokes)
+    head = [f"root ::= prose ( {' | '.join(blocks)} ) end"]
+    return "\n".join(head + _COMMON + rules) + "\n"
+
+
+def _tag(tag: str, **attributes: str) -> str:
+    """The literal of an opening tag with fixed attribute values."""
+    attrs = "".join(f' {key}="{value}"' for key, value in attributes.items())
+    return literal(f"<{tag}{attrs}>")
+
+
+def _open(tag: str, attribute: str) -> str:
+    """The literal of an opening tag up to the opening quote of an attribute the grammar fills in."""
+    return literal(f'<{tag} {attribute}="')
+
+
+def _numbered(rule: str, tag: str, prefix: str, *, first_required: bool) -> list[str]:
+    """`rule-1` .. `rule-N`: items `<tag id="prefix1">text</tag>` numbered in order, each followed by ws."""
+    rules = []
+    for k in range(1, MAX_PLAN_ITEMS + 1):
+        item = f"{_tag(tag, id=f'{prefix}{k}')} text {literal(f'</{tag}>')} ws"
+        tail = f" {rule}-{k + 1}" if k < MAX_PLAN_ITEMS else ""
+        body = f"{item}{tail}"
+        rules.append(f"{rule}-{k} ::= {body}" if k == 1 and first_required else f"{rule}-{k} ::= ( {body} )?")
+    return rules
+
+
+def _plan_rules() -> list[str]:
+    first = char_class('"<>/. \t\r\n', negate=True)
+    return [
+        f"plan ::= {_tag('plan')} ws {_tag('goal')} text {literal('</goal>')} ws "
+        f"step-1 criterion-1 ( output ws ){{0,{MAX_PLAN_ITEMS}}} {literal('</plan>')}",
+        *_numbered("step", "step", "S", first_required=False),
+        *_numbered("criterion", "criterion", "AC", first_required=True),
+        # A relative path: no leading "/", no "..", no quote, tag character or whitespace.
+        f'output ::= {_open("output", "path")} "."? {first} path {_SELF_CLOSE}',
+        *avoiding("path", [".."], exclude='"<> \t\r\n'),
+    ]
+
+
+def _blocked_rules() -> list[str]:
+    reasons = " | ".join(literal(code) for code in BLOCKED_REASONS)
+    opening = _open("blocked", "reason_code")
+    return [f"blocked ::= {opening} ( {reasons} ) {_CLOSE_TAG} text {literal('</blocked>')}"]
+
+
+_REPORT_LABELS = ("Artifacts", "Evidence", "Assumptions", "Unresolved")
+
+
+def _report_rules() -> list[str]:
+    sections = " ".join(f"{literal(label + ':')} line" for label in _REPORT_LABELS)
+    return [
+        f'report ::= {_tag("report")} "\\n"? {sections} {literal("</report>")}',
+        'line ::= [^<\\n]* "\\n"',
+    ]
+
+
+def _criterion_open(cid: str) -> str:
+    return literal(f'<criterion id="{cid}" met="')
+
+
+def _verdict_rules(criteria: tuple[str, ...] | None) -> list[str]:
+    statuses = " | ".join(literal(s) for s in VERDICT_STATUSES)
+    reason = f"{_tag('reason_code')} code {literal('</reason_code>')}"
+    close = f"{_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
+    judged = f"met {_CLOSE_TAG} text {literal('</criterion>')} ws"
+    if criteria:
+        items = " ".join(f"{_criterion_open(cid)} {judged}" for cid in criteria)
+    else:
+        items = "( any-criterion )+"
+    rules = [
+        f"verdict ::= {_open('verdict', 'status')} ( {statuses} ) {_CLOSE_TAG} ws {reason} ws {items} "
+        + close,
+        'met ::= "true" | "false"',
+        "code ::= [A-Z] [A-Z0-9_]{0,39}",
+    ]
+    if not criteria:
+        rules.append(
+            f"any-criterion ::= {_open('criterion', 'id')} [A-Za-z0-9] [A-Za-z0-9_.]{{0,15}} {_MET} {judged}"
+        )
+    return rules
+
+
+def _call_rules(tools: tuple[ToolSignature, ...], max_invokes: int) -> list[str]:
+    more = f" ( invoke ws ){{0,{max_invokes - 1}}}" if max_invokes > 1 else ""
+    names = [f"tool-{i}-{_RULE_CHARS.sub('-', t.name).strip('-')}" for i, t in enumerate(tools, 1)]
+    rules = [
+        f"calls ::= {_tag('tool_calls')} ws invoke ws{more} {literal('</tool_calls>')}",
+        f"invoke ::= {' | '.join(names)}",
+        'value ::= raw | [ \\t\\r\\n]{0,16} ( "<![CDATA[" cdata "]]>" )+ [ \\t\\r\\n]{0,16}',
+        *avoiding("raw", ["</parameter", "<![CDATA["]),
+        *avoiding("cdata", ["]]>"]),
+    ]
+    for name, tool in zip(names, tools, strict=True):
+        rules += _invoke_rules(name, tool)
+    return rules
+
+
+def _invoke_rules(name: str, tool: ToolSignature) -> list[str]:
+    """`name`: one `<invoke>` of `tool` with exactly its parameters, the required ones present."""
+    params = tool.params
+    rules = [
+        f"{name}-{i} ::= {_tag('parameter', name=p.name)} value {literal('</parameter>')} ws"
+        for i, p in enumerate(params)
+    ]
+    if len(params) <= _ANY_ORDER_PARAMS:
+        args, more = _any_order(name, params)
+        rules += more
+    else:
+        args = " ".join(f"{name}-{i}" if p.required else f"( {name}-{i} )?" for i, p in enumerate(params))
+    rules.append(f"{name} ::= {_tag('invoke', name=tool.name)} ws {args} {literal('</invoke>')}")
+    return rules
+
+
+def _any_order(name: str, params: tuple[ParamSpec, ...]) -> tuple[str, list[str]]:
+    """The parameters in any order, each at most once, every required one present: one rule per subset.
+
+    Returns the expression for all parameters and the rules it needs (`name-args-MASK`: MASK the bit
+    set of the parameters still to come).
+    """
+    full = (1 << len(params)) - 1
+    if not full:
+        return "", []
+    rules = []
+    for mask in range(1, full + 1):
+        options = [
+            f"{name}-{i}" + (f" {name}-args-{mask & ~(1 << i)}" if mask & ~(1 << i) else "")
+            for i in range(len(params))
+            if mask & (1 << i)
+        ]
+        if not any(params[i].required for i in range(len(params)) if mask & (1 << i)):
+            options.append('""')
+        rules.append(f"{name}-args-{mask} ::= {' | '.join(options)}")
+    return f"{name}-args-{full}", rules

@@ -1,0 +1,193 @@
+"""The JSON form of a turn, for servers that constrain decoding by JSON schema only, and its way back.
+
+`turn_schema` is the same shape as `turn_grammar`, as one JSON object with a `kind`: `tool_calls`,
+`plan`, `report`, `blocked` or `verdict`, plus an optional `note` (the prose before a block, at most
+`PROSE_CHARS` characters). A plan's steps and criteria are lists of texts, numbered S1.. and AC1.. on
+the way back; an Evaluator's `criteria` is an object with exactly the plan's ids as keys.
+
+`protocol_from_json` turns the model's JSON answer into the protocol text it stands for, rendered by the
+protocol's own renderers, so everything downstream (the ToolAgent, the engine's parsers, the trace,
+recordings) sees the same text as from a model that wrote it. Anything that is no JSON turn is returned
+as it came: the engine's parsers then report what is wrong, as for any malformed message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pse.events import PlanItem, PlanRecord
+from pse.protocol._dsml import render_tool_calls
+from pse.protocol._grammar import MAX_PLAN_ITEMS, PROSE_CHARS, TurnShape
+from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, render_plan
+from pse.protocol._types import ToolSignature
+from pse.roles import Role
+
+__all__ = ["protocol_from_json", "turn_schema"]
+
+JsonObject = dict[str, Any]
+_TEXT: JsonObject = {"type": "string", "minLength": 1}
+_REPORT_FIELDS = ("artifacts", "evidence", "assumptions", "unresolved")
+
+
+def _kind(kind: str, properties: Mapping[str, JsonObject]) -> JsonObject:
+    """One variant: `kind`, its required properties in order, then the optional `note`."""
+    return {
+        "type": "object",
+        "properties": {
+            "kind": {"const": kind},
+            **properties,
+            "note": {"type": "string", "maxLength": PROSE_CHARS},
+        },
+        "required": ["kind", *properties],
+        "additionalProperties": False,
+    }
+
+
+def turn_schema(shape: TurnShape) -> JsonObject:
+    """The JSON schema of every answer `shape.role` may give now (`anyOf` its kinds)."""
+    variants: list[JsonObject] = []
+    if shape.role == Role.PLANNER:
+        variants += [_plan(), _blocked()]
+    elif shape.role == Role.SPECIALIST:
+        variants += [_kind("report", dict.fromkeys(_REPORT_FIELDS, _TEXT)), _blocked()]
+    elif shape.role == Role.EVALUATOR:
+        variants.append(_verdict(shape.criteria))
+    else:
+        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+    if shape.tools:
+        calls = [_call(tool) for tool in shape.tools]
+        items = {"anyOf": calls} if len(calls) > 1 else calls[0]
+        array = {"type": "array", "items": items, "minItems": 1, "maxItems": shape.max_invokes}
+        variants.append(_kind("tool_calls", {"calls": array}))
+    return variants[0] if len(variants) == 1 else {"anyOf": variants}
+
+
+def _list(items: JsonObject, *, least: int) -> JsonObject:
+    return {"type": "array", "items": items, "minItems": least, "maxItems": MAX_PLAN_ITEMS}
+
+
+def _plan() -> JsonObject:
+    path: JsonObject = {"type": "string", "minLength": 1, "pattern": r'^[^/"<>\s][^"<>\s]*$'}
+    return _kind(
+        "plan",
+        {
+            "goal": _TEXT,
+            "steps": _list(_TEXT, least=0),
+            "criteria": _list(_TEXT, least=1),
+            "outputs": _list(path, least=0),
+        },
+    )
+
+
+def _blocked() -> JsonObject:
+    return _kind("blocked", {"reason_code": {"enum": list(BLOCKED_REASONS)}, "detail": _TEXT})
+
+
+def _verdict(criteria: tuple[str, ...] | None) -> JsonObject:
+    judged: JsonObject = {
+        "type": "object",
+        "properties": {"met": {"type": "boolean"}, "finding": _TEXT},
+        "required": ["met", "finding"],
+        "additionalProperties": False,
+    }
+    by_id: JsonObject = (
+        {
+            "type": "object",
+            "properties": dict.fromkeys(criteria, judged),
+            "required": list(criteria),
+            "additionalProperties": False,
+        }
+        if criteria
+        else {"type": "object", "additionalProperties": judged, "minProperties": 1}
+    )
+    return _kind(
+        "verdict",
+        {
+            "status": {"enum": list(VERDICT_STATUSES)},
+            "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,39}$"},
+            "criteria": by_id,
+            "summary": _TEXT,
+        },
+    )
+
+
+def _call(tool: ToolSignature) -> JsonObject:
+    arguments: JsonObject = {
+        "type": "object",
+        "properties": {p.name: {"type": "string"} for p in tool.params},
+        "required": [p.name for p in tool.params if p.required],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"tool": {"const": tool.name}, "arguments": arguments},
+        "required": ["tool", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def protocol_from_json(text: str) -> str:
+    """The protocol message a JSON turn (`turn_schema`) stands for; `text` unchanged when it is none."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    render = _RENDER.get(data.get("kind")) if isinstance(data, dict) else None
+    if render is None:
+        return text
+    try:
+        block = render(data)
+    except (KeyError, TypeError, AttributeError, ValueError):  # ValueError: pydantic's
+        return text
+    note = data.get("note")
+    return f"{note.strip()}\n{block}" if isinstance(note, str) and note.strip() else block
+
+
+def _texts(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise TypeError("expected a list")
+    return [str(v) for v in value]
+
+
+def _render_calls(data: JsonObject) -> str:
+    calls = [(str(c["tool"]), {str(k): str(v) for k, v in c["arguments"].items()}) for c in data["calls"]]
+    return render_tool_calls(calls)
+
+
+def _render_plan(data: JsonObject) -> str:
+    plan = PlanRecord(
+        goal=str(data["goal"]),
+        steps=[PlanItem(id=f"S{i}", text=t) for i, t in enumerate(_texts(data.get("steps", [])), 1)],
+        criteria=[PlanItem(id=f"AC{i}", text=t) for i, t in enumerate(_texts(data["criteria"]), 1)],
+        outputs=_texts(data.get("outputs", [])),
+    )
+    return render_plan(plan)
+
+
+def _render_report(data: JsonObject) -> str:
+    lines = [f"{field.capitalize()}: {data[field]}" for field in _REPORT_FIELDS]
+    return "\n".join(["<report>", *lines, "</report>"])
+
+
+def _render_blocked(data: JsonObject) -> str:
+    return f'<blocked reason_code="{data["reason_code"]}">{data["detail"]}</blocked>'
+
+
+def _render_verdict(data: JsonObject) -> str:
+    lines = [f'<verdict status="{data["status"]}">', f"  <reason_code>{data['reason_code']}</reason_code>"]
+    for cid, judged in data["criteria"].items():
+        met = "true" if judged["met"] is True else "false"
+        lines.append(f'  <criterion id="{cid}" met="{met}">{judged["finding"]}</criterion>')
+    lines += [f"  <summary>{data['summary']}</summary>", "</verdict>"]
+    return "\n".join(lines)
+
+
+_RENDER: dict[object, Callable[[JsonObject], str]] = {
+    "tool_calls": _render_calls,
+    "plan": _render_plan,
+    "report": _render_report,
+    "blocked": _render_blocked,
+    "verdict": _render_verdict,
+}

@@ -1,0 +1,292 @@
+"""Constrained decoding through the real OpenAI and Ollama client code, against loopback stand-ins.
+
+What goes on the wire is asserted on the stand-in's recorded request bodies: the grammar (or schema) is
+there exactly when the mode and the server call for it, a server is probed once, auto falls back in
+silence, and grammar / json fail with the setting's name where the server cannot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_core.models import CreateResult, SystemMessage, UserMessage
+
+from pse.config import load_settings
+from pse.engine import load_trace
+from pse.exceptions import ConfigError, ModelUnavailableError
+from pse.models import (
+    SERVER_PROBES,
+    ConstraintLog,
+    ConstraintProbes,
+    ScriptedChatCompletionClient,
+    create_model_client,
+)
+from pse.protocol import TurnShape, parse_plan, render_plan, turn_grammar, turn_schema
+from pse.roles import Role
+from pse.runner import prepare_run, run_to_end
+from pse.tasks import TaskRegistry
+from pse.tools import Tool, builtin_tools
+from standins import ChatStandIn, Reply
+
+_TOOLS = {spec.name: spec.signature for spec in builtin_tools()}
+_EVALUATOR_TOOLS = [_TOOLS[Tool.READ_FILE], _TOOLS[Tool.RUN_PYTEST]]
+_FIELDS = (
+    "grammar",
+    "guided_grammar",
+    "structured_outputs",
+    "ebnf",
+    "response_format",
+    "guided_json",
+    "format",
+)
+_VERDICT = '<verdict status="PASS">\n<reason_code>ALL_MET</reason_code>\n<criterion id="AC1" met="true">ok</criterion>\n<summary>s</summary>\n</verdict>'
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probes() -> Iterator[None]:
+    """Stand-ins reuse ports: no server's support may carry over from another test."""
+    SERVER_PROBES.clear()
+    yield
+    SERVER_PROBES.clear()
+
+
+def _client(
+    stand_in: ChatStandIn,
+    role: str = Role.EVALUATOR,
+    *,
+    probes: ConstraintProbes | None = None,
+    log: ConstraintLog | None = None,
+    **settings: Any,
+) -> Any:
+    base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
+    return create_model_client(
+        load_settings(**(base | settings)),
+        role,
+        tools=_EVALUATOR_TOOLS,
+        constraint_log=log,
+        probes=probes if probes is not None else SERVER_PROBES,
+    )
+
+
+async def _ask(
+    stand_in: ChatStandIn, messages: list[Any] | None = None, role: str = Role.EVALUATOR, **kwargs: Any
+) -> Any:
+    """One call of a fresh client (closed after it); returns its result."""
+    client = _client(stand_in, role, **kwargs)
+    try:
+        return await client.create(messages or _messages())
+    finally:
+        await client.close()
+
+
+def _messages(plan: str = '<plan><goal>g</goal><criterion id="AC1">holds</criterion></plan>') -> list[Any]:
+    return [
+        SystemMessage(content="# Role: Evaluator"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=plan, source=Role.PLANNER),
+    ]
+
+
+def _sent(body: dict[str, Any]) -> set[str]:
+    return {name for name in _FIELDS if name in body}
+
+
+@pytest.mark.parametrize(
+    ("applies", "grammar_at", "json_at"),
+    [
+        ("grammar", ["grammar"], ["response_format", "schema"]),
+        ("guided_grammar", ["guided_grammar"], ["guided_json"]),
+        ("structured_outputs", ["structured_outputs", "grammar"], ["structured_outputs", "json"]),
+        ("ebnf", ["ebnf"], ["response_format", "json_schema", "schema"]),
+    ],
+)
+async def test_each_server_family_gets_the_grammar_and_the_schema_in_its_own_field(
+    applies: Any, grammar_at: list[str], json_at: list[str]
+) -> None:
+    with ChatStandIn("openai", applies=applies) as stand_in:
+        stand_in.script(Reply(content=_VERDICT), Reply(content='{"kind": "verdict"}'))
+        await _ask(stand_in)
+        await _ask(stand_in, constrain="json")
+    grammar_body, json_body = (r.body for r in stand_in.requests)
+    expected = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",))
+    value: Any = grammar_body
+    for key in grammar_at:
+        value = value[key]
+    assert value == turn_grammar(expected)  # the plan's criteria came from the messages
+    value = json_body
+    for key in json_at:
+        value = value[key]
+    assert value == turn_schema(expected)
+    if applies == "grammar":
+        assert json_body["response_format"]["type"] == "json_object"  # llama-cpp-python refuses json_schema
+    assert _sent(grammar_body) == {grammar_at[0]} and _sent(json_body) == {json_at[0]}
+    assert stand_in.violations == []
+
+
+async def test_a_server_is_probed_once_for_every_role_and_call() -> None:
+    probes = ConstraintProbes()
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        for role in Role:
+            client = _client(stand_in, role, probes=probes)
+            await client.create(_messages())
+            await client.create(_messages())
+            await client.close()
+    assert len(stand_in.probes) == 1 == probes.probes
+    probe = stand_in.probes[0].body
+    assert probe["max_tokens"] == 1 and {"grammar", "guided_grammar", "structured_outputs", "ebnf"} <= set(
+        probe
+    )
+    assert all("grammar" in r.body for r in stand_in.requests) and len(stand_in.requests) == 6
+
+
+@pytest.mark.parametrize("probe_status", [200, 400])
+async def test_auto_sends_nothing_where_the_server_applies_no_grammar(probe_status: int) -> None:
+    log = ConstraintLog()
+    with ChatStandIn("openai", probe_status=probe_status) as stand_in:
+        result = await _ask(stand_in, log=log)
+        await _ask(stand_in, log=log)
+    assert result.content == "ok"
+    assert [_sent(r.body) for r in stand_in.requests] == [set(), set()]
+    assert len(stand_in.probes) == 1
+    assert log.calls == {Role.EVALUATOR: {"none": 2}}
+
+
+@pytest.mark.parametrize("mode", ["grammar", "json"])
+async def test_grammar_and_json_fail_clearly_where_the_server_cannot(mode: str) -> None:
+    with ChatStandIn("openai", probe_status=400) as stand_in, pytest.raises(ModelUnavailableError) as caught:
+        await _ask(stand_in, evaluator_constrain=mode)
+    message = str(caught.value)
+    assert f"PSE_EVALUATOR_CONSTRAIN={mode}" in message and stand_in.url in message and "HTTP 400" in message
+    assert stand_in.requests == []  # no model call was made without the constraint asked for
+
+
+async def test_off_sends_nothing_and_probes_nothing() -> None:
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        await _ask(stand_in, constrain="off")
+    assert stand_in.probes == [] and _sent(stand_in.requests[0].body) == set()
+
+
+async def test_a_json_answer_reaches_the_caller_as_protocol_text() -> None:
+    answer = {
+        "kind": "verdict",
+        "status": "PASS",
+        "reason_code": "ALL_MET",
+        "criteria": {"AC1": {"met": True, "finding": "ok"}},
+        "summary": "s",
+    }
+    log = ConstraintLog()
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        stand_in.script(Reply(content=json.dumps(answer)))
+        result = await _ask(stand_in, constrain="json", log=log)
+    assert isinstance(result.content, str) and result.content.startswith('<verdict status="PASS">')
+    assert log.calls == {Role.EVALUATOR: {"json (llama.cpp)": 1}}
+
+
+async def test_an_unreachable_server_is_not_remembered_and_auto_leaves_the_error_to_the_call() -> None:
+    with ChatStandIn("openai") as stand_in:
+        url = stand_in.url
+    probes = ConstraintProbes()
+    settings = load_settings(
+        provider="openai", model="m", base_url=url, model_max_retries=0, model_timeout_s=2
+    )
+    client = create_model_client(settings, Role.EVALUATOR, tools=_EVALUATOR_TOOLS, probes=probes)
+    with pytest.raises(
+        ModelUnavailableError, match="connection failed"
+    ):  # the call's own error, not the probe's
+        await client.create(_messages())
+    await client.close()
+    strict = create_model_client(
+        settings.model_copy(update={"constrain": "grammar"}),
+        Role.EVALUATOR,
+        tools=_EVALUATOR_TOOLS,
+        probes=probes,
+    )
+    with pytest.raises(ModelUnavailableError, match="probe could not reach"):
+        await strict.create(_messages())
+    await strict.close()
+    assert probes.probes == 2  # a failed probe is asked again, not cached
+
+
+def test_the_scripted_provider_is_never_constrained() -> None:
+    cassette = TaskRegistry.discover(None).get("code-delivery").cassette_path
+    settings = load_settings(provider="scripted", cassette=cassette, constrain="grammar")
+    client = create_model_client(settings, Role.EVALUATOR, tools=_EVALUATOR_TOOLS)
+    assert isinstance(client, ScriptedChatCompletionClient)
+
+
+async def test_ollama_takes_the_schema_in_format_and_no_grammar() -> None:
+    answer = {
+        "kind": "verdict",
+        "status": "PASS",
+        "reason_code": "ALL_MET",
+        "criteria": {"AC1": {"met": True, "finding": "ok"}},
+        "summary": "s",
+    }
+    with ChatStandIn("ollama") as stand_in:
+        stand_in.script(Reply(content="plain"), Reply(content=json.dumps(answer)))
+        await _ask(stand_in)  # auto: Ollama has no grammar, nothing is sent
+        result = await _ask(stand_in, constrain="json")
+    plain, constrained = (r.body for r in stand_in.requests)
+    assert "format" not in plain and stand_in.probes == []
+    assert constrained["format"] == turn_schema(TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",)))
+    assert isinstance(result.content, str) and result.content.startswith("<verdict")
+    with pytest.raises(ConfigError, match="PSE_CONSTRAIN=grammar, but Ollama"):
+        _client(stand_in, constrain="grammar")
+
+
+def test_the_native_protocol_refuses_an_xml_constraint() -> None:
+    with ChatStandIn("openai") as stand_in, pytest.raises(ConfigError, match="PSE_PLANNER_CONSTRAIN=grammar"):
+        _client(stand_in, Role.PLANNER, protocol="native", planner_constrain="grammar")
+
+
+async def test_the_evaluator_is_held_to_the_plan_of_its_revise_brief() -> None:
+    plan = parse_plan(
+        '<plan><goal>g</goal><criterion id="AC1">a</criterion><criterion id="AC7">b</criterion></plan>'
+    )
+    brief = f"the task\n\n## The plan (fixed)\n{render_plan(plan)}"
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        await _ask(stand_in, [SystemMessage(content="sys"), UserMessage(content=brief, source="user")])
+    shape = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"))
+    assert stand_in.requests[0].body["grammar"] == turn_grammar(shape)
+
+
+async def test_a_whole_run_under_a_grammar_passes_and_notes_what_each_call_carried(tmp_path: Path) -> None:
+    turns = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        stand_in.script(*(Reply(content=t["content"]) for t in turns))
+        settings = load_settings(provider="openai", model="m-test", base_url=stand_in.url, runs_dir=tmp_path)
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+    assert summary.outcome == "PASSED"
+    assert len(stand_in.requests) == 9 and all("grammar" in r.body for r in stand_in.requests)
+    assert stand_in.violations == []  # every reply of the cassette is one the grammar allows
+    assert len(stand_in.probes) == 1
+    used = load_trace(Path(summary.trace).parent).settings["constrain_used"]
+    assert used == {
+        Role.PLANNER: {"grammar (llama.cpp)": 1},
+        Role.SPECIALIST: {"grammar (llama.cpp)": 4},
+        Role.EVALUATOR: {"grammar (llama.cpp)": 4},
+    }
+
+
+async def test_a_streamed_call_carries_the_grammar_and_its_json_answer_comes_back_as_text() -> None:
+    answer = {"kind": "blocked", "reason_code": "MISSING_DATA", "detail": "no logs"}
+    log = ConstraintLog()
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        stand_in.script(Reply(content=json.dumps(answer)))
+        client = _client(stand_in, Role.PLANNER, constrain="json", log=log)
+        items = [item async for item in client.create_stream(_messages())]
+        await client.close()
+    final = items[-1]
+    assert (
+        isinstance(final, CreateResult)
+        and final.content == '<blocked reason_code="MISSING_DATA">no logs</blocked>'
+    )
+    assert (
+        stand_in.requests[0].body["stream"] is True
+        and "schema" in stand_in.requests[0].body["response_format"]
+    )
+    assert log.calls == {Role.PLANNER: {"json (llama.cpp)": 1}}
