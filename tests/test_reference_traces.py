@@ -35,6 +35,7 @@ def normalize(trace: dict[str, Any]) -> dict[str, Any]:
     for cycle in trace["cycles"]:
         cycle.pop("started_at", None)
         cycle.pop("ended_at", None)
+        assert isinstance(cycle.pop("transitions_at_start"), int)  # newer than the reference
         for message in cycle["messages"]:
             message.pop("at", None)
         for call in cycle["tool_calls"]:

@@ -97,6 +97,9 @@ class CycleRecord(_Model):
     positions_at_start: dict[str, int] = Field(
         default_factory=dict, description="cassette turns consumed per role when the cycle began (resume)"
     )
+    transitions_at_start: int | None = Field(
+        None, description="transitions the run had made when the cycle began (resume cuts there)"
+    )
 
 
 class RunTokens(_Model):
@@ -171,14 +174,17 @@ class Trace(_Model):
         it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
         data = self.model_dump(by_alias=True)
         cancelled = data["cycles"].pop() if data["cycles"] else None
-        cut = next(
-            (
-                i
-                for i, t in enumerate(data["transitions"])
-                if cancelled and t["at"] >= cancelled["started_at"]
-            ),
-            len(data["transitions"]),
-        )
+        if cancelled is not None and cancelled["transitions_at_start"] is not None:
+            cut = cancelled["transitions_at_start"]
+        else:  # a trace from before the count was kept: by time (a fast cycle may tie at the millisecond)
+            cut = next(
+                (
+                    i
+                    for i, t in enumerate(data["transitions"])
+                    if cancelled and t["at"] >= cancelled["started_at"]
+                ),
+                len(data["transitions"]),
+            )
         data["transitions"] = data["transitions"][:cut]
         data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
         data.update(outcome=None, outcome_reason="", ended_at=None)

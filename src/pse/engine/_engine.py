@@ -139,6 +139,7 @@ class Engine:
             step_buffer_tokens=count_tokens(spec.step_buffer) if spec.step_buffer else 0,
             plan=self.trace.plan if spec.kind == "revise" else None,
             positions_at_start=self.setup.positions() if self.setup.positions is not None else {},
+            transitions_at_start=len(self.trace.transitions),
         )
         self.trace.cycles.append(cycle)
         self.events.cycle = cycle
