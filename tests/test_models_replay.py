@@ -75,7 +75,7 @@ async def test_record_then_replay_offline_gives_identical_replies_and_usage(tmp_
         result = await clients[role].create(asks[role])
         assert isinstance(result.content, str)
         replayed.append((role, result.content, result.usage))
-    scrubbed = "Done; the key was *** and ***"
+    scrubbed = "Done; the key was [redacted:PSE_API_KEY] and ***"  # the configured key by name, a key shape
     assert replayed == [*seen[:2], ("Specialist", scrubbed, RequestUsage(70, 12))]
     assert seen[2][1] != scrubbed  # the live run saw the real text; only the cassette is scrubbed
     assert player.positions == {"Planner": 1, "Specialist": 2, "Evaluator": 0}

@@ -40,6 +40,7 @@ from pse.exceptions import (
     TooManyRuns,
     UnknownVariableWarning,
     UnregisteredTasksWarning,
+    UnscrubbedSecretWarning,
     UserError,
 )
 
@@ -90,6 +91,7 @@ __all__ = [
     "TransitionEvent",
     "UnknownVariableWarning",
     "UnregisteredTasksWarning",
+    "UnscrubbedSecretWarning",
     "UserError",
     "VerdictEvent",
     "__version__",

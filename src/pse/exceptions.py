@@ -30,7 +30,8 @@ Warnings (issued with `warnings.warn`, shown once per process; the command goes 
 
     PSEWarning                    a UserWarning: something is probably not what you meant
     ├── UnknownVariableWarning    a PSE_* variable of the environment or .env is no setting (it is ignored)
-    └── UnregisteredTasksWarning  a tasks directory has no registry.toml, so its task folders are not used
+    ├── UnregisteredTasksWarning  a tasks directory has no registry.toml, so its task folders are not used
+    └── UnscrubbedSecretWarning   a configured secret is too short to be scrubbed from a recorded cassette
 
 The loop's error rule: a model's mistake (bad XML, a denied tool call, a missing
 verdict) is an observation the model sees or a review ERROR recorded in the
@@ -63,6 +64,7 @@ __all__ = [
     "ToolInfrastructureError",
     "UnknownVariableWarning",
     "UnregisteredTasksWarning",
+    "UnscrubbedSecretWarning",
     "UserError",
 ]
 
@@ -165,3 +167,7 @@ class UnknownVariableWarning(PSEWarning):
 
 class UnregisteredTasksWarning(PSEWarning):
     """A tasks directory has no `registry.toml`, so the task folders in it are not used."""
+
+
+class UnscrubbedSecretWarning(PSEWarning):
+    """A configured secret is shorter than 8 characters, so a recorded cassette keeps it as it is."""

@@ -9,12 +9,13 @@ cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
 """
 
-from pse.models._digest import normalize, recorded_request, scrub_secrets
+from pse.models._digest import normalize, recorded_request
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
 from pse.models._format import Cassette, CassetteTurn, MessageDigest, RecordedRequest, TurnUsage
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
+from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._usage import Cost, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
@@ -33,6 +34,7 @@ __all__ = [
     "ResilientChatCompletionClient",
     "RetryPolicy",
     "ScriptedChatCompletionClient",
+    "Scrubber",
     "TurnUsage",
     "WrapperChatCompletionClient",
     "create_model_client",

@@ -62,8 +62,7 @@ def create_model_client(
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy)
     if recorder is not None:
-        if spec.api_key is not None:
-            recorder.add_secrets([spec.api_key.get_secret_value()])
+        recorder.add_secrets(settings.secrets())  # every configured key, by its variable's name
         client = RecordingChatCompletionClient(client, recorder, role)
     return client
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
-from pse.models._digest import recorded_request, scrub_secrets
+from pse.exceptions import UnscrubbedSecretWarning
+from pse.models._digest import recorded_request
 from pse.models._format import Cassette, CassetteTurn, TurnUsage
+from pse.models._scrub import Scrubber
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
+from pse.toolagent import MIN_SECRET_CHARS
 
 __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 
@@ -18,31 +22,44 @@ __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 class CassetteRecorder:
     """Collects turns in call order and writes them as one cassette.
 
+    No HTTP header is recorded. Every text that goes in (replies, request excerpts) passes the
+    recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and anything shaped
+    like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed (it would match
+    ordinary text); the recorder warns of each such one once.
+
     Args:
         path: the cassette file `save()` writes (atomically).
-        secrets: values that must never reach the file (API keys); anything shaped like a key is
-            scrubbed as well.
+        secrets: NAME → value pairs that must never reach the file (`Settings.secrets()`).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, secrets: Iterable[tuple[str, str]] = ()) -> None:
         self.path = Path(path)
-        self.secrets = [s for s in secrets if s]
+        self.scrubber = Scrubber()
         self.cassette = Cassette()
+        self.add_secrets(secrets)
 
-    def add_secrets(self, secrets: Iterable[str]) -> None:
-        """Also scrub these values (the factory passes each role's API key)."""
-        self.secrets.extend(s for s in secrets if s and s not in self.secrets)
+    def add_secrets(self, secrets: Iterable[tuple[str, str]]) -> None:
+        """Also scrub these NAME → value pairs (the factory passes the configured ones)."""
+        for name in self.scrubber.add(secrets):
+            warnings.warn(
+                UnscrubbedSecretWarning(
+                    f"{name} is shorter than {MIN_SECRET_CHARS} characters, so the recording {self.path} "
+                    "keeps it as it is: a value that short would match ordinary text. A real key is longer; "
+                    "if this one is real, check the cassette before you share it."
+                ),
+                stacklevel=2,
+            )
 
     def append(self, role: str, messages: Sequence[LLMMessage], result: CreateResult) -> CassetteTurn:
         """Record one exchange: the reply (secrets scrubbed), its real usage and the request's digest."""
         content = result.content if isinstance(result.content, str) else str(result.content)
         turn = CassetteTurn(
             role=role,
-            content=scrub_secrets(content, self.secrets),
+            content=self.scrubber.text(content),
             usage=TurnUsage(
                 prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens
             ),
-            request=recorded_request(messages, self.secrets),
+            request=recorded_request(messages, self.scrubber),
         )
         self.cassette.turns.append(turn)
         return turn

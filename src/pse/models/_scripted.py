@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
 from pse.models._digest import describe_mismatch, message_texts
 from pse.models._format import Cassette, CassetteTurn
+from pse.models._scrub import Scrubber
 from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
 from pse.roles import ROLES
 from pse.tokens import count_message_tokens, count_tokens
@@ -53,6 +54,7 @@ class CassettePlayer:
         strict: compare each recorded request digest with the incoming request.
         positions: turns already consumed per role (to resume a run); missing roles start at 0.
         source: where the cassette came from, for messages.
+        scrubber: scrubs incoming requests as the recorder scrubbed them (digests are of scrubbed text).
     """
 
     def __init__(
@@ -62,10 +64,12 @@ class CassettePlayer:
         strict: bool | Literal["tools"] = True,
         positions: Mapping[str, int] | None = None,
         source: str = "<in-memory cassette>",
+        scrubber: Scrubber | None = None,
     ) -> None:
         self.cassette = cassette
         self.strict = strict
         self.source = source
+        self.scrubber = scrubber or Scrubber()
         self._turns = {role: cassette.turns_of(role) for role in ROLES}
         self._positions = dict.fromkeys(ROLES, 0)
         self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in ROLES}
@@ -84,9 +88,16 @@ class CassettePlayer:
         *,
         strict: bool | Literal["tools"] = True,
         positions: Mapping[str, int] | None = None,
+        scrubber: Scrubber | None = None,
     ) -> CassettePlayer:
         """Load and validate a cassette file (a `CassetteError` names the file and turn if malformed)."""
-        return cls(Cassette.from_file(path), strict=strict, positions=positions, source=str(Path(path)))
+        return cls(
+            Cassette.from_file(path),
+            strict=strict,
+            positions=positions,
+            source=str(Path(path)),
+            scrubber=scrubber,
+        )
 
     @property
     def positions(self) -> dict[str, int]:
@@ -113,7 +124,7 @@ class CassettePlayer:
             raise CassetteExhaustedError(role, position + 1, len(turns))
         turn = turns[position]
         if self.strict and turn.request is not None:
-            difference = describe_mismatch(turn.request, messages)
+            difference = describe_mismatch(turn.request, messages, self.scrubber)
             if difference is not None:
                 raise ReplayMismatchError(
                     f"strict replay of {self.source}: {role}'s turn {position + 1} was recorded for a "

@@ -25,7 +25,7 @@ from pse.engine import (
 from pse.events import Cost, Event, SandboxRecord
 from pse.exceptions import UserError
 from pse.knowledge import RunKnowledge
-from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
+from pse.models import CassettePlayer, CassetteRecorder, Scrubber, create_model_client, price_of
 from pse.roles import ROLES, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
@@ -105,9 +105,14 @@ def _wire(
                 f"task {task.name!r} has no cassette and no model is configured: pass --cassette FILE, "
                 "or configure a real model (PSE_PROVIDER, PSE_API_KEY / PSE_BASE_URL)"
             )
-        player = CassettePlayer.from_file(Path(cassette), strict=settings.replay_strict, positions=positions)
+        player = CassettePlayer.from_file(
+            Path(cassette),
+            strict=settings.replay_strict,
+            positions=positions,
+            scrubber=Scrubber(settings.secrets()),  # the recorder's rule: digests are of scrubbed text
+        )
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
-    recorder = CassetteRecorder(settings.record) if settings.record is not None else None
+    recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
 
     # Knowledge: search_knowledge if the task has knowledge/; injection on new runs; traced retrievals.
     knowledge = RunKnowledge(task.knowledge_dir, settings, query=task.config.goal if trace is None else None)

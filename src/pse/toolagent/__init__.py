@@ -24,6 +24,7 @@ from pse.toolagent._defaults import DEFAULT_GRANTS
 from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
 from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
 from pse.toolagent._policy import Grant, Policy, PolicyDecision
+from pse.toolagent._redact import MIN_SECRET_CHARS, Redactor
 
 if TYPE_CHECKING:
     from pse.toolagent._agent import ToolAgent
@@ -31,11 +32,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_GRANTS",
     "MAX_TOOL_THREADS",
+    "MIN_SECRET_CHARS",
     "Grant",
     "Policy",
     "PolicyDecision",
     "PolicyOverrides",
     "PolicyProblem",
+    "Redactor",
     "ToolAgent",
     "ToolBatch",
     "ToolExecutor",
