@@ -76,7 +76,7 @@ def test_the_top_level_exports_the_run_api_every_exception_and_every_event() -> 
     assert {"run", "arun", "RunSummary", "Settings", "load_settings"} <= set(pse.__all__)
     assert set(pse.exceptions.__all__) <= set(pse.__all__)
     events = {n for n in pse.events.__all__ if n == "Event" or n.endswith("Event") or n == "CycleStarted"}
-    assert len(events) == 8 and events <= set(pse.__all__)
+    assert len(events) == 9 and events <= set(pse.__all__)
     for name in pse.exceptions.__all__:
         assert getattr(pse, name) is getattr(pse.exceptions, name)
     assert pse.ToolCallEvent is pse.events.ToolCallEvent

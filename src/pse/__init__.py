@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from pse.config import Settings, load_settings
     from pse.events import (
         CycleStarted,
+        DriftEvent,
         Event,
         MessageEvent,
         OutcomeEvent,
@@ -66,6 +67,7 @@ __all__ = [
     "ConfigError",
     "ControlSignal",
     "CycleStarted",
+    "DriftEvent",
     "EmbeddingBackendError",
     "Event",
     "IllegalTransition",
@@ -104,6 +106,7 @@ _LAZY_MODULES = {
     "pse.config": ("Settings", "load_settings"),
     "pse.events": (
         "CycleStarted",
+        "DriftEvent",
         "Event",
         "MessageEvent",
         "OutcomeEvent",

@@ -25,6 +25,8 @@ from pse.events import (
     BlockedRecord,
     Cost,
     CycleStarted,
+    DriftEvent,
+    DriftRecord,
     Event,
     GateRecord,
     MessageEvent,
@@ -92,6 +94,9 @@ class CycleRecord(_Model):
     messages: list[MessageRecord] = Field(default_factory=list)
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     retrievals: list[RetrievalEvent] = Field(default_factory=list)
+    drifts: list[DriftRecord] = Field(
+        default_factory=list, description="replay only: tool output that differed from the recording"
+    )
     tokens: dict[str, TokenCount] = Field(default_factory=dict)
     turns: int = 0
     positions_at_start: dict[str, int] = Field(
@@ -196,8 +201,8 @@ class Trace(_Model):
         """The run's events rebuilt from the trace, in time order: what a live consumer received.
 
         Events of equal time keep the engine's order (cycle start, retrievals injected before it,
-        messages, tool calls and their retrievals, verdict, transitions). An unfinished run replays what
-        its trace holds, with no outcome event.
+        messages, tool calls and their retrievals, replay drifts, verdict, transitions). An unfinished
+        run replays what its trace holds, with no outcome event.
         """
         run_id = self.run_id
         timed: list[tuple[str, int, Event]] = []
@@ -218,6 +223,8 @@ class Trace(_Model):
                 timed.append((call.at, 2, ToolCallEvent(run_id=run_id, at=call.at, cycle=c.index, call=call)))
             for r in c.retrievals:
                 timed.append((r.at, 1 if r.at <= c.started_at else 2, r))
+            for d in c.drifts:
+                timed.append((d.at, 2, DriftEvent(run_id=run_id, at=d.at, cycle=c.index, drift=d)))
             if c.ended_at is not None:
                 verdict = VerdictEvent(
                     run_id=run_id,

@@ -79,6 +79,12 @@ def trace_show(
             out.print(f"  {mark} {shown(crit.id)}: {shown(crit.finding)}", highlight=False)
         for failure in c.gate.failures:
             out.print(f"  [red]gate[/] {shown(failure)}", highlight=False)
+        for drift in c.drifts:
+            out.print(
+                f"  [yellow]drift[/] {shown(drift.role)} turn {drift.turn}, message {drift.message} "
+                f"({shown(drift.speaker)}): tool output differs from the recording",
+                highlight=False,
+            )
         for call in c.tool_calls:
             colour = "green" if call.decision == "allowed" else "red"
             out.print(

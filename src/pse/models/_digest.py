@@ -1,16 +1,19 @@
-"""What a request *is*, for strict replay: normalized messages, their digests, excerpts and a readable diff.
+"""What a request *is*, for strict replay: normalized messages, their digests, excerpts and texts.
 
 A request is normalized to one `(speaker, text)` pair per message: `system`,
 `user:<source>`, `assistant:<source>` or `tool`, with the message's text, scrubbed of
-secrets (`pse.models._scrub`) on recording and replay alike. Nothing else goes in (no ids,
-no times, no model name, no sampling settings), so the same prompt gives the same digest in
-any run on any machine, as long as the engine keeps run-specific values (run id, absolute
-paths, clocks) out of the prompt text itself.
+secrets (`pse.models._scrub`). Nothing else goes in (no ids, no times, no model name, no
+sampling settings), so the same prompt gives the same digest in any run on any machine, as
+long as the engine keeps run-specific values (run id, absolute paths, clocks) out of the
+prompt text itself.
+
+The speaker also says who wrote a message: the ToolAgent's `<tool_results>` (`user:ToolAgent`)
+and native tool results (`tool`) are *tool output*, what real commands printed; everything else
+is what PSE authored (prompts, the task, the step_buffer) or a model's replayed reply.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -20,9 +23,10 @@ from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, Use
 
 from pse.models._format import MessageDigest, RecordedRequest
 from pse.models._scrub import Scrubber
+from pse.roles import TOOL_AGENT
 
 __all__ = [
-    "describe_mismatch",
+    "TOOL_OUTPUT_SPEAKERS",
     "digest_of",
     "excerpt",
     "message_texts",
@@ -33,6 +37,8 @@ __all__ = [
 ]
 
 _EXCERPT_CHARS = 160  # each of head and tail kept in an excerpt
+TOOL_OUTPUT_SPEAKERS = frozenset({"tool", f"user:{TOOL_AGENT}"})
+"""The speakers whose messages are tool output: what real tools printed, not what PSE authored."""
 
 
 def _text(message: LLMMessage) -> str:
@@ -100,57 +106,29 @@ def digest_of(text: str) -> str:
     return _hash(text)[:16]
 
 
-def recorded_request(messages: Sequence[LLMMessage], scrubber: Scrubber | None = None) -> RecordedRequest:
+def recorded_request(
+    messages: Sequence[LLMMessage], scrubber: Scrubber | None = None, *, kept: set[str] | None = None
+) -> RecordedRequest:
     """The digest, per-message digests and scrubbed excerpts of one request, as a cassette stores it.
 
     Args:
         messages: the request.
         scrubber: what removes secrets (default: key shapes and secret-looking environment variables).
+        kept: digests of the tool-output texts the cassette holds already. Given, each tool-output
+            message not among them is kept whole (`text`), once per cassette, and its digest added:
+            a replay that sees different tool output can then show the whole difference.
     """
     pairs = scrubbed(messages, scrubber)
+    digests = [
+        MessageDigest(speaker=s, digest=digest_of(t), chars=len(t), excerpt=excerpt(t)) for s, t in pairs
+    ]
+    if kept is not None:
+        for message, (speaker, text) in zip(digests, pairs, strict=True):
+            if speaker in TOOL_OUTPUT_SPEAKERS and message.digest not in kept:
+                kept.add(message.digest)
+                message.text = text
     return RecordedRequest(
         digest=request_digest(pairs),
         excerpt=excerpt(pairs[-1][1]) if pairs else "",
-        messages=[
-            MessageDigest(speaker=s, digest=digest_of(t), chars=len(t), excerpt=excerpt(t)) for s, t in pairs
-        ],
+        messages=digests,
     )
-
-
-def describe_mismatch(
-    recorded: RecordedRequest, messages: Sequence[LLMMessage], scrubber: Scrubber | None = None
-) -> str | None:
-    """None when `messages` match the recorded digest, else a readable account of what differs."""
-    incoming = recorded_request(messages, scrubber)
-    if incoming.digest == recorded.digest:
-        return None
-    if not recorded.messages:
-        return "the request differs from the recorded one (the cassette holds only its digest, so no detail)"
-    lines: list[str] = []
-    if len(recorded.messages) != len(incoming.messages):
-        lines.append(
-            f"recorded request had {len(recorded.messages)} message(s), this one has {len(incoming.messages)}"
-        )
-    for index, (old, new) in enumerate(zip(recorded.messages, incoming.messages, strict=False), start=1):
-        if old.speaker != new.speaker:
-            lines.append(f"message {index}: speaker was {old.speaker}, now {new.speaker}")
-        elif old.digest != new.digest:
-            lines.append(
-                f"message {index} ({new.speaker}) changed: {old.chars} chars recorded, {new.chars} now"
-            )
-            diff = difflib.unified_diff(
-                old.excerpt.splitlines(), new.excerpt.splitlines(), "recorded", "now", lineterm="", n=2
-            )
-            body = "\n".join(f"    {line}" for line in diff)
-            lines.append(
-                body or "    (the change is in the middle of the message, beyond the recorded excerpt)"
-            )
-    for index, extra in enumerate(
-        incoming.messages[len(recorded.messages) :], start=len(recorded.messages) + 1
-    ):
-        lines.append(f"message {index} ({extra.speaker}) is new: {extra.excerpt[:200]!r}")
-    for index, gone in enumerate(
-        recorded.messages[len(incoming.messages) :], start=len(incoming.messages) + 1
-    ):
-        lines.append(f"message {index} ({gone.speaker}) is missing: {gone.excerpt[:200]!r}")
-    return "\n".join(lines)

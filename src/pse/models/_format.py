@@ -7,10 +7,13 @@
    {"role": "Evaluator", "content": "…", "usage": {"prompt_tokens": 812, "completion_tokens": 95}},
    {"role": "Specialist", "content": "…",
     "request": {"digest": "<sha256>", "excerpt": "…",
-                "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"}]}}
+                "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"},
+                             {"speaker": "user:ToolAgent", "digest": "…", "chars": 310, "excerpt": "…",
+                              "text": "<tool_results …>…</tool_results>"}]}}
  ]}
 ```
-`usage` and `request` are optional; recorded cassettes carry both.
+`usage` and `request` are optional; recorded cassettes carry both. A tool-output message of a request
+keeps its whole `text` the first time the cassette holds it (later requests repeat only its digest).
 """
 
 from __future__ import annotations
@@ -42,12 +45,14 @@ class TurnUsage(_Strict):
 
 
 class MessageDigest(_Strict):
-    """One message of a recorded request: who sent it, a short digest, its length and an excerpt."""
+    """One message of a recorded request: who sent it, a short digest, its length and an excerpt
+    (for tool output, the first time a cassette holds it, also its whole text)."""
 
     speaker: str
     digest: str
     chars: int = Field(ge=0)
     excerpt: str = ""
+    text: str | None = None
 
 
 class RecordedRequest(_Strict):

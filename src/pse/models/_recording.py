@@ -22,10 +22,10 @@ __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 class CassetteRecorder:
     """Collects turns in call order and writes them as one cassette.
 
-    No HTTP header is recorded. Every text that goes in (replies, request excerpts) passes the
-    recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and anything shaped
-    like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed (it would match
-    ordinary text); the recorder warns of each such one once.
+    No HTTP header is recorded. Every text that goes in (replies, request excerpts, tool output) passes
+    the recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and anything shaped
+    like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed
+    (it would match ordinary text); the recorder warns of each such one once.
 
     Args:
         path: the cassette file `save()` writes (atomically).
@@ -36,6 +36,7 @@ class CassetteRecorder:
         self.path = Path(path)
         self.scrubber = Scrubber()
         self.cassette = Cassette()
+        self._kept: set[str] = set()  # digests of the tool-output texts the cassette holds whole
         self.add_secrets(secrets)
 
     def add_secrets(self, secrets: Iterable[tuple[str, str]]) -> None:
@@ -59,7 +60,7 @@ class CassetteRecorder:
             usage=TurnUsage(
                 prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens
             ),
-            request=recorded_request(messages, self.scrubber),
+            request=recorded_request(messages, self.scrubber, kept=self._kept),
         )
         self.cassette.turns.append(turn)
         return turn

@@ -97,6 +97,7 @@ def _wire(
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
     specs = {role: settings.model_spec(role) for role in ROLES}
+    events = RunEvents(run_id, on_event)
     player: CassettePlayer | None = None
     if any(spec.provider == "scripted" for spec in specs.values()):
         cassette = settings.cassette or task.cassette_path
@@ -110,6 +111,7 @@ def _wire(
             strict=settings.replay_strict,
             positions=positions,
             scrubber=Scrubber(settings.secrets()),  # the recorder's rule: digests are of scrubbed text
+            on_drift=events.drift,
         )
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
     recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
@@ -124,7 +126,6 @@ def _wire(
         policy = policy.with_independent_tests()
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
-    events = RunEvents(run_id, on_event)
     executor = ToolExecutor(
         workspace,
         settings,
