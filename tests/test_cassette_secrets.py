@@ -9,10 +9,12 @@ import pytest
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
 from pse.config import load_settings
+from pse.events import ToolCallRecord
 from pse.exceptions import UnscrubbedSecretWarning
 from pse.models import Cassette, CassettePlayer, CassetteRecorder, Scrubber, create_model_client
 from pse.roles import ROLES, TOOL_AGENT, Role
 from pse.toolagent import MIN_SECRET_CHARS, Redactor
+from pse.tools import Tool
 from standins import ChatStandIn, Reply
 
 LONG_KEY = "live-secret-value-0123456789"  # no key shape: only the value rule can scrub it
@@ -32,6 +34,13 @@ async def _record(tmp_path: Path, key: str, replies: list[str], task: str) -> Pa
         for client in clients.values():
             await client.close()
         assert {r.headers["authorization"] for r in stand_in.requests} == {f"Bearer {key}"}
+    recorder.add_tool_run(
+        ToolCallRecord.ran(
+            requester=Role.SPECIALIST, tool=Tool.READ_FILE, arguments={"path": f"{key}.txt"}, index=1,
+            rule="r", status="ok", output=f"token={key}; exposing", ms=1, sandbox=None,
+            facts={"note": f"<{key}>"},
+        )
+    )  # fmt: skip
     recorder.save()
     return path
 
@@ -73,6 +82,7 @@ async def test_a_short_key_is_not_scrubbed_and_the_recorder_says_so_once(tmp_pat
     assert cassette.turns[0].content == "quicksort.py exposing quicksort(items)"
     assert cassette.turns[0].request is not None
     assert cassette.turns[0].request.excerpt == "Deliver quicksort.py exposing quicksort."
+    assert cassette.tool_runs[0].output == "token=x; exposing"
     await _replays_strictly(path, "Deliver quicksort.py exposing quicksort.")
 
 
@@ -87,6 +97,10 @@ async def test_a_long_key_is_scrubbed_everywhere_also_inside_longer_strings(tmp_
     assert cassette.turns[0].content == f"the key is abc{marker}xyz, exposing it"
     assert cassette.turns[0].request is not None
     assert cassette.turns[0].request.excerpt == f"Use config={marker};now."
+    run = cassette.tool_runs[0]
+    assert (run.arguments, run.output, run.facts) == (
+        {"path": f"{marker}.txt"}, f"token={marker}; exposing", {"note": f"<{marker}>"},
+    )  # fmt: skip
     # The scrubbed reply comes back inside the Specialist's request: digests are of scrubbed text, so
     # it matches; the task is scrubbed the same way on replay (the key configured then, too).
     await _replays_strictly(path, task, [("PSE_API_KEY", LONG_KEY)])

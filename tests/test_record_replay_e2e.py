@@ -21,6 +21,7 @@ async def test_recorded_run_replays_strictly_in_a_new_run(tmp_path: Path) -> Non
     assert first.outcome == "PASSED"
     turns = json.loads(recording.read_text())["turns"]
     assert len(turns) == 9 and all(t["request"]["digest"] for t in turns)
+    assert len(json.loads(recording.read_text())["tool_runs"]) == 8  # every executed tool call
     sent = json.dumps(turns)
     assert str(tmp_path) not in sent and first.run_id not in sent  # no paths or run ids in any request
 

@@ -75,7 +75,9 @@ class ToolCallRecord(_Record):
     ms: int = 0
     output: str = ""
     index: int = Field(1, description="position of the invoke in its message, from 1")
-    sandbox: str | None = Field(None, description="sandbox mode that ran it: bwrap, fallback, or None")
+    sandbox: str | None = Field(
+        None, description="the sandbox mode that ran it (bwrap…, fallback), replay: answered from a cassette"
+    )
     truncated: bool = False
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
     at: str = Field(default_factory=utc_now)

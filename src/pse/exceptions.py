@@ -12,6 +12,7 @@ Hierarchy::
     │   ├── ModelAuthError        the model API refused our credentials (never retried)
     │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
+    │   │   └── ToolReplayMismatchError  --replay-tools: a tool call differs from the recorded one
     │   ├── ToolInfrastructureError the sandbox itself failed (not the command it ran)
     │   └── EmbeddingBackendError the knowledge base's embedding backend (Ollama, OpenAI) is unreachable
     ├── ProtocolError             a model's message breaks the protocol (no verdict, two plans, ...);
@@ -62,6 +63,7 @@ __all__ = [
     "TaskNotFoundError",
     "TooManyRuns",
     "ToolInfrastructureError",
+    "ToolReplayMismatchError",
     "UnknownVariableWarning",
     "UnregisteredTasksWarning",
     "UnscrubbedSecretWarning",
@@ -116,6 +118,11 @@ class CassetteExhaustedError(RunFailure):
 
 class ReplayMismatchError(RunFailure):
     """Strict replay found a request that differs from the recorded one."""
+
+
+class ToolReplayMismatchError(ReplayMismatchError):
+    """Tools replayed from a cassette (`--replay-tools`): a call differs from the recorded one, or the
+    recording has no more tool runs. Nothing is executed in its place."""
 
 
 class ToolInfrastructureError(RunFailure):

@@ -152,6 +152,9 @@ def run_cmd(
     base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL.")] = None,
     cassette: Annotated[Path | None, typer.Option(help="Cassette for the scripted provider.")] = None,
     record: Annotated[Path | None, typer.Option(help="Record the model exchange into this cassette.")] = None,
+    replay_tools: Annotated[
+        bool, typer.Option("--replay-tools", help="Answer tool calls from the cassette's recorded tool runs.")
+    ] = False,
     runs_dir: RunsDir = None,
     tasks_dir: TasksDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
@@ -165,6 +168,7 @@ def run_cmd(
         base_url=base_url,
         cassette=cassette.resolve() if cassette else None,
         record=record,
+        replay_tools=True if replay_tools else None,  # unset: PSE_REPLAY_TOOLS decides
         runs_dir=runs_dir,
         tasks_dir=tasks_dir,
     )

@@ -1,4 +1,4 @@
-"""Recording: a client that wraps any provider and writes each exchange into a cassette."""
+"""Recording: a client that wraps any provider and writes each exchange into a cassette, and the tool runs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
+from pse.events import ToolCallRecord
 from pse.exceptions import UnscrubbedSecretWarning
 from pse.models._digest import recorded_request
 from pse.models._format import Cassette, CassetteTurn, TurnUsage
@@ -20,11 +21,11 @@ __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 
 
 class CassetteRecorder:
-    """Collects turns in call order and writes them as one cassette.
+    """Collects turns and tool runs in call order and writes them as one cassette.
 
-    No HTTP header is recorded. Every text that goes in (replies, request excerpts, tool output) passes
-    the recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and anything shaped
-    like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed
+    No HTTP header is recorded. Every text that goes in (replies, request excerpts, tool output, tool
+    runs) passes the recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and
+    anything shaped like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed
     (it would match ordinary text); the recorder warns of each such one once.
 
     Args:
@@ -64,6 +65,10 @@ class CassetteRecorder:
         )
         self.cassette.turns.append(turn)
         return turn
+
+    def add_tool_run(self, record: ToolCallRecord) -> None:
+        """Record one executed tool call (its audit record, scrubbed), for `--replay-tools`."""
+        self.cassette.tool_runs.append(ToolCallRecord.model_validate(self.scrubber.data(record.model_dump())))
 
     def save(self) -> Path:
         """Write the cassette (atomically) and return its path."""
