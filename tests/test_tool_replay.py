@@ -8,9 +8,10 @@ import pytest
 
 from pse.config import Settings
 from pse.events import ToolCallRecord
-from pse.exceptions import ToolReplayMismatchError
+from pse.exceptions import ToolReplayMismatchError, UserError
 from pse.protocol import render_tool_calls
 from pse.roles import Role
+from pse.runner import prepare_run
 from pse.sandbox import Sandbox
 from pse.toolagent import RecordingToolRunner, ReplayingToolRunner, ToolExecutor, ToolRunner, run_tools
 from pse.tools import Tool
@@ -150,3 +151,22 @@ def test_long_arguments_are_compared_where_they_first_differ(tmp_path: Path) -> 
     expected = f"argument content differs from character 100: recorded {content[100:160]!r}, now {changed[100:160]!r}."
     assert expected in str(executor.infrastructure_error)
     assert not (tmp_path / "second" / "q.py").exists()  # a mismatching write is not run
+
+
+def test_replay_tools_for_a_task_without_a_cassette_names_the_fix(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    (tasks / "plain").mkdir(parents=True)
+    (tasks / "registry.toml").write_text("[tasks.plain]\n")
+    (tasks / "plain" / "task.toml").write_text('description = "d"\ngoal = "g"\n')
+    for role in ("planner", "specialist", "evaluator"):
+        (tasks / "plain" / f"{role}.md").write_text("Do it.\n")
+    settings = Settings(
+        provider="openai", base_url="http://127.0.0.1:9/v1", tasks_dir=tasks, runs_dir=tmp_path / "runs",
+        replay_tools=True,
+    )  # fmt: skip
+    with pytest.raises(UserError) as info:
+        prepare_run("plain", settings)
+    assert str(info.value) == (
+        "--replay-tools (PSE_REPLAY_TOOLS) answers tool calls from a recording, and task 'plain' has no "
+        "cassette: pass --cassette FILE, a cassette recorded with --record FILE"
+    )
