@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 from autogen_agentchat.agents import AssistantAgent
-from autogen_core.models import AssistantMessage, LLMMessage, RequestUsage, SystemMessage, UserMessage
+from autogen_core.models import (
+    AssistantMessage,
+    CreateResult,
+    LLMMessage,
+    RequestUsage,
+    SystemMessage,
+    UserMessage,
+)
 
 from pse.config import Price, load_settings
+from pse.events import DriftRecord
 from pse.exceptions import ReplayMismatchError
 from pse.models import (
     Cassette,
@@ -75,7 +83,7 @@ async def test_record_then_replay_offline_gives_identical_replies_and_usage(tmp_
         result = await clients[role].create(asks[role])
         assert isinstance(result.content, str)
         replayed.append((role, result.content, result.usage))
-    scrubbed = "Done; the key was *** and ***"
+    scrubbed = "Done; the key was [redacted:PSE_API_KEY] and ***"  # the configured key by name, a key shape
     assert replayed == [*seen[:2], ("Specialist", scrubbed, RequestUsage(70, 12))]
     assert seen[2][1] != scrubbed  # the live run saw the real text; only the cassette is scrubbed
     assert player.positions == {"Planner": 1, "Specialist": 2, "Evaluator": 0}
@@ -188,3 +196,88 @@ def test_prices_come_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PSE_PRICES", json.dumps({"deepseek-chat": {"input": 0.27, "output": 1.1}}))
     cost = price_of(load_settings(), "deepseek-chat", 1_000_000, 0)
     assert (cost.amount, cost.currency, cost.priced) == (0.27, "USD", True)
+
+
+def _tool_turns(tmp_path: Path) -> tuple[Path, list[list[LLMMessage]]]:
+    """Two Evaluator turns recorded for requests that end with the ToolAgent's results."""
+    asks: list[list[LLMMessage]] = [
+        [
+            SystemMessage(content="You judge."),
+            UserMessage(content="Check quicksort.", source="user"),
+            AssistantMessage(content="<tool_calls>pytest</tool_calls>", source="Evaluator"),
+            UserMessage(content="<tool_results>\nseed 41\n2 failed\n</tool_results>", source="ToolAgent"),
+        ]
+    ]
+    asks.append([*asks[0], AssistantMessage(content="<tool_calls>ruff</tool_calls>", source="Evaluator")])
+    asks[1].append(
+        UserMessage(content="<tool_results>\nAll checks passed!\n</tool_results>", source="ToolAgent")
+    )
+    recorder = CassetteRecorder(tmp_path / "tools.json")
+    for ask, reply in zip(asks, ["<tool_calls>ruff</tool_calls>", "<verdict/>"], strict=True):
+        recorder.append(
+            "Evaluator",
+            ask,
+            CreateResult(finish_reason="stop", content=reply, usage=RequestUsage(1, 1), cached=False),
+        )
+    return recorder.save(), asks
+
+
+def _with_seed(asks: list[list[LLMMessage]], seed: str) -> list[list[LLMMessage]]:
+    changed = UserMessage(
+        content=f"<tool_results>\nseed {seed}\n2 failed\n</tool_results>", source="ToolAgent"
+    )
+    return [[changed if i == 3 else m for i, m in enumerate(ask)] for ask in asks]
+
+
+async def test_tool_output_that_differs_is_drift_recorded_once_and_the_replay_goes_on(tmp_path: Path) -> None:
+    path, asks = _tool_turns(tmp_path)
+    seen: list[DriftRecord] = []
+    player = CassettePlayer.from_file(path, on_drift=seen.append)
+    evaluator = create_model_client(load_settings(), "Evaluator", player=player)
+    for ask in _with_seed(asks, "97"):
+        await evaluator.create(ask)
+    assert player.positions["Evaluator"] == 2
+    assert seen == player.drifts  # the second request holds the same drifted message: no second drift
+    [drift] = seen
+    assert (drift.role, drift.turn, drift.message, drift.speaker) == ("Evaluator", 1, 4, "user:ToolAgent")
+    assert drift.diff.splitlines() == [
+        "--- recorded", "+++ now", "@@ -1,4 +1,4 @@", " <tool_results>", "-seed 41", "+seed 97", " 2 failed",
+        " </tool_results>",
+    ]  # fmt: skip
+
+
+async def test_strict_tools_fails_on_drift_and_an_authored_change_fails_strict_replay(tmp_path: Path) -> None:
+    path, asks = _tool_turns(tmp_path)
+    player = CassettePlayer.from_file(path, strict="tools")
+    with pytest.raises(
+        ReplayMismatchError, match=r"Only tool output differs .* PSE_REPLAY_STRICT=tools demands"
+    ):
+        await create_model_client(load_settings(), "Evaluator", player=player).create(
+            _with_seed(asks, "97")[0]
+        )
+    assert player.drifts == []
+
+    changed = _with_seed(asks, "97")[0]
+    changed[1] = UserMessage(content="Check mergesort.", source="user")
+    player = CassettePlayer.from_file(path)
+    with pytest.raises(ReplayMismatchError) as info:
+        await create_model_client(load_settings(), "Evaluator", player=player).create(changed)
+    message = str(info.value)
+    assert "message 2 (user:user) changed: 16 chars recorded, 16 now" in message
+    assert "message 4 (user:ToolAgent) (tool output) changed" in message
+    assert message.endswith(
+        "What PSE sends (a prompt, the task, the step_buffer, the plan or the order of roles) differs. "
+        "Re-record the cassette (PSE_RECORD) if it changed on purpose, or replay with "
+        "PSE_REPLAY_STRICT=false to ignore recorded requests."
+    )
+    assert player.drifts == [] and player.positions["Evaluator"] == 0
+
+
+async def test_a_tool_turn_in_another_place_is_no_drift_but_a_changed_order(tmp_path: Path) -> None:
+    path, asks = _tool_turns(tmp_path)
+    reordered = [asks[0][0], asks[0][1], asks[0][3], asks[0][2]]  # the ToolAgent spoke before the Evaluator
+    player = CassettePlayer.from_file(path)
+    with pytest.raises(
+        ReplayMismatchError, match="message 3: speaker was assistant:Evaluator, now user:ToolAgent"
+    ):
+        await create_model_client(load_settings(), "Evaluator", player=player).create(reordered)

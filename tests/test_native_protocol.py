@@ -429,7 +429,7 @@ async def test_a_turn_that_does_not_fit_the_protocol_of_the_request_is_said_plai
 
 
 async def test_a_recording_keeps_native_calls_as_such(tmp_path: Path) -> None:
-    recorder = CassetteRecorder(tmp_path / "out.json", secrets=["sk-secret-value-123"])
+    recorder = CassetteRecorder(tmp_path / "out.json", secrets=[("PSE_API_KEY", "sk-secret-value-123")])
     turns = [
         {
             "role": Role.PLANNER,
@@ -451,6 +451,6 @@ async def test_a_recording_keeps_native_calls_as_such(tmp_path: Path) -> None:
     (turn,) = Cassette.from_file(tmp_path / "out.json").turns
     assert turn.content == "Reading."
     assert [(c.name, c.arguments) for c in turn.tool_calls or []] == [
-        ("read_file", {"path": "***"}),
+        ("read_file", {"path": "[redacted:PSE_API_KEY]"}),
         ("read_file", '{"path": '),  # not a JSON object: kept as the model sent it
     ]

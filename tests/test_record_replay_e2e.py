@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pse.config import load_settings
+from pse.engine import load_trace
 from pse.exceptions import ReplayMismatchError
 from pse.runner import prepare_run, run_to_end
 
@@ -18,6 +21,7 @@ async def test_recorded_run_replays_strictly_in_a_new_run(tmp_path: Path) -> Non
     assert first.outcome == "PASSED"
     turns = json.loads(recording.read_text())["turns"]
     assert len(turns) == 9 and all(t["request"]["digest"] for t in turns)
+    assert len(json.loads(recording.read_text())["tool_runs"]) == 8  # every executed tool call
     sent = json.dumps(turns)
     assert str(tmp_path) not in sent and first.run_id not in sent  # no paths or run ids in any request
 
@@ -42,3 +46,21 @@ async def test_a_changed_prompt_fails_strict_replay_with_a_diff(tmp_path: Path) 
     )
     assert summary.outcome == "ERROR"
     assert summary.outcome_reason.startswith(ReplayMismatchError.__name__)
+
+
+SAMPLE = Path("/work/shared/contract/sample-cassette.json")
+OLD_RECORDING = Path(__file__).parent / "data" / "recorded-before-drift.json"
+"""Recorded (scripted provider, --record) before cassettes kept tool output and tool runs."""
+
+
+@pytest.mark.parametrize(
+    ("cassette", "total_tokens"), [(OLD_RECORDING, 21673), (SAMPLE, 18935)], ids=["old-recording", "sample"]
+)
+async def test_an_old_cassette_still_replays_strictly(
+    cassette: Path, total_tokens: int, tmp_path: Path
+) -> None:
+    summary = await run_to_end(
+        prepare_run("code-delivery", load_settings(runs_dir=tmp_path, cassette=cassette))
+    )
+    assert (summary.outcome, summary.cycles, summary.tokens.total) == ("PASSED", 2, total_tokens)
+    assert [cycle.drifts for cycle in load_trace(Path(summary.trace)).cycles] == [[], []]

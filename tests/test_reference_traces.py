@@ -60,6 +60,7 @@ def normalize(trace: dict[str, Any]) -> dict[str, Any]:
         cycle.pop("transitions_at_start", None)  # added since the reference: a count, not a behaviour
         cycle.pop("started_at", None)
         cycle.pop("ended_at", None)
+        assert cycle.pop("drifts") == []  # newer than the reference: no drift (hand-written turns)
         for message in cycle["messages"]:
             message.pop("at", None)
         for call in cycle["tool_calls"]:

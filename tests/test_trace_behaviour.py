@@ -60,3 +60,16 @@ def test_reopened_drops_the_cancelled_cycle_and_keeps_what_it_spent(tmp_path: Pa
     assert reopened.state == reopened.transitions[-1].to == "REVISING"
     assert reopened.cassette_positions == trace.cycles[-1].positions_at_start
     assert reopened.tokens == trace.tokens
+
+
+def test_reopened_cuts_at_the_cycle_start_even_when_it_shares_the_millisecond(tmp_path: Path) -> None:
+    # A replayed run is fast: cycle 1's last transition and cycle 2's start may carry the same time.
+    settings = load_settings(runs_dir=tmp_path, sandbox="fallback")
+    trace = load_trace(Path(asyncio.run(run_to_end(prepare_run("code-delivery", settings))).trace))
+    same = trace.cycles[-1].started_at
+    tied = trace.model_copy(
+        update={"transitions": [t.model_copy(update={"at": same}) for t in trace.transitions]}, deep=True
+    )
+    reopened = tied.reopened()
+    assert reopened.state == reopened.transitions[-1].to == "REVISING"
+    assert len(reopened.transitions) == trace.cycles[-1].transitions_at_start == 4

@@ -38,9 +38,11 @@ from pse.exceptions import (
     SandboxViolation,
     TaskNotFoundError,
     ToolInfrastructureError,
+    ToolReplayMismatchError,
     TooManyRuns,
     UnknownVariableWarning,
     UnregisteredTasksWarning,
+    UnscrubbedSecretWarning,
     UserError,
 )
 
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from pse.config import Settings, load_settings
     from pse.events import (
         CycleStarted,
+        DriftEvent,
         Event,
         FormatRepairEvent,
         MessageEvent,
@@ -68,6 +71,7 @@ __all__ = [
     "ContextWindowError",
     "ControlSignal",
     "CycleStarted",
+    "DriftEvent",
     "EmbeddingBackendError",
     "Event",
     "FormatRepairEvent",
@@ -91,9 +95,11 @@ __all__ = [
     "TooManyRuns",
     "ToolCallEvent",
     "ToolInfrastructureError",
+    "ToolReplayMismatchError",
     "TransitionEvent",
     "UnknownVariableWarning",
     "UnregisteredTasksWarning",
+    "UnscrubbedSecretWarning",
     "UserError",
     "VerdictEvent",
     "__version__",
@@ -107,6 +113,7 @@ _LAZY_MODULES = {
     "pse.events": (
         "CycleStarted",
         "FormatRepairEvent",
+        "DriftEvent",
         "Event",
         "MessageEvent",
         "OutcomeEvent",

@@ -23,6 +23,8 @@ __all__ = [
     "CriterionResult",
     "CycleStarted",
     "Decision",
+    "DriftEvent",
+    "DriftRecord",
     "Event",
     "FormatRepair",
     "FormatRepairEvent",
@@ -75,7 +77,9 @@ class ToolCallRecord(_Record):
     ms: int = 0
     output: str = ""
     index: int = Field(1, description="position of the invoke in its message, from 1")
-    sandbox: str | None = Field(None, description="sandbox mode that ran it: bwrap, fallback, or None")
+    sandbox: str | None = Field(
+        None, description="the sandbox mode that ran it (bwrap…, fallback), replay: answered from a cassette"
+    )
     truncated: bool = False
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
     at: str = Field(default_factory=utc_now)
@@ -242,6 +246,23 @@ class TransitionRecord(_Record):
     reason: str = ""
 
 
+class DriftRecord(_Record):
+    """Strict replay sent a role tool output that differs from the recording: recorded, not a failure.
+
+    Real tool output is rarely byte-stable (random data, timestamps, temporary paths, pids), so strict
+    replay compares what PSE authored and files each place where tool output drifted, with its diff.
+    """
+
+    role: str = Field(description="the role whose request held the tool output")
+    turn: int = Field(description="that role's cassette turn, from 1")
+    message: int = Field(description="the message of the request, from 1")
+    speaker: str = Field(description="who sent it: user:ToolAgent, or tool for native tool results")
+    recorded_chars: int = 0
+    chars: int = 0
+    diff: str = Field("", description="unified diff, recorded → now (of excerpts if no whole text was kept)")
+    at: str = Field(default_factory=utc_now)
+
+
 class Cost(_Record):
     """Money, from the configured prices: of one call, or of a whole run (the trace's `cost`)."""
 
@@ -352,6 +373,14 @@ class FormatRepairEvent(_Event):
     repair: FormatRepair
 
 
+class DriftEvent(_Event):
+    """Strict replay met tool output that differs from the recording (the run goes on)."""
+
+    kind: Literal["drift"] = "drift"
+    cycle: int
+    drift: DriftRecord
+
+
 class TransitionEvent(_Event):
     """The state machine moved."""
 
@@ -376,6 +405,7 @@ Event = Annotated[
     | MessageEvent
     | ToolCallEvent
     | RetrievalEvent
+    | DriftEvent
     | VerdictEvent
     | TransitionEvent
     | FormatRepairEvent

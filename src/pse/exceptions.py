@@ -13,6 +13,7 @@ Hierarchy::
     │   ├── ContextWindowError    a role's prompt does not fit its model's context window
     │   ├── CassetteExhaustedError a scripted role asked for a turn its cassette does not have
     │   ├── ReplayMismatchError   strict replay: a request differs from the recorded one
+    │   │   └── ToolReplayMismatchError  --replay-tools: a tool call differs from the recorded one
     │   ├── ToolInfrastructureError the sandbox itself failed (not the command it ran)
     │   └── EmbeddingBackendError the knowledge base's embedding backend (Ollama, OpenAI) is unreachable
     ├── ProtocolError             a model's message breaks the protocol (no verdict, two plans, ...);
@@ -31,7 +32,8 @@ Warnings (issued with `warnings.warn`, shown once per process; the command goes 
 
     PSEWarning                    a UserWarning: something is probably not what you meant
     ├── UnknownVariableWarning    a PSE_* variable of the environment or .env is no setting (it is ignored)
-    └── UnregisteredTasksWarning  a tasks directory has no registry.toml, so its task folders are not used
+    ├── UnregisteredTasksWarning  a tasks directory has no registry.toml, so its task folders are not used
+    └── UnscrubbedSecretWarning   a configured secret is too short to be scrubbed from a recorded cassette
 
 The loop's error rule: a model's mistake (bad XML, a denied tool call, a missing
 verdict) is an observation the model sees or a review ERROR recorded in the
@@ -63,8 +65,10 @@ __all__ = [
     "TaskNotFoundError",
     "TooManyRuns",
     "ToolInfrastructureError",
+    "ToolReplayMismatchError",
     "UnknownVariableWarning",
     "UnregisteredTasksWarning",
+    "UnscrubbedSecretWarning",
     "UserError",
 ]
 
@@ -123,6 +127,11 @@ class ReplayMismatchError(RunFailure):
     """Strict replay found a request that differs from the recorded one."""
 
 
+class ToolReplayMismatchError(ReplayMismatchError):
+    """Tools replayed from a cassette (`--replay-tools`): a call differs from the recorded one, or the
+    recording has no more tool runs. Nothing is executed in its place."""
+
+
 class ToolInfrastructureError(RunFailure):
     """The sandbox or tool machinery failed; the command the role asked for is not to blame."""
 
@@ -172,3 +181,7 @@ class UnknownVariableWarning(PSEWarning):
 
 class UnregisteredTasksWarning(PSEWarning):
     """A tasks directory has no `registry.toml`, so the task folders in it are not used."""
+
+
+class UnscrubbedSecretWarning(PSEWarning):
+    """A configured secret is shorter than 8 characters, so a recorded cassette keeps it as it is."""

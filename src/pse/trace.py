@@ -26,6 +26,8 @@ from pse.events import (
     BlockedRecord,
     Cost,
     CycleStarted,
+    DriftEvent,
+    DriftRecord,
     Event,
     FormatRepair,
     FormatRepairEvent,
@@ -99,6 +101,9 @@ class CycleRecord(_Model):
     retrievals: list[RetrievalEvent] = Field(default_factory=list)
     repairs: list[FormatRepair] = Field(
         default_factory=list, description="turns the engine asked a role to repair (PSE_FORMAT_RETRIES)"
+    )
+    drifts: list[DriftRecord] = Field(
+        default_factory=list, description="replay only: tool output that differed from the recording"
     )
     tokens: dict[str, TokenCount] = Field(default_factory=dict)
     turns: int = 0
@@ -182,10 +187,15 @@ class Trace(_Model):
         it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
         data = self.model_dump(by_alias=True)
         cancelled = data["cycles"].pop() if data["cycles"] else None
-        cut = cancelled.get("transitions_at_start") if cancelled else len(data["transitions"])
-        if cut is None and cancelled is not None:  # a trace written before the count was kept: cut by time
+        if cancelled is not None and cancelled["transitions_at_start"] is not None:
+            cut = cancelled["transitions_at_start"]
+        else:  # a trace from before the count was kept: by time (a fast cycle may tie at the millisecond)
             cut = next(
-                (i for i, t in enumerate(data["transitions"]) if t["at"] >= cancelled["started_at"]),
+                (
+                    i
+                    for i, t in enumerate(data["transitions"])
+                    if cancelled and t["at"] >= cancelled["started_at"]
+                ),
                 len(data["transitions"]),
             )
         data["transitions"] = data["transitions"][:cut]
@@ -199,8 +209,8 @@ class Trace(_Model):
         """The run's events rebuilt from the trace, in time order: what a live consumer received.
 
         Events of equal time keep the engine's order (cycle start, retrievals injected before it,
-        messages, tool calls and their retrievals, verdict, transitions). An unfinished run replays what
-        its trace holds, with no outcome event.
+        messages, tool calls and their retrievals, replay drifts, verdict, transitions). An unfinished
+        run replays what its trace holds, with no outcome event.
         """
         run_id = self.run_id
         timed: list[tuple[str, int, Event]] = []
@@ -225,6 +235,8 @@ class Trace(_Model):
                 timed.append(
                     (fix.at, 2, FormatRepairEvent(run_id=run_id, at=fix.at, cycle=c.index, repair=fix))
                 )
+            for d in c.drifts:
+                timed.append((d.at, 2, DriftEvent(run_id=run_id, at=d.at, cycle=c.index, drift=d)))
             if c.ended_at is not None:
                 verdict = VerdictEvent(
                     run_id=run_id,

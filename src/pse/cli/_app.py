@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import shutil
 import signal
 import sys
@@ -17,17 +16,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse.cli._common import RunsDir, TasksDir, err, out
+from pse.cli._common import command_settings as _settings
+from pse.cli._common import shown as _shown
 from pse.cli._kb import kb_app
-from pse.cli._live import LiveView, strip_control
-from pse.config import Settings, load_settings
+from pse.cli._live import LiveView
+from pse.cli._trace import trace_app
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
-from pse.history import compute_stats, list_runs, run_dir_of
+from pse.history import compute_stats, list_runs
 from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end, user_tasks_dir
 from pse.tasks import run_rules, scaffold_task, validate
 
@@ -40,36 +40,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 app.add_typer(kb_app, name="kb")
 
-out = Console()
-err = Console(stderr=True)
-
 EXIT_PASSED, EXIT_NO_PASS, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
-
-TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks directory (PSE_TASKS_DIR).")]
-RunsDir = Annotated[Path | None, typer.Option("--runs-dir", help="Where run folders go (PSE_RUNS_DIR).")]
-
-
-def _settings(**overrides: Any) -> Settings:
-    settings = load_settings(**{k: v for k, v in overrides.items() if v is not None})
-    _configure_logging(settings.log_level)
-    return settings
-
-
-def _configure_logging(level: str) -> None:
-    """Our logs at PSE_LOG_LEVEL. AutoGen logs every agent exception with a traceback even though the
-    engine records it as the run's outcome; those stay quiet unless PSE_LOG_LEVEL=DEBUG."""
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
-    for name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
-        logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL + 1)
-
-
-def _shown(text: object) -> str:
-    """Text a model, a tool or a trace file wrote, ready for rich markup: no control sequences, no markup."""
-    return escape(strip_control(str(text)))
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -178,6 +152,9 @@ def run_cmd(
     base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL.")] = None,
     cassette: Annotated[Path | None, typer.Option(help="Cassette for the scripted provider.")] = None,
     record: Annotated[Path | None, typer.Option(help="Record the model exchange into this cassette.")] = None,
+    replay_tools: Annotated[
+        bool, typer.Option("--replay-tools", help="Answer tool calls from the cassette's recorded tool runs.")
+    ] = False,
     runs_dir: RunsDir = None,
     tasks_dir: TasksDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
@@ -191,6 +168,7 @@ def run_cmd(
         base_url=base_url,
         cassette=cassette.resolve() if cassette else None,
         record=record,
+        replay_tools=True if replay_tools else None,  # unset: PSE_REPLAY_TOOLS decides
         runs_dir=runs_dir,
         tasks_dir=tasks_dir,
     )
@@ -230,77 +208,6 @@ def summarize_cmd(
     summary = run_rules(t, target)
     out.print(summary.to_markdown(), highlight=False)
     out.print(f"[dim]written to {target.resolve()}/rules_summary.json and rules_summary.md[/]")
-
-
-@trace_app.command("list")
-def trace_list(
-    runs_dir: RunsDir = None,
-    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
-) -> None:
-    """List runs, newest first."""
-    from pse.cli._live import outcome_style
-
-    settings = _settings(runs_dir=runs_dir)
-    table = Table("run id", "task", "outcome", "cycles", "tokens", "cost", "started")
-    for e in list_runs(settings.runs_dir)[:limit]:
-        style = outcome_style(e.outcome)
-        table.add_row(
-            _shown(e.run_id),
-            _shown(e.task),
-            f"[{style}]{_shown(e.outcome or 'running/interrupted')}[/]",
-            str(e.cycles),
-            f"{e.tokens:,}",
-            f"{e.cost:.4f} {_shown(e.currency)}",
-            _shown(e.started_at),
-        )
-    out.print(table)
-
-
-@trace_app.command("show")
-def trace_show(
-    run_id: str,
-    runs_dir: RunsDir = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
-) -> None:
-    """Show one run: cycles, verdicts, gates, tool decisions and tokens."""
-    from pse.cli._live import outcome_style, token_table
-
-    settings = _settings(runs_dir=runs_dir)
-    path = run_dir_of(settings.runs_dir, run_id)
-    if as_json:
-        # The file holds whatever a tool wrote there. Valid JSON has no raw C0 controls, and dropping
-        # C1 ones from its strings keeps it valid, so the output stays JSON for jq.
-        raw = read_beneath(settings.runs_dir, [run_id, "trace.json"], max_bytes=MAX_TRACE_BYTES)
-        print(strip_control(raw.decode("utf-8")))
-        return
-    trace = load_trace(path, beneath=settings.runs_dir)
-    out.print(
-        f"[bold]{_shown(trace.task)}[/] {_shown(trace.run_id)}: "
-        f"[{outcome_style(trace.outcome)}]{trace.outcome}[/] — {_shown(trace.outcome_reason)}",
-        highlight=False,
-    )
-    for c in trace.cycles:
-        verdict = (
-            f"{c.verdict.status} ({c.verdict.reason_code})" if c.verdict else (c.review_error or "no verdict")
-        )
-        out.print(
-            f"\n[bold]cycle {c.index}[/] {c.kind}: {_shown(verdict)} → {_shown(c.result)} "
-            f"{_shown(c.result_reason)}",
-            highlight=False,
-        )
-        for crit in c.verdict.criteria if c.verdict else []:
-            mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
-            out.print(f"  {mark} {_shown(crit.id)}: {_shown(crit.finding)}", highlight=False)
-        for failure in c.gate.failures:
-            out.print(f"  [red]gate[/] {_shown(failure)}", highlight=False)
-        for call in c.tool_calls:
-            colour = "green" if call.decision == "allowed" else "red"
-            out.print(
-                f"  {_shown(call.requester)} → {_shown(call.tool)} [{colour}]{_shown(call.decision)}[/] "
-                f"{_shown(call.status)} ({_shown(call.rule)})",
-                highlight=False,
-            )
-    out.print(token_table(trace))
 
 
 @app.command("stats")

@@ -19,6 +19,7 @@ from rich.text import Text
 from pse.engine import Trace
 from pse.events import (
     CycleStarted,
+    DriftEvent,
     Event,
     FormatRepairEvent,
     MessageEvent,
@@ -145,6 +146,16 @@ class LiveView:
             line.append(
                 f'"{_one_line(event.query, 60)}" → {len(event.results)} result(s)'
                 + (f": {top}" if top else "")
+            )
+            self._add(line)
+        elif isinstance(event, DriftEvent):
+            d = event.drift
+            line = Text(f"{'Replay':>10} ", "yellow")
+            line.append(
+                strip_control(
+                    f"drift: {d.role} turn {d.turn}, message {d.message} ({d.speaker}): tool output differs "
+                    f"from the recording ({d.recorded_chars} → {d.chars} chars)"
+                )
             )
             self._add(line)
         elif isinstance(event, VerdictEvent):

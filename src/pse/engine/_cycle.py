@@ -37,7 +37,7 @@ from pse.events import (
     PlanRecord,
     VerdictRecord,
 )
-from pse.exceptions import ProtocolError, RunFailure
+from pse.exceptions import ProtocolError, RunFailure, ToolInfrastructureError
 from pse.protocol import find_blocked, parse_plan, parse_verdict
 from pse.roles import TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
@@ -328,8 +328,10 @@ def _stop_now(item: BaseChatMessage, run: RunControl) -> CycleStop | None:
     """Why the cycle must stop after this message, if it must."""
     if item.source == TOOL_AGENT:
         failure = run.infrastructure_error()
-        if failure is not None:
+        if isinstance(failure, ToolInfrastructureError):
             return CycleStop("ERROR", f"tool infrastructure failed: {failure}")
+        if failure is not None:  # e.g. a replayed tool call that differs from its recording
+            return CycleStop("ERROR", f"{type(failure).__name__}: {failure}")
     reason = run.external_stop()
     if reason is not None:
         return CycleStop("ERROR", f"CANCELLED: {reason}")

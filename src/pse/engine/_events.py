@@ -3,8 +3,9 @@
 The consumer (the CLI's live view, the dashboard's broker, `pse.arun(on_event=...)`) is given when the
 run is prepared and receives every event of the run, in the order they happen. The ToolAgent's executor
 pushes each audit record here as it is decided (`tool_call`), which files it in the current cycle's
-record and announces it; a successful `search_knowledge` call is also filed as a retrieval. A consumer
-that raises never breaks the run.
+record and announces it; a successful `search_knowledge` call is also filed as a retrieval. In strict
+replay the cassette player pushes each drift of tool output from the recording here (`drift`). A
+consumer that raises never breaks the run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pse.events import Event, RetrievalEvent, ToolCallEvent, ToolCallRecord
+from pse.events import DriftEvent, DriftRecord, Event, RetrievalEvent, ToolCallEvent, ToolCallRecord
 from pse.tools import Tool
 from pse.trace import CycleRecord
 
@@ -58,6 +59,14 @@ class RunEvents:
         if record.tool == Tool.SEARCH_KNOWLEDGE and record.status == "ok" and "citations" in record.facts:
             query = str(record.facts.get("query", record.arguments.get("query", "")))
             self.retrieval(query, list(record.facts["citations"]), at=record.at)
+
+    def drift(self, record: DriftRecord) -> None:
+        """Replayed tool output differs from the recording: file it in the current cycle and announce it."""
+        cycle = self.cycle
+        if cycle is None:  # a model call outside any cycle (scripts, tests): nothing to file it in
+            return
+        cycle.drifts.append(record)
+        self.emit(DriftEvent(run_id=self.run_id, cycle=cycle.index, drift=record, at=record.at))
 
     def retrieval(self, query: str, results: list[dict[str, Any]], *, at: str | None = None) -> None:
         """Knowledge was retrieved for the current cycle (by a tool call, or injected before it)."""

@@ -3,19 +3,20 @@
 ```python
 from pse.models import CassettePlayer, CassetteRecorder, create_model_client, price_of
 
-player = CassettePlayer.from_file("cassette.json", strict=settings.replay_strict)
+player = CassettePlayer.from_file("cassette.json", strict=settings.replay_strict)   # drifts: player.drifts
 client = create_model_client(settings, "Planner", player=player)   # an autogen ChatCompletionClient
 cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
 """
 
+from pse.models._compare import MessageChange, RequestDifference, compare_request
 from pse.models._constrained import (
     ConstrainedChatCompletionClient,
     ConstraintLog,
     SupportSource,
     with_constraint,
 )
-from pse.models._digest import message_texts, normalize, recorded_request, scrub_secrets
+from pse.models._digest import TOOL_OUTPUT_SPEAKERS, message_texts, normalize, recorded_request
 from pse.models._factory import GENERIC_MODEL_INFO, create_model_client
 from pse.models._format import (
     Cassette,
@@ -38,6 +39,7 @@ from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
+from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._usage import CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
@@ -46,6 +48,7 @@ __all__ = [
     "PROBE_PROMPT",
     "SCRIPTED_MODEL_INFO",
     "SERVER_PROBES",
+    "TOOL_OUTPUT_SPEAKERS",
     "CallOptions",
     "CallUsage",
     "Cassette",
@@ -59,18 +62,22 @@ __all__ = [
     "ConstraintSupport",
     "Cost",
     "Dialect",
+    "MessageChange",
     "MessageDigest",
     "NativeProtocolClient",
     "RecordedRequest",
     "RecordingChatCompletionClient",
+    "RequestDifference",
     "ResilientChatCompletionClient",
     "RetryPolicy",
     "ScriptedChatCompletionClient",
+    "Scrubber",
     "SupportSource",
     "TurnUsage",
     "UsageMeter",
     "UsageSink",
     "WrapperChatCompletionClient",
+    "compare_request",
     "create_model_client",
     "message_texts",
     "normalize",

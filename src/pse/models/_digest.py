@@ -1,34 +1,44 @@
-"""What a request *is*, for strict replay: normalized messages, their digests, excerpts and a readable diff.
+"""What a request *is*, for strict replay: normalized messages, their digests, excerpts and texts.
 
 A request is normalized to one `(speaker, text)` pair per message: `system`,
-`user:<source>`, `assistant:<source>` or `tool`, with the message's text. Nothing
-else goes in (no ids, no times, no model name, no sampling settings), so the same
-prompt gives the same digest in any run on any machine, as long as the engine keeps
-run-specific values (run id, absolute paths, clocks) out of the prompt text itself.
+`user:<source>`, `assistant:<source>` or `tool`, with the message's text, scrubbed of
+secrets (`pse.models._scrub`). Nothing else goes in (no ids, no times, no model name, no
+sampling settings), so the same prompt gives the same digest in any run on any machine, as
+long as the engine keeps run-specific values (run id, absolute paths, clocks) out of the
+prompt text itself.
+
+The speaker also says who wrote a message: the ToolAgent's `<tool_results>` (`user:ToolAgent`)
+and native tool results (`tool`) are *tool output*, what real commands printed; everything else
+is what PSE authored (prompts, the task, the step_buffer) or a model's replayed reply.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from autogen_core import FunctionCall, Image
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
 from pse.models._format import MessageDigest, RecordedRequest
+from pse.models._scrub import Scrubber
+from pse.roles import TOOL_AGENT
 
-__all__ = ["describe_mismatch", "message_texts", "normalize", "recorded_request", "scrub_secrets"]
+__all__ = [
+    "TOOL_OUTPUT_SPEAKERS",
+    "digest_of",
+    "excerpt",
+    "message_texts",
+    "normalize",
+    "recorded_request",
+    "request_digest",
+    "scrubbed",
+]
 
 _EXCERPT_CHARS = 160  # each of head and tail kept in an excerpt
-_SECRET = re.compile(
-    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"  # OpenAI / DeepSeek / Anthropic style keys
-    r"|\bBearer\s+[A-Za-z0-9._\-]{16,}"
-    r"|\bAIza[0-9A-Za-z_\-]{30,}"  # Google API keys
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
-)
+TOOL_OUTPUT_SPEAKERS = frozenset({"tool", f"user:{TOOL_AGENT}"})
+"""The speakers whose messages are tool output: what real tools printed, not what PSE authored."""
 
 
 def _text(message: LLMMessage) -> str:
@@ -79,62 +89,46 @@ def excerpt(text: str) -> str:
     return f"{text[:_EXCERPT_CHARS]} […{len(text) - 2 * _EXCERPT_CHARS} chars…] {text[-_EXCERPT_CHARS:]}"
 
 
-def scrub_secrets(text: str, known: Iterable[str] = ()) -> str:
-    """Replace known secrets and anything shaped like an API key or bearer token with `***`."""
-    for secret in known:
-        if secret:
-            text = text.replace(secret, "***")
-    return _SECRET.sub("***", text)
+def scrubbed(messages: Sequence[LLMMessage], scrubber: Scrubber | None = None) -> list[tuple[str, str]]:
+    """`normalize(messages)` with every text scrubbed: what digests are taken of, when recording and
+    when replaying (default scrubber: key shapes and secret-looking environment variables)."""
+    scrub = scrubber or Scrubber()
+    return [(speaker, scrub.text(text)) for speaker, text in normalize(messages)]
 
 
-def recorded_request(messages: Sequence[LLMMessage], secrets: Iterable[str] = ()) -> RecordedRequest:
-    """The digest, per-message digests and scrubbed excerpts of one request, as a cassette stores them."""
-    pairs = normalize(messages)
-    known = list(secrets)
+def request_digest(pairs: Sequence[tuple[str, str]]) -> str:
+    """The digest of a whole request, from its scrubbed `(speaker, text)` pairs."""
+    return _hash(json.dumps(list(pairs), ensure_ascii=False))
+
+
+def digest_of(text: str) -> str:
+    """The short digest of one message's (scrubbed) text, as a cassette stores it."""
+    return _hash(text)[:16]
+
+
+def recorded_request(
+    messages: Sequence[LLMMessage], scrubber: Scrubber | None = None, *, kept: set[str] | None = None
+) -> RecordedRequest:
+    """The digest, per-message digests and scrubbed excerpts of one request, as a cassette stores it.
+
+    Args:
+        messages: the request.
+        scrubber: what removes secrets (default: key shapes and secret-looking environment variables).
+        kept: digests of the tool-output texts the cassette holds already. Given, each tool-output
+            message not among them is kept whole (`text`), once per cassette, and its digest added:
+            a replay that sees different tool output can then show the whole difference.
+    """
+    pairs = scrubbed(messages, scrubber)
+    digests = [
+        MessageDigest(speaker=s, digest=digest_of(t), chars=len(t), excerpt=excerpt(t)) for s, t in pairs
+    ]
+    if kept is not None:
+        for message, (speaker, text) in zip(digests, pairs, strict=True):
+            if speaker in TOOL_OUTPUT_SPEAKERS and message.digest not in kept:
+                kept.add(message.digest)
+                message.text = text
     return RecordedRequest(
-        digest=_hash(json.dumps(pairs, ensure_ascii=False)),
-        excerpt=scrub_secrets(excerpt(pairs[-1][1]), known) if pairs else "",
-        messages=[
-            MessageDigest(
-                speaker=s, digest=_hash(t)[:16], chars=len(t), excerpt=scrub_secrets(excerpt(t), known)
-            )
-            for s, t in pairs
-        ],
+        digest=request_digest(pairs),
+        excerpt=excerpt(pairs[-1][1]) if pairs else "",
+        messages=digests,
     )
-
-
-def describe_mismatch(recorded: RecordedRequest, messages: Sequence[LLMMessage]) -> str | None:
-    """None when `messages` match the recorded digest, else a readable account of what differs."""
-    incoming = recorded_request(messages)
-    if incoming.digest == recorded.digest:
-        return None
-    if not recorded.messages:
-        return "the request differs from the recorded one (the cassette holds only its digest, so no detail)"
-    lines: list[str] = []
-    if len(recorded.messages) != len(incoming.messages):
-        lines.append(
-            f"recorded request had {len(recorded.messages)} message(s), this one has {len(incoming.messages)}"
-        )
-    for index, (old, new) in enumerate(zip(recorded.messages, incoming.messages, strict=False), start=1):
-        if old.speaker != new.speaker:
-            lines.append(f"message {index}: speaker was {old.speaker}, now {new.speaker}")
-        elif old.digest != new.digest:
-            lines.append(
-                f"message {index} ({new.speaker}) changed: {old.chars} chars recorded, {new.chars} now"
-            )
-            diff = difflib.unified_diff(
-                old.excerpt.splitlines(), new.excerpt.splitlines(), "recorded", "now", lineterm="", n=2
-            )
-            body = "\n".join(f"    {line}" for line in diff)
-            lines.append(
-                body or "    (the change is in the middle of the message, beyond the recorded excerpt)"
-            )
-    for index, extra in enumerate(
-        incoming.messages[len(recorded.messages) :], start=len(recorded.messages) + 1
-    ):
-        lines.append(f"message {index} ({extra.speaker}) is new: {extra.excerpt[:200]!r}")
-    for index, gone in enumerate(
-        recorded.messages[len(incoming.messages) :], start=len(incoming.messages) + 1
-    ):
-        lines.append(f"message {index} ({gone.speaker}) is missing: {gone.excerpt[:200]!r}")
-    return "\n".join(lines)

@@ -93,8 +93,7 @@ def create_model_client(
             client, role=role, model=spec.model, window=window, completion=settings.model_max_tokens
         )
     if recorder is not None:
-        if spec.api_key is not None:
-            recorder.add_secrets([spec.api_key.get_secret_value()])
+        recorder.add_secrets(settings.secrets())  # every configured key, by its variable's name
         client = RecordingChatCompletionClient(client, recorder, role)
     if settings.protocol == "native":  # above the recorder: a cassette keeps the native calls as such
         client = NativeProtocolClient(client, role, functions)

@@ -7,12 +7,23 @@
    {"role": "Evaluator", "content": "…", "usage": {"prompt_tokens": 812, "completion_tokens": 95}},
    {"role": "Specialist", "content": "…",
     "request": {"digest": "<sha256>", "excerpt": "…",
-                "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"}]}}
+                "messages": [{"speaker": "system", "digest": "…", "chars": 1200, "excerpt": "…"},
+                             {"speaker": "user:ToolAgent", "digest": "…", "chars": 310, "excerpt": "…",
+                              "text": "<tool_results …>…</tool_results>"}]}}
+ ],
+ "tool_runs": [
+   {"requester": "Specialist", "tool": "write_file", "arguments": {"path": "quicksort.py", "content": "…"},
+    "decision": "allowed", "rule": "roles.Specialist.write_file", "status": "ok", "output": "wrote …",
+    "facts": {"bytes": 412}}
  ]}
 ```
 `usage` and `request` are optional; recorded cassettes carry both. A turn of the native protocol
 (`PSE_PROTOCOL=native`) holds the model's function calls, its `content` the text beside them (if any):
 `{"role": "Specialist", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}}]}`.
+`usage` and `request` are optional; recorded cassettes carry both. A tool-output message of a request
+keeps its whole `text` the first time the cassette holds it (later requests repeat only its digest).
+`tool_runs` (optional) are the ToolAgent's executions in run order, as audit records (secrets
+scrubbed), which `--replay-tools` answers tool calls from.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pse.events import ToolCallRecord
 from pse.exceptions import CassetteError
 from pse.roles import ROLES
 
@@ -44,12 +56,14 @@ class TurnUsage(_Strict):
 
 
 class MessageDigest(_Strict):
-    """One message of a recorded request: who sent it, a short digest, its length and an excerpt."""
+    """One message of a recorded request: who sent it, a short digest, its length and an excerpt
+    (for tool output, the first time a cassette holds it, also its whole text)."""
 
     speaker: str
     digest: str
     chars: int = Field(ge=0)
     excerpt: str = ""
+    text: str | None = None
 
 
 class RecordedRequest(_Strict):
@@ -101,10 +115,12 @@ class CassetteTurn(_Strict):
 
 
 class Cassette(_Strict):
-    """A whole cassette: the version and the turns of every role, in the order they were spoken."""
+    """A whole cassette: the version, the turns of every role in the order they were spoken, and the
+    tool runs of the recorded run in the order they ran."""
 
     version: Literal[1] = 1
     turns: list[CassetteTurn] = Field(default_factory=list)
+    tool_runs: list[ToolCallRecord] = Field(default_factory=list)
 
     def turns_of(self, role: str) -> list[CassetteTurn]:
         """The turns of one role, in order."""
@@ -155,13 +171,16 @@ class Cassette(_Strict):
             raise
 
 
+_LISTS = {"turns": "turn", "tool_runs": "tool run"}
+
+
 def _explain(exc: ValidationError) -> str:
     problems = []
     for err in exc.errors():
         loc = err["loc"]
-        if len(loc) >= 2 and loc[0] == "turns" and isinstance(loc[1], int):
-            rest = ".".join(str(p) for p in loc[2:]) or "the turn"
-            where = f"turn {loc[1]} (counting from 0), {rest}"
+        if len(loc) >= 2 and loc[0] in _LISTS and isinstance(loc[1], int):
+            rest = ".".join(str(p) for p in loc[2:]) or f"the {_LISTS[str(loc[0])]}"
+            where = f"{_LISTS[str(loc[0])]} {loc[1]} (counting from 0), {rest}"
         else:
             where = ".".join(str(p) for p in loc) or "the top level"
         problems.append(f"{where}: {err['msg']}")

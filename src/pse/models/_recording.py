@@ -1,39 +1,58 @@
-"""Recording: a client that wraps any provider and writes each exchange into a cassette."""
+"""Recording: a client that wraps any provider and writes each exchange into a cassette, and the tool runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from pathlib import Path
 
 from autogen_core import FunctionCall
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
-from pse.models._digest import recorded_request, scrub_secrets
+from pse.events import ToolCallRecord
+from pse.exceptions import UnscrubbedSecretWarning
+from pse.models._digest import recorded_request
 from pse.models._format import Cassette, CassetteToolCall, CassetteTurn, TurnUsage
+from pse.models._scrub import Scrubber
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
+from pse.toolagent import MIN_SECRET_CHARS
 
 __all__ = ["CassetteRecorder", "RecordingChatCompletionClient"]
 
 
 class CassetteRecorder:
-    """Collects turns in call order and writes them as one cassette.
+    """Collects turns and tool runs in call order and writes them as one cassette.
+
+    No HTTP header is recorded. Every text that goes in (replies, request excerpts, tool output, tool
+    runs) passes the recorder's `Scrubber`: the configured secrets, whole, wherever they occur, and
+    anything shaped like a key. A configured secret shorter than `MIN_SECRET_CHARS` is not scrubbed
+    (it would match ordinary text); the recorder warns of each such one once.
 
     Args:
         path: the cassette file `save()` writes (atomically).
-        secrets: values that must never reach the file (API keys); anything shaped like a key is
-            scrubbed as well.
+        secrets: NAME → value pairs that must never reach the file (`Settings.secrets()`).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, secrets: Iterable[tuple[str, str]] = ()) -> None:
         self.path = Path(path)
-        self.secrets = [s for s in secrets if s]
+        self.scrubber = Scrubber()
         self.cassette = Cassette()
+        self._kept: set[str] = set()  # digests of the tool-output texts the cassette holds whole
+        self.add_secrets(secrets)
 
-    def add_secrets(self, secrets: Iterable[str]) -> None:
-        """Also scrub these values (the factory passes each role's API key)."""
-        self.secrets.extend(s for s in secrets if s and s not in self.secrets)
+    def add_secrets(self, secrets: Iterable[tuple[str, str]]) -> None:
+        """Also scrub these NAME → value pairs (the factory passes the configured ones)."""
+        for name in self.scrubber.add(secrets):
+            warnings.warn(
+                UnscrubbedSecretWarning(
+                    f"{name} is shorter than {MIN_SECRET_CHARS} characters, so the recording {self.path} "
+                    "keeps it as it is: a value that short would match ordinary text. A real key is longer; "
+                    "if this one is real, check the cassette before you share it."
+                ),
+                stacklevel=2,
+            )
 
     def append(self, role: str, messages: Sequence[LLMMessage], result: CreateResult) -> CassetteTurn:
         """Record one exchange: the reply (secrets scrubbed), its real usage and the request's digest.
@@ -45,23 +64,27 @@ class CassetteRecorder:
         content = result.content if isinstance(result.content, str) else result.thought or ""
         turn = CassetteTurn(
             role=role,
-            content=scrub_secrets(content, self.secrets),
+            content=self.scrubber.text(content),
             tool_calls=calls,
             usage=TurnUsage(
                 prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens
             ),
-            request=recorded_request(messages, self.secrets),
+            request=recorded_request(messages, self.scrubber, kept=self._kept),
         )
         self.cassette.turns.append(turn)
         return turn
 
     def _call(self, call: FunctionCall) -> CassetteToolCall:
-        raw = scrub_secrets(call.arguments, self.secrets)
+        raw = self.scrubber.text(call.arguments)
         try:
             arguments = json.loads(raw)
         except json.JSONDecodeError:
             arguments = raw
         return CassetteToolCall(name=call.name, arguments=arguments if isinstance(arguments, dict) else raw)
+
+    def add_tool_run(self, record: ToolCallRecord) -> None:
+        """Record one executed tool call (its audit record, scrubbed), for `--replay-tools`."""
+        self.cassette.tool_runs.append(ToolCallRecord.model_validate(self.scrubber.data(record.model_dump())))
 
     def save(self) -> Path:
         """Write the cassette (atomically) and return its path."""

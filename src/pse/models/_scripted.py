@@ -4,12 +4,17 @@ One `CassettePlayer` per run is shared by the three roles' clients. Each role
 consumes its own turns in cassette order, independent of the others and across
 every cycle of the run. `positions` (turns consumed per role) is what a trace saves
 to resume a run.
+
+Strict replay (`strict=True`, PSE_REPLAY_STRICT's default) compares what PSE authored in each
+request with the recording and fails on a difference; tool output that differs is *drift*: kept in
+`drifts` and handed to `on_drift` (the run's event sink), and the run goes on. `strict="tools"`
+fails on drift too; `strict=False` compares nothing (see `pse.models._compare`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,9 +31,12 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
+from pse.events import DriftRecord
 from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
-from pse.models._digest import describe_mismatch, message_texts
+from pse.models._compare import MessageChange, RequestDifference, compare_request
+from pse.models._digest import message_texts
 from pse.models._format import Cassette, CassetteTurn
+from pse.models._scrub import Scrubber
 from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
 from pse.roles import ROLES
@@ -53,9 +61,12 @@ class CassettePlayer:
 
     Args:
         cassette: the validated cassette.
-        strict: compare each recorded request digest with the incoming request.
+        strict: True: compare what PSE authored in each request with the recorded one, record tool
+            output that differs as drift; "tools": tool output must match too; False: compare nothing.
         positions: turns already consumed per role (to resume a run); missing roles start at 0.
         source: where the cassette came from, for messages.
+        scrubber: scrubs incoming requests as the recorder scrubbed them (digests are of scrubbed text).
+        on_drift: called with each drift as it is found (the runner passes `RunEvents.drift`).
     """
 
     def __init__(
@@ -65,10 +76,24 @@ class CassettePlayer:
         strict: bool | Literal["tools"] = True,
         positions: Mapping[str, int] | None = None,
         source: str = "<in-memory cassette>",
+        scrubber: Scrubber | None = None,
+        on_drift: Callable[[DriftRecord], None] | None = None,
     ) -> None:
         self.cassette = cassette
         self.strict = strict
         self.source = source
+        self.scrubber = scrubber or Scrubber()
+        self.on_drift = on_drift
+        self.drifts: list[DriftRecord] = []
+        """Every drift found so far, in order (each difference once, however often it is sent again)."""
+        self._drifted: set[tuple[str, str]] = set()
+        self._texts = {
+            m.digest: m.text
+            for turn in cassette.turns
+            if turn.request is not None
+            for m in turn.request.messages
+            if m.text is not None
+        }
         self._turns = {role: cassette.turns_of(role) for role in ROLES}
         self._positions = dict.fromkeys(ROLES, 0)
         self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in ROLES}
@@ -87,9 +112,18 @@ class CassettePlayer:
         *,
         strict: bool | Literal["tools"] = True,
         positions: Mapping[str, int] | None = None,
+        scrubber: Scrubber | None = None,
+        on_drift: Callable[[DriftRecord], None] | None = None,
     ) -> CassettePlayer:
         """Load and validate a cassette file (a `CassetteError` names the file and turn if malformed)."""
-        return cls(Cassette.from_file(path), strict=strict, positions=positions, source=str(Path(path)))
+        return cls(
+            Cassette.from_file(path),
+            strict=strict,
+            positions=positions,
+            source=str(Path(path)),
+            scrubber=scrubber,
+            on_drift=on_drift,
+        )
 
     @property
     def positions(self) -> dict[str, int]:
@@ -105,7 +139,8 @@ class CassettePlayer:
 
         Raises:
             CassetteExhaustedError: `role` has no turn left.
-            ReplayMismatchError: strict mode, and the turn's recorded request differs from `messages`.
+            ReplayMismatchError: strict, and what PSE authored in `messages` differs from the turn's
+                recorded request (strict "tools": anything differs, tool output included).
         """
         if role not in self._turns:
             raise CassetteError(f"no such role {role!r} in a cassette; roles are {', '.join(ROLES)}")
@@ -116,15 +151,49 @@ class CassettePlayer:
             raise CassetteExhaustedError(role, position + 1, len(turns))
         turn = turns[position]
         if self.strict and turn.request is not None:
-            difference = describe_mismatch(turn.request, messages)
+            difference = compare_request(turn.request, messages, self.scrubber, self._texts)
             if difference is not None:
-                raise ReplayMismatchError(
-                    f"strict replay of {self.source}: {role}'s turn {position + 1} was recorded for a "
-                    f"different request.\n{difference}\nRe-record the cassette (PSE_RECORD) if the prompt "
-                    "changed on purpose, or replay with PSE_REPLAY_STRICT=false to ignore recorded requests."
-                )
+                if self.strict == "tools" or not difference.drift_only:
+                    raise ReplayMismatchError(self._mismatch(role, position + 1, difference))
+                self._drift(role, position + 1, difference.changes)
         self._positions[role] = position + 1
         return turn
+
+    def _mismatch(self, role: str, turn: int, difference: RequestDifference) -> str:
+        head = f"strict replay of {self.source}: {role}'s turn {turn} was recorded for a different request."
+        if difference.drift_only:
+            fix = (
+                "Only tool output differs (random data, timestamps, temporary paths, pids?), and "
+                "PSE_REPLAY_STRICT=tools demands that it match. Replay with PSE_REPLAY_STRICT=true to record "
+                "it as drift and go on, or with --replay-tools (PSE_REPLAY_TOOLS=true) to answer tool calls "
+                "from the recording."
+            )
+        else:
+            fix = (
+                "What PSE sends (a prompt, the task, the step_buffer, the plan or the order of roles) "
+                "differs. Re-record the cassette (PSE_RECORD) if it changed on purpose, or replay with "
+                "PSE_REPLAY_STRICT=false to ignore recorded requests."
+            )
+        return f"{head}\n{difference.describe()}\n{fix}"
+
+    def _drift(self, role: str, turn: int, changes: Sequence[MessageChange]) -> None:
+        for change in changes:
+            key = (change.recorded_digest, change.digest)
+            if key in self._drifted:  # the same tool output again, in a later request of the phase
+                continue
+            self._drifted.add(key)
+            record = DriftRecord(
+                role=role,
+                turn=turn,
+                message=change.index,
+                speaker=change.speaker,
+                recorded_chars=change.recorded_chars,
+                chars=change.chars,
+                diff=change.diff,
+            )
+            self.drifts.append(record)
+            if self.on_drift is not None:
+                self.on_drift(record)
 
 
 def _function_calls(turn: CassetteTurn, role: str, *, offered: bool) -> list[FunctionCall] | None:

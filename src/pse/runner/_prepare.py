@@ -23,24 +23,30 @@ from pse.engine import (
     prune_runs,
 )
 from pse.events import Cost, Event, SandboxRecord
-from pse.exceptions import UserError
+from pse.exceptions import CassetteError, UserError
 from pse.knowledge import RunKnowledge
 from pse.models import (
+    Cassette,
     CassettePlayer,
     CassetteRecorder,
     ConstraintLog,
+    Scrubber,
     UsageMeter,
     create_model_client,
     price_of,
 )
-from pse.roles import ROLES, Role
+from pse.roles import ROLES, TOOL_AGENT, Role
 from pse.tasks import Task, TaskRegistry, independent_tests_prompt
 from pse.team import RoleSetup
 from pse.toolagent import (
     Policy,
+    RecordingToolRunner,
+    ReplayingToolRunner,
     ToolAgent,
     ToolExecutor,
+    ToolRunner,
     render_tool_catalog,
+    run_tools,
     tool_functions,
     tool_signatures,
 )
@@ -111,17 +117,29 @@ def _wire(
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
     specs = {role: settings.model_spec(role) for role in ROLES}
+    events = RunEvents(run_id, on_event)
+    scrubber = Scrubber(settings.secrets())  # the recorder's rule: digests are of scrubbed text
+    cassette = settings.cassette or task.cassette_path
     player: CassettePlayer | None = None
     if any(spec.provider == "scripted" for spec in specs.values()):
-        cassette = settings.cassette or task.cassette_path
         if cassette is None:
             raise UserError(
                 f"task {task.name!r} has no cassette and no model is configured: pass --cassette FILE, "
                 "or configure a real model (PSE_PROVIDER, PSE_API_KEY / PSE_BASE_URL)"
             )
-        player = CassettePlayer.from_file(Path(cassette), strict=settings.replay_strict, positions=positions)
+        player = CassettePlayer.from_file(
+            Path(cassette),
+            strict=settings.replay_strict,
+            positions={r: p for r, p in (positions or {}).items() if r in ROLES},
+            scrubber=scrubber,
+            on_drift=events.drift,
+        )
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
-    recorder = CassetteRecorder(settings.record) if settings.record is not None else None
+    recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
+    replay = _tool_replay(task, cassette, player, scrubber, positions) if settings.replay_tools else None
+    runner: ToolRunner = replay if replay is not None else run_tools
+    if recorder is not None:
+        runner = RecordingToolRunner(recorder.add_tool_run, runner)
 
     # Knowledge: search_knowledge if the task has knowledge/; injection on new runs; traced retrievals.
     knowledge = RunKnowledge(task.knowledge_dir, settings, query=task.config.goal if trace is None else None)
@@ -133,7 +151,6 @@ def _wire(
         policy = policy.with_independent_tests()
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
-    events = RunEvents(run_id, on_event)
     meter = UsageMeter()
     executor = ToolExecutor(
         workspace,
@@ -146,6 +163,7 @@ def _wire(
         check_config=task.check_config_files,
         history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
         on_record=events.tool_call,
+        runner=runner,
     )
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).
@@ -200,7 +218,7 @@ def _wire(
         ),
         inputs=inputs,
         price=price,
-        positions=(lambda: player.positions) if player is not None else None,
+        positions=_positions(player, replay),
         events=events,
         meter=meter,
         injected_retrievals=[knowledge.injected] if knowledge.injected else [],
@@ -223,6 +241,45 @@ def _wire(
         player=player,
         defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
     )
+
+
+def _tool_replay(
+    task: Task,
+    cassette: Path | None,
+    player: CassettePlayer | None,
+    scrubber: Scrubber,
+    positions: dict[str, int] | None,
+) -> ReplayingToolRunner:
+    """`--replay-tools`: the runner that answers tool calls from the cassette's recorded tool runs."""
+    if cassette is None:
+        raise UserError(
+            f"--replay-tools (PSE_REPLAY_TOOLS) answers tool calls from a recording, and task {task.name!r} "
+            "has no cassette: pass --cassette FILE, a cassette recorded with --record FILE"
+        )
+    runs = (player.cassette if player is not None else Cassette.from_file(cassette)).tool_runs
+    if not runs:
+        raise CassetteError(
+            f"cassette {cassette} holds no recorded tool runs, so --replay-tools (PSE_REPLAY_TOOLS) has "
+            f"nothing to answer tool calls with: record one with `pse run {task.name} --record FILE` "
+            "(a recording keeps its tool runs), or run without --replay-tools"
+        )
+    return ReplayingToolRunner(
+        runs, source=str(cassette), position=(positions or {}).get(TOOL_AGENT, 0), scrub=scrubber.data
+    )
+
+
+def _positions(
+    player: CassettePlayer | None, replay: ReplayingToolRunner | None
+) -> Callable[[], dict[str, int]] | None:
+    """What the trace saves to resume a replay: model turns per role, and tool runs (as the ToolAgent's)."""
+    if player is None and replay is None:
+        return None
+
+    def positions() -> dict[str, int]:
+        found = player.positions if player is not None else {}
+        return found | ({TOOL_AGENT: replay.position} if replay is not None else {})
+
+    return positions
 
 
 def prepare_run(
@@ -310,6 +367,8 @@ def prepare_resume(
         "native",
     ):  # the run's turns are in the protocol it began with
         settings = settings.model_copy(update={"protocol": trace.settings["protocol"]})
+    if trace.settings.get("replay_tools") is True:  # its tool runs go on from where the replay stood
+        settings = settings.model_copy(update={"replay_tools": True})
     return _wire(
         task=task,
         settings=settings,

@@ -4,7 +4,8 @@ Usage::
 
     policy = Policy.default(settings).with_overrides(task_config.policy)
     executor = ToolExecutor(workspace, settings, policy, checks=task_checks, task_dir=task_dir,
-                            on_record=run_events.tool_call)   # every audit record, pushed as decided
+                            on_record=run_events.tool_call,   # every audit record, pushed as decided
+                            runner=run_tools)                 # or recorded / replayed: see _runners
     agent = ToolAgent(executor)          # sits beside each role in its phase
     executor.new_cycle()                 # at every cycle start: budgets full again
     ...
@@ -20,10 +21,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pse.toolagent._catalog import render_tool_catalog, tool_functions, tool_signatures
+from pse.toolagent._decide import Allowed
 from pse.toolagent._defaults import DEFAULT_GRANTS
 from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
 from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
 from pse.toolagent._policy import Grant, Policy, PolicyDecision
+from pse.toolagent._redact import MIN_SECRET_CHARS, Redactor
+from pse.toolagent._runners import (
+    WORKSPACE_TOOLS,
+    RecordingToolRunner,
+    ReplayingToolRunner,
+    ToolRunner,
+    run_tools,
+)
 
 if TYPE_CHECKING:
     from pse.toolagent._agent import ToolAgent
@@ -31,17 +41,25 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_GRANTS",
     "MAX_TOOL_THREADS",
+    "MIN_SECRET_CHARS",
+    "WORKSPACE_TOOLS",
+    "Allowed",
     "Grant",
     "Policy",
     "PolicyDecision",
     "PolicyOverrides",
     "PolicyProblem",
+    "RecordingToolRunner",
+    "Redactor",
+    "ReplayingToolRunner",
     "ToolAgent",
     "ToolBatch",
     "ToolExecutor",
     "ToolOverride",
+    "ToolRunner",
     "policy_problem",
     "render_tool_catalog",
+    "run_tools",
     "tool_functions",
     "tool_signatures",
 ]

@@ -6,7 +6,11 @@ decision step is `pse.toolagent._decide`; this module runs what it allows and ke
 Error rule (ARCHITECTURE.md): a malformed request, a denied tool, a bad path or a failing command is an
 observation for the requester (a result with status error / denied / timeout) and never an exception.
 A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is kept as
-`infrastructure_error`; the batch stops there and the engine ends the run as ERROR.
+`infrastructure_error`; the batch stops there and the engine ends the run as ERROR. So is a replayed
+call that differs from its recording (`ToolReplayMismatchError`): nothing runs in its place.
+
+Each allowed call goes through the executor's `ToolRunner` (`pse.toolagent._runners`), which executes
+it, records it, or answers it from a recording.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from typing import Any, Protocol, TypeVar, cast
 
 from pse.config import Settings
 from pse.events import ToolCallRecord
-from pse.exceptions import SandboxViolation, ToolInfrastructureError
+from pse.exceptions import RunFailure, SandboxViolation, ToolInfrastructureError, ToolReplayMismatchError
 from pse.protocol import ResultItem, render_tool_results, truncate_text
 from pse.sandbox import Sandbox, SandboxLimits
 from pse.toolagent._decide import Allowed, Decider, Step
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
 from pse.toolagent._redact import Redactor, settings_secrets
+from pse.toolagent._runners import ToolRunner, run_tools
 from pse.tools import (
     ToolContext,
     ToolOutcome,
@@ -145,6 +150,7 @@ class ToolExecutor:
         check_config: check-configuration files the task lets roles write.
         history: the audit records of the run so far (a resumed run), for who wrote which file.
         redactor: replaces secret values in outputs; default the secrets of `settings`.
+        runner: gives each allowed call's record: executes it (default), records or replays it.
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -164,6 +170,7 @@ class ToolExecutor:
         check_config: Iterable[str] = (),
         history: Iterable[ToolCallRecord] = (),
         redactor: Redactor | None = None,
+        runner: ToolRunner = run_tools,
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -183,8 +190,9 @@ class ToolExecutor:
         self._accept = check_config_guard(self.check_config)
         self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record
+        self._runner = runner
         self._records: list[ToolCallRecord] = []
-        self._infrastructure_error: ToolInfrastructureError | None = None
+        self._infrastructure_error: RunFailure | None = None
 
     @property
     def records(self) -> list[ToolCallRecord]:
@@ -192,11 +200,11 @@ class ToolExecutor:
         return list(self._records)
 
     @property
-    def infrastructure_error(self) -> ToolInfrastructureError | None:
-        """The first failure of the tool machinery, if any: the engine then ends the run as ERROR."""
+    def infrastructure_error(self) -> RunFailure | None:
+        """The first failure of the tool machinery (or of a tool replay), if any: the run ends as ERROR."""
         return self._infrastructure_error
 
-    def report_infrastructure_error(self, error: ToolInfrastructureError) -> None:
+    def report_infrastructure_error(self, error: RunFailure) -> None:
         """Keep a failure of the tool machinery met outside a tool (e.g. by the ToolAgent); the first wins."""
         self._infrastructure_error = self._infrastructure_error or error
 
@@ -240,14 +248,26 @@ class ToolExecutor:
                 reason = "not run: the tool machinery failed on an earlier request"
                 record = ToolCallRecord.not_run(**step.request, rule=step.rule, reason=reason)
             else:
-                started = time.perf_counter()
-                result = await offload(partial(_run, step))
-                record = self._record(step, result, int((time.perf_counter() - started) * 1000))
+                record = await offload(partial(self._run_step, step))
             records.append(self._emit(record))
         # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
+
+    def _run_step(self, step: Allowed) -> ToolCallRecord:
+        """One allowed call through the runner; a replay that cannot answer it stops the run, unrun."""
+        try:
+            return self._runner(step, self._execute)
+        except ToolReplayMismatchError as exc:
+            self.report_infrastructure_error(exc)
+            return ToolCallRecord.not_run(**step.request, rule=step.rule, reason=f"not run: {exc}")
+
+    def _execute(self, step: Allowed) -> ToolCallRecord:
+        """Run the call for real and keep its audit record."""
+        started = time.perf_counter()
+        result = _run(step)
+        return self._record(step, result, int((time.perf_counter() - started) * 1000))
 
     def _context(self, grant: Grant) -> ToolContext:
         """What one call may use: the workspace and, if the grant reaches it, the evaluation area."""

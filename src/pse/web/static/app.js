@@ -201,6 +201,7 @@ function applyEvent(run, ev) {
     case "message": cycle().messages.push(ev.message); break;
     case "tool_call": cycle().tool_calls.push(ev.call); break;
     case "retrieval": (cycle().retrievals ||= []).push(ev); break;
+    case "drift": (cycle().drifts ||= []).push(ev.drift); break;
     case "verdict": {
       const c = cycle();
       Object.assign(c, { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, result: ev.verdict ? ev.verdict.status : "ERROR" });
@@ -220,6 +221,7 @@ function eventLine(ev) {
     case "tool_call": return `${ev.call.requester} → ${ev.call.tool}: ${ev.call.decision} ${ev.call.status} ${ev.call.ms}ms`;
     case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}` : `review error: ${ev.error}`;
     case "retrieval": return `knowledge "${ev.query}": ${ev.results.length} result(s)${ev.results.length ? ", top " + citation(ev.results[0]) : ""}`;
+    case "drift": return `replay drift: ${ev.drift.role} turn ${ev.drift.turn}, message ${ev.drift.message} (${ev.drift.speaker}): tool output differs from the recording`;
     case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
     case "outcome": return `${ev.outcome}: ${ev.reason}`;
     default: return ev.kind;
