@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -13,7 +11,6 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_vali
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
-    DotEnvSettingsSource,
     EnvSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
@@ -33,7 +30,7 @@ from pse.config._models import (
     RoleSettings,
     SandboxMode,
 )
-from pse.exceptions import ConfigError, UnknownVariableWarning
+from pse.exceptions import ConfigError
 from pse.roles import ROLES, Role
 
 __all__ = ["Settings", "load_settings", "with_overrides"]
@@ -353,7 +350,9 @@ def load_settings(**overrides: object) -> Settings:
         ConfigError: a keyword is no setting (the message names the closest one), or a value is invalid
             (the message names its variable).
     """
-    _warn_of_unknown_variables()
+    from pse.config._variables import warn_of_unknown_variables  # the table is built from Settings
+
+    warn_of_unknown_variables()
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -377,23 +376,6 @@ def _unknown_settings_message(unknown: list[str]) -> str:
         f"unknown setting{'s' if len(parts) > 1 else ''} {', '.join(parts)}; a setting is a variable of "
         "the configuration table in lower case without PSE_ (README, .env.example)"
     )
-
-
-def _warn_of_unknown_variables() -> None:
-    from pse.config._variables import env_variables  # the table of variables is built from Settings
-
-    known = {name.upper() for name in env_variables()}
-    dotenv = DotEnvSettingsSource(Settings).env_vars
-    for where, names in (("the environment", list(os.environ)), (".env", list(dotenv))):
-        for name in names:
-            variable = name.upper()
-            if variable.startswith("PSE_") and variable not in known:
-                closest = _closest(variable, known)
-                hint = f"did you mean {closest}?" if closest else "the variables are listed in .env.example"
-                warnings.warn(
-                    UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
-                    stacklevel=1,  # one place, so the default filter shows each variable once per process
-                )
 
 
 def _aliases(field: FieldInfo) -> list[str]:

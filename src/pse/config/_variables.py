@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import NamedTuple
 
 from pydantic.fields import FieldInfo
+from pydantic_settings import DotEnvSettingsSource
 
 from pse.config._models import _ROLE_FIELDS, RoleSettings
-from pse.config._settings import Settings, _env_names
+from pse.config._settings import Settings, _closest, _env_names
+from pse.exceptions import UnknownVariableWarning
 
-__all__ = ["env_example", "env_variables", "settings_table"]
+__all__ = ["env_example", "env_variables", "settings_table", "warn_of_unknown_variables"]
 
 
 class _Variable(NamedTuple):
@@ -67,3 +71,20 @@ def env_example() -> str:
         out.append(f"# {row.names[0]}={row.default}")
         out.append("")
     return "\n".join(out)
+
+
+def warn_of_unknown_variables() -> None:
+    """Warn (once per variable and process) of each PSE_* variable in the environment or .env that is
+    no setting, naming the closest one."""
+    known = {name.upper() for name in env_variables()}
+    dotenv = DotEnvSettingsSource(Settings).env_vars
+    for where, names in (("the environment", list(os.environ)), (".env", list(dotenv))):
+        for name in names:
+            variable = name.upper()
+            if variable.startswith("PSE_") and variable not in known:
+                closest = _closest(variable, known)
+                hint = f"did you mean {closest}?" if closest else "the variables are listed in .env.example"
+                warnings.warn(
+                    UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
+                    stacklevel=1,  # one place, so the default filter shows each variable once per process
+                )
