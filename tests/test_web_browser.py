@@ -148,3 +148,46 @@ def test_dashboard_shows_knowledge_retrievals_of_an_incident_review(server: str,
             assert errors == [], errors
         finally:
             browser.close()
+
+
+def test_a_run_page_shows_format_repairs_thoughts_and_why_a_cycle_had_no_review(
+    server: str, tmp_path: Path
+) -> None:
+    import asyncio
+    import json
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from pse.config import load_settings
+    from pse.runner import prepare_run, run_to_end
+    from pse.tasks import TaskRegistry
+
+    data = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())  # type: ignore[union-attr]
+    turns = [(t["role"], t["content"]) for t in data["turns"]]
+    plan, s_bad, _, _, _, s_fix, s_report2, _, e_pass = turns
+    prose = ("Evaluator", "<think>No need to run the tests.</think>All criteria PASS. Everything is great.")
+    cassette = tmp_path / "repair.json"
+    cassette.write_text(
+        json.dumps(
+            {"turns": [{"role": r, "content": c} for r, c in [plan, s_bad, s_fix, s_report2, prose, e_pass]]}
+        )
+    )
+    settings = load_settings(cassette=cassette, runs_dir=tmp_path / "runs", max_partial_retries=0)
+    summary = asyncio.run(run_to_end(prepare_run("code-delivery", settings)))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{server}/#/run/{summary.run_id}")
+            repairs = page.locator("#cycle-1 .repairs")
+            expect(repairs).to_contain_text("Format repairs (1)")
+            expect(repairs).to_contain_text("found no <verdict> element(s)")  # as text, never as markup
+            expect(page.locator("#cycle-1 details.thought summary")).to_contain_text("never parsed")
+            page.locator("#cycle-1 details.thought summary").click()
+            expect(page.locator("#cycle-1 details.thought pre")).to_have_text("No need to run the tests.")
+            page.screenshot(path=tmp_path / "repairs.png", full_page=True)
+            assert errors == [], errors
+        finally:
+            browser.close()

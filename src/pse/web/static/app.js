@@ -202,9 +202,10 @@ function applyEvent(run, ev) {
     case "tool_call": cycle().tool_calls.push(ev.call); break;
     case "retrieval": (cycle().retrievals ||= []).push(ev); break;
     case "drift": (cycle().drifts ||= []).push(ev.drift); break;
+    case "format_repair": (cycle().repairs ||= []).push(ev.repair); break;
     case "verdict": {
       const c = cycle();
-      Object.assign(c, { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, result: ev.verdict ? ev.verdict.status : "ERROR" });
+      Object.assign(c, { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, stopped: ev.stopped, result: ev.verdict ? ev.verdict.status : "ERROR" });
       break;
     }
     case "transition": run.state = ev.transition.to; break;
@@ -219,7 +220,8 @@ function eventLine(ev) {
     case "cycle_start": return `cycle ${ev.cycle} (${ev.cycle_kind}) starts with ${ev.first_speaker}`;
     case "message": return `${ev.message.source}: ${ev.message.content.replace(/\s+/g, " ").slice(0, 110)}`;
     case "tool_call": return `${ev.call.requester} → ${ev.call.tool}: ${ev.call.decision} ${ev.call.status} ${ev.call.ms}ms`;
-    case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}` : `review error: ${ev.error}`;
+    case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}` : ev.stopped ? `no review: ${ev.stopped}` : `review error: ${ev.error}`;
+    case "format_repair": return `format repair: ${ev.repair.role} asked again (attempt ${ev.repair.attempt}): ${ev.repair.error}`;
     case "retrieval": return `knowledge "${ev.query}": ${ev.results.length} result(s)${ev.results.length ? ", top " + citation(ev.results[0]) : ""}`;
     case "drift": return `replay drift: ${ev.drift.role} turn ${ev.drift.turn}, message ${ev.drift.message} (${ev.drift.speaker}): tool output differs from the recording`;
     case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
@@ -342,13 +344,24 @@ function retrievalPanel(retrievals) {
       r.results.length ? r.results.map((x) => `${citation(x)} (${Number(x.score).toFixed(3)})`).join(", ") : "no results"))));
 }
 
+function repairPanel(c) {
+  const repairs = c.repairs || [], drifts = c.drifts || [];
+  if (!repairs.length && !drifts.length) return null;
+  return h("div", { class: "repairs" },
+    repairs.length ? [h("h3", {}, `Format repairs (${repairs.length})`), h("ul", {}, repairs.map((r) =>
+      h("li", {}, h("b", {}, r.role), ` (attempt ${r.attempt}) was told: `, h("code", {}, r.error))))] : null,
+    drifts.length ? [h("h3", {}, `Replay drift (${drifts.length})`), h("ul", {}, drifts.map((d) =>
+      h("li", {}, h("b", {}, d.role), ` turn ${d.turn}, message ${d.message} (${d.speaker}): ${d.recorded_chars} → ${d.chars} chars`,
+        d.diff ? h("details", {}, h("summary", {}, "diff"), h("pre", { class: "out" }, d.diff)) : null)))] : null);
+}
+
 function cyclePanel(c) {
   const v = c.verdict;
   const verdictBox = h("div", { class: "verdict" }, h("h3", {}, "Verdict"),
     v ? h("div", {}, badge(v.status), ` ${v.reason_code}`, v.summary ? h("p", {}, v.summary) : null,
       h("table", { class: "criteria" }, h("tbody", {}, v.criteria.map((k) => h("tr", {},
         h("td", { class: k.met ? "crit-met" : "crit-unmet" }, k.met ? "✓ met" : "✗ unmet"), h("td", {}, h("b", {}, k.id)), h("td", {}, k.finding))))))
-      : h("p", { class: c.review_error ? "gate-fail" : "muted" }, c.review_error ? `review error: ${c.review_error}` : "no verdict yet"),
+      : h("p", { class: c.review_error ? "gate-fail" : "muted" }, c.stopped ? `no review: ${c.stopped}` : c.review_error ? `review error: ${c.review_error}` : "no verdict yet"),
     c.gate ? (c.gate.passed ? h("p", { class: "gate-ok" }, "✓ every hard gate passed")
       : h("div", {}, h("b", { class: "gate-fail" }, "Hard gate failures"), h("ul", {}, c.gate.failures.map((f) => h("li", { class: "gate-fail" }, f))))) : null);
   const messages = c.messages.filter((m) => roleShown[m.source] !== false).map((m) => {
@@ -356,6 +369,7 @@ function cyclePanel(c) {
     const body = h("pre", {}, long ? m.content.slice(0, 700) + "…" : m.content);
     return h("div", { class: `msg ${m.source}` }, h("header", {}, h("b", {}, m.source), ` · ${fmtTime(m.at)}`,
       m.prompt_tokens || m.completion_tokens ? ` · ${fmtInt(m.prompt_tokens)} prompt + ${fmtInt(m.completion_tokens)} completion tokens` : ""),
+      m.thought ? h("details", { class: "thought" }, h("summary", {}, `thought (${fmtInt(m.thought_tokens)} tokens, never parsed or passed on)`), h("pre", {}, m.thought)) : null,
       long ? h("details", {}, h("summary", {}, body), h("pre", {}, m.content)) : body);
   });
   const calls = h("table", { class: "tool-calls" },
@@ -368,7 +382,7 @@ function cyclePanel(c) {
       h("td", {}, h("details", {}, h("summary", {}, `${t.output.length} chars${t.truncated ? " (truncated)" : ""}`), h("pre", { class: "out" }, t.output)))))));
   return h("article", { class: "panel cycle", id: `cycle-${c.index}` },
     h("h2", {}, `Cycle ${c.index} · ${c.kind} `, badge(c.result || "RUNNING"), h("span", { class: "muted" }, ` ${c.result_reason || ""}`)),
-    verdictBox, retrievalPanel(c.retrievals), h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls,
+    verdictBox, repairPanel(c), retrievalPanel(c.retrievals), h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls,
     h("h3", {}, `Messages (${c.messages.length})`), messages);
 }
 
