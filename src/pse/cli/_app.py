@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse.cli._doctor import doctor_cmd
 from pse.cli._kb import kb_app
 from pse.cli._live import LiveView, strip_control
 from pse.config import Settings, load_settings
@@ -43,6 +44,7 @@ app = typer.Typer(
 trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 app.add_typer(kb_app, name="kb")
+app.command("doctor")(doctor_cmd)
 
 out = Console()
 err = Console(stderr=True)

@@ -30,7 +30,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         default=",".join(m.alias for m in LOCAL_MODELS),
         help="comma-separated aliases; the first is loaded at start",
     )
-    parser.add_argument("--cache-dir", type=Path, default=None, help=f"assembled models (default {default_cache_dir()})")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"assembled models (default {default_cache_dir()})"
+    )
     parser.add_argument("--print-config", action="store_true", help="print the server config and exit")
     return parser.parse_args(argv)
 

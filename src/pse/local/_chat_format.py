@@ -57,5 +57,5 @@ def register_chat_formats() -> None:
         return llama_chat_format.ChatFormatterResponse(prompt=gemma_prompt(messages), stop=[_TURN_END])
 
     handler = llama_chat_format.chat_formatter_to_chat_completion_handler(format_pse_gemma)
-    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call, unused-ignore]
     registry.register_chat_completion_handler(GEMMA_FORMAT, handler, overwrite=True)

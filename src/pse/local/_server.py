@@ -143,7 +143,8 @@ class LocalServer:
             time.sleep(0.25)
         self.stop()
         raise ModelUnavailableError(
-            f"the local model server did not answer within {STARTUP_TIMEOUT_S:.0f} s (STARTUP_TIMEOUT_S){where}"
+            f"the local model server did not answer within {STARTUP_TIMEOUT_S:.0f} s "
+            f"(STARTUP_TIMEOUT_S){where}"
         )
 
     def stop(self) -> None:
