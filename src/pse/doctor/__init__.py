@@ -19,12 +19,22 @@ from pse.doctor._server import (
     native_tool_support,
     server_facts,
 )
-from pse.doctor._turns import ParseShare, TurnParse, parse_share, parse_turns, protocol_signatures
+from pse.doctor._turns import (
+    FORMAT_ERRORS,
+    ParseShare,
+    RunScore,
+    TurnParse,
+    parse_share,
+    parse_turns,
+    protocol_signatures,
+    score_run,
+)
 from pse.doctor._wire import CONSTRAINT_FIELDS, WireFeatures, pse_sends
 
 __all__ = [
     "CONSTRAINT_FIELDS",
     "DOCTOR_MAX_TOKENS",
+    "FORMAT_ERRORS",
     "GRAMMAR_PROBE",
     "DoctorReport",
     "Exchange",
@@ -32,6 +42,7 @@ __all__ = [
     "ModelCheck",
     "ParseShare",
     "Probe",
+    "RunScore",
     "ServerFacts",
     "TurnParse",
     "WireFeatures",
@@ -42,6 +53,7 @@ __all__ = [
     "parse_turns",
     "protocol_signatures",
     "pse_sends",
+    "score_run",
     "server_facts",
     "tool_call_exchange",
     "verdict_exchange",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pse.exceptions import ProtocolError
 from pse.protocol import (
@@ -34,7 +35,19 @@ from pse.roles import ROLES, Role
 from pse.tools import Tool, builtin_tools
 from pse.trace import Trace
 
-__all__ = ["ParseShare", "TurnParse", "parse_share", "parse_turns", "protocol_signatures"]
+__all__ = [
+    "FORMAT_ERRORS",
+    "ParseShare",
+    "RunScore",
+    "TurnParse",
+    "parse_share",
+    "parse_turns",
+    "protocol_signatures",
+    "score_run",
+]
+
+FORMAT_ERRORS = ("PLAN_ERROR", "REVIEW_ERROR")
+"""How the reason of an ERROR caused by format starts: no parseable plan, no parseable verdict."""
 
 _STRAY = ("<invoke", "<parameter", "<tool_call ", "<tool_call>")
 
@@ -187,4 +200,58 @@ def parse_share(trace: Trace, signatures: Mapping[str, ToolSignature] | None = N
         after_repair=sum(t.parsed for t in turns),
         by_role=by_role,
         problems=tuple(f"cycle {t.cycle} {t.role}: {t.problem}" for t in turns if t.problem),
+    )
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """One finished run as the real-model tests and the bench report it."""
+
+    task: str
+    outcome: str | None
+    outcome_reason: str
+    format_error: bool
+    """The run ended as ERROR because a role's final message did not parse (`FORMAT_ERRORS`)."""
+    cycles: int
+    tokens: int
+    wall_s: float | None
+    tool_calls: int
+    """Tool requests the ToolAgent ran (allowed by the policy)."""
+    parse: ParseShare
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON-able figures."""
+        return {
+            "task": self.task,
+            "outcome": self.outcome,
+            "outcome_reason": self.outcome_reason,
+            "format_error": self.format_error,
+            "cycles": self.cycles,
+            "tokens": self.tokens,
+            "wall_s": self.wall_s,
+            "tool_calls": self.tool_calls,
+            "parse": self.parse.as_dict(),
+        }
+
+
+def score_run(trace: Trace, signatures: Mapping[str, ToolSignature] | None = None) -> RunScore:
+    """Outcome, whether format caused an ERROR, cycles, tokens, wall time, tool calls and the parse share."""
+    wall = None
+    if trace.ended_at is not None:
+        wall = round(
+            (
+                datetime.fromisoformat(trace.ended_at) - datetime.fromisoformat(trace.started_at)
+            ).total_seconds(),
+            1,
+        )
+    return RunScore(
+        task=trace.task,
+        outcome=trace.outcome,
+        outcome_reason=trace.outcome_reason,
+        format_error=trace.outcome == "ERROR" and trace.outcome_reason.startswith(FORMAT_ERRORS),
+        cycles=len(trace.cycles),
+        tokens=trace.tokens.total,
+        wall_s=wall,
+        tool_calls=sum(1 for c in trace.cycles for call in c.tool_calls if call.decision == "allowed"),
+        parse=parse_share(trace, signatures),
     )

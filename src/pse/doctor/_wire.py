@@ -32,6 +32,7 @@ CONSTRAINT_FIELDS = (
     "guided_regex",
 )
 """Request fields that constrain decoding on the servers PSE talks to (llama.cpp, vLLM, OpenAI)."""
+_PROBE_MODEL = "pse-wire-probe"  # no OpenAI model name: AutoGen would check the reply's model against it
 _PROBE_REPLY = '<blocked reason_code="OUT_OF_SCOPE">wire probe: no work is done</blocked>'
 
 
@@ -94,12 +95,18 @@ async def pse_sends(settings: Settings, task: str = "code-delivery") -> WireFeat
         with tempfile.TemporaryDirectory(prefix="pse-wire-") as runs:
             per_role: dict[str, object] = {}
             for role in ROLES:
-                per_role |= {f"{role.lower()}_provider": "openai", f"{role.lower()}_base_url": url}
+                own = role.lower()
+                per_role |= {
+                    f"{own}_provider": "openai",
+                    f"{own}_base_url": url,
+                    f"{own}_model": _PROBE_MODEL,
+                }
             probe = with_overrides(
                 settings,
                 "wire probe",
                 provider="openai",
                 base_url=url,
+                model=_PROBE_MODEL,
                 runs_dir=Path(runs),
                 model_max_retries=0,
                 record=None,
