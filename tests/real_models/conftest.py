@@ -1,7 +1,8 @@
 """The real-model suite's fixtures: one llama.cpp server on loopback for the session, both local models.
 
 Selected by `make test-models` (`-m real_model`); the default `make test` deselects it, so it stays
-offline and fast. The runs are kept short on purpose (`BUDGET`): CI runs this suite on 2 cores.
+offline and fast. The runs are kept short on purpose (`pse.local.SHORT_RUN`): CI runs this suite on
+2 cores.
 Every run's figures are collected and printed at the end of the session, and saved to
 `runs/test-models/figures.json` beside the repository's other run output.
 """

@@ -15,9 +15,9 @@ import pytest
 
 from pse.doctor import RunScore, WireFeatures
 from pse.engine import load_trace
-from pse.local import GEMMA3, SMOLLM2, LocalModel, LocalServer
+from pse.local import GEMMA3, SMOLLM2, LocalModel, LocalServer, local_run_settings
 from pse.runner import prepare_run, run_to_end
-from real_models._support import local_settings, record
+from real_models._support import record
 
 pytestmark = pytest.mark.real_model
 
@@ -36,7 +36,7 @@ def _constrain(config: str, features: WireFeatures) -> str:
 
 
 async def _run(server: LocalServer, tmp_path: Path, task: str, doer: LocalModel, **overrides: object) -> Path:
-    settings = local_settings(server, tmp_path / "runs", doer.alias, **overrides)
+    settings = local_run_settings(server.url, doer.alias, tmp_path / "runs", **overrides)
     summary = await run_to_end(prepare_run(task, settings))
     return Path(summary.trace)
 

@@ -11,6 +11,7 @@ Needs the `pse[local]` extra (llama-cpp-python's server and the model packages);
 
 from pse.local._chat_format import GEMMA_FORMAT, gemma_prompt, register_chat_formats
 from pse.local._models import GEMMA3, LOCAL_MODELS, SMOLLM2, LocalModel, default_cache_dir, local_model
+from pse.local._runs import SHORT_RUN, local_run_settings
 from pse.local._server import DEFAULT_THREADS, STARTUP_TIMEOUT_S, STOP_TIMEOUT_S, LocalServer, server_config
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "GEMMA3",
     "GEMMA_FORMAT",
     "LOCAL_MODELS",
+    "SHORT_RUN",
     "SMOLLM2",
     "STARTUP_TIMEOUT_S",
     "STOP_TIMEOUT_S",
@@ -26,6 +28,7 @@ __all__ = [
     "default_cache_dir",
     "gemma_prompt",
     "local_model",
+    "local_run_settings",
     "register_chat_formats",
     "server_config",
 ]
