@@ -19,6 +19,7 @@ BROKEN_WRITE = '<tool_calls>\n<invoke name="write_file">\n<parameter name="path"
 
 
 async def _trace(tmp_path: Path, turns: list[tuple[str, str]], task: str = "code-delivery") -> Trace:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     cassette = tmp_path / "cassette.json"
     cassette.write_text(json.dumps({"version": 1, "turns": [{"role": r, "content": c} for r, c in turns]}))
     settings = load_settings(
@@ -102,3 +103,16 @@ def test_shares_add_up_across_runs() -> None:
     assert (total.turns, total.first_try, total.after_repair, total.problems) == (5, 4, 5, ("x",))
     assert list(total.by_role) == ["Planner", "Specialist", "Evaluator"]
     assert total.as_dict()["first_try_share"] == 0.8 and ParseShare().first_try_share is None
+
+
+async def test_an_unclosed_blocked_ends_the_run_as_a_format_error_instead_of_crashing_it(
+    tmp_path: Path,
+) -> None:
+    # Seen with Gemma-3-270M: it echoed the protocol's example and ran out of tokens inside <blocked>.
+    unclosed = 'I cannot go on.\n<blocked reason_code="MISSING_DATA">gateway logs for 22:14-22:16 are not'
+    planner = await _trace(tmp_path / "planner", [("Planner", unclosed)])
+    specialist = await _trace(tmp_path / "specialist", [("Planner", PLAN), ("Specialist", unclosed)])
+    for trace, reason in ((planner, "PLAN_ERROR: blocked:"), (specialist, "REPORT_ERROR: blocked:")):
+        score = score_run(trace)
+        assert score.outcome == "ERROR" and score.outcome_reason.startswith(reason) and score.format_error
+        assert parse_turns(trace)[-1].problem.endswith("is never closed with </blocked>")

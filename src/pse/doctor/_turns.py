@@ -46,8 +46,8 @@ __all__ = [
     "score_run",
 ]
 
-FORMAT_ERRORS = ("PLAN_ERROR", "REVIEW_ERROR")
-"""How the reason of an ERROR caused by format starts: no parseable plan, no parseable verdict."""
+FORMAT_ERRORS = ("PLAN_ERROR", "REPORT_ERROR", "REVIEW_ERROR")
+"""How the reason of an ERROR caused by format starts: no parseable plan, report or verdict."""
 
 _STRAY = ("<invoke", "<parameter", "<tool_call ", "<tool_call>")
 
@@ -151,8 +151,11 @@ def _attempt(
         except ProtocolError as exc:
             return "verdict", str(exc)
         return "verdict", ""
-    if find_blocked(text, role) is not None:
-        return "blocked", ""
+    try:
+        if find_blocked(text, role) is not None:
+            return "blocked", ""
+    except ProtocolError as exc:
+        return "blocked", str(exc)
     if role == Role.PLANNER:
         try:
             parse_plan(text)

@@ -158,7 +158,12 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
 def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> bool:
     """Parse a role's final message once; False when the cycle ends here (blocked, or no plan)."""
     if role in (Role.PLANNER, Role.SPECIALIST):
-        outcome.blocked = find_blocked(text, role)
+        try:
+            outcome.blocked = find_blocked(text, role)
+        except ProtocolError as exc:  # a <blocked> the model never closed: its mistake, not ours
+            outcome.review_error = f"{'PLAN' if role == Role.PLANNER else 'REPORT'}_ERROR: {exc}"
+            outcome.stop = CycleStop("ERROR", outcome.review_error)
+            return False
         if outcome.blocked is not None:
             return False
     if role == Role.PLANNER:
