@@ -116,6 +116,8 @@ async def pse_sends(settings: Settings, task: str = "code-delivery") -> WireFeat
     finally:
         server.shutdown()
         server.server_close()
-    first = bodies[0] if bodies else {}
+    # The role's turn is the request with its system message (a client may probe the server first).
+    turns = [b for b in bodies if any(m.get("role") == "system" for m in b.get("messages", []))]
+    first = turns[0] if turns else {}
     constraint = next((f for f in CONSTRAINT_FIELDS if first.get(f)), None)
     return WireFeatures(constraint, bool(first.get("tools")), tuple(sorted(first)))
