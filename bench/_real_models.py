@@ -32,9 +32,9 @@ _SPEED_TOKENS = 64
 
 
 def _speed(server: LocalServer, model: LocalModel) -> float:
-    """Completion tokens per second of one fixed 64-token request (the model loaded first)."""
-    body = {"model": model.alias, "max_tokens": _SPEED_TOKENS, "temperature": 0}
-    warm = {**body, "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 1}
+    """Completion tokens per second of one request for exactly 64 tokens (the model loaded first)."""
+    body = {"model": model.alias, "max_tokens": _SPEED_TOKENS, "min_tokens": _SPEED_TOKENS, "temperature": 0}
+    warm = {**body, "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 1, "min_tokens": 0}
     httpx.post(f"{server.url}/chat/completions", json=warm, timeout=300).raise_for_status()
     counting = [{"role": "user", "content": "Count from 1 to 200, one number per line."}]
     started = time.perf_counter()
