@@ -145,7 +145,19 @@ def test_no_model_configured_is_a_configuration_error(
 ) -> None:
     code, out, err = doctor(monkeypatch, capsys)
     assert code == 2 and out == ""
-    assert "no model configured for Planner, Specialist, Evaluator" in err and "PSE_PROVIDER=openai" in err
+    assert "no model configured for any role" in err and "PSE_PROVIDER=openai" in err
+
+
+async def test_one_role_without_a_model_is_named_with_its_own_variables() -> None:
+    with ModelServerStandIn({"good": keeps_the_protocol}) as server:
+        settings = load_settings(
+            planner_provider="openai", planner_base_url=server.url, planner_model="good", specialist_provider="openai",
+            specialist_base_url=server.url, specialist_model="good",
+        )  # fmt: skip
+        report = await diagnose(settings)
+    assert report.exit_code == 2 and [c.roles for c in report.checks] == [["Planner", "Specialist"]]
+    assert report.config_errors[0].startswith("no model configured for Evaluator")
+    assert "or PSE_EVALUATOR_PROVIDER and the like for these roles" in report.config_errors[0]
 
 
 def test_the_cli_prints_a_table_or_json_and_exits_by_the_findings(

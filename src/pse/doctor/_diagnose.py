@@ -19,7 +19,7 @@ from pse.config import ModelSpec, Settings, with_overrides
 from pse.doctor._exchange import Exchange, tool_call_exchange, verdict_exchange
 from pse.doctor._server import Probe, grammar_support, native_tool_support, server_facts
 from pse.doctor._wire import WireFeatures, pse_sends
-from pse.exceptions import UserError
+from pse.exceptions import PSEError, UserError
 from pse.models import create_model_client
 from pse.roles import ROLES, Role
 
@@ -103,10 +103,13 @@ async def diagnose(settings: Settings) -> DoctorReport:
     specs: dict[tuple[Any, ...], ModelSpec] = {}
     scripted = [role for role in ROLES if settings.model_spec(role).provider == "scripted"]
     if scripted:
+        every = len(scripted) == len(ROLES)
         report.config_errors.append(
-            f"no model configured for {', '.join(scripted)} (the scripted provider only replays cassettes): "
-            f"set PSE_PROVIDER=openai PSE_BASE_URL=http://127.0.0.1:8000/v1 PSE_MODEL=<served name> (or "
-            f"{_variable(scripted, 'PROVIDER')} ...); `python -m pse.local` serves the packaged local models"
+            f"no model configured for {'any role' if every else ', '.join(scripted)} (the scripted provider "
+            "only replays cassettes): set PSE_PROVIDER=openai PSE_BASE_URL=http://127.0.0.1:8000/v1 "
+            "PSE_MODEL=<served name>"
+            + ("" if every else f", or {_variable(scripted, 'PROVIDER')} and the like for these roles")
+            + "; `python -m pse.local` serves the packaged local models there"
         )
     for role in (r for r in ROLES if r not in scripted):
         spec = settings.model_spec(role)
@@ -139,7 +142,7 @@ async def diagnose(settings: Settings) -> DoctorReport:
 async def _wire(settings: Settings, **overrides: object) -> WireFeatures | None:
     try:
         return await pse_sends(with_overrides(settings, "pse doctor", **overrides))
-    except Exception:  # the probe is advisory: a failure here must not hide the model checks
+    except PSEError:  # the probe is advisory: a failure here must not hide the model checks
         return None
 
 

@@ -1,7 +1,8 @@
 """Short runs on the local models: the limits the real-model tests and the bench share.
 
 Tiny models on two shared CPU cores write slowly (Gemma-3-270M: about 60 tokens a second on a quiet
-machine, a fifth of that on a busy one) and read long prompts slowly, so a run is cut short by design: few completion tokens per call, one retry of each kind, a turn cap and a run
+machine, a fifth of that on a busy one) and read long prompts slowly, so a run is cut short by
+design: few completion tokens per call, one PARTIAL retry and no re-plan, a turn cap and a run
 timeout. A run that hits them ends as TIMEOUT, which is an outcome like any other.
 """
 
