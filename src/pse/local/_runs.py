@@ -19,7 +19,7 @@ __all__ = ["SHORT_RUN", "local_run_settings"]
 SHORT_RUN: Mapping[str, object] = MappingProxyType(
     {
         "model_max_tokens": 256,  # a plan, a small file or a verdict fit; a babbling model stops early
-        "model_temperature": 0,  # greedy: the same figures on every run of the same build
+        "model_temperature": 0,  # greedy (llama.cpp's prompt cache may still tip a tie)
         "model_timeout_s": 120,
         "model_max_retries": 1,
         "turns_per_cycle": 8,
