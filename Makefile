@@ -44,7 +44,7 @@ test: setup
 
 # Real models: the tests start llama.cpp's server on loopback with both models and stop it after.
 test-models: $(LOCAL)
-	$(BIN)/pytest -q -m real_model tests/real_models
+	$(BIN)/pytest -q -rs -m real_model tests/real_models
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts hatch_build.py
