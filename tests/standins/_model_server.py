@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from standins._server import RecordedRequest
+from standins._server import ChatStandIn, RecordedRequest
 
 Answer = Callable[[dict[str, Any]], str]
 _LITERAL = re.compile(r'^root ::= "(.*)"$')
@@ -73,12 +73,7 @@ class ModelServerStandIn:
                 self._send(200, stand_in._completion(body, answer))
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                ChatStandIn._send_json(self, status, payload)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
