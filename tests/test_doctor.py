@@ -10,7 +10,7 @@ import pytest
 
 from pse.cli import main
 from pse.config import load_settings
-from pse.doctor import diagnose, pse_sends
+from pse.doctor import WireFeatures, diagnose, pse_sends
 from standins import ChatStandIn, ModelServerStandIn, Reply
 
 TOOL_CALL = '<tool_calls>\n<invoke name="read_file">\n<parameter name="path">notes.txt</parameter>\n</invoke>\n</tool_calls>'
@@ -138,6 +138,38 @@ async def test_an_ollama_model_is_checked_through_ollama_s_api() -> None:
         "/api/chat",
         "/api/chat",
     ]  # tools probe, tool call, verdict; no grammar probe
+
+
+@pytest.mark.parametrize(("constrain", "usable"), [("off", False), ("auto", True)])
+async def test_a_model_that_keeps_the_protocol_only_constrained_is_told_to_constrain(
+    monkeypatch: pytest.MonkeyPatch, constrain: str, usable: bool
+) -> None:
+    # As if PSE sent a grammar: the doctor then runs both exchanges a second time, constrained.
+    async def sends_a_grammar(settings: object) -> WireFeatures:
+        return WireFeatures("grammar", False, ("grammar", "messages", "model"))
+
+    monkeypatch.setattr("pse.doctor._diagnose.pse_sends", sends_a_grammar)
+    asked: list[str] = []
+
+    def keeps_it_from_the_second_round(body: dict[str, Any]) -> str:
+        asked.append(body["messages"][0]["content"])
+        exchanges = [a for a in asked if a.startswith(("You request tools", "You are the Evaluator"))]
+        return keeps_the_protocol(body) if len(exchanges) > 2 else writes_prose(body)
+
+    with ModelServerStandIn({"m": keeps_it_from_the_second_round}) as server:
+        settings = load_settings(provider="openai", base_url=server.url, model="m", constrain=constrain)
+        report = await diagnose(settings)
+    [check] = report.checks
+    assert report.pse_constraint == "grammar" and check.usable is usable
+    assert check.tool_call["unconstrained"].valid is False and check.tool_call["constrained"].valid is True
+    if usable:
+        assert check.mode == "constrained" and check.problems == []
+    else:
+        assert check.mode == "unconstrained"
+        assert [p.split("); ")[1] for p in check.problems] == [
+            "set PSE_CONSTRAIN=auto (it wrote a valid tool call constrained)",
+            "set PSE_CONSTRAIN=auto (it wrote a valid verdict constrained)",
+        ]
 
 
 def test_no_model_configured_is_a_configuration_error(

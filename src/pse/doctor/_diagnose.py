@@ -220,19 +220,15 @@ def _judge(check: ModelCheck, spec: ModelSpec, grammar: Probe, pse_constraint: s
     if Role.EVALUATOR in roles:
         owed.append(("verdict", check.verdict))
     failed = [(what, results) for what, results in owed if not results[check.mode].valid]
+    other = "constrained" if check.mode == "unconstrained" else "unconstrained"
     for what, results in failed:
-        other = "constrained" if check.mode == "unconstrained" else "unconstrained"
-        fix = (
-            f"set {constrain}=auto (it wrote a valid {what} constrained)"
-            if results[other].valid
-            else "use a larger instruction-tuned model for "
-            + ", ".join(roles)
-            + (
-                f", or a server that takes grammars (this PSE constrains with {pse_constraint})"
-                if pse_constraint
-                else ""
-            )
-        )
+        if results[other].valid:
+            value = "auto" if other == "constrained" else "off"
+            fix = f"set {constrain}={value} (it wrote a valid {what} {other})"
+        else:
+            fix = f"use a larger instruction-tuned model for {', '.join(roles)}"
+            if pse_constraint is not None and grammar.support != "yes":
+                fix += f", or a server that takes grammars (this PSE constrains with {pse_constraint})"
         check.problems.append(f"no valid {what} {check.mode} ({results[check.mode].detail}); {fix}")
     if check.context_tokens is not None and spec.context_tokens is None:
         check.advice.append(
