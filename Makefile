@@ -7,7 +7,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 LOCAL   := $(VENV)/.installed-local
-# llama-cpp-python compiles llama.cpp from its sdist: use every core (about 7 minutes on 2).
+# llama-cpp-python compiles llama.cpp from its sdist: use every core (5–7 minutes on 2).
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup demo summarize review serve test test-models lint format typecheck bench docs clean
