@@ -76,7 +76,7 @@ async def test_a_local_model_drives_a_reference_task_to_an_outcome(
     [("code-delivery", SMOLLM2, GEMMA3), ("incident-review", GEMMA3, SMOLLM2)],
     ids=["code-delivery-smollm2-judged-by-gemma3", "incident-review-gemma3-judged-by-smollm2"],
 )
-async def test_an_evaluator_of_another_family_judges_the_work(
+async def test_with_an_evaluator_of_another_family_a_run_reaches_an_outcome(
     local_server: LocalServer,
     pse_constraint: WireFeatures,
     tmp_path: Path,
