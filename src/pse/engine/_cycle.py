@@ -166,6 +166,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
                 problem = _read_final(role, final, outcome, run)
+                if outcome.stop is not None:
+                    return _closed(outcome, box)
                 repairs = sum(1 for fix in record.repairs if fix.role == role)
                 if problem is None or repairs >= crew.format_retries:
                     break
@@ -221,7 +223,14 @@ def repair_request(role: str, problem: str) -> str:
 def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> str | None:
     """Parse a role's final message once: None when it holds what the role owes, else the parse error."""
     if role in (Role.PLANNER, Role.SPECIALIST):
-        outcome.blocked = find_blocked(text, role)
+        try:
+            outcome.blocked = find_blocked(text, role)
+        except ProtocolError as exc:  # a <blocked> the model never closed: its mistake, not ours
+            if role == Role.PLANNER:
+                return str(exc)  # repaired like a missing plan, else PLAN_ERROR
+            outcome.review_error = f"REPORT_ERROR: {exc}"
+            outcome.stop = CycleStop("ERROR", outcome.review_error)
+            return None
         if outcome.blocked is not None:
             return None
     if role == Role.PLANNER:

@@ -1,0 +1,248 @@
+"""`diagnose(settings)`: is each role's configured model usable by PSE, and if not, what to set.
+
+Roles that share a model (same provider, model, base URL and key) are checked once. For each model:
+the server's facts (reachable, latency, listed models, context window), what it takes (a GBNF grammar,
+native tool calls), and the two protocol exchanges (a tool call, a verdict), unconstrained and — when
+this PSE sends a constraint (`pse_sends`) — constrained. A model is *usable* when it is reachable, is
+the model the server serves, and wrote a valid tool call (and, for the Evaluator, a valid verdict) in
+the mode PSE will use for it. Exit code: 0 all usable, 1 something unusable, 2 a configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, Field, computed_field
+
+from pse.config import ModelSpec, Settings, with_overrides
+from pse.doctor._exchange import Exchange, tool_call_exchange, verdict_exchange
+from pse.doctor._server import Probe, grammar_support, native_tool_support, server_facts
+from pse.doctor._wire import WireFeatures, pse_sends
+from pse.exceptions import PSEError, UserError
+from pse.models import create_model_client
+from pse.roles import ROLES, Role
+
+__all__ = ["DOCTOR_MAX_TOKENS", "DoctorReport", "ExchangeResult", "ModelCheck", "diagnose"]
+
+DOCTOR_MAX_TOKENS = 120
+"""Completion-token cap of each exchange (a tool call or a one-criterion verdict needs under 100)."""
+_MODES = ("unconstrained", "constrained")
+
+
+class ExchangeResult(BaseModel):
+    """One exchange as reported: valid or not (None: not run), and what happened."""
+
+    valid: bool | None = None
+    detail: str = ""
+
+
+class ModelCheck(BaseModel):
+    """Everything the doctor found for one model and the roles that use it."""
+
+    roles: list[str]
+    provider: str
+    model: str
+    url: str
+    reachable: bool = False
+    latency_ms: float | None = None
+    served: bool | None = None
+    context_tokens: int | None = None
+    grammar: str = "unknown"
+    grammar_detail: str = ""
+    native_tools: str = "unknown"
+    native_tools_detail: str = ""
+    tokens_per_s: float | None = None
+    mode: str = "unconstrained"
+    """The mode PSE will use for these roles: unconstrained or constrained."""
+    tool_call: dict[str, ExchangeResult] = Field(default_factory=dict)
+    verdict: dict[str, ExchangeResult] = Field(default_factory=dict)
+    usable: bool = False
+    problems: list[str] = Field(default_factory=list)
+    """What makes it unusable, each with what to set."""
+    advice: list[str] = Field(default_factory=list)
+    """What would help, without making it unusable."""
+
+
+class DoctorReport(BaseModel):
+    """The doctor's findings: configuration errors, one check per model, what this PSE sends."""
+
+    config_errors: list[str] = Field(default_factory=list)
+    checks: list[ModelCheck] = Field(default_factory=list)
+    pse_constraint: str | None = None
+    """The request field PSE constrains decoding with (PSE_CONSTRAIN=grammar), None if it sends none."""
+    pse_native_tools: bool = False
+    """Whether PSE_PROTOCOL=native offers the model native tools in this build."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def exit_code(self) -> int:
+        """2 on a configuration error, 1 when a model is unusable, else 0."""
+        if self.config_errors:
+            return 2
+        return 0 if self.checks and all(c.usable for c in self.checks) else 1
+
+
+def _variable(roles: list[str], name: str) -> str:
+    """`PSE_MODEL` when every role shares the model, else the roles' own variables."""
+    if len(roles) == len(ROLES):
+        return f"PSE_{name}"
+    return " / ".join(f"PSE_{r.upper()}_{name}" for r in roles)
+
+
+def _all_roles(**values: object) -> dict[str, object]:
+    """The same per-role override for every role, so no role's own setting survives it."""
+    return {f"{role.lower()}_{key}": value for role in ROLES for key, value in values.items()}
+
+
+async def diagnose(settings: Settings) -> DoctorReport:
+    """Check every role's model (see the module docstring)."""
+    report = DoctorReport()
+    quick = with_overrides(settings, "pse doctor", model_max_tokens=DOCTOR_MAX_TOKENS, model_max_retries=1)
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    specs: dict[tuple[Any, ...], ModelSpec] = {}
+    scripted = [role for role in ROLES if settings.model_spec(role).provider == "scripted"]
+    if scripted:
+        every = len(scripted) == len(ROLES)
+        report.config_errors.append(
+            f"no model configured for {'any role' if every else ', '.join(scripted)} (the scripted provider "
+            "only replays cassettes): set PSE_PROVIDER=openai PSE_BASE_URL=http://127.0.0.1:8000/v1 "
+            "PSE_MODEL=<served name>"
+            + ("" if every else f", or {_variable(scripted, 'PROVIDER')} and the like for these roles")
+            + "; `python -m pse.local` serves the packaged local models there"
+        )
+    for role in (r for r in ROLES if r not in scripted):
+        spec = settings.model_spec(role)
+        try:
+            await create_model_client(quick, role).close()  # the same configuration errors a run would meet
+        except UserError as exc:
+            report.config_errors.append(f"{role}: {exc}")
+            continue
+        key = (
+            spec.provider,
+            spec.model,
+            spec.base_url,
+            spec.api_key.get_secret_value() if spec.api_key else None,
+        )
+        groups.setdefault(key, []).append(role)
+        specs.setdefault(key, spec)
+    if not groups:
+        return report
+    constrained, native = await asyncio.gather(
+        _wire(quick, constrain="grammar", **_all_roles(constrain="grammar")),
+        _wire(quick, protocol="native"),
+    )
+    report.pse_constraint = constrained.constraint if constrained is not None else None
+    report.pse_native_tools = native.tools if native is not None else False
+    for key, roles in groups.items():
+        report.checks.append(await _check(quick, specs[key], roles, report.pse_constraint))
+    return report
+
+
+async def _wire(settings: Settings, **overrides: object) -> WireFeatures | None:
+    try:
+        return await pse_sends(with_overrides(settings, "pse doctor", **overrides))
+    except PSEError:  # the probe is advisory: a failure here must not hide the model checks
+        return None
+
+
+async def _check(
+    settings: Settings, spec: ModelSpec, roles: list[str], pse_constraint: str | None
+) -> ModelCheck:
+    check = ModelCheck(roles=roles, provider=spec.provider, model=spec.model, url="")
+    timeout = settings.model_timeout_s
+    facts = await server_facts(spec, timeout)
+    check.url, check.reachable, check.latency_ms = facts.url, facts.reachable, facts.latency_ms
+    check.served, check.context_tokens = facts.served, facts.context_tokens
+    if not facts.reachable:
+        check.problems.append(
+            f"cannot reach {facts.url}: {facts.error}; start the server (`python -m pse.local` for the "
+            f"packaged local models) or set {_variable(roles, 'BASE_URL')}"
+        )
+        return check
+    if facts.error:
+        check.problems.append(f"{facts.url}: {facts.error}; set {_variable(roles, 'API_KEY')}")
+        return check
+    if facts.served is False:
+        check.problems.append(
+            f"{facts.url} does not serve {spec.model!r} (it serves {', '.join(facts.models)}); set "
+            f"{_variable(roles, 'MODEL')} to one of those (a llama.cpp server answers an unknown name "
+            "with its default model, silently)"
+        )
+        return check
+    grammar, tools = await grammar_support(spec, timeout), await native_tool_support(spec, timeout)
+    check.grammar, check.grammar_detail = grammar.support, grammar.detail
+    check.native_tools, check.native_tools_detail = tools.support, tools.detail
+    await _exchanges(check, settings, pse_constraint)
+    _judge(check, spec, grammar, pse_constraint)
+    return check
+
+
+async def _exchanges(check: ModelCheck, settings: Settings, pse_constraint: str | None) -> None:
+    """Both exchanges in both modes (constrained only when PSE sends a constraint); tokens per second."""
+    done: list[Exchange] = []
+    for mode in _MODES:
+        value = "off" if mode == "unconstrained" else "grammar"
+        if mode == "constrained" and pse_constraint is None:
+            skipped = ExchangeResult(
+                detail="not run: this PSE sends no constraint yet (PSE_CONSTRAIN has no effect)"
+            )
+            check.tool_call[mode] = check.verdict[mode] = skipped
+            continue
+        client = create_model_client(
+            with_overrides(settings, "pse doctor", constrain=value, **_all_roles(constrain=value)),
+            check.roles[0],
+        )
+        try:
+            for name, exchange in (("tool_call", tool_call_exchange), ("verdict", verdict_exchange)):
+                result = await exchange(client)
+                done.append(result)
+                getattr(check, name)[mode] = ExchangeResult(valid=result.valid, detail=result.detail)
+        finally:
+            await client.close()
+    seconds = sum(e.seconds for e in done)
+    if seconds > 0:
+        check.tokens_per_s = round(sum(e.completion_tokens for e in done) / seconds, 1)
+
+
+def _judge(check: ModelCheck, spec: ModelSpec, grammar: Probe, pse_constraint: str | None) -> None:
+    """Decide the mode PSE will use, whether the model is usable there, and what to set if not."""
+    roles = check.roles
+    constrain = _variable(roles, "CONSTRAIN")
+    if spec.constrain == "grammar" and grammar.support == "no":
+        check.problems.append(
+            f"{constrain}=grammar, but the server takes no grammar ({grammar.detail}); set {constrain}=auto "
+            "or off, or serve the model with llama.cpp"
+        )
+    uses = spec.constrain != "off" and pse_constraint is not None and grammar.support == "yes"
+    check.mode = "constrained" if uses else "unconstrained"
+    owed = [("tool call", check.tool_call)]
+    if Role.EVALUATOR in roles:
+        owed.append(("verdict", check.verdict))
+    failed = [(what, results) for what, results in owed if not results[check.mode].valid]
+    other = "constrained" if check.mode == "unconstrained" else "unconstrained"
+    for what, results in failed:
+        if results[other].valid:
+            value = "auto" if other == "constrained" else "off"
+            fix = f"set {constrain}={value} (it wrote a valid {what} {other})"
+        else:
+            fix = f"use a larger instruction-tuned model for {', '.join(roles)}"
+            if pse_constraint is not None and grammar.support != "yes":
+                fix += f", or a server that takes grammars (this PSE constrains with {pse_constraint})"
+        check.problems.append(f"no valid {what} {check.mode} ({results[check.mode].detail}); {fix}")
+    if check.context_tokens is not None and spec.context_tokens is None:
+        check.advice.append(
+            f"the server reports a context window of {check.context_tokens} tokens: set "
+            f"{_variable(roles, 'MODEL_CONTEXT_TOKENS')}={check.context_tokens} so PSE checks prompts "
+            "before a call"
+        )
+    elif (
+        check.context_tokens is not None
+        and spec.context_tokens
+        and spec.context_tokens > check.context_tokens
+    ):
+        check.problems.append(
+            f"{_variable(roles, 'MODEL_CONTEXT_TOKENS')}={spec.context_tokens} is more than the server's "
+            f"{check.context_tokens}; set it to {check.context_tokens}"
+        )
+    check.usable = not check.problems

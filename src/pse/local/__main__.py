@@ -1,0 +1,68 @@
+"""`python -m pse.local`: serve the packaged local models on an OpenAI-compatible llama.cpp server.
+
+    python -m pse.local [--host 127.0.0.1] [--port 8000] [--threads 2] [--models smollm2-135m,gemma3-270m]
+    python -m pse.local --print-config        # the llama-cpp-python --config_file JSON it serves
+
+Then point PSE at it: `PSE_PROVIDER=openai PSE_BASE_URL=http://127.0.0.1:8000/v1 PSE_MODEL=smollm2-135m`.
+Needs the `pse[local]` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pse.exceptions import UserError
+from pse.local._chat_format import register_chat_formats
+from pse.local._models import LOCAL_MODELS, default_cache_dir, local_model
+from pse.local._server import DEFAULT_THREADS, server_config
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pse.local", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default: loopback)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per model")
+    parser.add_argument(
+        "--models",
+        default=",".join(m.alias for m in LOCAL_MODELS),
+        help="comma-separated aliases; the first is loaded at start",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"assembled models (default {default_cache_dir()})"
+    )
+    parser.add_argument("--print-config", action="store_true", help="print the server config and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = _arguments(argv)
+    try:
+        models = [local_model(alias.strip()) for alias in args.models.split(",") if alias.strip()]
+        config = server_config(
+            models, host=args.host, port=args.port, threads=args.threads, cache_dir=args.cache_dir
+        )
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps(config, indent=2))
+        return 0
+    try:
+        import uvicorn
+        from llama_cpp.server.app import create_app
+        from llama_cpp.server.settings import ConfigFileSettings, ServerSettings
+    except ImportError as exc:
+        print(f"error: {exc}; install the local models with `pip install 'pse[local]'`", file=sys.stderr)
+        return 2
+    register_chat_formats()
+    settings = ConfigFileSettings.model_validate(config)
+    app = create_app(server_settings=ServerSettings.model_validate(settings), model_settings=settings.models)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

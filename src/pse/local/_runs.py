@@ -1,0 +1,40 @@
+"""Short runs on the local models: the limits the real-model tests and the bench share.
+
+Tiny models on two shared CPU cores write slowly (Gemma-3-270M: about 60 tokens a second on a quiet
+machine, a fifth of that on a busy one) and read long prompts slowly, so a run is cut short by
+design: few completion tokens per call, one PARTIAL retry and no re-plan, a turn cap and a run
+timeout. A run that hits them ends as TIMEOUT, which is an outcome like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+from pse.config import Settings, load_settings
+
+__all__ = ["SHORT_RUN", "local_run_settings"]
+
+SHORT_RUN: Mapping[str, object] = MappingProxyType(
+    {
+        "model_max_tokens": 256,  # a plan, a small file or a verdict fit; a babbling model stops early
+        "model_temperature": 0,  # greedy (llama.cpp's prompt cache may still tip a tie)
+        "model_timeout_s": 120,
+        "model_max_retries": 1,
+        "turns_per_cycle": 8,
+        "max_partial_retries": 1,
+        "max_fail_retries": 0,
+        "format_retries": 1,
+        "run_timeout_s": 100,
+        "tool_output_limit": 3000,  # tool output is prompt: keep it well inside the 8k context
+        "model_context_tokens": 8192,
+    }
+)
+"""Settings of a short run on the local models (every limit named, as keyword overrides)."""
+
+
+def local_run_settings(base_url: str, model: str, runs_dir: Path, **overrides: object) -> Settings:
+    """Settings of a short run against a local server: every role on `model` unless overridden."""
+    options = {"provider": "openai", "base_url": base_url, "model": model, "runs_dir": runs_dir}
+    return load_settings(**{**options, **SHORT_RUN, **overrides})
