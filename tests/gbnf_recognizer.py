@@ -215,6 +215,39 @@ class Grammar:
             todo.extend(reversed(sequence))
         return "".join(out)
 
+    def longest(self) -> float:
+        """The length of the longest text the grammar accepts (`math.inf` when there is none: a rule
+        that can repeat itself). Depth-first over the rules, without recursion: `x{0,1000}` nests
+        a thousand rules deep."""
+        lengths: dict[int, float] = {}
+        on_path: set[int] = set()
+        todo: list[tuple[int, bool]] = [(self._root, False)]
+        while todo:
+            index, children_done = todo.pop()
+            if children_done:
+                on_path.discard(index)
+                lengths[index] = max(
+                    (
+                        sum(1 if isinstance(e, _Chars) else lengths[e] for e in seq)
+                        for seq in self._rules[index]
+                    ),
+                    default=0,
+                )
+                continue
+            if index in lengths:
+                continue
+            if index in on_path:  # a rule that reaches itself: every rule here reads before it recurses
+                return math.inf
+            on_path.add(index)
+            todo.append((index, True))
+            todo += [
+                (e, False)
+                for seq in self._rules[index]
+                for e in seq
+                if isinstance(e, int) and e not in lengths
+            ]
+        return lengths[self._root]
+
     def _shortest(self) -> _Measure:
         """The length of the shortest text of each element (a fixpoint over the rules)."""
         lengths = [math.inf] * len(self._rules)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,19 @@ async def _ask(
         await client.close()
 
 
+_EVIDENCE = (
+    '<tool_results for="Evaluator">\n<result index="1" name="run_pytest" status="ok">2 passed</result>\n'
+    "</tool_results>"
+)
+
+
 def _messages(plan: str = '<plan><goal>g</goal><criterion id="AC1">holds</criterion></plan>') -> list[Any]:
     return [
         SystemMessage(content="# Role: Evaluator"),
         UserMessage(content="the task", source="user"),
         UserMessage(content=plan, source=Role.PLANNER),
+        # Its own evidence: before it has any, an Evaluator's grammar allows only tool calls.
+        UserMessage(content=_EVIDENCE, source="ToolAgent"),
     ]
 
 
@@ -250,8 +259,12 @@ async def test_the_evaluator_is_held_to_the_plan_of_its_revise_brief() -> None:
     brief = f"the task\n\n## The plan (fixed)\n{render_plan(plan)}"
     with ChatStandIn("openai", applies="grammar") as stand_in:
         await _ask(stand_in, [SystemMessage(content="sys"), UserMessage(content=brief, source="user")])
+        messages = [SystemMessage(content="sys"), UserMessage(content=brief, source="user")]
+        await _ask(stand_in, [*messages, UserMessage(content=_EVIDENCE, source="ToolAgent")])
+    first, judged = (r.body["grammar"] for r in stand_in.requests)
     shape = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"))
-    assert stand_in.requests[0].body["grammar"] == turn_grammar(shape)
+    assert first == turn_grammar(replace(shape, evidence=False))  # no evidence yet: tool calls only
+    assert judged == turn_grammar(shape)  # after its own tool results: a verdict on exactly AC1, AC7
 
 
 async def test_a_whole_run_under_a_grammar_passes_and_notes_what_each_call_carried(tmp_path: Path) -> None:

@@ -147,3 +147,15 @@ def test_llama_cpp_python_reads_the_json_schema_and_the_answers_it_allows_come_b
         assert vocab.accepts(turn_grammar(shape), protocol_from_json(text))
     missing = dict(answers[0], criteria={"AC1": {"met": True, "finding": "ok"}})
     assert not vocab.accepts(grammar, json.dumps(missing, separators=(", ", ": ")))
+
+
+def test_llama_cpp_applies_a_grammar_sized_to_a_token_limit(vocab: _Vocab) -> None:
+    """The budgeted grammar (bounded repetitions, bounded values) loads in llama.cpp and bounds what it
+    should: a text one character past its bound is refused, a code value with `<` and `<<` is not."""
+    shape = TurnShape(Role.SPECIALIST, role_tools(Role.SPECIALIST), None, 16, 1536)
+    grammar, text = turn_grammar(shape), shape.sizes().text
+    report = "<report>\nArtifacts: {}\nEvidence: e\nAssumptions: none\nUnresolved: none\n</report>"
+    assert vocab.accepts(grammar, report.format("a" * (text - 1)))  # the line holds its leading space
+    assert not vocab.accepts(grammar, report.format("a" * text))
+    code = render_tool_calls([(Tool.WRITE_FILE, {"path": "q.py", "content": "if a < b:\n    x = a << 2\n"})])
+    assert vocab.accepts(grammar, code)

@@ -118,6 +118,13 @@ class Settings(BaseSettings):
         description="Constrained decoding of each role's turn: auto (a grammar where the server takes one), "
         "grammar, json (a JSON schema), or off.",
     )
+    constrain_chars_per_token: int = Field(
+        3,
+        ge=1,
+        le=8,
+        description="Characters a grammar allows per token of PSE_MODEL_MAX_TOKENS (1: never cut on ASCII "
+        "text; 3: room for English and code, which average 3.5-4).",
+    )
     format_retries: int = Field(
         1,
         ge=0,

@@ -173,20 +173,26 @@ async def _check(
     grammar, tools = await grammar_support(spec, timeout), await native_tool_support(spec, timeout)
     check.grammar, check.grammar_detail = grammar.support, grammar.detail
     check.native_tools, check.native_tools_detail = tools.support, tools.detail
-    await _exchanges(check, settings, pse_constraint)
+    await _exchanges(check, settings, pse_constraint if grammar.support != "no" else None, grammar.detail)
     _judge(check, spec, grammar, pse_constraint)
     return check
 
 
-async def _exchanges(check: ModelCheck, settings: Settings, pse_constraint: str | None) -> None:
-    """Both exchanges in both modes (constrained only when PSE sends a constraint); tokens per second."""
+async def _exchanges(
+    check: ModelCheck, settings: Settings, pse_constraint: str | None, grammar_detail: str = ""
+) -> None:
+    """Both exchanges in both modes (constrained only when PSE sends a constraint the server takes);
+    tokens per second."""
     done: list[Exchange] = []
     for mode in _MODES:
         value = "off" if mode == "unconstrained" else "grammar"
         if mode == "constrained" and pse_constraint is None:
-            skipped = ExchangeResult(
-                detail="not run: this PSE sends no constraint yet (PSE_CONSTRAIN has no effect)"
+            why = (
+                f"the server takes no grammar ({grammar_detail})"
+                if check.grammar == "no"
+                else ("this PSE sends no constraint yet (PSE_CONSTRAIN has no effect)")
             )
+            skipped = ExchangeResult(detail=f"not run: {why}")
             check.tool_call[mode] = check.verdict[mode] = skipped
             continue
         client = create_model_client(

@@ -1,7 +1,8 @@
 """What PSE itself puts on the wire for a setting: is a decoding constraint sent, are native tools offered?
 
 Asked of the running code, not of a feature list: `pse_sends` runs the first turn of a task against a
-loopback stand-in of an OpenAI-compatible server and reads the request it received. So the doctor,
+loopback stand-in of an OpenAI-compatible server (one that, like llama.cpp's, applies a `grammar`
+field) and reads the request it received. So the doctor,
 the real-model tests and the bench know whether `PSE_CONSTRAIN` / `PSE_PROTOCOL=native` do anything in
 this build, whichever way the constrained-decoding and native-protocol work implements them.
 """
@@ -9,6 +10,7 @@ this build, whichever way the constrained-decoding and native-protocol work impl
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import threading
 import time
@@ -61,7 +63,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         self.bodies.append(body)
-        message = {"role": "assistant", "content": _PROBE_REPLY}
+        # Like llama.cpp's server, the stand-in applies a `grammar` field: PSE's constraint probe (a
+        # one-character grammar) gets the character it forces, so PSE goes on to send its own grammar.
+        forced = re.fullmatch(r'root ::= "(\w)"', str(body.get("grammar", "")))
+        message = {"role": "assistant", "content": forced.group(1) if forced else _PROBE_REPLY}
         choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
         payload = {
             "id": "probe",

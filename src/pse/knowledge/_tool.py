@@ -64,8 +64,10 @@ def search_knowledge_tool(kb: KnowledgeBase) -> ToolSpec:
         SEARCH_KNOWLEDGE,
         "Search the task's knowledge base (runbooks, postmortems, notes); results cite file and lines.",
         (
-            ParamSpec("query", description="what you are looking for, in a few words"),
-            ParamSpec("k", required=False, default="5", description=f"how many results, 1 to {MAX_K}"),
+            ParamSpec("query", description="what you are looking for, in a few words", max_chars=300),
+            ParamSpec(
+                "k", required=False, default="5", description=f"how many results, 1 to {MAX_K}", max_chars=4
+            ),
         ),
         search_knowledge,
     )

@@ -18,7 +18,8 @@ __all__ = ["SHORT_RUN", "local_run_settings"]
 
 SHORT_RUN: Mapping[str, object] = MappingProxyType(
     {
-        "model_max_tokens": 256,  # a plan, a small file or a verdict fit; a babbling model stops early
+        "model_max_tokens": 768,  # a short plan, a small file or a verdict fit (the grammar is sized to it)
+        "constrain_chars_per_token": 1,  # these models loop on digits, one token each: never cut a turn
         "model_temperature": 0,  # greedy (llama.cpp's prompt cache may still tip a tie)
         "model_timeout_s": 120,
         "model_max_retries": 1,
@@ -27,7 +28,7 @@ SHORT_RUN: Mapping[str, object] = MappingProxyType(
         "max_fail_retries": 0,
         "format_retries": 1,
         "run_timeout_s": 100,
-        "tool_output_limit": 3000,  # tool output is prompt: keep it well inside the 8k context
+        "tool_output_limit": 1200,  # tool output is prompt: a CSV is ~1.3 characters a token, the window 8k
         "model_context_tokens": 8192,
     }
 )

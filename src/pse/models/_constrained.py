@@ -11,6 +11,13 @@ sent), asks what the server accepts (`ConstraintProbes`: one probe per server an
 * `json`: the JSON schema (`turn_schema`); the model's JSON answer is turned back into protocol text
   (`protocol_from_json`) before anyone sees it, so the engine, the trace and a recording are unchanged.
 
+A grammar is sized to the call's token limit (`PSE_MODEL_MAX_TOKENS`): every message it accepts has at
+most `PSE_CONSTRAIN_CHARS_PER_TOKEN` characters (default 3) per token allowed, so a model that loops
+inside a text must close it in time (`pse.protocol.fit_sizes`). When a call is cut at the limit anyway
+(`finish_reason` "length": a tokenizer that spends more tokens per character), the role's next call —
+the format repair — gets a grammar sized at one character per token, which byte-level tokenizers
+cannot overrun on ASCII text.
+
 Each call is noted in a `ConstraintLog` (role → what was sent → calls); the runner keeps it in the
 trace's settings under `constrain_used`. The scripted provider and `off` are never wrapped (see
 `create_model_client`).
@@ -40,7 +47,13 @@ from pse.protocol import (
 )
 from pse.roles import Role
 
-__all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
+__all__ = [
+    "ConstrainedChatCompletionClient",
+    "ConstraintLog",
+    "SupportSource",
+    "with_constraint",
+]
+
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""
@@ -95,6 +108,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         support: what the server accepts (asked on every call; the source caches).
         setting: the variable that set the mode, for error messages (`PSE_EVALUATOR_CONSTRAIN`).
         max_invokes: most invokes one message may hold.
+        max_tokens: the completion token limit of each call (`PSE_MODEL_MAX_TOKENS`), or None.
+        chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
     """
 
@@ -107,6 +122,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         *,
         setting: str = "PSE_CONSTRAIN",
         max_invokes: int = 16,
+        max_tokens: int | None = None,
+        chars_per_token: int = 3,
         log: ConstraintLog | None = None,
     ) -> None:
         super().__init__(inner)
@@ -115,13 +132,20 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         self.support = support
         self.setting = setting
         self.max_invokes = max_invokes
+        self.max_tokens = max_tokens
+        self.chars_per_token = chars_per_token
         self.log = log if log is not None else ConstraintLog()
+        self._cut = False  # the last call ended at the token limit
+
+    def _done(self, result: CreateResult, constraint: _Constraint) -> CreateResult:
+        self.log.note(self.spec.role, constraint.note)
+        self._cut = result.finish_reason == "length"
+        return constraint.read(result)
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         constraint = await self._constraint(messages)
         result = await self.inner.create(messages, **constraint.options(options).as_kwargs())
-        self.log.note(self.spec.role, constraint.note)
-        return constraint.read(result)
+        return self._done(result, constraint)
 
     async def _create_stream(
         self, messages: Sequence[LLMMessage], options: CallOptions
@@ -129,16 +153,26 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         constraint = await self._constraint(messages)
         async for item in self.inner.create_stream(messages, **constraint.options(options).as_kwargs()):
             if isinstance(item, CreateResult):
-                self.log.note(self.spec.role, constraint.note)
-                item = constraint.read(item)
+                item = self._done(item, constraint)
             yield item
 
     def shape(self, messages: Sequence[LLMMessage]) -> TurnShape:
         """What the role may send in answer to `messages`."""
-        criteria = None
-        if self.spec.role == Role.EVALUATOR:
-            criteria = plan_criteria(message_texts([m for m in messages if not isinstance(m, SystemMessage)]))
-        return TurnShape(self.spec.role, self.tools, criteria, self.max_invokes)
+        texts = message_texts([m for m in messages if not isinstance(m, SystemMessage)])
+        criteria = plan_criteria(texts) if self.spec.role == Role.EVALUATOR else None
+        evidence = any(f'<tool_results for="{self.spec.role}"' in text for text in texts)
+        shape = TurnShape(self.spec.role, self.tools, criteria, self.max_invokes, evidence=evidence)
+        if self.max_tokens is None:
+            return shape
+        # After a cut, the tightest sizing that still fits a message (a tiny limit may allow only 3 a token).
+        for per_token in range(1 if self._cut else self.chars_per_token, max(self.chars_per_token, 3) + 1):
+            sized = replace(shape, max_chars=self.max_tokens * per_token)
+            try:
+                sized.sizes()
+            except ValueError:
+                continue
+            return sized
+        return sized  # nothing fits: `turn_grammar` says so
 
     async def _constraint(self, messages: Sequence[LLMMessage]) -> _Constraint:
         wanted = self.spec.constrain
@@ -158,7 +192,13 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         if kind is None:
             return _Constraint(None, {}, "none")
         shape = self.shape(messages)
-        constraint = turn_grammar(shape) if kind == "grammar" else turn_schema(shape)
+        try:
+            constraint = turn_grammar(shape) if kind == "grammar" else turn_schema(shape)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{self.setting}={wanted}: {exc}, with PSE_MODEL_MAX_TOKENS={self.max_tokens}. Raise "
+                f"PSE_MODEL_MAX_TOKENS, or set {self.setting}=off."
+            ) from exc
         return _Constraint(kind, support.request_args(kind, constraint), f"{kind} ({support.dialect})")
 
     def _unsupported(self, wanted: str, support: ConstraintSupport) -> str:
@@ -237,5 +277,13 @@ def _wrap(
     log: ConstraintLog | None,
 ) -> ChatCompletionClient:
     return ConstrainedChatCompletionClient(
-        client, spec, tools, support, setting=setting, max_invokes=settings.max_invokes_per_message, log=log
+        client,
+        spec,
+        tools,
+        support,
+        setting=setting,
+        max_invokes=settings.max_invokes_per_message,
+        max_tokens=settings.model_max_tokens,
+        chars_per_token=settings.constrain_chars_per_token,
+        log=log,
     )

@@ -11,7 +11,9 @@ from the messages it is sent, with PSE's own `parse_plan`). `turn_grammar` turns
   plan's criteria in plan order (each once) and a summary.
 
 Each message is some prose (at most `PROSE_CHARS` characters, no `<`), exactly one block, and at most two
-whitespace characters: a model under this grammar cannot ramble past its block or write none.
+whitespace characters: a model under this grammar cannot ramble past its block or write none. Every
+text, list and value is bounded by `TurnShape.sizes()` (`_budget.fit_sizes`): with a `max_chars`, so
+that the longest message the grammar accepts fits the call's token limit.
 
 Tool calls name only granted tools, each with exactly its parameters (required ones present, any order
 for up to four). A parameter body is raw text that never contains `</parameter` or `<![CDATA[` (the
@@ -28,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pse.exceptions import ProtocolError
+from pse.protocol._budget import MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_sizes
 from pse.protocol._gbnf import avoiding, char_class, literal
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
@@ -41,20 +44,22 @@ __all__ = [
     "turn_grammar",
 ]
 
-PROSE_CHARS = 400
-"""Most characters of prose before a message's block (the longest in the reference cassettes is 221)."""
-MAX_PLAN_ITEMS = 16
-"""Most steps, criteria and outputs of one plan under the grammar (ids S1..S16, AC1..AC16)."""
 _ANY_ORDER_PARAMS = 4  # up to this many parameters, any order (2**n rules); more: declared order
 _RULE_CHARS = re.compile(r"[^A-Za-z0-9]+")
+_PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 
-# The rules every role's grammar shares. `text` is a body without `<` that starts with a visible character.
-_COMMON = [
-    f"prose ::= [^<]{{0,{PROSE_CHARS}}}",
-    "ws ::= [ \\t\\r\\n]{0,16}",
-    "end ::= [ \\t\\r\\n]{0,2}",
-    "text ::= [^< \\t\\r\\n] [^<]*",
-]
+
+def _common(sizes: GrammarSizes) -> list[str]:
+    """The rules every role's grammar shares. `text` is a body without `<` that starts with a visible
+    character."""
+    return [
+        f"prose ::= [^<]{{0,{sizes.prose}}}",
+        "ws ::= [ \\t\\r\\n]{0,16}",
+        "end ::= [ \\t\\r\\n]{0,2}",
+        f"text ::= [^< \\t\\r\\n] [^<]{{0,{sizes.text - 1}}}",
+    ]
+
+
 _CLOSE_TAG = literal('">')
 _MET = literal('" met="')
 _SELF_CLOSE = literal('"/>')
@@ -70,12 +75,24 @@ class TurnShape:
         criteria: for an Evaluator, the ids of the plan's criteria, in plan order; None when no plan is
             known (then any ids are allowed).
         max_invokes: most invokes one message may hold (`PSE_MAX_INVOKES_PER_MESSAGE`).
+        max_chars: most characters of the whole message (from the call's token limit), or None; see
+            `fit_sizes`.
+        evidence: the role has tool results in its context. Until it has (and if it may call tools),
+            the Specialist and the Evaluator may only call tools — a report or a verdict rests on
+            evidence gathered in this context — and the Planner may plan or call tools, not block:
+            "missing data" is claimed after a look, not instead of one.
     """
 
     role: str
     tools: tuple[ToolSignature, ...] = ()
     criteria: tuple[str, ...] | None = None
     max_invokes: int = 16
+    max_chars: int | None = None
+    evidence: bool = True
+
+    def sizes(self) -> GrammarSizes:
+        """The bounds of every part of the message (raises ValueError when nothing fits `max_chars`)."""
+        return fit_sizes(self.role, self.tools, self.criteria, self.max_chars, self.max_invokes)
 
 
 def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
@@ -96,25 +113,33 @@ def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
 
 
 def turn_grammar(shape: TurnShape) -> str:
-    """The GBNF of every message `shape.role` may send now (root rule `root`)."""
+    """The GBNF of every message `shape.role` may send now (root rule `root`).
+
+    Raises:
+        ValueError: an unknown role, or no message fits `shape.max_chars`.
+    """
+    if shape.role not in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR):
+        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+    sizes = shape.sizes()
     blocks: list[str] = []
     rules: list[str] = []
+    first_look = bool(shape.tools) and not shape.evidence
     if shape.role == Role.PLANNER:
-        blocks += ["plan", "blocked"]
-        rules += _plan_rules() + _blocked_rules()
+        blocks += ["plan"] if first_look else ["plan", "blocked"]
+        rules += _plan_rules(sizes) + ([] if first_look else _blocked_rules())
+    elif first_look:
+        pass  # tool calls only
     elif shape.role == Role.SPECIALIST:
         blocks += ["report", "blocked"]
-        rules += _report_rules() + _blocked_rules()
-    elif shape.role == Role.EVALUATOR:
-        blocks.append("verdict")
-        rules += _verdict_rules(shape.criteria)
+        rules += _report_rules(sizes) + _blocked_rules()
     else:
-        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+        blocks.append("verdict")
+        rules += _verdict_rules(shape.criteria, sizes)
     if shape.tools:
         blocks.append("calls")
-        rules += _call_rules(shape.tools, shape.max_invokes)
+        rules += _call_rules(shape.tools, sizes)
     head = [f"root ::= prose ( {' | '.join(blocks)} ) end"]
-    return "\n".join(head + _COMMON + rules) + "\n"
+    return "\n".join(head + _common(sizes) + rules) + "\n"
 
 
 def _tag(tag: str, **attributes: str) -> str:
@@ -128,27 +153,28 @@ def _open(tag: str, attribute: str) -> str:
     return literal(f'<{tag} {attribute}="')
 
 
-def _numbered(rule: str, tag: str, prefix: str, *, first_required: bool) -> list[str]:
+def _numbered(rule: str, tag: str, prefix: str, items: int, *, first_required: bool) -> list[str]:
     """`rule-1` .. `rule-N`: items `<tag id="prefix1">text</tag>` numbered in order, each followed by ws."""
     rules = []
-    for k in range(1, MAX_PLAN_ITEMS + 1):
+    for k in range(1, items + 1):
         item = f"{_tag(tag, id=f'{prefix}{k}')} text {literal(f'</{tag}>')} ws"
-        tail = f" {rule}-{k + 1}" if k < MAX_PLAN_ITEMS else ""
+        tail = f" {rule}-{k + 1}" if k < items else ""
         body = f"{item}{tail}"
         rules.append(f"{rule}-{k} ::= {body}" if k == 1 and first_required else f"{rule}-{k} ::= ( {body} )?")
     return rules
 
 
-def _plan_rules() -> list[str]:
+def _plan_rules(sizes: GrammarSizes) -> list[str]:
     first = char_class('"<>/. \t\r\n', negate=True)
     return [
         f"plan ::= {_tag('plan')} ws {_tag('goal')} text {literal('</goal>')} ws "
-        f"step-1 criterion-1 ( output ws ){{0,{MAX_PLAN_ITEMS}}} {literal('</plan>')}",
-        *_numbered("step", "step", "S", first_required=False),
-        *_numbered("criterion", "criterion", "AC", first_required=True),
-        # A relative path: no leading "/", no "..", no quote, tag character or whitespace.
+        f"step-1 criterion-1 ( output ws ){{0,{sizes.items}}} {literal('</plan>')}",
+        *_numbered("step", "step", "S", sizes.items, first_required=False),
+        *_numbered("criterion", "criterion", "AC", sizes.items, first_required=True),
+        # A relative path: no leading "/", no "..", no quote, tag character or whitespace. Each unit is
+        # a character other than "." or a "." and such a character, so no two dots ever meet.
         f'output ::= {_open("output", "path")} "."? {first} path {_SELF_CLOSE}',
-        *avoiding("path", [".."], exclude='"<> \t\r\n'),
+        f'path ::= ( {_PATH_CHAR} | "." {_PATH_CHAR} ){{0,{sizes.path}}}',
     ]
 
 
@@ -161,11 +187,11 @@ def _blocked_rules() -> list[str]:
 _REPORT_LABELS = ("Artifacts", "Evidence", "Assumptions", "Unresolved")
 
 
-def _report_rules() -> list[str]:
+def _report_rules(sizes: GrammarSizes) -> list[str]:
     sections = " ".join(f"{literal(label + ':')} line" for label in _REPORT_LABELS)
     return [
         f'report ::= {_tag("report")} "\\n"? {sections} {literal("</report>")}',
-        'line ::= [^<\\n]* "\\n"',
+        f'line ::= [^<\\n]{{0,{sizes.text}}} "\\n"',
     ]
 
 
@@ -173,7 +199,7 @@ def _criterion_open(cid: str) -> str:
     return literal(f'<criterion id="{cid}" met="')
 
 
-def _verdict_rules(criteria: tuple[str, ...] | None) -> list[str]:
+def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> list[str]:
     statuses = " | ".join(literal(s) for s in VERDICT_STATUSES)
     reason = f"{_tag('reason_code')} code {literal('</reason_code>')}"
     close = f"{_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
@@ -181,7 +207,7 @@ def _verdict_rules(criteria: tuple[str, ...] | None) -> list[str]:
     if criteria:
         items = " ".join(f"{_criterion_open(cid)} {judged}" for cid in criteria)
     else:
-        items = "( any-criterion )+"
+        items = f"( any-criterion ){{1,{sizes.items}}}"
     rules = [
         f"verdict ::= {_open('verdict', 'status')} ( {statuses} ) {_CLOSE_TAG} ws {reason} ws {items} "
         + close,
@@ -195,26 +221,54 @@ def _verdict_rules(criteria: tuple[str, ...] | None) -> list[str]:
     return rules
 
 
-def _call_rules(tools: tuple[ToolSignature, ...], max_invokes: int) -> list[str]:
-    more = f" ( invoke ws ){{0,{max_invokes - 1}}}" if max_invokes > 1 else ""
+def _call_rules(tools: tuple[ToolSignature, ...], sizes: GrammarSizes) -> list[str]:
+    more = f" ( invoke ws ){{0,{sizes.invokes - 1}}}" if sizes.invokes > 1 else ""
     names = [f"tool-{i}-{_RULE_CHARS.sub('-', t.name).strip('-')}" for i, t in enumerate(tools, 1)]
     rules = [
         f"calls ::= {_tag('tool_calls')} ws invoke ws{more} {literal('</tool_calls>')}",
         f"invoke ::= {' | '.join(names)}",
-        'value ::= raw | [ \\t\\r\\n]{0,16} ( "<![CDATA[" cdata "]]>" )+ [ \\t\\r\\n]{0,16}',
-        *avoiding("raw", ["</parameter", "<![CDATA["]),
-        *avoiding("cdata", ["]]>"]),
+        *_value_rules(sizes.value),
     ]
     for name, tool in zip(names, tools, strict=True):
-        rules += _invoke_rules(name, tool)
+        rules += _invoke_rules(name, tool, sizes.short if sizes.value is not None else None)
     return rules
 
 
-def _invoke_rules(name: str, tool: ToolSignature) -> list[str]:
+def _value_rules(units: int | None) -> list[str]:
+    """`value`: a parameter's raw text, or CDATA sections; at most `units` units when bounded.
+
+    Unbounded, raw text never holds `</parameter` or `<![CDATA[` and CDATA never `]]>` (automata).
+    Bounded, each unit is one of up to three characters: raw text holds no `</` or `<!` at all
+    (`x`, `<x`, `<<x`: a heredoc's `<<` stays possible) and one CDATA section no `]]>` (`x`, `]x`,
+    `]]x`).
+    """
+    space = "[ \\t\\r\\n]{0,16}"
+    if units is None:
+        return [
+            f'value ::= raw | {space} ( "<![CDATA[" cdata "]]>" )+ {space}',
+            *avoiding("raw", ["</parameter", "<![CDATA["]),
+            *avoiding("cdata", ["]]>"]),
+        ]
+    return [
+        f'value ::= raw | {space} "<![CDATA[" cdata "]]>" {space}',
+        f'raw ::= ( [^<] | "<" "<"? [^<!/] ){{0,{units}}}',
+        f'cdata ::= ( [^\\]] | "]" "]"? [^\\]>] ){{0,{units}}}',
+    ]
+
+
+def _value(param: ParamSpec, short: int | None) -> str:
+    """A parameter's value: `value`, or (bounded, a short parameter) a few characters of any but `<`, the
+    first visible: a path, a name or a count given is never empty (an optional one may be left out)."""
+    if short is None or param.max_chars is None:
+        return "value"
+    return f"[^< \\t\\r\\n] [^<]{{0,{min(param.max_chars, short) - 1}}}"
+
+
+def _invoke_rules(name: str, tool: ToolSignature, short: int | None) -> list[str]:
     """`name`: one `<invoke>` of `tool` with exactly its parameters, the required ones present."""
     params = tool.params
     rules = [
-        f"{name}-{i} ::= {_tag('parameter', name=p.name)} value {literal('</parameter>')} ws"
+        f"{name}-{i} ::= {_tag('parameter', name=p.name)} {_value(p, short)} {literal('</parameter>')} ws"
         for i, p in enumerate(params)
     ]
     if len(params) <= _ANY_ORDER_PARAMS:

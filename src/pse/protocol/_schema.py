@@ -48,14 +48,17 @@ def _kind(kind: str, properties: Mapping[str, JsonObject]) -> JsonObject:
 def turn_schema(shape: TurnShape) -> JsonObject:
     """The JSON schema of every answer `shape.role` may give now (`anyOf` its kinds)."""
     variants: list[JsonObject] = []
+    first_look = bool(shape.tools) and not shape.evidence  # as in `turn_grammar`: a look comes first
+    if shape.role not in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR):
+        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
     if shape.role == Role.PLANNER:
-        variants += [_plan(), _blocked()]
+        variants += [_plan()] if first_look else [_plan(), _blocked()]
+    elif first_look:
+        pass
     elif shape.role == Role.SPECIALIST:
         variants += [_kind("report", dict.fromkeys(_REPORT_FIELDS, _TEXT)), _blocked()]
-    elif shape.role == Role.EVALUATOR:
-        variants.append(_verdict(shape.criteria))
     else:
-        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+        variants.append(_verdict(shape.criteria))
     if shape.tools:
         calls = [_call(tool) for tool in shape.tools]
         items = {"anyOf": calls} if len(calls) > 1 else calls[0]

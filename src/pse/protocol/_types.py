@@ -9,12 +9,17 @@ __all__ = ["DsmlError", "ParamSpec", "ParsedMessage", "ToolCall", "ToolSignature
 
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
-    """One parameter of a tool, as the parser checks it."""
+    """One parameter of a tool, as the parser checks it.
+
+    `max_chars` marks a short value (a path, a name, a count): a grammar sized to a token limit gives
+    it exactly that many characters, of any but `<`, and the rest of the message to the long values.
+    """
 
     name: str
     required: bool = True
     default: str | None = None
     description: str = ""
+    max_chars: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,22 @@ __all__ = [
 ]
 
 
+_PATH_CHARS = 200
+# Most characters of a path argument under a grammar sized to a token limit.
+_NAME_CHARS = 80
+# Most characters of a check name argument under such a grammar.
+
+
 def builtin_tools() -> ToolRegistry:
     """A fresh registry holding the seven built-in tools."""
-    path = ParamSpec("path", description="a path relative to the workspace")
-    target = ParamSpec("target", required=False, default=".", description="a workspace path (file or folder)")
+    path = ParamSpec("path", description="a path relative to the workspace", max_chars=_PATH_CHARS)
+    target = ParamSpec(
+        "target",
+        required=False,
+        default=".",
+        description="a workspace path (file or folder)",
+        max_chars=_PATH_CHARS,
+    )
     return ToolRegistry(
         [
             ToolSpec(Tool.READ_FILE, "Read a text file of the workspace.", (path,), read_file),
@@ -56,7 +68,11 @@ def builtin_tools() -> ToolRegistry:
                 "List a workspace folder recursively, with file sizes.",
                 (
                     ParamSpec(
-                        "path", required=False, default=".", description="a folder relative to the workspace"
+                        "path",
+                        required=False,
+                        default=".",
+                        description="a folder relative to the workspace",
+                        max_chars=_PATH_CHARS,
                     ),
                 ),
                 list_files,
@@ -92,7 +108,7 @@ def builtin_tools() -> ToolRegistry:
             ToolSpec(
                 Tool.RUN_CHECK,
                 "Run one of the task's declared checks by name (read-only).",
-                (ParamSpec("name", description="the check's declared name"),),
+                (ParamSpec("name", description="the check's declared name", max_chars=_NAME_CHARS),),
                 run_check,
             ),
         ]

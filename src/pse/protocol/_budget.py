@@ -1,0 +1,226 @@
+"""How long each part of a constrained message may be, so that the whole message fits its token limit.
+
+A grammar that bounds only the shape still lets a model ramble *inside* it: a small model at
+temperature 0 repeats one clause of a criterion until `max_tokens` cuts it, and the cut message has
+no closing tag. `fit_sizes` gives every unbounded part of `turn_grammar` a bound (prose, each text,
+the number of plan items, each path and tool-parameter value, the invokes of one message) chosen so
+that the *longest* message the grammar accepts is at most `TurnShape.max_chars` characters.
+`tests/test_grammar_budget.py` measures that longest message on the generated grammar itself.
+
+The split favours several short items over one long one: the most plan items (up to
+`MAX_PLAN_ITEMS`) whose texts can still hold `USEFUL_TEXT` characters each, the rest to the texts.
+Without a budget (`max_chars` None) the bounds are `UNBUDGETED`: generous, but a looping model still
+closes its tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
+from pse.protocol._types import ToolSignature
+from pse.roles import Role
+
+__all__ = [
+    "MAX_PLAN_ITEMS",
+    "PROSE_CHARS",
+    "TEXT_CHARS",
+    "UNBUDGETED",
+    "USEFUL_TEXT",
+    "USEFUL_VALUE",
+    "GrammarSizes",
+    "fit_sizes",
+]
+
+PROSE_CHARS = 400
+"""Most characters of prose before a message's block (the longest in the reference cassettes is 221)."""
+MAX_PLAN_ITEMS = 16
+"""Most steps, criteria and outputs of one plan under the grammar (ids S1..S16, AC1..AC16)."""
+TEXT_CHARS = 1000
+"""Most characters of one text (a goal, step, criterion, reason, summary or report line), unbudgeted."""
+USEFUL_TEXT = 60
+"""Fewest characters a plan item's text is given while the budget allows more items."""
+USEFUL_VALUE = 600
+"""Fewest units each tool-parameter value is given while the budget allows more invokes per message."""
+_MIN_TEXT = 8
+_MAX_BUDGETED_TEXT = 300
+_PATH_UNITS = 40  # a budgeted output path: at most 2 + 2*40 characters
+_WS = 16  # `ws`: at most 16 whitespace characters
+_END = 2  # `end`: at most 2
+_VALUE_WRAP = 2 * _WS + len("<![CDATA[") + len("]]>")  # a CDATA value's characters beyond its units
+_UNIT = 3  # a value unit (`x`, `<x`, `<<x`; `]x`, `]]x` in CDATA) is at most three characters
+
+
+@dataclass(frozen=True)
+class GrammarSizes:
+    """The bounds `turn_grammar` writes.
+
+    Attributes:
+        prose: most characters of prose before the block.
+        text: most characters of one text.
+        items: most steps, most criteria and most outputs of a plan (and criteria of a verdict without
+            a known plan).
+        path: most units of an output path (two characters each).
+        value: most units of one tool-parameter value (up to three characters each); None: unbounded.
+        invokes: most invokes in one message.
+        short: most characters of a short value (a parameter with `max_chars`: at most that many).
+    """
+
+    prose: int
+    text: int
+    items: int
+    path: int
+    value: int | None
+    invokes: int
+    short: int | None = None
+
+
+UNBUDGETED = GrammarSizes(PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, 16)
+
+
+def fit_sizes(
+    role: str,
+    tools: Sequence[ToolSignature],
+    criteria: Sequence[str] | None,
+    max_chars: int | None,
+    max_invokes: int,
+) -> GrammarSizes:
+    """The bounds under which every message `role` may send is at most `max_chars` characters.
+
+    Raises:
+        ValueError: no message of this role fits in `max_chars` (the message says how many it needs).
+    """
+    if max_chars is None:
+        return GrammarSizes(PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, max_invokes)
+    sizes = _fit(role, tools, criteria, max_chars, max_invokes)
+    if sizes is None:
+        need = next(
+            (n for n in range(max_chars, 1 << 20, 16) if _fit(role, tools, criteria, n, max_invokes)), None
+        )
+        raise ValueError(
+            f"{role}'s message may hold {max_chars} characters, too few for any message it may send "
+            f"(it needs about {need})"
+        )
+    return sizes
+
+
+def _fit(
+    role: str,
+    tools: Sequence[ToolSignature],
+    criteria: Sequence[str] | None,
+    max_chars: int,
+    max_invokes: int,
+) -> GrammarSizes | None:
+    prose = min(PROSE_CHARS, max_chars // 8)
+    room = max_chars - prose - _END  # for the one block after the prose
+    path = max(4, min(_PATH_UNITS, room // 40))
+    if role == Role.PLANNER:
+        items, text = _plan(room, path)
+        text = min(text, room - _BLOCKED)
+    elif role == Role.SPECIALIST:
+        items, text = 1, min(_MAX_BUDGETED_TEXT, (room - _REPORT_OVERHEAD) // 4, room - _BLOCKED)
+    elif role == Role.EVALUATOR:
+        items, text = _verdict(room, criteria)
+    else:
+        raise ValueError(f"unknown role {role!r}")
+    if text < _MIN_TEXT:
+        return None
+    invokes, value, short = 1, None, max(_MIN_TEXT, room // 8)
+    if tools:
+        calls = _calls(room, tools, max_invokes, short)
+        if calls is None:
+            return None
+        invokes, value = calls
+    return GrammarSizes(prose, text, items, path, value, invokes, short)
+
+
+# Longest texts of the fixed parts (see `_grammar.py`): `<plan>` ws `<goal>` … `</goal>` ws … `</plan>`.
+_PLAN_OVERHEAD = len("<plan>") + _WS + len("<goal></goal>") + _WS + len("</plan>")
+_STEP = len(f'<step id="S{MAX_PLAN_ITEMS}"></step>') + _WS
+_CRITERION = len(f'<criterion id="AC{MAX_PLAN_ITEMS}"></criterion>') + _WS
+_OUTPUT = len('<output path=""/>') + 2 + _WS  # and two characters per path unit
+_REPORT_OVERHEAD = len("<report>\n</report>") + sum(
+    len(f"{label}:\n") for label in ("Artifacts", "Evidence", "Assumptions", "Unresolved")
+)
+
+
+_BLOCKED = len('<blocked reason_code=""></blocked>') + max(map(len, BLOCKED_REASONS))
+
+
+def _plan(room: int, path: int) -> tuple[int, int]:
+    """(items, text) of a plan: each of `items` steps, criteria and outputs, and the goal, in `room`."""
+
+    def text_for(items: int) -> int:
+        fixed = _PLAN_OVERHEAD + items * (_STEP + _CRITERION + _OUTPUT + 2 * path)
+        return (room - fixed) // (2 * items + 1)  # the goal and each step and criterion hold a text
+
+    items = next((n for n in range(MAX_PLAN_ITEMS, 0, -1) if text_for(n) >= USEFUL_TEXT), 1)
+    return items, min(_MAX_BUDGETED_TEXT, text_for(items))
+
+
+_VERDICT_OVERHEAD = (
+    len('<verdict status="">')
+    + max(map(len, VERDICT_STATUSES))
+    + _WS
+    + len("<reason_code></reason_code>")
+    + 40  # the reason code
+    + _WS
+    + len("<summary></summary>")
+    + _WS
+    + len("</verdict>")
+)
+_JUDGED = len('<criterion id="" met="false"></criterion>') + _WS
+_ANY_ID = 16  # a criterion id when no plan is known: at most 16 characters
+
+
+def _verdict(room: int, criteria: Sequence[str] | None) -> tuple[int, int]:
+    """(items, text) of a verdict: the plan's criteria (or up to `items` of any ids) and the summary."""
+    if criteria:
+        ids = sum(len(c) for c in criteria)
+        return len(criteria), min(
+            _MAX_BUDGETED_TEXT,
+            (room - _VERDICT_OVERHEAD - len(criteria) * _JUDGED - ids) // (len(criteria) + 1),
+        )
+    per = _JUDGED + _ANY_ID
+    items = next(
+        (
+            n
+            for n in range(MAX_PLAN_ITEMS, 0, -1)
+            if (room - _VERDICT_OVERHEAD - n * per) // (n + 1) >= USEFUL_TEXT
+        ),
+        1,
+    )
+    return items, min(_MAX_BUDGETED_TEXT, (room - _VERDICT_OVERHEAD - items * per) // (items + 1))
+
+
+_CALLS_OVERHEAD = len("<tool_calls></tool_calls>") + _WS
+
+
+def _invoke_overhead(tool: ToolSignature, short: int) -> int:
+    """An invoke's longest text but for its long values (short ones count in full)."""
+    params = sum(
+        len(f'<parameter name="{p.name}"></parameter>') + _WS + min(p.max_chars or 0, short)
+        for p in tool.params
+    )
+    return len(f'<invoke name="{tool.name}"></invoke>') + _WS + params + _WS  # + the ws after it
+
+
+def _long(tool: ToolSignature) -> int:
+    return sum(1 for p in tool.params if p.max_chars is None)
+
+
+def _calls(room: int, tools: Sequence[ToolSignature], max_invokes: int, short: int) -> tuple[int, int] | None:
+    """(invokes, value units): the most invokes whose every value can still hold `USEFUL_VALUE` units
+    (a file's content is what a Specialist's budget is for), else one invoke of at least 8 units."""
+
+    def units_for(invokes: int) -> int:
+        per_invoke = (room - _CALLS_OVERHEAD) // invokes
+        free = [(per_invoke - _invoke_overhead(t, short), _long(t)) for t in tools]
+        if any(room < 0 for room, _ in free):
+            return -1
+        return min((((room // n) - _VALUE_WRAP) // _UNIT for room, n in free if n), default=_MIN_TEXT)
+
+    invokes = next((n for n in range(max_invokes, 1, -1) if units_for(n) >= USEFUL_VALUE), 1)
+    units = units_for(invokes)
+    return (invokes, units) if units >= _MIN_TEXT else None
