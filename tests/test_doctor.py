@@ -57,15 +57,15 @@ async def test_a_model_that_keeps_the_protocol_is_usable_for_every_role() -> Non
         "the server reports a context window of 8192 tokens: set PSE_MODEL_CONTEXT_TOKENS=8192 so PSE checks "
         "prompts before a call"
     ]
-    # The grammar probe, the tools probe, then the two exchanges (and both again constrained, when PSE
-    # sends a constraint): each a request of its own, all to the configured model.
+    # The grammar probe, the tools probe, the two exchanges unconstrained, then PSE's own constraint probe
+    # ("Say OK.") and both exchanges again, each carrying its role's grammar: the tool call a grammar
+    # with the one tool offered, the verdict the Evaluator's without tools: a verdict is all it may write.
     assert [("grammar" in c, "tools" in c) for c in chats[:2]] == [(True, False), (False, True)]
-    assert len(chats) == (4 if report.pse_constraint is None else 6)
-    if report.pse_constraint is None:
-        assert (
-            check.tool_call["constrained"].valid is None
-            and "PSE_CONSTRAIN" in check.tool_call["constrained"].detail
-        )
+    assert report.pse_constraint == "grammar" and len(chats) == 7
+    tool_grammar, verdict_grammar = (c["grammar"] for c in chats[5:])
+    assert '"<invoke name=\\"read_file\\">"' in tool_grammar and "<verdict" not in tool_grammar
+    assert "<verdict status=" in verdict_grammar and "<tool_calls>" not in verdict_grammar
+    assert check.tool_call["constrained"].valid is True and check.verdict["constrained"].valid is True
 
 
 async def test_an_evaluator_that_writes_prose_is_unusable_and_the_doctor_says_why() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from pse.config import ModelSpec, Settings, with_overrides
-from pse.doctor._exchange import Exchange, tool_call_exchange, verdict_exchange
+from pse.doctor._exchange import EXCHANGE_TOOL, Exchange, tool_call_exchange, verdict_exchange
 from pse.doctor._server import Probe, grammar_support, native_tool_support, server_facts
 from pse.doctor._wire import WireFeatures, pse_sends
 from pse.exceptions import PSEError, UserError
@@ -25,7 +25,7 @@ from pse.roles import ROLES, Role
 
 __all__ = ["DOCTOR_MAX_TOKENS", "DoctorReport", "ExchangeResult", "ModelCheck", "diagnose"]
 
-DOCTOR_MAX_TOKENS = 120
+DOCTOR_MAX_TOKENS = 200
 """Completion-token cap of each exchange (a tool call or a one-criterion verdict needs under 100)."""
 _MODES = ("unconstrained", "constrained")
 
@@ -173,13 +173,19 @@ async def _check(
     grammar, tools = await grammar_support(spec, timeout), await native_tool_support(spec, timeout)
     check.grammar, check.grammar_detail = grammar.support, grammar.detail
     check.native_tools, check.native_tools_detail = tools.support, tools.detail
-    await _exchanges(check, settings, pse_constraint if grammar.support != "no" else None, grammar.detail)
+    await _exchanges(
+        check, settings, spec, pse_constraint if grammar.support != "no" else None, grammar.detail
+    )
     _judge(check, spec, grammar, pse_constraint)
     return check
 
 
 async def _exchanges(
-    check: ModelCheck, settings: Settings, pse_constraint: str | None, grammar_detail: str = ""
+    check: ModelCheck,
+    settings: Settings,
+    spec: ModelSpec,
+    pse_constraint: str | None,
+    grammar_detail: str = "",
 ) -> None:
     """Both exchanges in both modes (constrained only when PSE sends a constraint the server takes);
     tokens per second."""
@@ -195,17 +201,32 @@ async def _exchanges(
             skipped = ExchangeResult(detail=f"not run: {why}")
             check.tool_call[mode] = check.verdict[mode] = skipped
             continue
-        client = create_model_client(
-            with_overrides(settings, "pse doctor", constrain=value, **_all_roles(constrain=value)),
-            check.roles[0],
+        mode_settings = with_overrides(
+            settings,
+            "pse doctor",
+            constrain=value,
+            **_all_roles(constrain=value),
+            # The verdict is asked of this model in the Evaluator's role, so its grammar is a verdict's.
+            evaluator_provider=spec.provider,
+            evaluator_model=spec.model,
+            evaluator_base_url=spec.base_url,
+            evaluator_api_key=spec.api_key,
         )
-        try:
-            for name, exchange in (("tool_call", tool_call_exchange), ("verdict", verdict_exchange)):
+        asks = (
+            (check.roles[0], "tool_call", tool_call_exchange),
+            (Role.EVALUATOR, "verdict", verdict_exchange),
+        )
+        for role, name, exchange in asks:
+            # The tool exchange offers its one tool; the verdict exchange none, so a verdict is all it
+            # may write (constrained; unconstrained no tool is offered either way).
+            offered = (EXCHANGE_TOOL,) if name == "tool_call" else ()
+            client = create_model_client(mode_settings, role, tools=offered)
+            try:
                 result = await exchange(client)
-                done.append(result)
-                getattr(check, name)[mode] = ExchangeResult(valid=result.valid, detail=result.detail)
-        finally:
-            await client.close()
+            finally:
+                await client.close()
+            done.append(result)
+            getattr(check, name)[mode] = ExchangeResult(valid=result.valid, detail=result.detail)
     seconds = sum(e.seconds for e in done)
     if seconds > 0:
         check.tokens_per_s = round(sum(e.completion_tokens for e in done) / seconds, 1)

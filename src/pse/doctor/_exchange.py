@@ -16,9 +16,11 @@ from pse.protocol import DsmlError, ParamSpec, ToolSignature, parse_tool_calls, 
 from pse.roles import TASK_SOURCE, Role
 from pse.tools import Tool
 
-__all__ = ["Exchange", "tool_call_exchange", "verdict_exchange"]
+__all__ = ["EXCHANGE_TOOL", "Exchange", "tool_call_exchange", "verdict_exchange"]
 
 _PATH = "notes.txt"
+EXCHANGE_TOOL = ToolSignature(Tool.READ_FILE, (ParamSpec("path", max_chars=200),))
+"""The one tool both exchanges offer: what a constrained client's grammar allows."""
 _TOOL_SYSTEM = f"""You request tools; you never act yourself. Request a tool with exactly this block and \
 nothing else, then stop writing:
 
@@ -78,8 +80,7 @@ async def tool_call_exchange(client: ChatCompletionClient) -> Exchange:
     if isinstance(asked, str):
         return Exchange(False, asked, 0.0, 0)
     text, seconds, tokens = asked
-    signature = ToolSignature(Tool.READ_FILE, (ParamSpec("path"),))
-    parsed = parse_tool_calls(text, {Tool.READ_FILE: signature})
+    parsed = parse_tool_calls(text, {Tool.READ_FILE: EXCHANGE_TOOL})
     if not parsed.found_block:
         return Exchange(False, f"no <tool_calls> block: {_excerpt(text)!r}", seconds, tokens)
     errors = [item for item in parsed.items if isinstance(item, DsmlError)]

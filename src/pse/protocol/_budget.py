@@ -9,8 +9,8 @@ that the *longest* message the grammar accepts is at most `TurnShape.max_chars` 
 
 The split favours several short items over one long one: the most plan items (up to
 `MAX_PLAN_ITEMS`) whose texts can still hold `USEFUL_TEXT` characters each, the rest to the texts.
-Without a budget (`max_chars` None) the bounds are `UNBUDGETED`: generous, but a looping model still
-closes its tags.
+Without a budget (`max_chars` None) the bounds are generous (`TEXT_CHARS` a text, 16 items), tool
+values unbounded: a looping model still closes its tags.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ __all__ = [
     "MAX_PLAN_ITEMS",
     "PROSE_CHARS",
     "TEXT_CHARS",
-    "UNBUDGETED",
     "USEFUL_TEXT",
     "USEFUL_VALUE",
     "GrammarSizes",
@@ -74,9 +73,6 @@ class GrammarSizes:
     value: int | None
     invokes: int
     short: int | None = None
-
-
-UNBUDGETED = GrammarSizes(PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, 16)
 
 
 def fit_sizes(
@@ -217,9 +213,9 @@ def _calls(room: int, tools: Sequence[ToolSignature], max_invokes: int, short: i
     def units_for(invokes: int) -> int:
         per_invoke = (room - _CALLS_OVERHEAD) // invokes
         free = [(per_invoke - _invoke_overhead(t, short), _long(t)) for t in tools]
-        if any(room < 0 for room, _ in free):
+        if any(chars < 0 for chars, _ in free):
             return -1
-        return min((((room // n) - _VALUE_WRAP) // _UNIT for room, n in free if n), default=_MIN_TEXT)
+        return min(((chars // n - _VALUE_WRAP) // _UNIT for chars, n in free if n), default=_MIN_TEXT)
 
     invokes = next((n for n in range(max_invokes, 1, -1) if units_for(n) >= USEFUL_VALUE), 1)
     units = units_for(invokes)

@@ -44,10 +44,8 @@ __all__ = [
 ]
 
 
-_PATH_CHARS = 200
-# Most characters of a path argument under a grammar sized to a token limit.
-_NAME_CHARS = 80
-# Most characters of a check name argument under such a grammar.
+_PATH_CHARS = 200  # most characters of a path argument under a grammar sized to a token limit
+_NAME_CHARS = 80  # most characters of a check name argument under such a grammar
 
 
 def builtin_tools() -> ToolRegistry:
