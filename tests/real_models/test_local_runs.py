@@ -9,6 +9,7 @@ Evaluator on the other), in both of those modes.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from pse.doctor import RunScore, WireFeatures
 from pse.engine import load_trace
 from pse.local import GEMMA3, SMOLLM2, LocalModel, LocalServer, local_run_settings
 from pse.runner import prepare_run, run_to_end
-from real_models._support import record
+from real_models._support import UsageProxy, record
 
 pytestmark = pytest.mark.real_model
 
@@ -91,3 +92,25 @@ async def test_with_an_evaluator_of_another_family_a_run_reaches_an_outcome(
     trace = load_trace(path)
     assert (trace.settings["model"], trace.settings["evaluator_model"]) == (doer.alias, judge.alias)
     _check(record(f"{config}+judge", f"{doer.alias}→{judge.alias}", trace), config)
+
+
+async def test_the_run_limit_holds_against_a_real_model_and_every_answered_request_is_counted(
+    local_server: LocalServer, tmp_path: Path
+) -> None:
+    """#12's bar against llama.cpp: `PSE_RUN_TIMEOUT_S=10` ends TIMEOUT within 12 s, and the trace holds
+    exactly the usage the server reported for each answer PSE received (read on a proxy between them)."""
+    with UsageProxy(local_server.url) as proxy:
+        settings = local_run_settings(
+            proxy.url, GEMMA3.alias, tmp_path / "runs", constrain="grammar", run_timeout_s=10
+        )
+        started = time.monotonic()
+        summary = await run_to_end(prepare_run("incident-review", settings))
+        elapsed = time.monotonic() - started
+    assert (summary.outcome, summary.outcome_reason) == (
+        "TIMEOUT",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    ), "the run must still be working at 10 s (incident-review under the grammar takes ~45 s)"
+    assert elapsed <= 12, f"a 10 s run took {elapsed:.1f} s"
+    by_role = load_trace(Path(summary.trace)).tokens.by_role.values()
+    reported = sum(t.prompt + t.completion for t in by_role) - sum(t.estimated for t in by_role)
+    assert proxy.delivered and reported == sum(p + c for p, c in proxy.delivered)
