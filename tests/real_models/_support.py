@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import select
 import socket
 import threading
@@ -30,13 +31,15 @@ class UsageProxy:
     """A loopback proxy in front of the local server that keeps the usage of every answer it delivered.
 
     A request whose client hung up before the answer came (PSE cancelling at a deadline) is not
-    delivered: its usage is kept apart in `undelivered`.
+    delivered: its usage is kept apart in `undelivered`. PSE's one-token constraint probes are only
+    counted (`probes`).
     """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.delivered: list[tuple[int, int]] = []
         self.undelivered: list[tuple[int, int]] = []
+        self.probes = 0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +59,9 @@ class UsageProxy:
                 )
                 usage = reply.json().get("usage") if reply.status_code == 200 else None
                 counts = (usage["prompt_tokens"], usage["completion_tokens"]) if usage else None
+                if json.loads(body).get("max_tokens") == 1:  # PSE's constraint probe: not a run's call
+                    proxy.probes += 1
+                    counts = None
                 if self._client_gone():
                     if counts:
                         proxy.undelivered.append(counts)

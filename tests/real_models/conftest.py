@@ -52,9 +52,16 @@ def pse_constraint() -> WireFeatures:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     runs = [f for f in FIGURES if "config" in f]
+    write = terminalreporter.write_line
+    for f in FIGURES:
+        if "run_limit" in f:
+            limit = f["run_limit"]
+            write(
+                f"run limit {limit['limit_s']} s against llama.cpp: TIMEOUT after {limit['wall_s']} s, "
+                f"{limit['answered']} answered call(s) counted exactly"
+            )
     if not runs:
         return
-    write = terminalreporter.write_line
     write("")
     write("real-model runs (parse: role turns that parsed on the first try / after a repair / all turns):")
     for f in runs:

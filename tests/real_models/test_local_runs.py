@@ -18,7 +18,7 @@ from pse.doctor import RunScore, WireFeatures
 from pse.engine import load_trace
 from pse.local import GEMMA3, SMOLLM2, LocalModel, LocalServer, local_run_settings
 from pse.runner import prepare_run, run_to_end
-from real_models._support import UsageProxy, record
+from real_models._support import FIGURES, UsageProxy, record
 
 pytestmark = pytest.mark.real_model
 
@@ -98,19 +98,36 @@ async def test_the_run_limit_holds_against_a_real_model_and_every_answered_reque
     local_server: LocalServer, tmp_path: Path
 ) -> None:
     """#12's bar against llama.cpp: `PSE_RUN_TIMEOUT_S=10` ends TIMEOUT within 12 s, and the trace holds
-    exactly the usage the server reported for each answer PSE received (read on a proxy between them)."""
+    exactly the usage the server reported for each answer PSE received (read on a proxy between them);
+    the call the deadline cut is there too, estimated and marked so. Turns of at most 384 tokens and
+    no turn cap to speak of, so the run is still working at 10 s. (The exact count with many answered
+    calls is tests/test_budgets_and_windows.py's, on a stand-in.) (PSE's
+    one-token constraint probe, once per server and process, is not a run's call: the proxy keeps it
+    apart.)"""
     with UsageProxy(local_server.url) as proxy:
         settings = local_run_settings(
-            proxy.url, GEMMA3.alias, tmp_path / "runs", constrain="grammar", run_timeout_s=10
+            proxy.url,
+            GEMMA3.alias,
+            tmp_path / "runs",
+            constrain="grammar",
+            run_timeout_s=10,
+            model_max_tokens=384,
+            turns_per_cycle=40,
         )
         started = time.monotonic()
-        summary = await run_to_end(prepare_run("incident-review", settings))
+        summary = await run_to_end(prepare_run("code-delivery", settings))
         elapsed = time.monotonic() - started
     assert (summary.outcome, summary.outcome_reason) == (
         "TIMEOUT",
         "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
-    ), "the run must still be working at 10 s (incident-review under the grammar takes ~45 s)"
+    ), "the run must still be working at 10 s"
     assert elapsed <= 12, f"a 10 s run took {elapsed:.1f} s"
     by_role = load_trace(Path(summary.trace)).tokens.by_role.values()
     reported = sum(t.prompt + t.completion for t in by_role) - sum(t.estimated for t in by_role)
-    assert proxy.delivered and reported == sum(p + c for p, c in proxy.delivered)
+    # Usually the Planner's turn is answered (8 s here, with the model's first load); on a slower
+    # machine none may be, and then no reported token may appear either.
+    assert reported == sum(p + c for p, c in proxy.delivered), proxy.delivered
+    assert sum(t.estimated for t in by_role) > 0  # the call cut at the deadline: estimated, not dropped
+    FIGURES.append(
+        {"run_limit": {"limit_s": 10, "wall_s": round(elapsed, 2), "answered": len(proxy.delivered)}}
+    )
