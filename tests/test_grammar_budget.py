@@ -19,7 +19,7 @@ from pse.config import ModelSpec
 from pse.exceptions import ConfigError
 from pse.models._constrained import ConstrainedChatCompletionClient
 from pse.models._probe import ConstraintSupport
-from pse.protocol import TurnShape, turn_grammar
+from pse.protocol import TurnShape, turn_grammar, turn_schema
 from pse.protocol._budget import TEXT_CHARS, USEFUL_TEXT, fit_sizes
 from pse.roles import Role
 from reference_turns import role_tools
@@ -147,3 +147,26 @@ def test_a_budgeted_path_is_never_empty() -> None:
     assert grammar.accepts(call.format("data/metrics.csv"))
     assert not grammar.accepts(call.format(""))
     assert not grammar.accepts(call.format(" "))
+
+
+def test_a_budgeted_json_schema_takes_the_grammar_s_bounds() -> None:
+    tools = role_tools(Role.SPECIALIST, "code-delivery")
+    shape = TurnShape(Role.SPECIALIST, tools, None, 16, 3072)
+    sizes, schema = shape.sizes(), turn_schema(shape)
+    report, _, calls = schema["anyOf"]
+    assert {p["maxLength"] for k, p in report["properties"].items() if k not in ("kind", "note")} == {
+        sizes.text
+    }
+    assert report["properties"]["note"]["maxLength"] == sizes.prose
+    assert calls["properties"]["calls"]["maxItems"] == sizes.invokes
+    write = next(
+        c
+        for c in calls["properties"]["calls"]["items"]["anyOf"]
+        if c["properties"]["tool"]["const"] == "write_file"
+    )
+    arguments = write["properties"]["arguments"]["properties"]
+    assert arguments["content"]["maxLength"] == sizes.value and arguments["path"]["maxLength"] == min(
+        200, sizes.short or 0
+    )
+    plan = turn_schema(TurnShape(Role.PLANNER, (), None, 16, 3072))["anyOf"][0]["properties"]
+    assert plan["criteria"]["maxItems"] == fit_sizes(Role.PLANNER, (), None, 3072, 16).items == 7

@@ -159,3 +159,19 @@ def test_llama_cpp_applies_a_grammar_sized_to_a_token_limit(vocab: _Vocab) -> No
     assert not vocab.accepts(grammar, report.format("a" * text))
     code = render_tool_calls([(Tool.WRITE_FILE, {"path": "q.py", "content": "if a < b:\n    x = a << 2\n"})])
     assert vocab.accepts(grammar, code)
+
+
+def test_llama_cpp_reads_the_bounds_of_a_budgeted_json_schema(vocab: _Vocab) -> None:
+    """llama-cpp-python turns `maxLength` into a bounded repetition: a finding past it is refused."""
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    shape = TurnShape(Role.EVALUATOR, (), ("AC1",), 16, 1536)
+    grammar = llama_grammar.json_schema_to_gbnf(json.dumps(turn_schema(shape)))
+    text = shape.sizes().text
+
+    def answer(finding: str) -> str:
+        criteria = {"AC1": {"met": True, "finding": finding}}
+        verdict = {"kind": "verdict", "status": "PASS", "reason_code": "ALL_MET", "criteria": criteria}
+        return json.dumps({**verdict, "summary": "s"})
+
+    assert vocab.accepts(grammar, answer("a" * text))
+    assert not vocab.accepts(grammar, answer("a" * (text + 1)))

@@ -1,9 +1,13 @@
 """The JSON form of a turn, for servers that constrain decoding by JSON schema only, and its way back.
 
 `turn_schema` is the same shape as `turn_grammar`, as one JSON object with a `kind`: `tool_calls`,
-`plan`, `report`, `blocked` or `verdict`, plus an optional `note` (the prose before a block, at most
-`PROSE_CHARS` characters). A plan's steps and criteria are lists of texts, numbered S1.. and AC1.. on
-the way back; an Evaluator's `criteria` is an object with exactly the plan's ids as keys.
+`plan`, `report`, `blocked` or `verdict`, plus an optional `note` (the prose before a block). It takes
+the grammar's bounds (`TurnShape.sizes()`): the note, every text, the lists of a plan, the invokes of a
+message and each tool value (a short parameter at its `max_chars`) have the same most lengths and
+counts. Under a token budget that bounds a looping model the same way; whether the whole answer fits
+the limit is not measured for JSON (keys, quotes and escapes add to it), only for the grammar. A
+plan's steps and criteria are lists of texts, numbered S1.. and AC1.. on the way back; an
+Evaluator's `criteria` is an object with exactly the plan's ids as keys.
 
 `protocol_from_json` turns the model's JSON answer into the protocol text it stands for, rendered by the
 protocol's own renderers, so everything downstream (the ToolAgent, the engine's parsers, the trace,
@@ -18,27 +22,31 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pse.events import PlanItem, PlanRecord
+from pse.protocol._budget import GrammarSizes
 from pse.protocol._dsml import render_tool_calls
-from pse.protocol._grammar import MAX_PLAN_ITEMS, PROSE_CHARS, TurnShape
+from pse.protocol._grammar import TurnShape
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, render_plan
-from pse.protocol._types import ToolSignature
+from pse.protocol._types import ParamSpec, ToolSignature
 from pse.roles import Role
 
 __all__ = ["protocol_from_json", "turn_schema"]
 
 JsonObject = dict[str, Any]
-_TEXT: JsonObject = {"type": "string", "minLength": 1}
 _REPORT_FIELDS = ("artifacts", "evidence", "assumptions", "unresolved")
 
 
-def _kind(kind: str, properties: Mapping[str, JsonObject]) -> JsonObject:
+def _text(sizes: GrammarSizes) -> JsonObject:
+    return {"type": "string", "minLength": 1, "maxLength": sizes.text}
+
+
+def _kind(kind: str, properties: Mapping[str, JsonObject], sizes: GrammarSizes) -> JsonObject:
     """One variant: `kind`, its required properties in order, then the optional `note`."""
     return {
         "type": "object",
         "properties": {
             "kind": {"const": kind},
             **properties,
-            "note": {"type": "string", "maxLength": PROSE_CHARS},
+            "note": {"type": "string", "maxLength": sizes.prose},
         },
         "required": ["kind", *properties],
         "additionalProperties": False,
@@ -51,47 +59,56 @@ def turn_schema(shape: TurnShape) -> JsonObject:
     first_look = bool(shape.tools) and not shape.evidence  # as in `turn_grammar`: a look comes first
     if shape.role not in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR):
         raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
+    sizes = shape.sizes()
     if shape.role == Role.PLANNER:
-        variants += [_plan()] if first_look else [_plan(), _blocked()]
+        variants += [_plan(sizes)] if first_look else [_plan(sizes), _blocked(sizes)]
     elif first_look:
         pass
     elif shape.role == Role.SPECIALIST:
-        variants += [_kind("report", dict.fromkeys(_REPORT_FIELDS, _TEXT)), _blocked()]
+        report = _kind("report", dict.fromkeys(_REPORT_FIELDS, _text(sizes)), sizes)
+        variants += [report, _blocked(sizes)]
     else:
-        variants.append(_verdict(shape.criteria))
+        variants.append(_verdict(shape.criteria, sizes))
     if shape.tools:
-        calls = [_call(tool) for tool in shape.tools]
+        calls = [_call(tool, sizes) for tool in shape.tools]
         items = {"anyOf": calls} if len(calls) > 1 else calls[0]
-        array = {"type": "array", "items": items, "minItems": 1, "maxItems": shape.max_invokes}
-        variants.append(_kind("tool_calls", {"calls": array}))
+        array = {"type": "array", "items": items, "minItems": 1, "maxItems": sizes.invokes}
+        variants.append(_kind("tool_calls", {"calls": array}, sizes))
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
-def _list(items: JsonObject, *, least: int) -> JsonObject:
-    return {"type": "array", "items": items, "minItems": least, "maxItems": MAX_PLAN_ITEMS}
+def _list(items: JsonObject, sizes: GrammarSizes, *, least: int) -> JsonObject:
+    return {"type": "array", "items": items, "minItems": least, "maxItems": sizes.items}
 
 
-def _plan() -> JsonObject:
-    path: JsonObject = {"type": "string", "minLength": 1, "pattern": r'^[^/"<>\s][^"<>\s]*$'}
+def _plan(sizes: GrammarSizes) -> JsonObject:
+    path: JsonObject = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 2 + 2 * sizes.path,
+        "pattern": r'^[^/"<>\s][^"<>\s]*$',
+    }
+    text = _text(sizes)
     return _kind(
         "plan",
         {
-            "goal": _TEXT,
-            "steps": _list(_TEXT, least=0),
-            "criteria": _list(_TEXT, least=1),
-            "outputs": _list(path, least=0),
+            "goal": text,
+            "steps": _list(text, sizes, least=0),
+            "criteria": _list(text, sizes, least=1),
+            "outputs": _list(path, sizes, least=0),
         },
+        sizes,
     )
 
 
-def _blocked() -> JsonObject:
-    return _kind("blocked", {"reason_code": {"enum": list(BLOCKED_REASONS)}, "detail": _TEXT})
+def _blocked(sizes: GrammarSizes) -> JsonObject:
+    return _kind("blocked", {"reason_code": {"enum": list(BLOCKED_REASONS)}, "detail": _text(sizes)}, sizes)
 
 
-def _verdict(criteria: tuple[str, ...] | None) -> JsonObject:
+def _verdict(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> JsonObject:
     judged: JsonObject = {
         "type": "object",
-        "properties": {"met": {"type": "boolean"}, "finding": _TEXT},
+        "properties": {"met": {"type": "boolean"}, "finding": _text(sizes)},
         "required": ["met", "finding"],
         "additionalProperties": False,
     }
@@ -103,7 +120,12 @@ def _verdict(criteria: tuple[str, ...] | None) -> JsonObject:
             "additionalProperties": False,
         }
         if criteria
-        else {"type": "object", "additionalProperties": judged, "minProperties": 1}
+        else {
+            "type": "object",
+            "additionalProperties": judged,
+            "minProperties": 1,
+            "maxProperties": sizes.items,
+        }
     )
     return _kind(
         "verdict",
@@ -111,15 +133,25 @@ def _verdict(criteria: tuple[str, ...] | None) -> JsonObject:
             "status": {"enum": list(VERDICT_STATUSES)},
             "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,39}$"},
             "criteria": by_id,
-            "summary": _TEXT,
+            "summary": _text(sizes),
         },
+        sizes,
     )
 
 
-def _call(tool: ToolSignature) -> JsonObject:
+def _value(param: ParamSpec, sizes: GrammarSizes) -> JsonObject:
+    """A tool value's schema: bounded as in the grammar (a short one at its `max_chars`) under a budget."""
+    if sizes.value is None:
+        return {"type": "string"}
+    if param.max_chars is not None and sizes.short is not None:
+        return {"type": "string", "maxLength": min(param.max_chars, sizes.short)}
+    return {"type": "string", "maxLength": sizes.value}
+
+
+def _call(tool: ToolSignature, sizes: GrammarSizes) -> JsonObject:
     arguments: JsonObject = {
         "type": "object",
-        "properties": {p.name: {"type": "string"} for p in tool.params},
+        "properties": {p.name: _value(p, sizes) for p in tool.params},
         "required": [p.name for p in tool.params if p.required],
         "additionalProperties": False,
     }
