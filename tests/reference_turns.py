@@ -24,7 +24,7 @@ from pse.toolagent import Policy
 __all__ = ["SAMPLE", "Turn", "reference_turns", "role_tools"]
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO.parent / "shared" / "contract" / "sample-cassette.json"
+SAMPLE = Path("/work/shared/contract/sample-cassette.json")  # the shared contract's, wherever the clone is
 
 Turn = tuple[str, str, str, tuple[str, ...] | None, tuple[ToolSignature, ...]]
 """(where, role, content, the plan's criterion ids so far, the role's granted tools)."""

@@ -12,8 +12,7 @@ from pse.config import load_settings
 from pse.exceptions import CassetteError, CassetteExhaustedError
 from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient, create_model_client
 from pse.tokens import count_message_tokens, count_tokens
-
-SAMPLE = Path("/work/shared/contract/sample-cassette.json")
+from reference_turns import SAMPLE
 
 
 def _write(tmp_path: Path, data: object) -> Path:

@@ -11,6 +11,7 @@ from pse.config import load_settings
 from pse.engine import load_trace
 from pse.exceptions import ReplayMismatchError
 from pse.runner import prepare_run, run_to_end
+from reference_turns import SAMPLE
 
 
 async def test_recorded_run_replays_strictly_in_a_new_run(tmp_path: Path) -> None:
@@ -48,7 +49,6 @@ async def test_a_changed_prompt_fails_strict_replay_with_a_diff(tmp_path: Path) 
     assert summary.outcome_reason.startswith(ReplayMismatchError.__name__)
 
 
-SAMPLE = Path("/work/shared/contract/sample-cassette.json")
 OLD_RECORDING = Path(__file__).parent / "data" / "recorded-before-drift.json"
 """Recorded (scripted provider, --record) before cassettes kept tool output and tool runs."""
 
