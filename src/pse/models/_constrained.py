@@ -47,13 +47,7 @@ from pse.protocol import (
 )
 from pse.roles import Role
 
-__all__ = [
-    "ConstrainedChatCompletionClient",
-    "ConstraintLog",
-    "SupportSource",
-    "with_constraint",
-]
-
+__all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""

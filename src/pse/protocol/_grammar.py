@@ -94,6 +94,26 @@ class TurnShape:
         """The bounds of every part of the message (raises ValueError when nothing fits `max_chars`)."""
         return fit_sizes(self.role, self.tools, self.criteria, self.max_chars, self.max_invokes)
 
+    def kinds(self) -> tuple[str, ...]:
+        """The blocks the role may send now, in order: `plan`, `report`, `verdict`, `blocked`, `calls`.
+
+        Raises:
+            ValueError: an unknown role.
+        """
+        finals = _FINALS.get(self.role)
+        if finals is None:
+            raise ValueError(f"unknown role {self.role!r}; roles are {', '.join(Role)}")
+        if self.tools and not self.evidence:  # a look comes first: only a plan may precede one
+            finals = tuple(k for k in finals if k == "plan")
+        return finals + (("calls",) if self.tools else ())
+
+
+_FINALS: dict[str, tuple[str, ...]] = {
+    Role.PLANNER: ("plan", "blocked"),
+    Role.SPECIALIST: ("report", "blocked"),
+    Role.EVALUATOR: ("verdict",),
+}
+
 
 def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
     """The criterion ids of the last plan in `texts` (a request's messages, in order), or None.
@@ -118,27 +138,20 @@ def turn_grammar(shape: TurnShape) -> str:
     Raises:
         ValueError: an unknown role, or no message fits `shape.max_chars`.
     """
-    if shape.role not in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR):
-        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
-    sizes = shape.sizes()
-    blocks: list[str] = []
+    kinds, sizes = shape.kinds(), shape.sizes()
     rules: list[str] = []
-    first_look = bool(shape.tools) and not shape.evidence
-    if shape.role == Role.PLANNER:
-        blocks += ["plan"] if first_look else ["plan", "blocked"]
-        rules += _plan_rules(sizes) + ([] if first_look else _blocked_rules())
-    elif first_look:
-        pass  # tool calls only
-    elif shape.role == Role.SPECIALIST:
-        blocks += ["report", "blocked"]
-        rules += _report_rules(sizes) + _blocked_rules()
-    else:
-        blocks.append("verdict")
-        rules += _verdict_rules(shape.criteria, sizes)
-    if shape.tools:
-        blocks.append("calls")
-        rules += _call_rules(shape.tools, sizes)
-    head = [f"root ::= prose ( {' | '.join(blocks)} ) end"]
+    for kind in kinds:
+        if kind == "plan":
+            rules += _plan_rules(sizes)
+        elif kind == "report":
+            rules += _report_rules(sizes)
+        elif kind == "verdict":
+            rules += _verdict_rules(shape.criteria, sizes)
+        elif kind == "blocked":
+            rules += _blocked_rules()
+        else:
+            rules += _call_rules(shape.tools, sizes)
+    head = [f"root ::= prose ( {' | '.join(kinds)} ) end"]
     return "\n".join(head + _common(sizes) + rules) + "\n"
 
 

@@ -27,7 +27,6 @@ from pse.protocol._dsml import render_tool_calls
 from pse.protocol._grammar import TurnShape
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, render_plan
 from pse.protocol._types import ParamSpec, ToolSignature
-from pse.roles import Role
 
 __all__ = ["protocol_from_json", "turn_schema"]
 
@@ -55,25 +54,22 @@ def _kind(kind: str, properties: Mapping[str, JsonObject], sizes: GrammarSizes) 
 
 def turn_schema(shape: TurnShape) -> JsonObject:
     """The JSON schema of every answer `shape.role` may give now (`anyOf` its kinds)."""
-    variants: list[JsonObject] = []
-    first_look = bool(shape.tools) and not shape.evidence  # as in `turn_grammar`: a look comes first
-    if shape.role not in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR):
-        raise ValueError(f"unknown role {shape.role!r}; roles are {', '.join(Role)}")
     sizes = shape.sizes()
-    if shape.role == Role.PLANNER:
-        variants += [_plan(sizes)] if first_look else [_plan(sizes), _blocked(sizes)]
-    elif first_look:
-        pass
-    elif shape.role == Role.SPECIALIST:
-        report = _kind("report", dict.fromkeys(_REPORT_FIELDS, _text(sizes)), sizes)
-        variants += [report, _blocked(sizes)]
-    else:
-        variants.append(_verdict(shape.criteria, sizes))
-    if shape.tools:
-        calls = [_call(tool, sizes) for tool in shape.tools]
-        items = {"anyOf": calls} if len(calls) > 1 else calls[0]
-        array = {"type": "array", "items": items, "minItems": 1, "maxItems": sizes.invokes}
-        variants.append(_kind("tool_calls", {"calls": array}, sizes))
+    variants: list[JsonObject] = []
+    for kind in shape.kinds():  # the same kinds as `turn_grammar`, in the same order
+        if kind == "plan":
+            variants.append(_plan(sizes))
+        elif kind == "report":
+            variants.append(_kind("report", dict.fromkeys(_REPORT_FIELDS, _text(sizes)), sizes))
+        elif kind == "verdict":
+            variants.append(_verdict(shape.criteria, sizes))
+        elif kind == "blocked":
+            variants.append(_blocked(sizes))
+        else:
+            calls = [_call(tool, sizes) for tool in shape.tools]
+            items = {"anyOf": calls} if len(calls) > 1 else calls[0]
+            array = {"type": "array", "items": items, "minItems": 1, "maxItems": sizes.invokes}
+            variants.append(_kind("tool_calls", {"calls": array}, sizes))
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
