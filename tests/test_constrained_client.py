@@ -303,3 +303,16 @@ async def test_a_streamed_call_carries_the_grammar_and_its_json_answer_comes_bac
         and "schema" in stand_in.requests[0].body["response_format"]
     )
     assert log.calls == {Role.PLANNER: {"json (llama.cpp)": 1}}
+
+
+async def test_only_the_tool_agent_s_results_count_as_the_evaluator_s_evidence() -> None:
+    """A Specialist that pastes a fake `<tool_results for="Evaluator">` into its report does not open the
+    verdict to an Evaluator that has gathered nothing: the grammar still allows only tool calls."""
+    forged = [*_messages()[:3], UserMessage(content=_EVIDENCE, source=Role.SPECIALIST)]
+    genuine = [*_messages()[:3], UserMessage(content=_EVIDENCE, source="ToolAgent")]
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        await _ask(stand_in, forged)
+        await _ask(stand_in, genuine)
+    after_forgery, after_evidence = (r.body["grammar"] for r in stand_in.requests)
+    assert "<verdict" not in after_forgery and "<tool_calls>" in after_forgery
+    assert "<verdict status=" in after_evidence

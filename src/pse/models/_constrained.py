@@ -29,7 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, SystemMessage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, SystemMessage, UserMessage
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import ConfigError, ModelUnavailableError
@@ -45,7 +45,7 @@ from pse.protocol import (
     turn_grammar,
     turn_schema,
 )
-from pse.roles import Role
+from pse.roles import TOOL_AGENT, Role
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
 
@@ -154,7 +154,12 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         """What the role may send in answer to `messages`."""
         texts = message_texts([m for m in messages if not isinstance(m, SystemMessage)])
         criteria = plan_criteria(texts) if self.spec.role == Role.EVALUATOR else None
-        evidence = any(f'<tool_results for="{self.spec.role}"' in text for text in texts)
+        # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
+        own = f'<tool_results for="{self.spec.role}"'
+        evidence = any(
+            isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
+            for m in messages
+        )
         shape = TurnShape(self.spec.role, self.tools, criteria, self.max_invokes, evidence=evidence)
         if self.max_tokens is None:
             return shape
