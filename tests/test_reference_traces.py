@@ -33,6 +33,8 @@ ADDED_SINCE = {
     "late": False,
     "repairs": [],
     "stopped": None,
+    "tags": {},
+    "enforced": True,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 

@@ -23,7 +23,7 @@ from pse.tasks import (
     scaffold_task,
 )
 
-BUILTIN = ["code-delivery", "incident-review"]
+BUILTIN = ["code-delivery", "humaneval", "incident-review"]
 
 
 def test_discover_finds_the_builtin_tasks() -> None:
@@ -39,7 +39,7 @@ def test_discover_finds_the_builtin_tasks() -> None:
 
 def test_unknown_task_lists_the_available_ones() -> None:
     with pytest.raises(
-        TaskNotFoundError, match=r"no task named 'nope'; available: code-delivery, incident-review"
+        TaskNotFoundError, match=r"no task named 'nope'; available: code-delivery, humaneval, incident-review"
     ):
         TaskRegistry.discover().get("nope")
 
@@ -56,7 +56,7 @@ def test_extra_dir_adds_tasks_and_wins_on_a_name_clash(tmp_path: Path) -> None:
     with (tmp_path / "registry.toml").open("a") as handle:
         handle.write('\n[tasks.code-delivery]\npath = "code-delivery"\n')
     registry = TaskRegistry.discover(tmp_path)
-    assert registry.names() == ["code-delivery", "incident-review", "mine"]
+    assert registry.names() == ["code-delivery", "humaneval", "incident-review", "mine"]
     assert registry.get("code-delivery").dir == clone
     assert registry.shadowed["code-delivery"].dir == builtin_tasks_dir() / "code-delivery"
     assert registry.get("mine").builtin is False
@@ -148,12 +148,13 @@ def test_task_message_has_goal_outputs_checks_and_no_absolute_paths() -> None:
     assert '- evidence_index: run_check(name="evidence_index")' in message
     assert "- data/gateway.jsonl" in message and "- rules_summary.md" in message
     assert message.endswith("## Rules summary (computed without a model)\n# Rules summary\nx\n")
+    inputs = {"humaneval": {"PROBLEM": 'def f(x):\n    """Return x."""\n', "ENTRY_POINT": "f"}}
     for name in BUILTIN:
-        text = registry.get(name).task_message()
+        text = registry.get(name).task_message(inputs.get(name))
         assert str(builtin_tasks_dir()) not in text and sys.executable not in text
         assert not re.search(r"(^|\s)/[\w.-]+/", text), "absolute path in the task message"
         assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d", text), "a time in the task message"
-        assert text == registry.get(name).task_message(), "the message must be deterministic"
+        assert text == registry.get(name).task_message(inputs.get(name)), "the message must be deterministic"
 
 
 def test_inputs_are_checked_and_defaulted() -> None:

@@ -133,6 +133,9 @@ class GateRecord(_Record):
     passed: bool
     failures: list[str] = Field(default_factory=list)
     results: list[GateResult] = Field(default_factory=list)
+    enforced: bool = Field(
+        True, description="false when the run had PSE_HARD_GATES=false: recorded, not applied to a PASS"
+    )
 
 
 class TransitionRecord(_Record):

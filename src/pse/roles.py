@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ROLES", "TASK_SOURCE", "TOOL_AGENT", "Role"]
+__all__ = ["ALL_ROLES", "ROLES", "SINGLE_AGENT", "TASK_SOURCE", "TOOL_AGENT", "Role"]
 
 
 class Role(StrEnum):
@@ -25,6 +25,12 @@ class Role(StrEnum):
 
 ROLES: tuple[str, ...] = tuple(Role)
 """The role names (members of `Role`) in their speaking order, typed as the strings they are."""
+SINGLE_AGENT = "Agent"
+"""The one LLM agent of the `single` team (`PSE_TEAM=single`, the evaluation baseline): it does the work
+and then reviews it itself, with the Specialist's and the Evaluator's tools. Not a PSE role: it has no
+separated powers, which is what the baseline measures."""
+ALL_ROLES: tuple[str, ...] = (*ROLES, SINGLE_AGENT)
+"""Every LLM participant a cassette may script."""
 TOOL_AGENT = "ToolAgent"
 """The group-chat name of the ToolAgent: a participant, not a role (no model, no policy of its own)."""
 TASK_SOURCE = "user"

@@ -167,6 +167,9 @@ class Trace(_Model):
     ended_at: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="labels of the run: e.g. eval, arm and instance of `pse eval`"
+    )
     context_mode: str = "step_buffer"
     sandbox: SandboxRecord | None = Field(None, description="which sandbox ran the tool commands")
     task_message: str = ""

@@ -23,6 +23,7 @@ from pse.cli._common import RunsDir, TasksDir, err, out
 from pse.cli._common import command_settings as _settings
 from pse.cli._common import shown as _shown
 from pse.cli._doctor import doctor_cmd
+from pse.cli._eval import eval_cmd
 from pse.cli._kb import kb_app
 from pse.cli._live import LiveView
 from pse.cli._trace import trace_app
@@ -44,6 +45,7 @@ app = typer.Typer(
 app.add_typer(trace_app, name="trace")
 app.add_typer(kb_app, name="kb")
 app.command("doctor")(doctor_cmd)
+app.command("eval")(eval_cmd)
 
 EXIT_PASSED, EXIT_NO_PASS, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 

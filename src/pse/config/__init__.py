@@ -28,6 +28,7 @@ from pse.config._models import (
     ProviderName,
     RoleSettings,
     SandboxMode,
+    Team,
 )
 from pse.config._settings import Settings, load_settings, with_overrides
 from pse.config._variables import env_example, env_variables, settings_table
@@ -45,6 +46,7 @@ __all__ = [
     "RoleSettings",
     "SandboxMode",
     "Settings",
+    "Team",
     "env_example",
     "env_variables",
     "load_settings",

@@ -18,11 +18,13 @@ __all__ = [
     "ProviderName",
     "RoleSettings",
     "SandboxMode",
+    "Team",
 ]
 
 ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
+Team = Literal["pse", "single"]
 KnowledgeBackend = Literal["offline", "ollama", "openai"]
 ConstrainMode = Literal["auto", "grammar", "json", "off"]
 ProtocolMode = Literal["dsml", "native"]

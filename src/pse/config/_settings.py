@@ -29,9 +29,10 @@ from pse.config._models import (
     ProviderName,
     RoleSettings,
     SandboxMode,
+    Team,
 )
 from pse.exceptions import ConfigError
-from pse.roles import ROLES, Role
+from pse.roles import ROLES, SINGLE_AGENT, Role
 
 __all__ = ["Settings", "load_settings", "with_overrides"]
 
@@ -155,6 +156,11 @@ class Settings(BaseSettings):
     # --- tools and sandbox --------------------------------------------------------------
     tool_timeout_s: float = Field(60.0, gt=0, description="Timeout of one tool command, in seconds.")
     sandbox: SandboxMode = Field("auto", description="auto (bwrap when installed), bwrap, or fallback.")
+    sandbox_hide: list[Path] = Field(
+        default_factory=list,
+        description="Paths no tool command may read, as a JSON list (bwrap masks them; fallback refuses "
+        "to start while the sandbox uid could read one). `pse eval` adds its hidden checks.",
+    )
     sandbox_uid: int = Field(
         65534, ge=1, le=2**31 - 2, description="The uid and gid tool commands run as when PSE runs as root."
     )
@@ -180,8 +186,17 @@ class Settings(BaseSettings):
     context_mode: ContextMode = Field(
         "step_buffer", description="step_buffer (reset each cycle) or history (one team, whole history)."
     )
+    team: Team = Field(
+        "pse",
+        description="pse (Planner, Specialist, Evaluator) or single (one Agent that reviews itself: the "
+        "evaluation baseline).",
+    )
+    hard_gates: bool = Field(
+        True, description="Enforce the hard gates on a PASS (false: the Evaluator's word alone; an ablation)."
+    )
     trace_retention_days: int = Field(7, ge=0, description="Runs older than this are pruned (0: keep all).")
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
+    evals_dir: Path = Field(Path("evals"), description="Where `pse eval` writes evaluations by default.")
     tasks_dir: Path | None = Field(None, description="A second tasks directory, for your own tasks.")
 
     # --- knowledge base ----------------------------------------------------------------
@@ -267,6 +282,8 @@ class Settings(BaseSettings):
         Raises:
             ConfigError: `role` is not one of `ROLES`.
         """
+        if role == SINGLE_AGENT:  # the baseline's agent does the Specialist's work, on its model
+            return self.specialist
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
         own = {Role.PLANNER: self.planner, Role.SPECIALIST: self.specialist, Role.EVALUATOR: self.evaluator}

@@ -39,7 +39,7 @@ from pse.events import (
 )
 from pse.exceptions import ProtocolError, RunFailure, ToolInfrastructureError
 from pse.protocol import find_blocked, parse_plan, parse_verdict
-from pse.roles import TASK_SOURCE, TOOL_AGENT, Role
+from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord
@@ -126,9 +126,14 @@ class RunControl:
     token: CancellationToken = field(default_factory=CancellationToken)
 
 
-_ENTRY: dict[str, tuple[State, str]] = {
-    Role.SPECIALIST: (State.RUNNING, "Specialist started"),
-    Role.EVALUATOR: (State.REVIEWING, "Specialist reported; Evaluator started"),
+_ENTRY: dict[str, tuple[tuple[State, str], ...]] = {
+    Role.SPECIALIST: ((State.RUNNING, "Specialist started"),),
+    Role.EVALUATOR: ((State.REVIEWING, "Specialist reported; Evaluator started"),),
+    # The single team's one agent: no Planner (the task is its plan), no Evaluator (it reviews itself).
+    SINGLE_AGENT: (
+        (State.PLANNED, "single team: no Planner, the task is the plan"),
+        (State.RUNNING, "Agent started"),
+    ),
 }
 
 
@@ -149,8 +154,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     crew.contexts.record(TASK_SOURCE, spec.packet)
     try:
         for role in spec.roles:
-            if role in _ENTRY:
-                run.machine.enter(*_ENTRY[role])
+            for state, why in _ENTRY.get(role, ()):
+                run.machine.enter(state, why)
             opening = crew.contexts.opening(role, CycleOpening(spec.packet, spec.briefs, tuple(finals)))
             while True:
                 start = len(record.messages)
@@ -209,6 +214,9 @@ _OWED: dict[str, str] = {
     '<output path="…"/> entries (or <blocked reason_code="…">why</blocked> if you cannot plan)',
     Role.EVALUATOR: 'exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> holding <reason_code>, one '
     '<criterion id="…" met="true|false">finding</criterion> per plan criterion, and <summary>',
+    SINGLE_AGENT: 'exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> on your own work, holding '
+    '<reason_code>, one <criterion id="…" met="true|false">finding</criterion> per requirement you '
+    "checked, and <summary>",
 }
 
 
@@ -239,11 +247,13 @@ def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) ->
         except ProtocolError as exc:
             return str(exc)
         run.machine.move(State.PLANNED, f"plan fixed with {len(outcome.plan.criteria)} criteria")
-    elif role == Role.EVALUATOR:
+    elif role in (Role.EVALUATOR, SINGLE_AGENT):
         try:
             outcome.verdict = parse_verdict(text)
         except ProtocolError as exc:
             return str(exc)
+        if role == SINGLE_AGENT:
+            run.machine.move(State.REVIEWING, "the Agent reviewed its own work")
     return None
 
 

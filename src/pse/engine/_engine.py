@@ -25,7 +25,7 @@ from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, replan_packet, revise_packet
 from pse.events import CycleStarted, VerdictEvent, utc_now
 from pse.protocol import render_plan
-from pse.roles import Role
+from pse.roles import SINGLE_AGENT, Role
 from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
@@ -51,6 +51,7 @@ class Engine:
             started_at=utc_now(),
             settings=setup.settings.public_dump(),
             inputs=dict(setup.inputs),
+            tags=dict(setup.tags),
             context_mode=setup.settings.context_mode,
             task_message=setup.task_message,
         )
@@ -133,6 +134,8 @@ class Engine:
             )
             briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
             return NextCycle("replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs)
+        if self.settings.team == "single":
+            return NextCycle("initial", (SINGLE_AGENT,), task)
         return NextCycle("initial", phase_order(Role.PLANNER), task)
 
     async def _one_cycle(self, deadline: float) -> None:
@@ -204,6 +207,7 @@ class Engine:
             workspace=self.setup.workspace,
             role_written_config=self.setup.tools.role_written_config(),
         )
+        cycle.gate.enforced = self.settings.hard_gates
         self.events.emit(
             VerdictEvent(
                 run_id=self.trace.run_id,
@@ -235,12 +239,15 @@ class Engine:
         verdict = cycle.verdict
         assert verdict is not None
         status, reason = verdict.status, verdict.reason_code
-        if status == "PASS" and not cycle.gate.passed:
+        if status == "PASS" and not cycle.gate.passed and cycle.gate.enforced:
             status, reason = "PARTIAL", "HARD_GATE: " + "; ".join(cycle.gate.failures)
         cycle.result, cycle.result_reason = status, reason
         counters, s = self.trace.counters, self.settings
         if status == "PASS":
-            self._move(State.PASSED, f"PASS ({reason}); every hard gate passed")
+            gates = "every hard gate passed" if cycle.gate.passed else "hard gates off (PSE_HARD_GATES=false)"
+            self._move(State.PASSED, f"PASS ({reason}); {gates}")
+        elif s.team == "single":  # the baseline has no one to revise or re-plan: its verdict is final
+            self._move(State.ESCALATED, f"{status} ({reason}): the Agent's own review did not pass")
         elif status == "BLOCKED":
             self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
         elif status == "PARTIAL" and counters.partial_retries < s.max_partial_retries:

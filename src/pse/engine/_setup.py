@@ -73,6 +73,7 @@ class RunSetup:
     meter: UsageMeter = field(default_factory=UsageMeter)
     gates: GatePolicy = field(default_factory=GatePolicy)
     inputs: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
     price: PriceFn | None = None
     positions: Callable[[], dict[str, int]] | None = None
     sandbox: SandboxRecord | None = None

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pse.events import ToolCallRecord
 from pse.exceptions import CassetteError
-from pse.roles import ROLES
+from pse.roles import ALL_ROLES
 
 __all__ = ["Cassette", "CassetteToolCall", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
 
@@ -109,8 +109,8 @@ class CassetteTurn(_Strict):
     @field_validator("role")
     @classmethod
     def _known_role(cls, role: str) -> str:
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        if role not in ALL_ROLES:
+            raise ValueError(f"role must be one of {', '.join(ALL_ROLES)}, got {role!r}")
         return role
 
 

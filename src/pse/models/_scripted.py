@@ -39,7 +39,7 @@ from pse.models._format import Cassette, CassetteTurn
 from pse.models._scrub import Scrubber
 from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
-from pse.roles import ROLES
+from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT
 from pse.tokens import count_message_tokens, count_tokens
 
 __all__ = ["SCRIPTED_MODEL_INFO", "CassettePlayer", "ScriptedChatCompletionClient"]
@@ -94,14 +94,18 @@ class CassettePlayer:
             for m in turn.request.messages
             if m.text is not None
         }
-        self._turns = {role: cassette.turns_of(role) for role in ROLES}
-        self._positions = dict.fromkeys(ROLES, 0)
-        self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in ROLES}
+        # The single team's Agent is counted only in a cassette that scripts it (positions stay the three
+        # roles' for every other cassette, as traces have always saved them).
+        speakers = ALL_ROLES if cassette.turns_of(SINGLE_AGENT) else ROLES
+        self._turns = {role: cassette.turns_of(role) for role in speakers}
+        self._positions = dict.fromkeys(speakers, 0)
+        self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in speakers}
         for role, position in (positions or {}).items():
-            if role not in ROLES or not 0 <= position <= len(self._turns[role]):
+            if role not in self._turns or not 0 <= position <= len(self._turns[role]):
                 raise CassetteError(
-                    f"cannot resume {source} at {role}={position}: roles are {', '.join(ROLES)} and {role} "
-                    f"has {len(self._turns.get(role, []))} turn(s); the trace and cassette do not match"
+                    f"cannot resume {source} at {role}={position}: it scripts {', '.join(speakers)}, "
+                    f"and {role} has {len(self._turns.get(role, []))} turn(s); the trace and cassette "
+                    "do not match"
                 )
             self._positions[role] = position
 
@@ -143,7 +147,9 @@ class CassettePlayer:
                 recorded request (strict "tools": anything differs, tool output included).
         """
         if role not in self._turns:
-            raise CassetteError(f"no such role {role!r} in a cassette; roles are {', '.join(ROLES)}")
+            raise CassetteError(
+                f"no turns for {role!r} in this cassette; it scripts {', '.join(self._turns)}"
+            )
         self.requests[role].append(list(messages))
         position = self._positions[role]
         turns = self._turns[role]

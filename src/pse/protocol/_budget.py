@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
-from pse.roles import Role
+from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
     "MAX_PLAN_ITEMS",
@@ -116,7 +116,7 @@ def _fit(
         text = min(text, room - _BLOCKED)
     elif role == Role.SPECIALIST:
         items, text = 1, min(_MAX_BUDGETED_TEXT, (room - _REPORT_OVERHEAD) // 4, room - _BLOCKED)
-    elif role == Role.EVALUATOR:
+    elif role in (Role.EVALUATOR, SINGLE_AGENT):
         items, text = _verdict(room, criteria)
     else:
         raise ValueError(f"unknown role {role!r}")

@@ -22,7 +22,7 @@ from typing import Any
 
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
-from pse.roles import Role
+from pse.roles import SINGLE_AGENT, Role
 
 __all__ = ["OUTPUTS", "FunctionSpec", "OutputFunction", "output_functions", "tool_function"]
 
@@ -40,6 +40,7 @@ OUTPUTS: Mapping[str, tuple[OutputFunction, ...]] = {
     Role.PLANNER: (OutputFunction.SUBMIT_PLAN, OutputFunction.BLOCK),
     Role.SPECIALIST: (OutputFunction.SUBMIT_REPORT, OutputFunction.BLOCK),
     Role.EVALUATOR: (OutputFunction.SUBMIT_VERDICT,),
+    SINGLE_AGENT: (OutputFunction.SUBMIT_VERDICT,),  # the baseline ends with its verdict on itself
 }
 """Each role's output functions: the final messages the engine reads from it (`engine._cycle`)."""
 

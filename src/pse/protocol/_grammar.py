@@ -34,7 +34,7 @@ from pse.protocol._budget import MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_
 from pse.protocol._gbnf import avoiding, char_class, literal
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
-from pse.roles import Role
+from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
     "MAX_PLAN_ITEMS",
@@ -112,6 +112,7 @@ _FINALS: dict[str, tuple[str, ...]] = {
     Role.PLANNER: ("plan", "blocked"),
     Role.SPECIALIST: ("report", "blocked"),
     Role.EVALUATOR: ("verdict",),
+    SINGLE_AGENT: ("verdict",),  # the baseline's one agent ends with its verdict on its own work
 }
 
 

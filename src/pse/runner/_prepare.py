@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from autogen_core.models import ChatCompletionClient
 
@@ -35,8 +36,8 @@ from pse.models import (
     create_model_client,
     price_of,
 )
-from pse.roles import ROLES, TOOL_AGENT, Role
-from pse.tasks import Task, TaskRegistry, independent_tests_prompt
+from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
+from pse.tasks import Task, TaskRegistry, independent_tests_prompt, write_files
 from pse.team import RoleSetup
 from pse.toolagent import (
     Policy,
@@ -114,9 +115,15 @@ def _wire(
     on_event: Callable[[Event], None] | None,
     positions: dict[str, int] | None,
     trace: Trace | None,
+    tags: Mapping[str, str] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
-    specs = {role: settings.model_spec(role) for role in ROLES}
+    if limits:  # the caller's limits (an evaluation suite's) win over the task's own
+        settings = with_overrides(settings, "limit override of the suite", **limits)
+    # Who speaks: the three roles, or (PSE_TEAM=single, the evaluation baseline) one Agent.
+    speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
+    specs = {role: settings.model_spec(role) for role in speakers}
     events = RunEvents(run_id, on_event)
     scrubber = Scrubber(settings.secrets())  # the recorder's rule: digests are of scrubbed text
     cassette = settings.cassette or task.cassette_path
@@ -130,7 +137,7 @@ def _wire(
         player = CassettePlayer.from_file(
             Path(cassette),
             strict=settings.replay_strict,
-            positions={r: p for r, p in (positions or {}).items() if r in ROLES},
+            positions={r: p for r, p in (positions or {}).items() if r in ALL_ROLES},
             scrubber=scrubber,
             on_drift=events.drift,
         )
@@ -147,7 +154,9 @@ def _wire(
     verification = task.config.verification
     policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
     evaluation_dir = None
-    if verification.independent_tests:
+    if settings.team == "single":
+        policy = policy.with_single_agent(SINGLE_AGENT)
+    elif verification.independent_tests:
         policy = policy.with_independent_tests()
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
@@ -179,11 +188,9 @@ def _wire(
             functions=tool_functions(role, policy, knowledge.registry),
             constraint_log=constraints,
         )
-        for role in ROLES
+        for role in speakers
     }
-    extra: dict[str, str] = (
-        {Role.EVALUATOR: independent_tests_prompt()} if verification.independent_tests else {}
-    )
+    extra: dict[str, str] = {Role.EVALUATOR: independent_tests_prompt()} if evaluation_dir is not None else {}
     roles = [
         RoleSetup(
             name=role,
@@ -193,7 +200,7 @@ def _wire(
             + render_tool_catalog(role, policy, knowledge.registry, settings.protocol),
             client=clients[role],
         )
-        for role in ROLES
+        for role in speakers
     ]
 
     def price(role: str, prompt: int, completion: int) -> Cost:
@@ -213,10 +220,11 @@ def _wire(
             required_checks=list(task.config.required_checks),
             expected_outputs=list(task.config.expected_outputs),
             targets=dict(verification.targets),
-            independent_tests=verification.independent_tests,
+            independent_tests=evaluation_dir is not None,
             check_config=task.check_config_files,
         ),
         inputs=inputs,
+        tags=dict(tags or (trace.tags if trace is not None else {})),
         price=price,
         positions=_positions(player, replay),
         events=events,
@@ -289,8 +297,17 @@ def prepare_run(
     inputs: dict[str, str] | None = None,
     on_event: Callable[[Event], None] | None = None,
     run_id: str | None = None,
+    files: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
     """Create the run folder and workspace, seed it, and wire the engine.
+
+    Args:
+        files: workspace path → content, written after the task's seed (an evaluation instance's
+            files); listed in the task message with the seed.
+        tags: labels kept in the trace (`pse eval` tags its runs with the eval, arm and instance).
+        limits: engine limits that win over the task's own `[limits]` (a suite's).
 
     Raises:
         TaskNotFoundError: no such task.
@@ -306,9 +323,10 @@ def prepare_run(
     workspace.mkdir(parents=True)
     try:
         task.seed_workspace(workspace, resolved)
+        extra = write_files(workspace, files or {})
         summary_md = workspace / "rules_summary.md"
         rules_summary = summary_md.read_text(encoding="utf-8") if summary_md.is_file() else None
-        message = task.task_message(resolved, rules_summary)
+        message = task.task_message(resolved, rules_summary, extra_files=extra)
         prepared = _wire(
             task=task,
             settings=settings,
@@ -320,6 +338,8 @@ def prepare_run(
             on_event=on_event,
             positions=None,
             trace=None,
+            tags=tags,
+            limits=limits,
         )
     except BaseException:
         import shutil
@@ -330,7 +350,11 @@ def prepare_run(
 
 
 def prepare_resume(
-    run_id: str, settings: Settings, *, on_event: Callable[[Event], None] | None = None
+    run_id: str,
+    settings: Settings,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
     """Wire an engine that goes on with an interrupted run (same counters, same cassette position).
 
@@ -380,4 +404,5 @@ def prepare_resume(
         on_event=on_event,
         positions=trace.cassette_positions,
         trace=trace,
+        limits=limits,
     )

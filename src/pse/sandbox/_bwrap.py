@@ -55,6 +55,7 @@ def bwrap_argv(
     binds: Sequence[tuple[str, str, bool]],
     tmp_bytes: int,
     fds: dict[str, int],
+    masks: Sequence[str] = (),
 ) -> list[str]:
     """The bwrap command that runs a command with `workspace_source` mounted at `workspace`.
 
@@ -67,6 +68,9 @@ def bwrap_argv(
         binds: (source, destination, writable) extra mounts (outbox, private copies).
         tmp_bytes: size of the private /tmp.
         fds: the descriptors bwrap reads: `status`, `seccomp`, and as root `info` and `block`.
+        masks: host paths the command must not read although they lie in a mounted directory (an
+            evaluation's hidden checks, a package's answer data): an empty tmpfs over a directory,
+            /dev/null over a file. Those outside every mount are not there to read anyway.
     """
     exe = shutil.which("bwrap") or "bwrap"
     argv = [exe, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
@@ -91,6 +95,14 @@ def bwrap_argv(
             argv += ["--perms", "0755", "--dir", parent]
     for source, dest, rw in mounts:
         argv += ["--bind" if rw else "--ro-bind", source, dest]
+    mounted = [*system, *(dest for _, dest, _ in mounts)]
+    for path in masks:
+        if not any(path == d or path.startswith(d.rstrip("/") + "/") for d in mounted):
+            continue
+        if os.path.isdir(path):
+            argv += ["--perms", "0000", "--tmpfs", path]
+        else:
+            argv += ["--ro-bind", "/dev/null", path]
     argv += ["--chdir", workspace, "--"]
     return argv + (drop_privileges(identity) if identity.switch else [])
 

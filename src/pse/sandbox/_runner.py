@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -140,8 +141,11 @@ class Sandbox:
         *,
         sandbox_uid: int = DEFAULT_SANDBOX_UID,
         probe: bool = False,
+        hide: Sequence[Path] = (),
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
+        self.hide = tuple(Path(os.path.realpath(p)) for p in hide)
+        """Paths no command may read: masked under bwrap; under fallback, checked unreadable."""
         self.limits = limits
         self.identity = Identity.for_commands(sandbox_uid)
         self.deadline: float | None = None
@@ -159,6 +163,7 @@ class Sandbox:
         """Why `auto` fell back (None when it did not)."""
         if self.mode == "fallback":
             check_fallback_identity(self.identity)
+            check_hidden(self.hide, self.identity)
 
     @property
     def warning(self) -> str | None:
@@ -187,12 +192,14 @@ class Sandbox:
         private: Mapping[str, Path] | None = None,
         outbox: bool = False,
         accept: Accept | None = None,
+        stdin: bytes | None = None,
     ) -> CommandResult:
         """Run `argv` in the workspace; never raises for the command's own failure.
 
         Args:
-            argv: the command and its arguments (no shell unless argv asks for one). `{outbox}` and
-                `{NAME}` for each private directory are replaced by where the command sees them.
+            argv: the command and its arguments (no shell unless argv asks for one). `{workspace}`,
+                `{outbox}` and `{NAME}` for each private directory are replaced by where the command
+                sees them.
             writable: the command may change the workspace (the grant's mode is read-write); its
                 changes come back through `accept`.
             ro_binds: extra host directories the command may read in place (e.g. the task's folder).
@@ -202,6 +209,7 @@ class Sandbox:
             outbox: give the command an empty directory outside the workspace; its files come back in
                 `CommandResult.outbox` (a check writes its machine-readable report there).
             accept: decides, for each changed path, whether the change is kept (see `_copies`).
+            stdin: what the command reads on its standard input (default: nothing, /dev/null).
 
         Raises:
             ToolInfrastructureError: the sandbox itself could not be set up.
@@ -221,10 +229,12 @@ class Sandbox:
                 box.mkdir(mode=0o700)
                 self.identity.chown(box)
                 places["outbox"] = self._place(box, f"{_INSIDE}/outbox", binds, rw=True)
-            command = [_substitute(arg, places) for arg in argv]
             copied = None
             if writable or self.mode == "fallback":
                 copied = copy_workspace(self.workspace, scratch / "workspace", self.identity)
+            # `{workspace}`: where the command sees it (its private copy under fallback).
+            places["workspace"] = str(copied.root if self.mode == "fallback" and copied else self.workspace)
+            command = [_substitute(arg, places) for arg in argv]
             home = scratch / "home"
             home.mkdir(mode=0o700)
             self.identity.chown(home)
@@ -236,7 +246,7 @@ class Sandbox:
                 label = "fallback-rw" if writable else "fallback-copy"
                 argv = [*drop_privileges(self.identity), *limits_prefix(self.limits), *command]
                 launch = _Launch(argv, copied.root, str(home), label)
-            result = self._execute(launch, cap)
+            result = self._execute(launch, cap, stdin)
             if writable and copied is not None:
                 synced = sync_back(copied, self.workspace, accept)
                 result = _with(result, changes=synced.kept, refused=synced.refused)
@@ -279,6 +289,7 @@ class Sandbox:
             binds=binds,
             tmp_bytes=self.limits.file_size_mb * 1024 * 1024,
             fds=fds,
+            masks=[str(p) for p in self.hide if p.exists()],
         )
         launch.argv = [*argv, *limits_prefix(self.limits), *command]
         launch.pass_fds = tuple(fds.values())
@@ -306,7 +317,7 @@ class Sandbox:
                 return max(left, 0.0), "the run's wall-clock limit (PSE_RUN_TIMEOUT_S) came"
         return self.limits.timeout_s, f"timed out after {self.limits.timeout_s:g} s"
 
-    def _execute(self, launch: _Launch, cap: int) -> CommandResult:
+    def _execute(self, launch: _Launch, cap: int, stdin: bytes | None = None) -> CommandResult:
         env = scrubbed_environment(launch.home)
         timeout, why = self._timeout()
         if self.halted is not None or timeout <= 0:
@@ -317,7 +328,8 @@ class Sandbox:
         with tempfile.TemporaryFile(prefix="pse-out-") as out:
             try:
                 proc = subprocess.Popen(
-                    launch.argv, cwd=launch.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    launch.argv, cwd=launch.cwd, env=env,
+                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=out,
                     stderr=subprocess.STDOUT, start_new_session=True, pass_fds=launch.pass_fds,
                 )  # fmt: skip
             except OSError as exc:
@@ -334,6 +346,8 @@ class Sandbox:
                 _close(launch.status_fd, launch.info_fd, launch.block_fd)
                 raise
             _close(launch.info_fd, launch.block_fd)
+            if stdin is not None and proc.stdin is not None:
+                threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
             timed_out = False
             with self._lock:
                 self._running.add(proc.pid)
@@ -379,6 +393,67 @@ class Sandbox:
         raise ToolInfrastructureError(
             f"bwrap failed to start the command: {out.read(2000).decode(errors='replace')}"
         )
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write a command's stdin and close it (in a thread: a command that does not read must not block)."""
+    with contextlib.suppress(OSError), pipe:
+        pipe.write(data)
+
+
+def check_hidden(paths: Sequence[Path], identity: Identity) -> None:
+    """Under fallback, refuse to start while a command could read a path it must never see.
+
+    Fallback has no mount namespace to mask a path in, so only file permissions keep it out: each
+    hidden path must be unreadable by the command's uid (as root, PSE_SANDBOX_UID; as a normal user,
+    that user, who can always read what PSE itself reads).
+
+    Raises:
+        ToolInfrastructureError: a hidden path the commands could read, with the fixes.
+    """
+    for path in paths:
+        if not path.exists():
+            continue
+        if not identity.switch:
+            raise ToolInfrastructureError(
+                f"{path} must be hidden from every tool command, and the fallback sandbox cannot hide "
+                "anything from commands that run as the same user as PSE: install bubblewrap "
+                "(Debian/Ubuntu: apt-get install bubblewrap), or run PSE as root"
+            )
+        if readable_by(path, identity.uid, identity.gid):
+            raise ToolInfrastructureError(
+                f"{path} must be hidden from every tool command, but uid {identity.uid} (the fallback "
+                f"sandbox's) can read it: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), "
+                f"which masks it, or take the others' permissions away (chmod -R o-rwx {path}, and "
+                "keep its group other than the sandbox's)"
+            )
+
+
+def readable_by(path: Path, uid: int, gid: int) -> bool:
+    """Could `uid`/`gid` (no supplementary groups) read `path`, by its mode bits and its ancestors'?
+
+    A directory counts as readable when it can be listed or entered; ACLs are not read (a hidden path
+    with an ACL granting the sandbox uid is not caught).
+    """
+
+    def allows(st: os.stat_result, bits: tuple[int, int, int]) -> bool:
+        if st.st_uid == uid:
+            return bool(st.st_mode & bits[0])
+        if st.st_gid == gid:
+            return bool(st.st_mode & bits[1])
+        return bool(st.st_mode & bits[2])
+
+    real = Path(os.path.realpath(path))
+    for parent in reversed(real.parents):
+        if not allows(parent.stat(), (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)):
+            return False
+    st = real.stat()
+    read = (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+    enter = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+    if allows(st, read) or (real.is_dir() and allows(st, enter)):
+        return True
+    # A file readable by nobody, inside a directory: its neighbours may still be readable.
+    return real.is_dir() and any(readable_by(child, uid, gid) for child in real.iterdir())
 
 
 def _substitute(arg: str, places: Mapping[str, str]) -> str:

@@ -29,6 +29,7 @@ from pse.tasks._task import (
     base_prompt,
     independent_tests_prompt,
     protocol_prompt,
+    write_files,
 )
 
 __all__ = [
@@ -56,4 +57,5 @@ __all__ = [
     "run_rules",
     "scaffold_task",
     "validate",
+    "write_files",
 ]

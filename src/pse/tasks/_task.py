@@ -7,15 +7,16 @@ import shlex
 import shutil
 import sys
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
-from pse.roles import ROLES
+from pse.roles import ROLES, SINGLE_AGENT, Role
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
 from pse.tools import check_config_reason, declared_config
@@ -141,7 +142,18 @@ class Task:
         return (self.dir / role_file(role)).read_text(encoding="utf-8").strip()
 
     def system_prompt(self, role: str, protocol: ProtocolMode = "dsml") -> str:
-        """Protocol + base role prompt + the task's role prompt (the engine appends the role's tools)."""
+        """Protocol + base role prompt + the task's role prompt (the engine appends the role's tools).
+
+        The single team's Agent (the evaluation baseline) gets `prompts/single.md` and the task's
+        Specialist and Evaluator prompts: what the work needs and how it is checked, from one agent.
+        """
+        if role == SINGLE_AGENT:
+            own = (prompts_dir() / "single.md").read_text(encoding="utf-8").strip()
+            parts = [own] + [
+                f"## What this task tells its {r}\n\n{self.role_prompt(r)}"
+                for r in (Role.SPECIALIST, Role.EVALUATOR)
+            ]
+            return "\n\n".join((protocol_prompt(protocol), *parts)) + "\n"
         return "\n\n".join((protocol_prompt(protocol), base_prompt(role), self.role_prompt(role))) + "\n"
 
     # --- inputs and the opening message ----------------------------------------------------
@@ -188,8 +200,17 @@ class Task:
             files.append("inputs.json")
         return sorted(set(files))
 
-    def task_message(self, inputs: dict[str, str] | None = None, rules_summary: str | None = None) -> str:
+    def task_message(
+        self,
+        inputs: dict[str, str] | None = None,
+        rules_summary: str | None = None,
+        *,
+        extra_files: Sequence[str] = (),
+    ) -> str:
         """The run's opening message: goal, inputs, workspace files, expected outputs, checks, rules summary.
+
+        A multi-line input (code, a document) is shown as a fenced block under its name; `extra_files`
+        are workspace files written besides the seed (an evaluation instance's), listed with it.
 
         Deterministic and free of absolute paths, run ids and times, so a cassette recorded with request
         digests replays in any later run.
@@ -197,8 +218,8 @@ class Task:
         resolved = self.resolve_inputs(inputs)
         parts = [f"# Task: {self.name}", "## Goal\n" + self.config.goal.strip()]
         if resolved:
-            parts.append("## Inputs\n" + "\n".join(f"- {k}: {v}" for k, v in sorted(resolved.items())))
-        listing = self.seed_listing()
+            parts.append("## Inputs\n" + "\n".join(_input_line(k, v) for k, v in sorted(resolved.items())))
+        listing = sorted(set(self.seed_listing()) | set(extra_files))
         if listing:
             shown = listing[:_SEED_LISTING_CAP]
             more = len(listing) - len(shown)
@@ -261,6 +282,38 @@ class Task:
             folder = shlex.quote(str(task_dir))
             resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
         return resolved
+
+
+def _input_line(name: str, value: str) -> str:
+    if "\n" not in value:
+        return f"- {name}: {value}"
+    fence = "```"
+    while fence in value:  # a value holding ``` gets a longer fence
+        fence += "`"
+    return f"- {name}:\n\n{fence}\n{value.rstrip()}\n{fence}\n"
+
+
+def write_files(workspace: Path, files: Mapping[str, str]) -> list[str]:
+    """Write `files` (workspace-relative path → text) into `workspace`; return their paths, sorted.
+
+    Raises:
+        UserError: a path is absolute, holds `..` or a backslash, or would go through a symlink.
+    """
+    written: list[str] = []
+    for name, content in files.items():
+        path = PurePosixPath(name)
+        if not name or path.is_absolute() or ".." in path.parts or "\\" in name or name.startswith("@"):
+            raise UserError(
+                f"file {name!r} must be a workspace-relative path without '..' (e.g. 'src/app.py')"
+            )
+        target = workspace.joinpath(*path.parts)
+        for parent in [workspace.joinpath(*path.parts[:i]) for i in range(1, len(path.parts) + 1)]:
+            if parent.is_symlink():
+                raise UserError(f"file {name!r} would be written through a symlink in the workspace")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        written.append(path.as_posix())
+    return sorted(written)
 
 
 def _check_call(name: str) -> str:

@@ -183,7 +183,11 @@ class ToolExecutor:
         self.evaluation_dir = evaluation_dir
         self.check_config = declared_config(check_config)
         self.sandbox = Sandbox(
-            self.workspace, _sandbox_limits(settings), settings.sandbox, sandbox_uid=settings.sandbox_uid
+            self.workspace,
+            _sandbox_limits(settings),
+            settings.sandbox,
+            sandbox_uid=settings.sandbox_uid,
+            hide=settings.sandbox_hide,
         )
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))

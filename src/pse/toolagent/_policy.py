@@ -90,6 +90,24 @@ class Policy:
         )
         return Policy(grants, self._tool_modes, self._default_budget, self._denied)
 
+    def with_single_agent(self, name: str) -> Policy:
+        """A copy with one more requester, `name`, granted the union of the Specialist's and the
+        Evaluator's tools (the read-write mode wins; the larger budget), in the workspace only: the
+        `single` baseline's agent. Each grant keeps the rule it came from, so its audit says which."""
+        grants = {role: dict(tools) for role, tools in self._grants.items()}
+        union: dict[str, Grant] = {}
+        for role in (Role.SPECIALIST, Role.EVALUATOR):
+            for tool, grant in self._grants.get(role, {}).items():
+                old = union.get(tool)
+                if old is None or (grant.mode == "read-write" and old.mode != "read-write"):
+                    union[tool] = replace(
+                        grant, areas=("workspace",), budget=max(grant.budget, old.budget if old else 0)
+                    )
+                else:
+                    union[tool] = replace(old, budget=max(old.budget, grant.budget))
+        grants[name] = union
+        return Policy(grants, self._tool_modes, self._default_budget, self._denied)
+
     def with_overrides(self, overrides: PolicyOverrides | Mapping[str, Any] | None) -> Policy:
         """A copy with a task's overrides applied (the format: `PolicyOverrides`, docs/tools.md).
 

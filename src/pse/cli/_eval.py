@@ -1,0 +1,189 @@
+"""`pse eval`: run a suite by several arms and compare them by hidden checks; `pse eval validate SUITE`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, shown
+from pse.evals import ArmSummary, EvalSummary, ResultRow
+from pse.evals._harness import ARMS, EvalRun, parse_arms, run_eval, select_instances
+from pse.evals._suite import load_suite, suite_problems
+from pse.exceptions import UserError
+from pse.runner import registry_for
+
+__all__ = ["eval_cmd"]
+
+DEFAULT_DASHBOARD = "http://127.0.0.1:8080"
+
+
+def eval_cmd(
+    suite: Annotated[
+        str, typer.Argument(help="A suite folder or a built-in suite (humaneval); or `validate`.")
+    ],
+    target: Annotated[str | None, typer.Argument(help="After `validate`: the suite to check.")] = None,
+    arms: Annotated[
+        str | None,
+        typer.Option("--arms", help=f"Comma-separated arms of: {', '.join(ARMS)} (default pse,single)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Run the first N instances.")] = None,
+    instances: Annotated[
+        str | None, typer.Option("--instances", help="Run these instance ids (ID,…).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Runs at once.")] = 1,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="The evaluation's folder (re-use it to resume).")
+    ] = None,
+    cassettes: Annotated[
+        Path | None, typer.Option("--cassettes", help="Replay DIR/<arm>/<instance id>.json per run.")
+    ] = None,
+    dashboard_url: Annotated[
+        str, typer.Option("--dashboard-url", help="Where the report links each run.")
+    ] = DEFAULT_DASHBOARD,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json at the end.")] = False,
+) -> None:
+    """Run a suite's instances by each arm, judge every run by its hidden check, and compare the arms.
+
+    `pse eval validate SUITE` reports every problem of a suite folder at once.
+    """
+    settings = command_settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
+    registry = registry_for(settings)
+    if suite == "validate":
+        if target is None:
+            raise UserError("pse eval validate needs the suite: pse eval validate SUITE")
+        problems = suite_problems(target, registry)
+        if not problems:
+            out.print(f"[green]ok[/]: suite {shown(target)} valid")
+            return
+        for problem in problems:
+            err.print(f"[red]✗[/] {shown(problem)}", highlight=False)
+        raise typer.Exit(2)
+    if target is not None:
+        raise UserError(f"unexpected argument {target!r}: pse eval SUITE [options]")
+    if cassettes is not None and not cassettes.is_dir():
+        raise UserError(f"--cassettes {cassettes} is not a folder (it holds <arm>/<instance id>.json)")
+    loaded = load_suite(suite, registry)
+    ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else []
+    chosen = select_instances(loaded, limit=limit, ids=ids)
+    arm_list = parse_arms(arms)
+    folder = out_dir or settings.evals_dir / f"{loaded.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    progress = _Progress(arm_list, len(chosen), enabled=not as_json)
+    plan = EvalRun(
+        suite=loaded,
+        settings=settings,
+        arms=arm_list,
+        instances=chosen,
+        out_dir=folder,
+        cassettes=cassettes.resolve() if cassettes is not None else None,
+        concurrency=concurrency,
+        on_start=progress.started,
+        on_row=progress.finished,
+        dashboard_url=dashboard_url.rstrip("/") or None,
+    )
+    with progress:
+        summary = asyncio.run(run_eval(plan))
+    if as_json:
+        print(summary.model_dump_json(indent=1))
+        return
+    _print_summary(summary)
+    out.print(f"results: {folder.resolve()}/results.jsonl · report: {folder.resolve()}/report.html")
+
+
+class _Progress:
+    """A bar per arm (instances done), with the running true-pass and false-pass counts."""
+
+    def __init__(self, arms: list[str], total: int, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.live = enabled and err.is_terminal
+        self.bar = Progress(
+            TextColumn("{task.fields[arm]:<12}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[figures]}"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not self.live,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.counts = {arm: [0, 0, 0, 0] for arm in arms}  # done, true, false, running
+        for arm in arms:
+            self.tasks[arm] = self.bar.add_task(arm, total=total, arm=arm, figures="")
+
+    def __enter__(self) -> _Progress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def started(self, instance: str, arm: str, run_id: str) -> None:
+        self.counts[arm][3] += 1
+        self._show(arm)
+
+    def finished(self, row: ResultRow) -> None:
+        counts = self.counts[row.arm]
+        counts[0] += 1
+        counts[1] += row.true_pass
+        counts[2] += row.false_pass
+        counts[3] -= 1
+        self.bar.advance(self.tasks[row.arm])
+        self._show(row.arm)
+        if self.enabled and not self.live:
+            hidden = "pass" if row.hidden.passed else "fail"
+            err.print(
+                f"{shown(row.arm)} {shown(row.instance)}: claimed {shown(row.claimed_outcome)}, hidden check "
+                f"{hidden}, {row.cycles} cycle(s), {row.tokens} tokens ({shown(row.run_id)})",
+                highlight=False,
+            )
+
+    def _show(self, arm: str) -> None:
+        done, true, false, running = self.counts[arm]
+        rate = f"true {true / done:.2f} · false {false}/{done}" if done else "…"
+        self.bar.update(self.tasks[arm], figures=f"{rate} · running {running}")
+
+
+def _rate(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f} ({ci[0]:.2f}–{ci[1]:.2f})" if ci is not None else f"{value:.2f}"
+
+
+def _number(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _print_summary(summary: EvalSummary) -> None:
+    table = Table(title=f"{summary.suite}: {summary.instances} instance(s)", title_justify="left")
+    table.add_column("figure")
+    arms: list[ArmSummary] = [summary.arms[a] for a in summary.arm_order]
+    for arm in arms:
+        table.add_column(arm.arm, justify="right")
+    rows = [
+        ("instances", [str(a.instances) for a in arms]),
+        ("claimed pass", [_rate(a.claimed_pass_rate, a.claimed_pass_rate_ci95) for a in arms]),
+        ("true pass", [_rate(a.true_pass_rate, a.true_pass_rate_ci95) for a in arms]),
+        ("false pass", [_rate(a.false_pass_rate, a.false_pass_rate_ci95) for a in arms]),
+        ("escaped defects", [str(a.escaped_defects) for a in arms]),
+        ("first pass", [_rate(a.first_pass_rate, a.first_pass_rate_ci95) for a in arms]),
+        ("rework cycles", [_number(a.mean_rework_cycles, 2) for a in arms]),
+        ("tokens / true pass", [_number(a.tokens_per_true_pass) for a in arms]),
+        ("wall s / instance", [_number(a.wall_s_per_instance, 1) for a in arms]),
+        ("outcomes", [" ".join(f"{k}:{v}" for k, v in a.outcomes.items()) for a in arms]),
+    ]
+    for name, values in rows:
+        table.add_row(name, *values)
+    out.print(table)
+    for pair in summary.paired:
+        out.print(
+            f"{pair.a} vs {pair.b} on {pair.instances}: both {pair.both}, only {pair.a} {pair.only_a}, "
+            f"only {pair.b} {pair.only_b}, neither {pair.neither}; McNemar p = {pair.mcnemar_p:.3g}",
+            highlight=False,
+        )

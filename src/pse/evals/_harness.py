@@ -1,0 +1,410 @@
+"""Running an evaluation: every selected instance by every arm, each a normal PSE run, then its hidden check.
+
+An evaluation lives in one folder (`--out`, default `PSE_EVALS_DIR/<suite>-<time>`), which no tool
+command may read (it holds the hidden checks' results; it is created 0700 and masked in the sandbox):
+
+    eval.json       what it is: suite, task, arms, instances
+    runs.jsonl      one line per run started: instance, arm, run id (to resume an interrupted one)
+    results.jsonl   one `ResultRow` per finished (instance, arm)
+    summary.json    `EvalSummary`, rewritten after every row
+    report.html     the arms side by side (rewritten with the summary)
+    hidden/         the built-in suite's staged check runner
+
+Re-running with the same folder skips finished pairs and resumes interrupted runs from their last cycle.
+Runs go to the runs directory like any other, tagged `eval`, `arm`, `instance`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pse._run_entry import RunEntry
+from pse.config import Settings, with_overrides
+from pse.evals._hidden import run_hidden_check
+from pse.evals._results import EvalSummary, HiddenResult, ResultRow, latest_rows, summarize_rows
+from pse.evals._suite import Instance, Suite
+from pse.events import utc_now
+from pse.exceptions import UserError
+from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
+
+__all__ = [
+    "ARMS",
+    "DEFAULT_ARMS",
+    "EvalRun",
+    "arm_settings",
+    "parse_arms",
+    "read_rows",
+    "run_eval",
+    "select_instances",
+]
+
+ARMS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
+    "pse": ("the full PSE loop, as configured", {}),
+    "single": (
+        "one agent with the Specialist's and Evaluator's tools that reviews its own work: no independent "
+        "Evaluator, no hard gates, its own verdict is its claim",
+        {"team": "single", "hard_gates": False},
+    ),
+    "pse-nogates": (
+        "the PSE loop with the hard gates off: the independent Evaluator alone",
+        {"hard_gates": False},
+    ),
+    "pse-history": (
+        "the PSE loop with PSE_CONTEXT_MODE=history: what step_buffer saves",
+        {"context_mode": "history"},
+    ),
+}
+"""Each arm: what it measures, and the settings it changes."""
+DEFAULT_ARMS = ("pse", "single")
+EVAL_FILE, RUNS_FILE, RESULTS_FILE, SUMMARY_FILE = "eval.json", "runs.jsonl", "results.jsonl", "summary.json"
+
+
+def parse_arms(text: str | None) -> list[str]:
+    """`--arms a,b` → the arms, in order, each once.
+
+    Raises:
+        UserError: an unknown or repeated arm, or none.
+    """
+    arms = [a.strip() for a in (text or ",".join(DEFAULT_ARMS)).split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise UserError(
+            f"unknown arm(s) {', '.join(unknown) or '(none given)'}; the arms are: {', '.join(ARMS)}"
+        )
+    if len(set(arms)) != len(arms):
+        raise UserError(f"--arms names an arm twice: {','.join(arms)}")
+    return arms
+
+
+def select_instances(suite: Suite, *, limit: int | None = None, ids: Sequence[str] = ()) -> list[Instance]:
+    """The instances to run: the named ones (in the suite's order), else the first `limit`, else all.
+
+    Raises:
+        UserError: an id the suite does not have, or both a limit and ids.
+    """
+    if ids and limit is not None:
+        raise UserError("pass --limit or --instances, not both")
+    if ids:
+        known = {i.id for i in suite.instances}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            sample = ", ".join(i.id for i in suite.instances[:3])
+            raise UserError(
+                f"suite {suite.name} has no instance(s) {', '.join(unknown)} (its ids: {sample}, …)"
+            )
+        wanted = set(ids)
+        return [i for i in suite.instances if i.id in wanted]
+    if limit is not None and limit < 1:
+        raise UserError("--limit must be at least 1")
+    return list(suite.instances[:limit] if limit is not None else suite.instances)
+
+
+def arm_settings(settings: Settings, arm: str, *, hide: Sequence[Path], cassette: Path | None) -> Settings:
+    """The settings of one arm's runs: the arm's changes, the secret paths hidden, its cassette."""
+    changes: dict[str, Any] = dict(ARMS[arm][1])
+    changes["sandbox_hide"] = [*settings.sandbox_hide, *hide]
+    if cassette is not None:
+        changes["cassette"] = cassette
+        changes["provider"] = "scripted"
+    return with_overrides(settings, f"arm {arm!r}", **changes)
+
+
+def read_rows(out_dir: Path) -> list[ResultRow]:
+    """The rows of `results.jsonl`; a line a crash cut short is skipped."""
+    rows: list[ResultRow] = []
+    path = out_dir / RESULTS_FILE
+    if not path.is_file():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(ResultRow.model_validate_json(line))
+        except ValueError:
+            continue
+    return rows
+
+
+@dataclass
+class EvalRun:
+    """One evaluation to run (see `run_eval`).
+
+    Attributes:
+        on_start: told (instance, arm, run id) when a run starts.
+        on_row: told every finished row.
+        dashboard_url: where the report links each run (None: no links).
+    """
+
+    suite: Suite
+    settings: Settings
+    arms: Sequence[str]
+    instances: Sequence[Instance]
+    out_dir: Path
+    cassettes: Path | None = None
+    concurrency: int = 1
+    on_start: Callable[[str, str, str], None] | None = None
+    on_row: Callable[[ResultRow], None] | None = None
+    dashboard_url: str | None = None
+
+    @property
+    def eval_id(self) -> str:
+        return self.out_dir.name
+
+
+async def run_eval(plan: EvalRun) -> EvalSummary:
+    """Run every (instance, arm) of `plan` not finished yet; return the summary (also on disk).
+
+    Raises:
+        UserError: the folder holds another suite's evaluation, a cassette is missing, or the runs cannot
+            be prepared (a bad setting or input: the first such error stops the evaluation).
+    """
+    if plan.concurrency < 1:
+        raise UserError("--concurrency must be at least 1")
+    out = plan.out_dir.resolve()
+    _open_folder(out)
+    meta = _meta(plan, out)
+    hidden_dir = _stage_hidden(plan.suite, out)
+    hide = [*plan.suite.secret_paths, out]
+    done = {(r.instance, r.arm) for r in read_rows(out)}
+    jobs = [(i, a) for i in plan.instances for a in plan.arms if (i.id, a) not in done]
+    if plan.cassettes is not None:
+        missing = [f"{a}/{i.id}.json" for i, a in jobs if not (plan.cassettes / a / f"{i.id}.json").is_file()]
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise UserError(
+                f"--cassettes {plan.cassettes} has no cassette for {', '.join(missing[:5])}{more}: record "
+                "them (pse run --record) or leave those instances out (--instances)"
+            )
+    started = _started_runs(out)
+    lock = asyncio.Lock()
+    gate = asyncio.Semaphore(plan.concurrency)
+    fatal: list[BaseException] = []
+
+    async def one(instance: Instance, arm: str) -> None:
+        async with gate:
+            if fatal:
+                return
+            cassette = plan.cassettes / arm / f"{instance.id}.json" if plan.cassettes is not None else None
+            settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
+            try:
+                prepared = _prepare(plan, instance, arm, settings, started.get((instance.id, arm)))
+            except UserError as exc:
+                fatal.append(exc)
+                return
+            async with lock:
+                _append(out / RUNS_FILE, {"instance": instance.id, "arm": arm, "run_id": prepared.run_id})
+            if plan.on_start is not None:
+                plan.on_start(instance.id, arm, prepared.run_id)
+            row = await _run_one(plan, prepared, instance, arm, settings, hidden_dir, hide)
+            async with lock:
+                _append(out / RESULTS_FILE, row.model_dump(mode="json"))
+                _write_summary(plan, out, meta)
+            if plan.on_row is not None:
+                plan.on_row(row)
+
+    await asyncio.gather(*(one(i, a) for i, a in jobs))
+    summary = _write_summary(plan, out, meta)
+    if fatal:
+        raise UserError(f"the evaluation stopped: {fatal[0]}")
+    return summary
+
+
+def _open_folder(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if out.is_symlink() or not out.is_dir():
+        raise UserError(f"--out {out} is not a real directory")
+    os.chmod(out, 0o700)  # the hidden checks' results: PSE's own, no tool command's
+
+
+def _meta(plan: EvalRun, out: Path) -> dict[str, Any]:
+    path = out / EVAL_FILE
+    ids = [i.id for i in plan.instances]
+    if path.is_file():
+        try:
+            meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path} is not readable JSON ({exc}): pass another --out") from None
+        if meta.get("suite") != plan.suite.name or meta.get("task") != plan.suite.config.task:
+            raise UserError(
+                f"--out {out} holds an evaluation of suite {meta.get('suite')!r} "
+                f"(task {meta.get('task')!r}), not {plan.suite.name!r}: pass another --out"
+            )
+        meta["arms"] = list(dict.fromkeys([*meta.get("arms", []), *plan.arms]))
+        meta["instances"] = list(dict.fromkeys([*meta.get("instances", []), *ids]))
+    else:
+        meta = {
+            "eval_id": out.name,
+            "suite": plan.suite.name,
+            "task": plan.suite.config.task,
+            "description": plan.suite.config.description,
+            "source": plan.suite.source,
+            "arms": list(plan.arms),
+            "instances": ids,
+            "created_at": utc_now(),
+        }
+    _write_json(path, meta)
+    return meta
+
+
+def _stage_hidden(suite: Suite, out: Path) -> Path | None:
+    """The folder each hidden check gets as `{hidden}`: the suite's, or the built-in runner staged alone."""
+    runner = suite.extra.get("runner")
+    if runner is None:
+        return suite.hidden_dir
+    staged = out / "hidden"
+    staged.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy2(runner, staged / Path(runner).name)
+    return staged
+
+
+def _started_runs(out: Path) -> dict[tuple[str, str], str]:
+    found: dict[tuple[str, str], str] = {}
+    path = out / RUNS_FILE
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                data = json.loads(line)
+                found[(str(data["instance"]), str(data["arm"]))] = str(data["run_id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return found
+
+
+def _prepare(
+    plan: EvalRun, instance: Instance, arm: str, settings: Settings, earlier: str | None
+) -> PreparedRun:
+    """A new run of (instance, arm), or the interrupted one it started before, resumed."""
+    limits = plan.suite.config.limits.model_dump(exclude_none=True)
+    if earlier is not None:
+        trace = settings.runs_dir.resolve() / earlier / "trace.json"
+        try:
+            outcome = (
+                json.loads(trace.read_text(encoding="utf-8")).get("outcome") if trace.is_file() else None
+            )
+        except (OSError, ValueError):
+            outcome = None
+        if trace.is_file() and outcome is None:
+            return prepare_resume(earlier, settings, limits=limits)
+    tags = {"eval": plan.eval_id, "arm": arm, "instance": instance.id}
+    return prepare_run(
+        plan.suite.config.task,
+        settings,
+        inputs=instance.inputs,
+        files=instance.files,
+        tags=tags,
+        limits=limits,
+    )
+
+
+async def _run_one(
+    plan: EvalRun,
+    prepared: PreparedRun,
+    instance: Instance,
+    arm: str,
+    settings: Settings,
+    hidden_dir: Path | None,
+    hide: Sequence[Path],
+) -> ResultRow:
+    started = time.monotonic()
+    crash: str | None = None
+    try:
+        await run_to_end(prepared)
+    except Exception as exc:  # a bug in a run is that run's ERROR (its trace says so), not the eval's end
+        crash = f"{type(exc).__name__}: {exc}"
+    wall = time.monotonic() - started
+    hidden = await asyncio.to_thread(
+        run_hidden_check,
+        instance,
+        prepared.workspace,
+        settings,
+        hidden_dir=hidden_dir,
+        secret_paths=hide,
+        timeout_s=plan.suite.config.hidden_check_timeout_s,
+    )
+    trace = json.loads((prepared.run_dir / "trace.json").read_text(encoding="utf-8"))
+    return result_row(plan.eval_id, instance.id, arm, trace, hidden, wall, crash)
+
+
+def result_row(
+    eval_id: str,
+    instance: str,
+    arm: str,
+    trace: dict[str, Any],
+    hidden: HiddenResult,
+    wall: float,
+    crash: str | None = None,
+) -> ResultRow:
+    """The row of one finished run, from its trace's JSON and its hidden check."""
+    entry = RunEntry.of_json(trace)
+    outcome = trace.get("outcome")
+    claimed = outcome == "PASSED"
+    cycles = trace.get("cycles") or []
+    last_gate = (cycles[-1].get("gate") or {}) if cycles else {}
+    return ResultRow(
+        eval_id=eval_id,
+        instance=instance,
+        arm=arm,
+        run_id=entry.run_id,
+        claimed_outcome=outcome,
+        outcome_reason=crash or entry.outcome_reason,
+        claimed_pass=claimed,
+        hidden=hidden,
+        true_pass=claimed and hidden.passed,
+        false_pass=claimed and not hidden.passed,
+        cycles=entry.cycles,
+        first_pass=claimed and hidden.passed and entry.cycles == 1,
+        tokens=entry.tokens,
+        cost=entry.cost,
+        currency=entry.currency,
+        wall_s=round(wall, 3),
+        role_turns=entry.handoffs,
+        handoff_failures=entry.handoff_failures,
+        format_repairs=sum(len(c.get("repairs") or []) for c in cycles),
+        tool_calls=entry.tool_calls,
+        denied_calls=entry.denied_tool_calls,
+        # The single team has no Evaluator for the gates to hold to account: its gates mean nothing.
+        gate_failures=[]
+        if (trace.get("settings") or {}).get("team") == "single"
+        else [str(f) for f in last_gate.get("failures") or []],
+        finished_at=utc_now(),
+    )
+
+
+def _write_summary(plan: EvalRun, out: Path, meta: Mapping[str, Any]) -> EvalSummary:
+    rows = latest_rows(read_rows(out))
+    summary = summarize_rows(
+        rows,
+        eval_id=out.name,
+        suite=str(meta["suite"]),
+        task=str(meta["task"]),
+        arms=list(meta.get("arms", plan.arms)),
+        now=utc_now(),
+    )
+    _write_json(out / SUMMARY_FILE, summary.model_dump(mode="json"))
+    try:
+        from pse.evals._report import write_report
+    except ImportError:  # pragma: no cover - the report module ships with this one
+        return summary
+    write_report(out, plan.dashboard_url)
+    return summary
+
+
+def _append(path: Path, data: Mapping[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,617 @@
+"""The hidden check for one HumanEval problem, run against an untrusted `solution.py`.
+
+Usage (inside the evaluation sandbox, with only the interpreter)::
+
+    python -I _humaneval_check.py [--call-timeout S] SOLUTION_PY  < problem.json
+
+stdin holds one JSON object {"task_id", "prompt", "test", "entry_point"} (other keys are ignored); it
+is never written to disk. Exit status 0 and one line `PASSED <task_id>` only when the problem's own
+`check(candidate)` returned; status 1 and `FAILED <task_id>: <reason>` when it did not; status 2 and
+`ERROR: <reason>` when the problem or the solution path is unusable.
+
+Why not HumanEval's own runner: it `exec`s the candidate in the process that runs `check`, so a
+candidate can fake a pass (`os._exit(0)` at import, an object whose `__eq__` is always True, a patched
+builtin, a printed success marker). Here the two never share a process:
+
+  * the parent (this script, started by the harness) makes itself non-dumpable (so a same-uid process
+    cannot read its memory or fds through /proc), points its fd 0 at /dev/null once the problem is
+    read, runs the trusted `prompt` and `test`, and calls `check` with a proxy. It never imports or
+    executes the candidate;
+  * the child (`--serve`, started by the parent) imports `solution.py` and answers each proxied call
+    over a dedicated pipe, never over its stdout; its stdout and stderr go to a capped tail;
+  * the parent rebuilds every answer strictly as built-in values (None, bool, int, float, str, bytes,
+    list, tuple, dict, set, frozenset, nested), so no candidate-defined `__eq__` reaches `check`.
+    Anything else (malformed frame, an unsupported type, the child dying, a timeout) and any exception
+    the candidate raised become a `CandidateError` in the parent, which `check` cannot mistake for
+    its own expectations.
+
+What this does NOT protect against: a candidate that hard-codes HumanEval's expected outputs; a child
+that keeps CAP_SYS_PTRACE (root that could not switch to nobody, e.g. in a user namespace without that
+uid mapped) reading the parent's memory; grandchildren that leave the child's process group; resource
+exhaustion beyond the per-call timeout (the sandbox around this script bounds CPU, memory and time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import contextlib
+import ctypes
+import importlib.util
+import json
+import math
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, BinaryIO
+
+CALL_TIMEOUT_S = 10.0  # per proxied call, and for the child's start-up (importing the solution)
+MAX_PROBLEM_BYTES = 1 << 20  # stdin: HumanEval's largest problem is a few KB
+MAX_REQUEST_BYTES = 64 << 20  # a call's pickled arguments (trusted, from the problem's test)
+MAX_ANSWER_BYTES = 8 << 20  # one answer frame from the untrusted child
+MAX_DEPTH = 200  # nesting of an encoded value
+OUTPUT_TAIL_BYTES = 1024  # how much of the child's stdout/stderr the parent keeps
+MAX_OUTPUT_CHARS = 3000  # everything this script prints
+MAX_MESSAGE_CHARS = 400  # one exception message from the child
+NOBODY = 65534
+STOP_GRACE_S = 2.0  # waiting for a killed child and for the output drain
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
+_HEADER = struct.Struct(">I")
+_HEX_INT = re.compile(r"-?[0-9a-f]+")
+_PROBLEM_KEYS = ("task_id", "prompt", "test", "entry_point")
+
+
+class CandidateError(BaseException):
+    """A proxied call gave no plain value: the candidate raised, timed out, died or broke the protocol.
+
+    It derives from BaseException so that an `except Exception` in a problem's test cannot absorb it.
+    """
+
+
+class ProblemError(Exception):
+    """The problem on stdin or the solution path is unusable: the check cannot run at all (exit 2)."""
+
+
+class _ChannelClosed(Exception):
+    """The other end of a pipe closed it."""
+
+
+class _Timeout(Exception):
+    """A pipe read or write missed its deadline."""
+
+
+class _Unsupported(Exception):
+    """The child cannot encode a result: its type is outside the protocol, or it is too deep or large."""
+
+
+# --- frames: a 4-byte big-endian length, then the body --------------------------------------------
+
+
+def _wait(fd: int, events: int, deadline: float | None) -> None:
+    """Block until `fd` is ready for `events`; no deadline means wait forever."""
+    if deadline is None:
+        return
+    poller = select.poll()
+    poller.register(fd, events)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout
+        if poller.poll(max(1, int(remaining * 1000))):
+            return
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        _wait(fd, select.POLLIN, deadline)
+        chunk = os.read(fd, min(size - len(data), 1 << 20))
+        if not chunk:
+            raise _ChannelClosed
+        data += chunk
+    return bytes(data)
+
+
+def read_frame(fd: int, limit: int, deadline: float | None = None) -> bytes:
+    """One frame's body; `_ChannelClosed` at a clean end of stream, ValueError over `limit` bytes."""
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    if size > limit:
+        raise ValueError(f"a frame of {size} bytes is over the {limit}-byte limit")
+    return _read_exact(fd, size, deadline)
+
+
+def write_frame(fd: int, body: bytes, deadline: float | None = None) -> None:
+    """Write one frame; a non-blocking `fd` lets the deadline bound a reader that stopped reading."""
+    view = memoryview(_HEADER.pack(len(body)) + body)
+    while view:
+        _wait(fd, select.POLLOUT, deadline)
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        except BrokenPipeError as exc:
+            raise _ChannelClosed from exc
+        view = view[written:]
+
+
+# --- values: tagged JSON, each node a [tag, payload] pair -----------------------------------------
+
+
+def encode_value(value: object, depth: int = 0) -> list[Any]:
+    """Child side: a result as tagged JSON. Subclasses of the built-ins are sent as their base value."""
+    if depth > MAX_DEPTH:
+        raise _Unsupported(f"a result nested deeper than {MAX_DEPTH} levels")
+    inner = depth + 1
+    if value is None:
+        return ["none", None]
+    if isinstance(value, bool):
+        return ["bool", bool(value)]
+    if isinstance(value, int):
+        return ["int", format(int(value), "x")]  # hex: no int-to-str digit limit
+    if isinstance(value, float):
+        return ["float", float(value).hex()]  # exact, and covers inf, -inf and nan
+    if isinstance(value, str):
+        return ["str", str(value)]
+    if isinstance(value, bytes):
+        return ["bytes", bytes(value).hex()]
+    if isinstance(value, list | tuple | set | frozenset):
+        tag = next(t for t in (list, tuple, frozenset, set) if isinstance(value, t)).__name__
+        return [tag, [encode_value(item, inner) for item in value]]
+    if isinstance(value, dict):
+        return ["dict", [[encode_value(k, inner), encode_value(v, inner)] for k, v in value.items()]]
+    raise _Unsupported(f"a result of type {type(value).__module__}.{type(value).__qualname__}")
+
+
+def decode_value(node: object, depth: int = 0) -> object:
+    """Parent side: rebuild one encoded value as real built-in instances, or raise ValueError.
+
+    Every payload's JSON type is checked exactly, so nothing but the listed built-ins can come out.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError(f"a value nested deeper than {MAX_DEPTH} levels")
+    if type(node) is not list or len(node) != 2 or type(node[0]) is not str:
+        raise ValueError("a value node is not a [tag, payload] pair")
+    tag, payload = node
+    if tag == "none" and payload is None:
+        return None
+    if tag == "bool" and type(payload) is bool:
+        return payload
+    if tag == "int" and type(payload) is str and _HEX_INT.fullmatch(payload):
+        return int(payload, 16)
+    if tag == "float" and type(payload) is str:
+        return float.fromhex(payload)
+    if tag == "str" and type(payload) is str:
+        return payload
+    if tag == "bytes" and type(payload) is str:
+        return bytes.fromhex(payload)
+    if type(payload) is not list:
+        raise ValueError(f"a value tagged {tag[:40]!r} has an unexpected payload")
+    items = [decode_value(item, depth + 1) for item in payload] if tag != "dict" else []
+    if tag == "list":
+        return items
+    if tag == "tuple":
+        return tuple(items)
+    if tag == "set":
+        return set(items)
+    if tag == "frozenset":
+        return frozenset(items)
+    if tag == "dict":
+        return dict(_decode_pair(pair, depth + 1) for pair in payload)
+    raise ValueError(f"unknown value tag {tag[:40]!r}")
+
+
+def _decode_pair(pair: object, depth: int) -> tuple[object, object]:
+    if type(pair) is not list or len(pair) != 2:
+        raise ValueError("a dict item is not a [key, value] pair")
+    return decode_value(pair[0], depth), decode_value(pair[1], depth)
+
+
+# --- child: import the solution and serve calls ---------------------------------------------------
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux prctl(2) through ctypes; False where it is missing or refused (the callers are best-effort)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        zero = ctypes.c_ulong(0)
+        return int(libc.prctl(option, ctypes.c_ulong(value), zero, zero, zero)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _drop_root() -> None:
+    """Run the candidate as nobody when started as root: root's CAP_SYS_PTRACE would otherwise overrule
+    the parent's non-dumpable flag and let it read the parent's memory (which holds the test).
+
+    Best-effort: where a uid switch is refused (a user namespace without 65534), the child stays as is.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    steps: tuple[Callable[[], None], ...] = (
+        lambda: os.setgroups([]),
+        lambda: os.setgid(NOBODY),
+        lambda: os.setuid(NOBODY),  # last: it takes away the right to do the others
+    )
+    for step in steps:
+        with contextlib.suppress(OSError):
+            step()
+
+
+def _describe_exception(exc: BaseException) -> dict[str, str]:
+    """An exception by name and message only: its type never crosses to the parent."""
+    try:
+        message = str(exc)[:MAX_MESSAGE_CHARS]
+    except BaseException:  # a candidate's __str__ may itself raise
+        message = "<unprintable message>"
+    return {"type": type(exc).__name__[:100], "message": message}
+
+
+def _import_entry_point(solution: str, entry_point: str, source: bytes) -> Callable[..., object]:
+    spec = importlib.util.spec_from_file_location("solution", solution)
+    if spec is None:
+        raise ImportError(f"no module spec for {solution}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["solution"] = module
+    exec(compile(source, solution, "exec", dont_inherit=True), module.__dict__)
+    function = getattr(module, entry_point, None)
+    if not callable(function):
+        raise AttributeError(f"solution.py defines no function {entry_point!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def _frame(seq: int, kind: str, **fields: object) -> bytes:
+    return json.dumps({"seq": seq, "kind": kind, **fields}).encode()
+
+
+def _answer(
+    seq: int, function: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bytes:
+    """The answer frame for one call: its value, the exception it raised, or why it cannot be sent."""
+    try:
+        result = function(*args, **kwargs)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt included: all are the candidate's
+        return _frame(seq, "raised", **_describe_exception(exc))
+    try:
+        body = _frame(seq, "value", value=encode_value(result))
+    except (_Unsupported, RecursionError, TypeError, ValueError) as exc:
+        return _frame(seq, "unsupported", message=str(exc)[:MAX_MESSAGE_CHARS])
+    if len(body) > MAX_ANSWER_BYTES:
+        return _frame(seq, "unsupported", message=f"a result of {len(body)} bytes (over {MAX_ANSWER_BYTES})")
+    return body
+
+
+def serve(solution: str, entry_point: str, request_fd: int, answer_fd: int) -> int:
+    """Child mode: import the solution, report readiness, then answer calls until the parent hangs up."""
+    with open(solution, "rb") as handle:  # read before dropping root: the file may be root-only
+        source = handle.read()
+    _drop_root()
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary can hand the candidate privileges back
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid switch, which clears it
+    try:
+        function = _import_entry_point(solution, entry_point, source)
+    except BaseException as exc:  # sys.exit() at the solution's top level included
+        write_frame(answer_fd, _frame(0, "import_failed", **_describe_exception(exc)))
+        return 0
+    write_frame(answer_fd, _frame(0, "ready"))
+    while True:
+        try:
+            request = read_frame(request_fd, MAX_REQUEST_BYTES)
+        except _ChannelClosed:
+            return 0
+        seq, args, kwargs = pickle.loads(request)  # trusted: the parent sends the test's arguments
+        write_frame(answer_fd, _answer(seq, function, args, kwargs))
+
+
+# --- parent: the proxy over the child --------------------------------------------------------------
+
+
+class _OutputTail:
+    """Drains the child's stdout and stderr so it never blocks on them, keeping only the last bytes."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._fd = stream.fileno()
+        self._tail = b""
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while chunk := os.read(self._fd, 1 << 16):
+            self._tail = (self._tail + chunk)[-OUTPUT_TAIL_BYTES:]
+
+    def text(self) -> str:
+        self._thread.join(STOP_GRACE_S)
+        return self._tail.decode("utf-8", errors="replace")
+
+
+class CandidateProcess:
+    """The candidate's entry point, served by a child process: calling this object proxies one call.
+
+    Each call sends (seq, args, kwargs) pickled and waits at most `call_timeout` seconds for the answer
+    with the same seq; the answer is decoded strictly. Any failure raises `CandidateError`; after a
+    timeout or a protocol failure the child is killed and every later call fails at once.
+    """
+
+    def __init__(self, solution: str, entry_point: str, call_timeout: float) -> None:
+        self._call_timeout = call_timeout
+        self._seq = 0
+        self._broken: str | None = None
+        request_read, self._request_fd = os.pipe()
+        self._answer_fd, answer_write = os.pipe()
+        command = [sys.executable, "-I", os.path.abspath(__file__), "--serve", solution, entry_point,
+                   str(request_read), str(answer_write)]  # fmt: skip
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(request_read, answer_write),
+            start_new_session=True,  # its own process group, so stop() reaches its children too
+        )
+        os.close(request_read)
+        os.close(answer_write)
+        os.set_blocking(self._request_fd, False)
+        assert self._process.stdout is not None
+        self._output = _OutputTail(self._process.stdout)
+
+    def start(self) -> str | None:
+        """Wait for the child to import the solution; the reason it could not, or None when ready."""
+        try:
+            hello = self._receive(time.monotonic() + self._call_timeout)
+        except CandidateError as exc:
+            return str(exc)
+        if hello.get("kind") == "ready":
+            return None
+        if hello.get("kind") == "import_failed":
+            return f"{hello.get('type')}: {hello.get('message')}"
+        return self._fail("the solution process sent an unexpected first frame")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> object:
+        if self._broken is not None:
+            raise CandidateError(self._broken)
+        self._seq += 1
+        deadline = time.monotonic() + self._call_timeout
+        request = pickle.dumps((self._seq, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            write_frame(self._request_fd, request, deadline)
+        except _Timeout:
+            raise CandidateError(self._fail(f"call timed out after {self._call_timeout:g} s")) from None
+        except _ChannelClosed:
+            raise CandidateError(self._fail(f"the solution process {self._exit_status()}")) from None
+        answer = self._receive(deadline)
+        kind = answer.get("kind")
+        if kind == "value":
+            try:
+                return decode_value(answer.get("value"))
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                raise CandidateError(self._fail(f"malformed result: {exc}")) from None
+        if kind == "raised":
+            raise CandidateError(f"candidate raised {answer.get('type')}: {answer.get('message')}")
+        if kind == "unsupported":
+            raise CandidateError(f"candidate returned an unsupported value: {answer.get('message')}")
+        raise CandidateError(self._fail("the solution process sent an unknown answer kind"))
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        """The next answer frame as a JSON object carrying the current seq, or CandidateError."""
+        try:
+            body = read_frame(self._answer_fd, MAX_ANSWER_BYTES, deadline)
+        except _Timeout:
+            what = "call" if self._seq else "import of solution.py"
+            raise CandidateError(self._fail(f"{what} timed out after {self._call_timeout:g} s")) from None
+        except _ChannelClosed:
+            raise CandidateError(self._fail(f"the solution process {self._exit_status()}")) from None
+        except ValueError as exc:
+            raise CandidateError(self._fail(str(exc))) from None
+        try:
+            answer = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            raise CandidateError(self._fail("the solution process sent a malformed frame")) from None
+        seq = answer.get("seq") if type(answer) is dict else None
+        if type(seq) is not int or seq != self._seq:
+            raise CandidateError(self._fail("the solution process answered out of sequence"))
+        return answer  # type: ignore[no-any-return]
+
+    def _fail(self, reason: str) -> str:
+        """Mark the channel unusable (answers may be out of step now) and kill the child."""
+        self._broken = self._broken or reason
+        self.stop()
+        return reason
+
+    def _exit_status(self) -> str:
+        try:
+            code = self._process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            return "closed its answer channel"
+        if code >= 0:
+            return f"exited with code {code}"
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+
+    def output_tail(self) -> str:
+        """The end of what the child printed (after stop(), so the drain has finished)."""
+        return self._output.text()
+
+    def stop(self) -> None:
+        """Kill the child's whole process group and reap it; safe to call more than once."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(STOP_GRACE_S)
+        for fd in (self._request_fd, self._answer_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._request_fd = self._answer_fd = -1
+
+
+def _reject_constant(name: str) -> object:
+    """json.loads hook: NaN and Infinity literals are not how the protocol sends floats."""
+    raise ValueError(f"JSON constant {name} is not part of the protocol")
+
+
+# --- parent: the problem, the trusted code and the verdict ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One HumanEval problem as the harness passes it on stdin; all of it is trusted."""
+
+    task_id: str
+    prompt: str
+    test: str
+    entry_point: str
+
+
+def read_problem(stream: BinaryIO) -> Problem:
+    """Parse the problem JSON from stdin, or raise ProblemError saying what is wrong with it."""
+    raw = stream.read(MAX_PROBLEM_BYTES + 1)
+    if len(raw) > MAX_PROBLEM_BYTES:
+        raise ProblemError(f"the problem on stdin is over {MAX_PROBLEM_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProblemError(f"stdin is not a JSON object: {exc}") from None
+    if type(data) is not dict:
+        raise ProblemError("stdin is not a JSON object")
+    missing = [key for key in _PROBLEM_KEYS if type(data.get(key)) is not str]
+    if missing:
+        raise ProblemError(f"the problem on stdin lacks string field(s) {', '.join(missing)}")
+    if not data["entry_point"].isidentifier():
+        raise ProblemError(f"entry_point {data['entry_point'][:80]!r} is not a Python identifier")
+    return Problem(**{key: data[key] for key in _PROBLEM_KEYS})
+
+
+def load_check(problem: Problem) -> tuple[Callable[[object], object], dict[str, Any]]:
+    """Run the trusted prompt (helpers such as `poly`, and a stub of the entry point) and test in one
+    fresh namespace; return `check` and that namespace. Raises ProblemError when either fails."""
+    namespace: dict[str, Any] = {"__name__": "humaneval_problem", "__builtins__": builtins}
+    for label, source in (("prompt", problem.prompt), ("test", problem.test)):
+        try:
+            exec(compile(source, f"<{label}>", "exec", dont_inherit=True), namespace)
+        except Exception as exc:
+            raise ProblemError(f"the problem's {label} does not run: {type(exc).__name__}: {exc}") from None
+    check = namespace.get("check")
+    if not callable(check):
+        raise ProblemError("the problem's test defines no check(candidate)")
+    return check, namespace
+
+
+def _test_line(exc: BaseException) -> str:
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == "<test>"]
+    return f" (test line {lines[-1]})" if lines else ""
+
+
+def _failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, CandidateError):
+        return f"{exc}{_test_line(exc)}"
+    message = str(exc)
+    return f"{type(exc).__name__}{': ' + message if message else ''}{_test_line(exc)}"
+
+
+def _printable(text: str, limit: int) -> str:
+    """One line of at most `limit` characters: candidate text must not start a line of its own."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _emit(line: str, tail: str = "") -> None:
+    """Print the verdict line, then (on failure) the child's output tail, each line prefixed."""
+    out = _printable(line, MAX_OUTPUT_CHARS // 2)
+    if tail.strip():
+        tail_lines = [f"solution output| {_printable(t, 200)}" for t in tail.splitlines()[-10:]]
+        out += "\n" + "\n".join(tail_lines)
+    print(out[:MAX_OUTPUT_CHARS], flush=True)
+
+
+def _make_undumpable() -> None:
+    """Forbid same-uid processes (the child above all) to read this one's memory and fds via /proc."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def _detach_stdin() -> None:
+    """Point fd 0 at /dev/null once the problem is read: the test is then not reachable through it."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def _solution_path(path: str) -> str:
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ProblemError(f"solution {path!r} is not a readable file")
+    return os.path.abspath(path)
+
+
+def run_check(solution: str, call_timeout: float) -> int:
+    """Parent mode: the exit status (0 passed, 1 failed, 2 could not check) after printing the verdict."""
+    _make_undumpable()
+    try:
+        problem = read_problem(sys.stdin.buffer)
+        _detach_stdin()
+        solution = _solution_path(solution)
+        check, namespace = load_check(problem)
+    except ProblemError as exc:
+        _emit(f"ERROR: {exc}")
+        return 2
+    candidate = CandidateProcess(solution, problem.entry_point, call_timeout)
+    try:
+        failure = _run_against(candidate, check, namespace, problem.entry_point)
+    finally:
+        candidate.stop()
+    if failure is None:
+        _emit(f"PASSED {problem.task_id}")
+        return 0
+    _emit(f"FAILED {problem.task_id}: {failure}", candidate.output_tail())
+    return 1
+
+
+def _run_against(
+    candidate: CandidateProcess,
+    check: Callable[[object], object],
+    namespace: dict[str, Any],
+    entry_point: str,
+) -> str | None:
+    """Why the candidate failed the check, or None when `check(candidate)` returned."""
+    not_ready = candidate.start()
+    if not_ready is not None:
+        return f"solution.py not importable: {not_ready}"
+    # HumanEval/33's test calls the entry point by name: in the original single namespace that name is
+    # the candidate's function, so it must be the proxy here too (the prompt left a stub under it).
+    namespace[entry_point] = candidate
+    try:
+        check(candidate)
+    except BaseException as exc:  # any way out of check() but a return is a failure
+        return _failure_reason(exc)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parent mode by default; `--serve SOLUTION ENTRY_POINT REQUEST_FD ANSWER_FD` is the child."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"] and len(argv) == 5:
+        return serve(argv[1], argv[2], int(argv[3]), int(argv[4]))
+    parser = argparse.ArgumentParser(description="Run a HumanEval problem's check against solution.py.")
+    parser.add_argument("solution", help="path of the candidate's solution.py")
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT_S, help="seconds per call")
+    options = parser.parse_args(argv)
+    if not (math.isfinite(options.call_timeout) and options.call_timeout > 0):
+        parser.error("--call-timeout must be a positive number of seconds")
+    return run_check(options.solution, options.call_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
