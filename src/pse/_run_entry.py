@@ -33,6 +33,7 @@ class RunEntry(BaseModel):
         0,
         description="handoffs that could not be read: repaired turns, review errors, malformed tool requests",
     )
+    tags: dict[str, str] = Field(default_factory=dict, description="the run's labels (eval, arm, instance)")
 
     @classmethod
     def of_json(cls, data: dict[str, Any]) -> RunEntry:
@@ -67,4 +68,5 @@ class RunEntry(BaseModel):
             denied_tool_calls=sum(1 for call in calls if call.get("decision") == "denied"),
             handoffs=handoffs,
             handoff_failures=failures,
+            tags={str(k): str(v) for k, v in (data.get("tags") or {}).items()},
         )

@@ -32,7 +32,12 @@ def trace_list(
         style = outcome_style(e.outcome)
         table.add_row(
             shown(e.run_id),
-            shown(e.task),
+            shown(e.task)
+            + (
+                f"\n[dim]{shown(e.tags['arm'])} · {shown(e.tags.get('eval', ''))}[/]"
+                if "arm" in e.tags
+                else ""
+            ),
             f"[{style}]{shown(e.outcome or 'running/interrupted')}[/]",
             str(e.cycles),
             f"{e.tokens:,}",

@@ -32,7 +32,7 @@ from pse.evals._hidden import run_hidden_check
 from pse.evals._results import EvalSummary, HiddenResult, ResultRow, latest_rows, summarize_rows
 from pse.evals._suite import Instance, Suite
 from pse.events import utc_now
-from pse.exceptions import UserError
+from pse.exceptions import PSEError, UserError
 from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
 
 __all__ = [
@@ -196,7 +196,7 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
             settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
             try:
                 prepared = _prepare(plan, instance, arm, settings, started.get((instance.id, arm)))
-            except UserError as exc:
+            except PSEError as exc:  # a setting, input or sandbox every run would trip on
                 fatal.append(exc)
                 return
             async with lock:
@@ -286,12 +286,11 @@ def _prepare(
     if earlier is not None:
         trace = settings.runs_dir.resolve() / earlier / "trace.json"
         try:
-            outcome = (
-                json.loads(trace.read_text(encoding="utf-8")).get("outcome") if trace.is_file() else None
-            )
+            data = json.loads(trace.read_text(encoding="utf-8")) if trace.is_file() else {}
         except (OSError, ValueError):
-            outcome = None
-        if trace.is_file() and outcome is None:
+            data = {}
+        interrupted = data.get("outcome") is None or str(data.get("outcome_reason")).startswith("CANCELLED")
+        if data and interrupted:  # killed or cancelled: it goes on from its last cycle
             return prepare_resume(earlier, settings, limits=limits)
     tags = {"eval": plan.eval_id, "arm": arm, "instance": instance.id}
     return prepare_run(

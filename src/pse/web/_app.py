@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from pse.config import Settings, load_settings
 from pse.history import RunHistory
 from pse.web._api import router
+from pse.web._evals import router as evals_router
 from pse.web._runs import RunManager, runs_root
 from pse.web._security import GuardMiddleware, check_bind
 
@@ -51,12 +52,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url="/api/openapi.json" if token is None else None,
     )
     root = runs_root(settings)
-    app.state.settings = settings.model_copy(update={"runs_dir": root})
+    evals = settings.evals_dir.resolve()  # not created: a GET never writes, and none there means none yet
+    app.state.settings = settings.model_copy(update={"runs_dir": root, "evals_dir": evals})
     app.state.web_token = token or None
     app.state.manager = manager
     app.state.runs_root = root
+    app.state.evals_root = evals
     app.state.history = RunHistory(root)
     app.include_router(router)
+    app.include_router(evals_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/", include_in_schema=False)

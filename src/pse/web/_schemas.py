@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pse.config import ProviderName
+from pse.evals import EvalSummary, ResultRow
 from pse.history import RunEntry, Stats
 from pse.web._security import is_loopback_host
 
 __all__ = [
     "CASSETTE_NAME",
     "OUTCOME_FILTERS",
+    "EvalArmRates",
+    "EvalListItem",
+    "EvalPage",
     "InputInfo",
     "MetricsResponse",
     "RunListItem",
@@ -121,6 +125,38 @@ class MetricsResponse(Stats):
 
     cycles_to_pass: dict[str, int] = Field(description="passed runs by number of cycles")
     series: list[RunEntry] = Field(description="finished runs, oldest first (at most the last 500)")
+
+
+class EvalArmRates(BaseModel):
+    """One arm's headline figures in the evaluations list."""
+
+    instances: int
+    true_pass_rate: float | None
+    true_pass_rate_ci95: tuple[float, float] | None
+    false_pass_rate: float | None
+    false_pass_rate_ci95: tuple[float, float] | None
+
+
+class EvalListItem(BaseModel):
+    """One entry of `GET /api/evals`: an evaluation folder with a readable eval.json."""
+
+    eval_id: str = Field(description="the folder's name: the id in /api/evals/{eval_id}")
+    suite: str
+    task: str
+    description: str
+    arms: list[str]
+    instances: int = Field(description="instances eval.json plans")
+    finished_instances: int = Field(description="instances with at least one finished arm")
+    updated_at: str
+    rates: dict[str, EvalArmRates] = Field(description="arm → its true and false pass rates")
+
+
+class EvalPage(BaseModel):
+    """`GET /api/evals/{eval_id}`: eval.json, the summary, and the rows it counts (last per instance, arm)."""
+
+    meta: dict[str, Any]
+    summary: EvalSummary
+    rows: list[ResultRow]
 
 
 Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"]

@@ -1,4 +1,4 @@
-// PSE dashboard: runs, a run's trace (live over SSE), metrics. Plain DOM; model text only via textContent.
+// PSE dashboard: runs, a run's trace (live over SSE), metrics, evaluations. Plain DOM; model text only via textContent.
 "use strict";
 
 const OUTCOMES = ["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"];
@@ -425,16 +425,144 @@ async function showMetrics() {
       h("div", { class: "panel" }, PSECharts.rate("First-cycle pass rate", s.first_cycle_pass_rate, `${firstPasses} of ${s.runs} finished runs passed in their first cycle`))));
 }
 
+// ---- evaluations ---------------------------------------------------------------------------------
+// The figures and their formats are the HTML report's (src/pse/evals/_report.py, ARM_FIGURES).
+
+const DASH = "—";
+const fmtFixed = (v, digits) => (v === null || v === undefined ? DASH : Number(v).toFixed(digits));
+const fmtRate = (v, ci) => (v === null || v === undefined ? DASH
+  : ci ? `${v.toFixed(2)} (${ci[0].toFixed(2)}–${ci[1].toFixed(2)})` : v.toFixed(2));
+const rateOf = (field) => (a) => fmtRate(a[field], a[`${field}_ci95`]);
+const fmtMoney = (v, cur) => (v === null || v === undefined ? DASH : `${Number(v).toFixed(4)} ${cur}`);
+const fmtP = (p) => (p < 0.001 ? "< 0.001" : p.toFixed(3));
+const OUTCOME_TEXT = { PASSED: "pass", ESCALATED: "warn", TIMEOUT: "warn", ERROR: "fail" };
+const EVAL_FIGURES = [
+  ["instances", "instances", (a) => String(a.instances)],
+  ["claimed_pass_rate", "claimed pass rate", rateOf("claimed_pass_rate")],
+  ["true_pass_rate", "true pass rate", rateOf("true_pass_rate")],
+  ["false_pass_rate", "false pass rate (of claimed)", rateOf("false_pass_rate")],
+  ["escaped_defects", "escaped defects", (a) => String(a.escaped_defects)],
+  ["first_pass_rate", "first pass rate", rateOf("first_pass_rate")],
+  ["mean_rework_cycles", "mean rework cycles", (a) => fmtFixed(a.mean_rework_cycles, 2)],
+  ["handoff_failure_rate", "handoff failure rate", rateOf("handoff_failure_rate")],
+  ["unauthorized_call_rate", "unauthorized call rate", rateOf("unauthorized_call_rate")],
+  ["tokens", "tokens", (a) => fmtInt(a.tokens)],
+  ["tokens_per_true_pass", "tokens per true pass", (a) => (a.tokens_per_true_pass === null ? DASH : fmtInt(Math.round(a.tokens_per_true_pass)))],
+  ["cost", "cost", (a) => fmtMoney(a.cost, a.currency)],
+  ["cost_per_true_pass", "cost per true pass", (a) => fmtMoney(a.cost_per_true_pass, a.currency)],
+  ["wall_s_per_instance", "wall s per instance", (a) => fmtFixed(a.wall_s_per_instance, 1)],
+  ["outcomes", "outcomes", (a) => Object.entries(a.outcomes).map(([k, n]) => `${k} ${n}`).join(" · ") || DASH],
+  ["hidden_check_errors", "hidden checks that could not run", (a) => String(a.hidden_check_errors)],
+];
+const scroll = (table) => h("div", { class: "scroll" }, table);
+const headRow = (cols) => h("thead", {}, h("tr", {}, cols.map(([name, num]) => h("th", { class: num ? "num" : null, scope: "col" }, name))));
+
+async function showEvals() {
+  const evals = await api("/api/evals");
+  const rows = evals.map((e) => h("tr", { class: "eval-row" },
+    h("td", {}, h("a", { href: `#/eval/${encodeURIComponent(e.eval_id)}` }, e.eval_id)),
+    h("td", {}, e.suite), h("td", {}, e.task),
+    h("td", { class: "num" }, `${e.finished_instances} / ${e.instances}`),
+    h("td", {}, e.arms.filter((arm) => e.rates[arm]).map((arm) => h("div", { class: "arm-rates" }, h("b", {}, arm),
+      ` true ${fmtRate(e.rates[arm].true_pass_rate, e.rates[arm].true_pass_rate_ci95)}`,
+      ` · false ${fmtRate(e.rates[arm].false_pass_rate, e.rates[arm].false_pass_rate_ci95)}`))),
+    h("td", {}, fmtTime(e.updated_at))));
+  view.replaceChildren(h("h1", {}, "Evaluations"), h("section", { class: "panel" },
+    scroll(h("table", { id: "evals-table" },
+      headRow([["evaluation"], ["suite"], ["task"], ["instances", true], ["true / false pass rate per arm (95% CI)"], ["updated"]]),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "no evaluations yet: `pse eval` writes them into the evaluations directory (PSE_EVALS_DIR)")))))));
+}
+
+// With a token the report cannot be a plain link (a navigation sends no Authorization header): it is
+// fetched and saved as a file instead, never rendered in the dashboard's origin.
+async function downloadReport(evalId) {
+  const res = await fetch(`/api/evals/${encodeURIComponent(evalId)}/report`, { headers: authHeaders() });
+  if (!res.ok) throw new Error(`report: HTTP ${res.status}`);
+  const url = URL.createObjectURL(await res.blob());
+  const link = h("a", { href: url, download: `${evalId}-report.html` });
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+async function showEval(evalId) {
+  const { meta, summary, rows } = await api(`/api/evals/${encodeURIComponent(evalId)}`);
+  const arms = summary.arm_order.filter((name) => summary.arms[name]).map((name) => summary.arms[name]);
+  const report = h("a", { id: "eval-report", href: `/api/evals/${encodeURIComponent(evalId)}/report`, target: "_blank", rel: "noopener",
+    onclick: (ev) => { if (token()) { ev.preventDefault(); downloadReport(evalId).catch((err) => notice(err.message)); } } }, "HTML report");
+  const fields = [["suite", summary.suite], ["task", summary.task], ["description", meta.description], ["evaluation", summary.eval_id],
+    ["arms", summary.arm_order.join(", ")], ["instances", `${summary.instances} with results, of ${(meta.instances || []).length} planned`],
+    ["created", fmtTime(meta.created_at)], ["updated", fmtTime(summary.updated_at)]];
+  view.replaceChildren(
+    h("h1", {}, "Evaluation ", h("span", { class: "muted" }, summary.eval_id)),
+    h("section", { class: "panel", id: "eval-meta" },
+      h("dl", { class: "meta" }, fields.filter(([, v]) => v).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { id: `eval-meta-${k}` }, v)])),
+      h("p", {}, report, h("span", { class: "muted" }, " — one self-contained page, for sharing"))),
+    h("section", { class: "panel" }, h("h2", {}, "Arms side by side"), scroll(h("table", { id: "eval-arms" },
+      headRow([["figure"], ...arms.map((a) => [a.arm, true])]),
+      h("tbody", {}, EVAL_FIGURES.map(([key, label, fmt]) => h("tr", {}, h("th", { scope: "row" }, label),
+        arms.map((a) => h("td", { class: "num", "data-arm": a.arm, "data-figure": key }, fmt(a))))))))),
+    pairedPanel(summary.paired),
+    instancesPanel(meta, summary, rows));
+}
+
+function pairedPanel(paired) {
+  if (!paired.length) return null;
+  return h("section", { class: "panel" }, h("h2", {}, "Paired comparisons (true pass, shared instances)"), scroll(h("table", { id: "eval-paired" },
+    headRow([["arm A"], ["arm B"], ["shared instances", true], ["both pass", true], ["only A", true], ["only B", true], ["neither", true], ["McNemar p", true]]),
+    h("tbody", {}, paired.map((t) => h("tr", {}, h("td", {}, t.a), h("td", {}, t.b),
+      [t.instances, t.both, t.only_a, t.only_b, t.neither, fmtP(t.mcnemar_p)].map((v) => h("td", { class: "num" }, v))))))),
+    h("p", { class: "muted" }, "McNemar: exact two-sided test on the instances only one arm passed."));
+}
+
+function hiddenCell(r) {
+  const c = r.hidden;
+  const notes = [];
+  if (r.false_pass) notes.push("escaped defect: claimed PASS");
+  if (c.timed_out) notes.push("timed out");
+  if (c.error !== null) notes.push(`could not run: ${c.error}`);
+  else if (c.exit_code !== null) notes.push(`exit ${c.exit_code}`);
+  return h("td", { class: "text" }, h("span", { class: c.passed ? "pass" : "fail" }, c.passed ? "pass" : "fail"),
+    notes.length ? h("small", {}, notes.join("; ")) : null,
+    c.output ? h("details", {}, h("summary", {}, "output"), h("pre", { class: "out" }, c.output)) : null);
+}
+
+function instancesPanel(meta, summary, rows) {
+  const byKey = new Map(rows.map((r) => [`${r.instance}\u0000${r.arm}`, r]));
+  const order = [...new Set([...(meta.instances || []), ...rows.map((r) => r.instance)])];
+  const arms = summary.arm_order;
+  const body = [];
+  for (const instance of order) arms.forEach((arm, i) => {
+    const r = byKey.get(`${instance}\u0000${arm}`);
+    const lead = i === 0 ? h("th", { scope: "rowgroup", rowspan: arms.length, class: "text instance" }, instance) : null;
+    const cells = r ? [
+      h("td", {}, arm),
+      h("td", { class: "text" }, h("span", { class: OUTCOME_TEXT[r.claimed_outcome] || "muted" }, r.claimed_outcome || DASH),
+        r.outcome_reason ? h("small", {}, r.outcome_reason) : null),
+      hiddenCell(r), h("td", { class: "num" }, r.cycles), h("td", { class: "num" }, fmtInt(r.tokens)),
+      h("td", { class: "num" }, Number(r.wall_s).toFixed(1)),
+      h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.run_id)}` }, r.run_id)),
+    ] : [h("td", {}, arm), h("td", { class: "muted", colspan: 6 }, "not run yet")];
+    body.push(h("tr", { class: i === 0 ? "first" : null }, lead, cells));
+  });
+  return h("section", { class: "panel" }, h("h2", {}, "Per instance"), scroll(h("table", { id: "eval-instances" },
+    headRow([["instance"], ["arm"], ["claimed outcome"], ["hidden check"], ["cycles", true], ["tokens", true], ["wall s", true], ["run"]]),
+    h("tbody", {}, body))));
+}
+
 // ---- router ------------------------------------------------------------------------------------
 
 async function route() {
   if (stopStream) { stopStream(); stopStream = null; }
   notice("");
   const hash = location.hash || "#/";
-  document.getElementById("nav-runs").classList.toggle("active", !hash.startsWith("#/metrics"));
-  document.getElementById("nav-metrics").classList.toggle("active", hash.startsWith("#/metrics"));
+  const section = hash.startsWith("#/metrics") ? "metrics" : hash.startsWith("#/eval") ? "evals" : "runs";
+  for (const name of ["runs", "metrics", "evals"]) document.getElementById(`nav-${name}`).classList.toggle("active", name === section);
   try {
     if (hash.startsWith("#/run/")) await showRun(decodeURIComponent(hash.slice(6)));
+    else if (hash.startsWith("#/eval/")) await showEval(decodeURIComponent(hash.slice(7)));
+    else if (hash.startsWith("#/evals")) await showEvals();
     else if (hash.startsWith("#/metrics")) await showMetrics();
     else await showRuns();
   } catch (err) {
