@@ -10,7 +10,7 @@ LOCAL   := $(VENV)/.installed-local
 # llama-cpp-python compiles llama.cpp from its sdist: use every core (5–7 minutes on 2).
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup demo summarize review serve test test-models lint format typecheck bench docs clean
+.PHONY: setup demo summarize review serve test test-models eval-local lint format typecheck bench docs clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,10 @@ test: setup
 # Real models: the tests start llama.cpp's server on loopback with both models and stop it after.
 test-models: $(LOCAL)
 	$(BIN)/pytest -q -rs -m real_model tests/real_models
+
+# The seeds' experiment on a real (tiny, local) model: humaneval by pse and single, grammar on.
+eval-local: $(LOCAL)
+	$(BIN)/python scripts/eval_local.py --limit 20 --arms pse,single
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts hatch_build.py
