@@ -182,7 +182,7 @@ def write_cassettes(root: Path, arms: dict[str, dict[str, list[Turn]]]) -> Path:
 
 
 def standard_arms() -> dict[str, dict[str, list[Turn]]]:
-    """The three arms of the experiment on the two problems."""
+    """The four arms of the experiment on the two problems (pse-history replays pse's turns)."""
     return {
         "pse": {"HumanEval-0": pse_he0(), "HumanEval-53": pse_he53()},
         "single": {
@@ -190,4 +190,5 @@ def standard_arms() -> dict[str, dict[str, list[Turn]]]:
             "HumanEval-53": single(HE53_SOLUTION, HE53_TESTS),
         },
         "pse-nogates": {"HumanEval-0": lying_evaluator_he0(), "HumanEval-53": pse_he53()},
+        "pse-history": {"HumanEval-0": pse_he0(), "HumanEval-53": pse_he53()},
     }

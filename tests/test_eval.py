@@ -77,7 +77,7 @@ def experiment(
     cassettes = write_cassettes(tmp_path / "cassettes", standard_arms())
     out, runs = tmp_path / "eval", tmp_path / "runs"
     code, stdout, stderr = pse(
-        monkeypatch, capsys, "eval", "humaneval", "--instances", TWO, "--arms", "pse,single,pse-nogates",
+        monkeypatch, capsys, "eval", "humaneval", "--instances", TWO, "--arms", "pse,single,pse-nogates,pse-history",
         "--cassettes", str(cassettes), "--out", str(out), "--runs-dir", str(runs), "--json",
     )  # fmt: skip
     assert code == 0, stderr
@@ -89,7 +89,7 @@ def test_single_claims_a_false_pass_pse_repairs_it_and_a_lying_evaluator_without
 ) -> None:
     summary, out, runs = experiment
     rows = _rows(out)
-    assert len(rows) == 6
+    assert len(rows) == 8
     # single: its own review approved the neighbours-only solution; the hidden check fails it.
     lone = rows[("HumanEval-0", "single")]
     assert (lone["claimed_outcome"], lone["hidden"]["passed"], lone["false_pass"]) == ("PASSED", False, True)
@@ -108,8 +108,16 @@ def test_single_claims_a_false_pass_pse_repairs_it_and_a_lying_evaluator_without
     ]
     assert all(rows[("HumanEval-53", arm)]["true_pass"] for arm in ("pse", "single", "pse-nogates"))
 
+    # pse-history: the same turns with whole-history contexts; the revise cycle pays for everything before.
+    history, scoped = rows[("HumanEval-0", "pse-history")], full
+    assert (history["claimed_outcome"], history["true_pass"], history["cycles"]) == ("PASSED", True, 2)
+    assert history["tokens"] > scoped["tokens"]
+    assert _trace(runs, history["run_id"])["context_mode"] == "history"
+
     arms = summary["arms"]
-    assert summary["arm_order"] == ["pse", "single", "pse-nogates"] and summary["instances"] == 2
+    assert (
+        summary["arm_order"] == ["pse", "single", "pse-nogates", "pse-history"] and summary["instances"] == 2
+    )
     expected = {  # by hand from the rows above
         "pse": dict(claimed_passes=2, true_passes=2, escaped_defects=0, true_pass_rate=1.0, false_pass_rate=0.0,
                     first_pass_rate=0.5, mean_rework_cycles=0.5),
