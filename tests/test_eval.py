@@ -363,3 +363,36 @@ def test_a_suite_whose_hidden_folder_is_inside_the_task_folder_is_refused(
     (suite / "suite.toml").write_text('task = "mine"\n')
     code, _, err = pse(monkeypatch, capsys, "eval", "validate", str(suite), "--tasks-dir", str(tasks))
     assert code == 2 and "the hidden folder is inside task 'mine''s folder" in err
+
+
+def test_an_interrupted_evaluation_resumes_its_cancelled_run_from_where_it_stood(tmp_path: Path) -> None:
+    import asyncio
+
+    from pse.config import load_settings
+    from pse.evals._harness import EvalRun, run_eval
+    from pse.evals._suite import load_suite
+    from pse.runner import registry_for
+
+    cassettes = write_cassettes(
+        tmp_path / "c", {"pse": {"HumanEval-0": standard_arms()["pse"]["HumanEval-0"]}}
+    )
+    settings = load_settings(runs_dir=tmp_path / "runs")
+    suite = load_suite("humaneval", registry_for(settings))
+    chosen = [i for i in suite.instances if i.id == "HumanEval-0"]
+
+    def plan(**hooks: Any) -> EvalRun:
+        return EvalRun(suite, settings, ["pse"], chosen, tmp_path / "eval", cassettes=cassettes, **hooks)
+
+    first = plan()
+    first.on_start = lambda instance, arm, run_id: first.cancel("Ctrl-C in a test")
+    asyncio.run(run_eval(first))
+    assert first.cancelled and not (tmp_path / "eval" / "results.jsonl").exists()
+    (started,) = [
+        json.loads(line)["run_id"] for line in (tmp_path / "eval" / "runs.jsonl").read_text().splitlines()
+    ]
+    assert _trace(tmp_path / "runs", started)["outcome_reason"] == "CANCELLED: Ctrl-C in a test"
+    summary = asyncio.run(run_eval(plan()))
+    row = _rows(tmp_path / "eval")[("HumanEval-0", "pse")]
+    assert row["run_id"] == started and row["true_pass"] and summary.arms["pse"].true_passes == 1
+    trace = _trace(tmp_path / "runs", started)
+    assert trace["resumed"] == 1 and trace["outcome"] == "PASSED" and len(trace["cycles"]) == 2

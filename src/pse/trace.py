@@ -190,14 +190,19 @@ class Trace(_Model):
         it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
         data = self.model_dump(by_alias=True)
         cancelled = data["cycles"].pop() if data["cycles"] else None
-        if cancelled is not None and cancelled["transitions_at_start"] is not None:
+        if cancelled is None:  # cancelled before its first cycle: drop the move to the cancelled end
+            cut = next(
+                (i for i, t in enumerate(data["transitions"]) if str(t["reason"]).startswith("CANCELLED")),
+                len(data["transitions"]),
+            )
+        elif cancelled["transitions_at_start"] is not None:
             cut = cancelled["transitions_at_start"]
         else:  # a trace from before the count was kept: by time (a fast cycle may tie at the millisecond)
             cut = next(
                 (
                     i
                     for i, t in enumerate(data["transitions"])
-                    if cancelled and t["at"] >= cancelled["started_at"]
+                    if t["at"] >= cancelled["started_at"]
                 ),
                 len(data["transitions"]),
             )

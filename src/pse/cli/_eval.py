@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -88,8 +89,20 @@ def eval_cmd(
         on_row=progress.finished,
         dashboard_url=dashboard_url.rstrip("/") or None,
     )
+
+    async def go() -> EvalSummary:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, plan.cancel)  # runs end cleanly and resume next time
+        try:
+            return await run_eval(plan)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
     with progress:
-        summary = asyncio.run(run_eval(plan))
+        summary = asyncio.run(go())
+    if plan.cancelled:
+        err.print(f"interrupted: run the same command again (same --out {folder}) to go on", highlight=False)
+        raise typer.Exit(130)
     if as_json:
         print(summary.model_dump_json(indent=1))
         return

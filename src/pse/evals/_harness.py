@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +153,24 @@ class EvalRun:
     on_start: Callable[[str, str, str], None] | None = None
     on_row: Callable[[ResultRow], None] | None = None
     dashboard_url: str | None = None
+    _running: dict[int, PreparedRun] = field(default_factory=dict, init=False, repr=False)
+    _cancelled: str | None = field(default=None, init=False, repr=False)
 
     @property
     def eval_id(self) -> str:
         return self.out_dir.name
+
+    @property
+    def cancelled(self) -> bool:
+        """`cancel` was called."""
+        return self._cancelled is not None
+
+    def cancel(self, reason: str = "the evaluation was interrupted (Ctrl-C)") -> None:
+        """Start no more runs and cancel the running ones cleanly: each ends at its cycle boundary,
+        records no result, and resumes when the evaluation is run again with the same folder."""
+        self._cancelled = reason
+        for prepared in list(self._running.values()):
+            prepared.engine.cancel(reason)
 
 
 async def run_eval(plan: EvalRun) -> EvalSummary:
@@ -190,7 +204,7 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
 
     async def one(instance: Instance, arm: str) -> None:
         async with gate:
-            if fatal:
+            if fatal or plan._cancelled is not None:
                 return
             cassette = plan.cassettes / arm / f"{instance.id}.json" if plan.cassettes is not None else None
             settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
@@ -201,9 +215,15 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
                 return
             async with lock:
                 _append(out / RUNS_FILE, {"instance": instance.id, "arm": arm, "run_id": prepared.run_id})
+            plan._running[id(prepared)] = prepared
             if plan.on_start is not None:
                 plan.on_start(instance.id, arm, prepared.run_id)
-            row = await _run_one(plan, prepared, instance, arm, settings, hidden_dir, hide)
+            try:
+                row = await _run_one(plan, prepared, instance, arm, settings, hidden_dir, hide)
+            finally:
+                plan._running.pop(id(prepared), None)
+            if row is None:  # cancelled: no result; the next run of this evaluation resumes it
+                return
             async with lock:
                 _append(out / RESULTS_FILE, row.model_dump(mode="json"))
                 _write_summary(plan, out, meta)
@@ -311,7 +331,7 @@ async def _run_one(
     settings: Settings,
     hidden_dir: Path | None,
     hide: Sequence[Path],
-) -> ResultRow:
+) -> ResultRow | None:
     started = time.monotonic()
     crash: str | None = None
     try:
@@ -319,6 +339,9 @@ async def _run_one(
     except Exception as exc:  # a bug in a run is that run's ERROR (its trace says so), not the eval's end
         crash = f"{type(exc).__name__}: {exc}"
     wall = time.monotonic() - started
+    trace = json.loads((prepared.run_dir / "trace.json").read_text(encoding="utf-8"))
+    if plan._cancelled is not None and str(trace.get("outcome_reason", "")).startswith("CANCELLED"):
+        return None
     hidden = await asyncio.to_thread(
         run_hidden_check,
         instance,
@@ -328,7 +351,6 @@ async def _run_one(
         secret_paths=hide,
         timeout_s=plan.suite.config.hidden_check_timeout_s,
     )
-    trace = json.loads((prepared.run_dir / "trace.json").read_text(encoding="utf-8"))
     return result_row(plan.eval_id, instance.id, arm, trace, hidden, wall, crash)
 
 
