@@ -396,3 +396,12 @@ def test_an_interrupted_evaluation_resumes_its_cancelled_run_from_where_it_stood
     assert row["run_id"] == started and row["true_pass"] and summary.arms["pse"].true_passes == 1
     trace = _trace(tmp_path / "runs", started)
     assert trace["resumed"] == 1 and trace["outcome"] == "PASSED" and len(trace["cycles"]) == 2
+
+
+def test_the_single_team_needs_a_cassette_that_scripts_its_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PSE_TEAM", "single")
+    code, _, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and "scripts no turns for 'Agent', the one speaker of PSE_TEAM=single" in err
+    assert not list((tmp_path / "runs").glob("*/workspace"))

@@ -29,7 +29,7 @@ from pse.events import (
     TransitionEvent,
     VerdictEvent,
 )
-from pse.roles import TOOL_AGENT, Role
+from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
 
 __all__ = ["LiveView", "outcome_style", "strip_control", "token_table"]
 
@@ -65,7 +65,13 @@ _OUTCOME_STYLE = {
     "TIMEOUT": "bold magenta",
     "ERROR": "bold red",
 }
-_ROLE_STYLE = {Role.PLANNER: "cyan", Role.SPECIALIST: "blue", Role.EVALUATOR: "magenta", TOOL_AGENT: "grey58"}
+_ROLE_STYLE = {
+    Role.PLANNER: "cyan",
+    Role.SPECIALIST: "blue",
+    Role.EVALUATOR: "magenta",
+    SINGLE_AGENT: "green",
+    TOOL_AGENT: "grey58",
+}
 
 
 def outcome_style(outcome: str | None) -> str:

@@ -142,6 +142,12 @@ def _wire(
             on_drift=events.drift,
         )
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
+        if settings.team == "single" and SINGLE_AGENT not in player.positions:
+            raise CassetteError(
+                f"cassette {cassette} scripts no turns for {SINGLE_AGENT!r}, the one speaker of "
+                "PSE_TEAM=single: pass a cassette with Agent turns (record one with --record FILE), "
+                "or unset PSE_TEAM"
+            )
     recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
     replay = _tool_replay(task, cassette, player, scrubber, positions) if settings.replay_tools else None
     runner: ToolRunner = replay if replay is not None else run_tools
