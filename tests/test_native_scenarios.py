@@ -66,7 +66,7 @@ def _shape(trace: dict[str, Any]) -> dict[str, Any]:
                 "verdict": c["verdict"],
                 "plan": c["plan"],
                 "blocked": c["blocked"],
-                "gate": c["gate"],
+                "gate": {k: v for k, v in c["gate"].items() if k != "enforced"},  # newer than the reference
                 "tools": [
                     {
                         k: call[k]

@@ -261,7 +261,13 @@ def test_scaffold_refuses_bad_and_taken_names(tasks_dir: Path) -> None:
 
 def test_scaffold_appends_to_an_existing_registry(tasks_dir: Path) -> None:
     scaffold_task("second", tasks_dir)
-    assert TaskRegistry.discover(tasks_dir).names() == ["code-delivery", "demo", "incident-review", "second"]
+    assert TaskRegistry.discover(tasks_dir).names() == [
+        "code-delivery",
+        "demo",
+        "humaneval",
+        "incident-review",
+        "second",
+    ]
     assert (tasks_dir / "registry.toml").read_text().count("[tasks.") == 2
     assert validate([tasks_dir]) == []
 
