@@ -34,6 +34,20 @@ VERDICT = (
 )
 
 
+LEAK = """import pathlib
+
+
+def test_leak():
+    found = []
+    for path in ("{path}", "{out}/earlier.json"):
+        try:
+            found.append(pathlib.Path(path).read_text())
+        except OSError as exc:
+            found.append(type(exc).__name__)
+    assert False, found
+"""
+
+
 def _attack(calls: list[tuple[str, dict[str, str]]]) -> dict[str, Any]:
     return {
         "version": 1,
@@ -70,6 +84,9 @@ def test_no_tool_and_no_search_reaches_a_hidden_check_or_the_results(
         ("bash", {"command": f"cat {hidden}/check_secret.py {out}/earlier.json {out}/hidden/* 2>&1; ls -la {hidden} {out} 2>&1"}),
         ("bash", {"command": f"grep -rl {CANARY[:13]} {tmp_path} /tmp 2>/dev/null | head; find / -name 'check_secret*' 2>/dev/null | head"}),
         ("search_knowledge", {"query": "hidden check reads itself check_secret canary"}),
+        # A test the agent wrote, run by pytest: checks run in the same sandbox as bash.
+        ("write_file", {"path": "test_leak.py", "content": LEAK.format(path=hidden / "check_secret.py", out=out)}),
+        ("run_pytest", {"target": "."}),
     ]  # fmt: skip
     cassettes = tmp_path / "c" / "single"
     cassettes.mkdir(parents=True)
@@ -92,6 +109,9 @@ def test_no_tool_and_no_search_reaches_a_hidden_check_or_the_results(
         r["status"] != "ok" for r in records[:4]
     )
     assert records[6]["status"] == "ok"  # the knowledge base answered, with the task's own documents
+    assert (
+        records[8]["facts"]["failed"] == 1 and "test_leak" in records[8]["output"]
+    )  # it ran, and saw nothing
     assert trace["sandbox"]["mode"] == mode
     assert row["hidden"]["passed"] is True  # the check itself saw its folder
 
