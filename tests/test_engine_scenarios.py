@@ -243,7 +243,8 @@ def _prompt_tokens(trace: Trace) -> list[int]:
 
 
 async def test_retries_cost_flat_prompt_tokens_in_step_buffer_mode(tmp_path: Path) -> None:
-    trace, _ = await _run(tmp_path / "sb", _retry_turns(), max_partial_retries=3)
+    # The same criterion fails on purpose every time: the per-criterion cap stays out of the way.
+    trace, _ = await _run(tmp_path / "sb", _retry_turns(), max_partial_retries=3, max_criterion_failures=9)
     assert trace.outcome == "PASSED"
     assert [c.kind for c in trace.cycles] == ["initial", "revise", "revise", "revise"]
     cap = trace.settings["step_buffer_tokens"]
@@ -252,7 +253,13 @@ async def test_retries_cost_flat_prompt_tokens_in_step_buffer_mode(tmp_path: Pat
     assert tokens[1] == tokens[2], "identical retries must cost identical prompt tokens"
     assert all(count_tokens(c.step_buffer or "") <= cap for c in trace.cycles)
 
-    history, _ = await _run(tmp_path / "hist", _retry_turns(), max_partial_retries=3, context_mode="history")
+    history, _ = await _run(
+        tmp_path / "hist",
+        _retry_turns(),
+        max_partial_retries=3,
+        max_criterion_failures=9,
+        context_mode="history",
+    )
     assert history.outcome == "PASSED"
     grown = _prompt_tokens(history)
     assert grown[1] < grown[2] < grown[3], grown  # history mode grows with every retry
@@ -363,3 +370,20 @@ async def test_tool_infrastructure_failure_is_an_error_without_a_retry(
         and "disk on fire" in trace.outcome_reason
     )
     assert trace.counters.partial_retries == 0 and trace.counters.fail_retries == 0
+
+
+async def test_a_criterion_that_fails_twice_escalates_with_retries_left(tmp_path: Path) -> None:
+    trace, prepared = await _run(tmp_path, _retry_turns(), max_partial_retries=3)
+    assert trace.outcome == "ESCALATED" and [c.result for c in trace.cycles] == ["PARTIAL", "PARTIAL"]
+    assert trace.counters.partial_retries == 1  # two revisions were still allowed
+    assert trace.outcome_reason == (
+        "PARTIAL (TESTS_FAILING); criterion AC1 failed 2 times (PSE_MAX_CRITERION_FAILURES=2), "
+        "whatever retries are left"
+    )
+    record = json.loads((prepared.run_dir / "escalation.json").read_text())
+    ac1 = next(f for f in record["failed_criteria"] if f["id"] == "AC1")
+    assert [x["cycle"] for x in ac1["findings"]] == [1, 2] and ac1["times_failed"] == 2
+    assert "cycle 1: " in (prepared.run_dir / "escalation.md").read_text()
+    # A task may allow more: its [limits] take the same key.
+    more, _ = await _run(tmp_path / "more", _retry_turns(), max_partial_retries=3, max_criterion_failures=4)
+    assert more.outcome == "PASSED" and len(more.cycles) == 4

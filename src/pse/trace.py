@@ -199,11 +199,7 @@ class Trace(_Model):
             cut = cancelled["transitions_at_start"]
         else:  # a trace from before the count was kept: by time (a fast cycle may tie at the millisecond)
             cut = next(
-                (
-                    i
-                    for i, t in enumerate(data["transitions"])
-                    if t["at"] >= cancelled["started_at"]
-                ),
+                (i for i, t in enumerate(data["transitions"]) if t["at"] >= cancelled["started_at"]),
                 len(data["transitions"]),
             )
         data["transitions"] = data["transitions"][:cut]

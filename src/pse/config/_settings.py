@@ -176,6 +176,9 @@ class Settings(BaseSettings):
     # --- loop engine ---------------------------------------------------------------------
     max_partial_retries: int = Field(3, ge=0, description="PARTIAL verdicts revised before a re-plan.")
     max_fail_retries: int = Field(2, ge=0, description="Re-plans before the run is ESCALATED.")
+    max_criterion_failures: int = Field(
+        2, ge=1, description="Times one criterion may fail before the run is ESCALATED, retries left or not."
+    )
     turns_per_cycle: int = Field(20, ge=3, description="Most agent turns in one cycle (tool turns included).")
     run_timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit of a run, seconds.")
     token_budget: int = Field(500_000, gt=0, description="Most tokens (prompt + completion) a run may use.")

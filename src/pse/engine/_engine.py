@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, phase_order, run_cycle
-from pse.engine._escalation import write_escalation
+from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import evaluate_gates
 from pse.engine._ledger import Ledger
 from pse.engine._setup import RunSetup
@@ -250,6 +250,13 @@ class Engine:
             self._move(State.ESCALATED, f"{status} ({reason}): the Agent's own review did not pass")
         elif status == "BLOCKED":
             self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
+        elif (capped := criterion_over_cap(self.trace.cycles, s.max_criterion_failures)) is not None:
+            cid, times = capped
+            self._move(
+                State.ESCALATED,
+                f"{status} ({reason}); criterion {cid} failed {times} times "
+                f"(PSE_MAX_CRITERION_FAILURES={s.max_criterion_failures}), whatever retries are left",
+            )
         elif status == "PARTIAL" and counters.partial_retries < s.max_partial_retries:
             counters.partial_retries += 1
             self._move(

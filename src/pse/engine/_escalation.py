@@ -9,13 +9,43 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pse.engine._step_buffer import artifact_list
-from pse.trace import Trace
+from pse.trace import CycleRecord, Trace
 
-__all__ = ["build_escalation", "write_escalation"]
+__all__ = ["build_escalation", "criterion_failures", "criterion_over_cap", "write_escalation"]
+
+
+def criterion_failures(cycles: Sequence[CycleRecord]) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    """Every failed finding of each criterion, by (id, text), in cycle order: [(cycle, finding), …].
+
+    A criterion is its id *and* its text in the plan of that cycle: a re-plan that rewrites AC2 starts
+    its count again, a re-plan that keeps it goes on counting (seed 001: the same criterion returned
+    at most twice).
+    """
+    found: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for cycle in cycles:
+        if cycle.verdict is None:
+            continue
+        text = {c.id: c.text for c in (cycle.plan.criteria if cycle.plan else [])}
+        for crit in cycle.verdict.criteria:
+            if not crit.met:
+                found.setdefault((crit.id, text.get(crit.id, "")), []).append((cycle.index, crit.finding))
+    return found
+
+
+def criterion_over_cap(cycles: Sequence[CycleRecord], cap: int) -> tuple[str, int] | None:
+    """The criterion of the last cycle's verdict that has now failed `cap` times or more, if any."""
+    last = cycles[-1] if cycles else None
+    if last is None or last.verdict is None:
+        return None
+    for (cid, _), times in criterion_failures(cycles).items():
+        if len(times) >= cap and times[-1][0] == last.index:
+            return cid, len(times)
+    return None
 
 
 def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
@@ -27,6 +57,7 @@ def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
             if not crit.met:
                 failed[crit.id] += 1
                 last_finding[crit.id] = crit.finding
+    history = criterion_failures(trace.cycles)
     last = next((c for c in reversed(trace.cycles) if c.verdict is not None), None)
     blocked = next((c.blocked for c in reversed(trace.cycles) if c.blocked is not None), None)
     plan_text = {c.id: c.text for c in (trace.plan.criteria if trace.plan else [])}
@@ -45,6 +76,12 @@ def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
                 "criterion": plan_text.get(cid, ""),
                 "times_failed": n,
                 "last_finding": last_finding[cid],
+                "findings": [
+                    {"cycle": index, "finding": finding}
+                    for (fid, _), found in history.items()
+                    if fid == cid
+                    for index, finding in found
+                ],
             }
             for cid, n in failed.most_common()
         ],
@@ -67,7 +104,8 @@ def _markdown(record: dict[str, Any]) -> str:
         lines += [f"**Blocked by {b['role']}** ({b['reason_code']}): {b['detail']}", ""]
     lines.append("## Failed criteria")
     lines += [
-        f"- **{f['id']}** ({f['criterion']}) failed {f['times_failed']}×; last: {f['last_finding']}"
+        f"- **{f['id']}** ({f['criterion']}) failed {f['times_failed']}×: "
+        + "; ".join(f"cycle {x['cycle']}: {x['finding']}" for x in f["findings"])
         for f in record["failed_criteria"]
     ] or ["- none"]
     lines += [

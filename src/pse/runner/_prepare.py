@@ -58,6 +58,7 @@ __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user
 _LIMIT_FIELDS = (
     "max_partial_retries",
     "max_fail_retries",
+    "max_criterion_failures",
     "turns_per_cycle",
     "run_timeout_s",
     "token_budget",

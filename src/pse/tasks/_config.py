@@ -59,6 +59,7 @@ class LimitOverrides(_Strict):
 
     max_partial_retries: int | None = Field(default=None, ge=0)
     max_fail_retries: int | None = Field(default=None, ge=0)
+    max_criterion_failures: int | None = Field(default=None, ge=1)
     turns_per_cycle: int | None = Field(default=None, ge=3)
     run_timeout_s: float | None = Field(default=None, gt=0)
     token_budget: int | None = Field(default=None, gt=0)
