@@ -78,7 +78,7 @@ def experiment(
     out, runs = tmp_path / "eval", tmp_path / "runs"
     code, stdout, stderr = pse(
         monkeypatch, capsys, "eval", "humaneval", "--instances", TWO, "--arms", "pse,single,pse-nogates,pse-history",
-        "--cassettes", str(cassettes), "--out", str(out), "--runs-dir", str(runs), "--json",
+        "--cassettes", str(cassettes), "--out", str(out), "--runs-dir", str(runs), "--json", "--concurrency", "3",
     )  # fmt: skip
     assert code == 0, stderr
     return json.loads(stdout), out, runs
@@ -200,12 +200,12 @@ def test_rerunning_the_same_out_skips_finished_pairs(
     cassettes = write_cassettes(tmp_path / "c", scripts)
     out, runs = tmp_path / "eval", tmp_path / "runs"
     common = ["--cassettes", str(cassettes), "--out", str(out), "--runs-dir", str(runs), "--json"]
-    assert (
-        pse(
-            monkeypatch, capsys, "eval", "humaneval", "--instances", "HumanEval-53", "--arms", "pse", *common
-        )[0]
-        == 0
+    code, stdout, stderr = pse(
+        monkeypatch, capsys, "eval", "humaneval", "--instances", "HumanEval-53", "--arms", "pse", *common[:-1]
     )
+    # Without --json (and no terminal): one line per finished run, then the table and where things are.
+    assert code == 0 and "pse HumanEval-53: claimed PASSED, hidden check pass, 1 cycle(s)" in stderr
+    assert "true pass" in stdout and f"report: {out.resolve()}/report.html" in stdout
     code, stdout, _ = pse(
         monkeypatch, capsys, "eval", "humaneval", "--instances", TWO, "--arms", "single", *common
     )
