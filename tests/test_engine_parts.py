@@ -25,7 +25,7 @@ from pse.engine import (
     trace_schema,
     write_trace,
 )
-from pse.engine._state import TRANSITIONS
+from pse.engine._state import TERMINAL, TRANSITIONS
 from pse.events import CriterionResult, GateRecord, PlanItem, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.tokens import count_tokens
 
@@ -73,10 +73,13 @@ def _call(
 
 def test_every_working_state_can_stop_and_terminals_cannot_move() -> None:
     for state, targets in TRANSITIONS.items():
-        if state in (State.PASSED, State.ESCALATED, State.TIMEOUT, State.ERROR):
+        if state in (State.PASSED, State.ACCEPTED_BY_HUMAN, State.TIMEOUT, State.ERROR):
             assert targets == frozenset()
+        elif state == State.ESCALATED:  # the engine stops there; only a person's answer moves it on
+            assert targets == {State.REVISING, State.REPLANNING, State.ACCEPTED_BY_HUMAN}
         elif state != State.BLOCKED:
             assert {State.TIMEOUT, State.ERROR} <= targets
+    assert {State.PASSED, State.ESCALATED, State.ACCEPTED_BY_HUMAN, State.TIMEOUT, State.ERROR} == TERMINAL
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ ADDED_SINCE = {
     "stopped": None,
     "tags": {},
     "enforced": True,
+    "answers": [],
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 

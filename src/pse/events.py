@@ -31,6 +31,7 @@ __all__ = [
     "FormatRepairEvent",
     "GateRecord",
     "GateResult",
+    "HumanAnswer",
     "MessageEvent",
     "MessageRecord",
     "OutcomeEvent",
@@ -92,6 +93,22 @@ class PlanRecord(_Record):
     steps: list[PlanItem] = Field(default_factory=list)
     criteria: list[PlanItem] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
+
+
+class HumanAnswer(_Record):
+    """A person's answer to an escalated run (`pse answer`): who, when, what, and what it changed."""
+
+    at: str = Field(default_factory=utc_now)
+    by: str = Field(description="the OS user (CLI) or the caller's identity")
+    via: Literal["cli", "api"] = "cli"
+    decision: Literal["resume", "accept", "reject"]
+    note: str | None = Field(None, description="given to the next cycle through the step_buffer")
+    grants: list[str] = Field(default_factory=list, description="ROLE.TOOL:MODE widenings, this run only")
+    retries: int = Field(0, description="cycles the answer allows (the first one included)")
+    replan: bool = False
+    after_cycle: int = Field(description="the run's last cycle when it was answered")
+    outcome_before: str = Field(description="the outcome the answer found: ESCALATED")
+    reason_before: str = ""
 
 
 class BlockedRecord(_Record):

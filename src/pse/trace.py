@@ -33,6 +33,7 @@ from pse.events import (
     FormatRepair,
     FormatRepairEvent,
     GateRecord,
+    HumanAnswer,
     MessageEvent,
     MessageRecord,
     OutcomeEvent,
@@ -67,7 +68,8 @@ __all__ = [
 
 TRACE_SCHEMA_VERSION = 1
 TRACE_FILE = "trace.json"
-Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR"]
+Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "ACCEPTED_BY_HUMAN"]
+"""ACCEPTED_BY_HUMAN: a person accepted an escalated run's last artifacts; never counted as a pass."""
 
 
 class _Model(BaseModel):
@@ -183,6 +185,9 @@ class Trace(_Model):
     escalation: str | None = None
     report: str | None = None
     resumed: int = Field(0, description="how many times the run was resumed")
+    answers: list[HumanAnswer] = Field(
+        default_factory=list, description="what people answered to the run's escalations (`pse answer`)"
+    )
 
     def reopened(self) -> Trace:
         """A copy to resume a cancelled run from: its cancelled cycle and that cycle's transitions

@@ -13,7 +13,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -30,7 +30,15 @@ from pse.cli._trace import trace_app
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
 from pse.history import compute_stats, list_runs
-from pse.runner import PreparedRun, prepare_resume, prepare_run, registry_for, run_to_end, user_tasks_dir
+from pse.runner import (
+    PreparedRun,
+    answer_run,
+    prepare_resume,
+    prepare_run,
+    registry_for,
+    run_to_end,
+    user_tasks_dir,
+)
 from pse.tasks import run_rules, scaffold_task, validate
 
 __all__ = ["app", "main"]
@@ -197,6 +205,42 @@ def resume_cmd(
     )
     if view is not None:
         view.task = prepared.task.name
+    raise typer.Exit(_execute(prepared, view))
+
+
+@app.command("answer")
+def answer_cmd(
+    run_id: str,
+    note: Annotated[str | None, typer.Option("--note", help="Told to the next cycle (step_buffer).")] = None,
+    grant: Annotated[
+        list[str] | None, typer.Option("--grant", help="[ROLE.]TOOL[:MODE] for this run only, repeatable.")
+    ] = None,
+    retries: Annotated[int, typer.Option("--retries", help="Cycles the run gets (this one included).")] = 1,
+    replan: Annotated[bool, typer.Option("--replan", help="Start at the Planner.")] = False,
+    accept: Annotated[
+        bool, typer.Option("--accept", help="Accept the last artifacts: ACCEPTED_BY_HUMAN.")
+    ] = False,
+    reject: Annotated[bool, typer.Option("--reject", help="Close the run as it stands.")] = False,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Answer an ESCALATED run: take it on (note, grants, more cycles, re-plan), accept it, or close it."""
+    if accept and reject:
+        raise _fail("pass --accept or --reject, not both")
+    settings = _settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
+    decision: Literal["resume", "accept", "reject"] = "accept" if accept else "reject" if reject else "resume"
+    trace = answer_run(
+        run_id, settings, decision=decision, note=note, grants=grant or [], retries=retries, replan=replan
+    )
+    if decision != "resume":
+        if as_json:
+            print(json.dumps({"run_id": trace.run_id, "outcome": trace.outcome, "answer": decision}))
+        else:
+            out.print(f"run {trace.run_id}: {trace.outcome} ({decision}ed by {_shown(trace.answers[-1].by)})")
+        raise typer.Exit(EXIT_PASSED)  # the answer is recorded
+    view = _live_view(trace.task, as_json)
+    prepared = prepare_resume(run_id, settings, on_event=view.on_event if view else None)
     raise typer.Exit(_execute(prepared, view))
 
 

@@ -117,8 +117,9 @@ class Engine:
         last = self.trace.cycles[-1] if self.trace.cycles else None
         cap, index = self.settings.step_buffer_tokens, len(self.trace.cycles) + 1
         state = self.machine.state
+        note = self._answered_note()
         if state == State.REVISING and plan is not None and last is not None:
-            buffer = revise_packet(
+            buffer = note + revise_packet(
                 cycle=index,
                 plan=plan,
                 verdict=last.verdict,
@@ -129,7 +130,7 @@ class Engine:
             brief: dict[str, str] = {Role.EVALUATOR: f"{task}\n\n## The plan (fixed)\n{render_plan(plan)}"}
             return NextCycle("revise", phase_order(Role.SPECIALIST), f"{task}\n\n{buffer}", buffer, brief)
         if state == State.REPLANNING and last is not None:
-            buffer = replan_packet(
+            buffer = note + replan_packet(
                 cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
             )
             briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
@@ -250,7 +251,12 @@ class Engine:
             self._move(State.ESCALATED, f"{status} ({reason}): the Agent's own review did not pass")
         elif status == "BLOCKED":
             self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
-        elif (capped := criterion_over_cap(self.trace.cycles, s.max_criterion_failures)) is not None:
+        elif (allowed := self._answered_cycles()) is not None and len(self._since_answer()) >= allowed:
+            self._move(
+                State.ESCALATED,
+                f"{status} ({reason}) in the {allowed} cycle(s) a person allowed (pse answer)",
+            )
+        elif (capped := criterion_over_cap(self._since_answer(), s.max_criterion_failures)) is not None:
             cid, times = capped
             self._move(
                 State.ESCALATED,
@@ -272,6 +278,23 @@ class Engine:
             )
         else:
             self._move(State.ESCALATED, f"{status} ({reason}) with every retry used")
+
+    def _since_answer(self) -> list[CycleRecord]:
+        """The cycles since a person last answered (all of them when nobody did): what the caps count."""
+        after = self.trace.answers[-1].after_cycle if self.trace.answers else 0
+        return [c for c in self.trace.cycles if c.index > after]
+
+    def _answered_cycles(self) -> int | None:
+        """How many cycles the last answer allowed, when a person took the run on."""
+        answer = self.trace.answers[-1] if self.trace.answers else None
+        return answer.retries if answer is not None and answer.decision == "resume" else None
+
+    def _answered_note(self) -> str:
+        """A person's note, for the first cycle after their answer only (it leads the step_buffer)."""
+        answer = self.trace.answers[-1] if self.trace.answers else None
+        if answer is None or not answer.note or answer.after_cycle != len(self.trace.cycles):
+            return ""
+        return f"## A person's answer to the escalation ({answer.by})\n{answer.note.strip()}\n\n"
 
     def _stop(self, stop: CycleStop) -> None:
         self._move(State.TIMEOUT if stop.outcome == "TIMEOUT" else State.ERROR, stop.reason)

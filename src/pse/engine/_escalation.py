@@ -87,6 +87,7 @@ def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
         ],
         "passed_criteria": [c.id for c in (last.verdict.criteria if last and last.verdict else []) if c.met],
         "artifacts": artifact_list(workspace),
+        "answers": [a.model_dump() for a in trace.answers],
     }
 
 
@@ -116,6 +117,15 @@ def _markdown(record: dict[str, Any]) -> str:
     if record["last_gate_failures"]:
         lines += ["", "## Hard gate failures (last cycle)", *[f"- {g}" for g in record["last_gate_failures"]]]
     lines += ["", "## Last artifacts", *([f"- {a}" for a in record["artifacts"]] or ["- none"]), ""]
+    if record["answers"]:
+        lines += ["## Answered before", ""]
+        lines += [
+            f"- {a['at']} by {a['by']}: {a['decision']}, {a['retries']} cycle(s)"
+            + (f", note: {a['note']}" if a["note"] else "")
+            + (f", grants: {', '.join(a['grants'])}" if a["grants"] else "")
+            for a in record["answers"]
+        ]
+        lines.append("")
     return "\n".join(lines)
 
 

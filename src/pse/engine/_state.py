@@ -5,6 +5,10 @@ START ─► PLANNED ─► RUNNING ─► REVIEWING ─► PASSED
                       │            ├─► REPLANNING ─► PLANNED        (FAIL, or PARTIAL over its cap)
 (any working state) ──┴─► BLOCKED ─► ESCALATED                     (blocked, or retries exhausted)
 (any working state) ────► TIMEOUT | ERROR                          (turn/time/token budget; infrastructure)
+ESCALATED ─► REVISING | REPLANNING | ACCEPTED_BY_HUMAN              (a person answered: `pse answer`)
+
+The terminal states are where the engine stops. ESCALATED is one, though a person may take the run on
+from it: only `pse answer` makes those moves, never the engine.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class State(StrEnum):
     BLOCKED = "BLOCKED"
     PASSED = "PASSED"
     ESCALATED = "ESCALATED"
+    ACCEPTED_BY_HUMAN = "ACCEPTED_BY_HUMAN"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
 
@@ -46,14 +51,17 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     State.REPLANNING: frozenset({State.PLANNED, State.BLOCKED, *_STOPS}),
     State.BLOCKED: frozenset({State.ESCALATED}),
     State.PASSED: frozenset(),
-    State.ESCALATED: frozenset(),
+    State.ESCALATED: frozenset({State.REVISING, State.REPLANNING, State.ACCEPTED_BY_HUMAN}),
+    State.ACCEPTED_BY_HUMAN: frozenset(),
     State.TIMEOUT: frozenset(),
     State.ERROR: frozenset(),
 }
-TERMINAL = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+TERMINAL = frozenset({State.PASSED, State.ESCALATED, State.ACCEPTED_BY_HUMAN, State.TIMEOUT, State.ERROR})
+"""Where the engine stops (ESCALATED included: only a person's answer moves a run on from it)."""
 OUTCOME_OF = {
     State.PASSED: "PASSED",
     State.ESCALATED: "ESCALATED",
+    State.ACCEPTED_BY_HUMAN: "ACCEPTED_BY_HUMAN",
     State.TIMEOUT: "TIMEOUT",
     State.ERROR: "ERROR",
 }

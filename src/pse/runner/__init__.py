@@ -5,12 +5,14 @@ holds `workspace/`, `trace.json`, and when there are ones `report.md`, `escalati
 recorded cassette if `--record` was given.
 """
 
+from pse.runner._answer import answer_run
 from pse.runner._prepare import PreparedRun, prepare_resume, prepare_run, registry_for, user_tasks_dir
 from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
 
 __all__ = [
     "PreparedRun",
     "RunSummary",
+    "answer_run",
     "arun",
     "prepare_resume",
     "prepare_run",

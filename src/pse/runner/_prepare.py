@@ -160,6 +160,8 @@ def _wire(
     task_message = knowledge.brief(task_message)
     verification = task.config.verification
     policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
+    if trace is not None and trace.answers:  # a person's widenings for this run (`pse answer --grant`)
+        policy = policy.with_human_grants(_human_grants(trace))
     evaluation_dir = None
     if settings.team == "single":
         policy = policy.with_single_agent(SINGLE_AGENT)
@@ -256,6 +258,16 @@ def _wire(
         player=player,
         defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
     )
+
+
+def _human_grants(trace: Trace) -> list[tuple[str, str, str]]:
+    grants = []
+    for answer in trace.answers:
+        for grant in answer.grants:  # ROLE.TOOL:MODE, checked when the answer was given
+            head, _, mode = grant.partition(":")
+            role, _, tool = head.partition(".")
+            grants.append((role, tool, mode))
+    return grants
 
 
 def _tool_replay(

@@ -6,7 +6,7 @@ Enforced in code by the executor, never by a prompt. `Policy.default` is the ARC
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,6 +162,30 @@ class Policy:
         if tool in self._denied.get(role, set()):
             return PolicyDecision(False, f"task.{role}.{tool}")
         return PolicyDecision(False, "policy.default_deny")
+
+    def with_human_grants(self, grants: Iterable[tuple[str, str, str]]) -> Policy:
+        """A copy with a person's widenings (role, tool, mode) for one run, each audited as
+        `human.ROLE.TOOL` (see `pse answer --grant`)."""
+        table = {role: dict(tools) for role, tools in self._grants.items()}
+        denied = {role: set(names) for role, names in self._denied.items()}
+        for role, tool, mode in grants:
+            old = table.setdefault(role, {}).get(tool)
+            table[role][tool] = Grant(
+                mode,  # type: ignore[arg-type]  # checked against modes_of when the answer was given
+                old.budget if old else self._default_budget,
+                f"human.{role}.{tool}",
+                old.areas if old else ("workspace",),
+            )
+            denied.setdefault(role, set()).discard(tool)
+        return Policy(table, self._tool_modes, self._default_budget, denied)
+
+    def modes_of(self, tool: str) -> tuple[Mode, ...] | None:
+        """The modes `tool` may be granted in, or None for a tool this policy does not know."""
+        return self._tool_modes.get(tool)
+
+    def tool_names(self) -> list[str]:
+        """Every tool this policy knows."""
+        return list(self._tool_modes)
 
     def tools_for(self, role: str) -> list[tuple[str, Mode]]:
         """The tools `role` may call with their modes, in table order (for its system prompt)."""

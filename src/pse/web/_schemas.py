@@ -33,7 +33,7 @@ CASSETTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.json$")
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 MAX_INPUT_CHARS = 20_000
-OUTCOME_FILTERS = ("PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING")
+OUTCOME_FILTERS = ("PASSED", "ESCALATED", "ACCEPTED_BY_HUMAN", "TIMEOUT", "ERROR", "RUNNING")
 
 
 class StartRun(BaseModel):
@@ -159,4 +159,4 @@ class EvalPage(BaseModel):
     rows: list[ResultRow]
 
 
-Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"]
+Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "ACCEPTED_BY_HUMAN", "RUNNING"]

@@ -1,9 +1,9 @@
 // PSE dashboard: runs, a run's trace (live over SSE), metrics, evaluations. Plain DOM; model text only via textContent.
 "use strict";
 
-const OUTCOMES = ["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "RUNNING"];
+const OUTCOMES = ["PASSED", "ESCALATED", "ACCEPTED_BY_HUMAN", "TIMEOUT", "ERROR", "RUNNING"];
 const ROLES = ["Planner", "Specialist", "Evaluator", "ToolAgent"];
-const OUTCOME_COLOR = { PASSED: "#1a7f37", ESCALATED: "#b26a00", TIMEOUT: "#7c3aed", ERROR: "#c62828" };
+const OUTCOME_COLOR = { PASSED: "#1a7f37", ESCALATED: "#b26a00", ACCEPTED_BY_HUMAN: "#0b6e99", TIMEOUT: "#7c3aed", ERROR: "#c62828" };
 const view = document.getElementById("view");
 let stopStream = null; // aborts the SSE fetch of the page being left
 const roleShown = Object.fromEntries(ROLES.map((r) => [r, true]));
@@ -420,7 +420,7 @@ async function showMetrics() {
     h("div", { class: "charts", id: "charts" },
       h("div", { class: "panel" }, PSECharts.timeSeries("Tokens per run over time", points((r) => r.tokens), { format: (v) => fmtInt(Math.round(v)) })),
       h("div", { class: "panel" }, PSECharts.timeSeries("Cost per run over time", points((r) => r.cost), { format: (v) => v.toFixed(4) })),
-      h("div", { class: "panel" }, PSECharts.bars("Outcome distribution", ["PASSED", "ESCALATED", "TIMEOUT", "ERROR"].map((o) => ({ label: o, value: s.outcomes[o] || 0, color: OUTCOME_COLOR[o] })))),
+      h("div", { class: "panel" }, PSECharts.bars("Outcome distribution", ["PASSED", "ESCALATED", "ACCEPTED_BY_HUMAN", "TIMEOUT", "ERROR"].map((o) => ({ label: o, value: s.outcomes[o] || 0, color: OUTCOME_COLOR[o] })))),
       h("div", { class: "panel" }, PSECharts.bars("Cycles to pass (passed runs)", cyclesKeys.map((k) => ({ label: `${k} cycle${k > 1 ? "s" : ""}`, value: s.cycles_to_pass[String(k)], color: "#1f6feb" })))),
       h("div", { class: "panel" }, PSECharts.rate("First-cycle pass rate", s.first_cycle_pass_rate, `${firstPasses} of ${s.runs} finished runs passed in their first cycle`))));
 }
@@ -435,7 +435,7 @@ const fmtRate = (v, ci) => (v === null || v === undefined ? DASH
 const rateOf = (field) => (a) => fmtRate(a[field], a[`${field}_ci95`]);
 const fmtMoney = (v, cur) => (v === null || v === undefined ? DASH : `${Number(v).toFixed(4)} ${cur}`);
 const fmtP = (p) => (p < 0.001 ? "< 0.001" : p.toFixed(3));
-const OUTCOME_TEXT = { PASSED: "pass", ESCALATED: "warn", TIMEOUT: "warn", ERROR: "fail" };
+const OUTCOME_TEXT = { PASSED: "pass", ESCALATED: "warn", ACCEPTED_BY_HUMAN: "warn", TIMEOUT: "warn", ERROR: "fail" };
 const EVAL_FIGURES = [
   ["instances", "instances", (a) => String(a.instances)],
   ["claimed_pass_rate", "claimed pass rate", rateOf("claimed_pass_rate")],
