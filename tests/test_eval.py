@@ -234,6 +234,7 @@ def test_a_missing_cassette_and_an_unknown_arm_or_instance_are_clear_errors(
         monkeypatch, capsys, *base, "--instances", TWO, "--arms", "pse", "--cassettes", str(cassettes)
     )
     assert code == 2 and "has no cassette for pse/HumanEval-0.json" in err
+    assert not (tmp_path / "e").exists()  # nothing written for a call that cannot run
     code, _, err = pse(monkeypatch, capsys, *base, "--arms", "pse,solo")
     assert code == 2 and "unknown arm(s) solo; the arms are: pse, single, pse-nogates, pse-history" in err
     code, _, err = pse(monkeypatch, capsys, *base, "--instances", "HumanEval-999")
@@ -405,3 +406,31 @@ def test_the_single_team_needs_a_cassette_that_scripts_its_agent(
     code, _, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path / "runs"))
     assert code == 2 and "scripts no turns for 'Agent', the one speaker of PSE_TEAM=single" in err
     assert not list((tmp_path / "runs").glob("*/workspace"))
+
+
+def test_a_run_that_ended_before_its_row_was_written_is_judged_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassettes = write_cassettes(tmp_path / "c", {"pse": {"HumanEval-53": pse_he53()}})
+    out, runs = tmp_path / "eval", tmp_path / "runs"
+    args = [
+        "eval",
+        "humaneval",
+        "--instances",
+        "HumanEval-53",
+        "--arms",
+        "pse",
+        "--cassettes",
+        str(cassettes),
+    ]
+    args += ["--out", str(out), "--runs-dir", str(runs), "--json"]
+    assert pse(monkeypatch, capsys, *args)[0] == 0
+    (first,) = _rows(out).values()
+    (out / "results.jsonl").write_text("")  # as if the process died between the run's end and its row
+    code, stdout, _ = pse(monkeypatch, capsys, *args)
+    assert code == 0 and json.loads(stdout)["arms"]["pse"]["true_passes"] == 1
+    (again,) = _rows(out).values()
+    assert again["run_id"] == first["run_id"] and again["hidden"]["passed"]
+    assert (
+        len(list(runs.glob("*/trace.json"))) == 1 and len((out / "runs.jsonl").read_text().splitlines()) == 1
+    )

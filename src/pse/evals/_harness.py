@@ -183,13 +183,9 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
     if plan.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     out = plan.out_dir.resolve()
-    _open_folder(out)
-    meta = _meta(plan, out)
-    hidden_dir = _stage_hidden(plan.suite, out)
-    hide = [*plan.suite.secret_paths, out]
     done = {(r.instance, r.arm) for r in read_rows(out)}
     jobs = [(i, a) for i in plan.instances for a in plan.arms if (i.id, a) not in done]
-    if plan.cassettes is not None:
+    if plan.cassettes is not None:  # checked before anything is written: a bad call leaves nothing
         missing = [f"{a}/{i.id}.json" for i, a in jobs if not (plan.cassettes / a / f"{i.id}.json").is_file()]
         if missing:
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -197,10 +193,21 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
                 f"--cassettes {plan.cassettes} has no cassette for {', '.join(missing[:5])}{more}: record "
                 "them (pse run --record) or leave those instances out (--instances)"
             )
+    _open_folder(out)
+    meta = _meta(plan, out)
+    hidden_dir = _stage_hidden(plan.suite, out)
+    hide = [*plan.suite.secret_paths, out]
     started = _started_runs(out)
     lock = asyncio.Lock()
     gate = asyncio.Semaphore(plan.concurrency)
     fatal: list[BaseException] = []
+
+    async def record(row: ResultRow) -> None:
+        async with lock:
+            _append(out / RESULTS_FILE, row.model_dump(mode="json"))
+            _write_summary(plan, out, meta)
+        if plan.on_row is not None:
+            plan.on_row(row)
 
     async def one(instance: Instance, arm: str) -> None:
         async with gate:
@@ -208,8 +215,15 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
                 return
             cassette = plan.cassettes / arm / f"{instance.id}.json" if plan.cassettes is not None else None
             settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
+            earlier = started.get((instance.id, arm))
+            finished = _finished_trace(settings, earlier)
+            if finished is not None:  # it ended before its row was written (a crash in between): judge it
+                await record(
+                    await _judge(plan, instance, arm, settings, finished, hidden_dir, hide, wall=0.0)
+                )
+                return
             try:
-                prepared = _prepare(plan, instance, arm, settings, started.get((instance.id, arm)))
+                prepared = _prepare(plan, instance, arm, settings, earlier)
             except PSEError as exc:  # a setting, input or sandbox every run would trip on
                 fatal.append(exc)
                 return
@@ -222,13 +236,8 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
                 row = await _run_one(plan, prepared, instance, arm, settings, hidden_dir, hide)
             finally:
                 plan._running.pop(id(prepared), None)
-            if row is None:  # cancelled: no result; the next run of this evaluation resumes it
-                return
-            async with lock:
-                _append(out / RESULTS_FILE, row.model_dump(mode="json"))
-                _write_summary(plan, out, meta)
-            if plan.on_row is not None:
-                plan.on_row(row)
+            if row is not None:  # None: cancelled, no result; the next run of this evaluation resumes it
+                await record(row)
 
     await asyncio.gather(*(one(i, a) for i, a in jobs))
     summary = _write_summary(plan, out, meta)
@@ -298,6 +307,20 @@ def _started_runs(out: Path) -> dict[tuple[str, str], str]:
     return found
 
 
+def _finished_trace(settings: Settings, run_id: str | None) -> tuple[Path, dict[str, Any]] | None:
+    """The run folder and trace of `run_id` when it ended (and was not cancelled), else None."""
+    if run_id is None:
+        return None
+    run_dir = settings.runs_dir.resolve() / run_id
+    try:
+        data: dict[str, Any] = json.loads((run_dir / "trace.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("outcome") is None or str(data.get("outcome_reason")).startswith("CANCELLED"):
+        return None
+    return run_dir, data
+
+
 def _prepare(
     plan: EvalRun, instance: Instance, arm: str, settings: Settings, earlier: str | None
 ) -> PreparedRun:
@@ -342,10 +365,28 @@ async def _run_one(
     trace = json.loads((prepared.run_dir / "trace.json").read_text(encoding="utf-8"))
     if plan._cancelled is not None and str(trace.get("outcome_reason", "")).startswith("CANCELLED"):
         return None
+    return await _judge(
+        plan, instance, arm, settings, (prepared.run_dir, trace), hidden_dir, hide, wall, crash
+    )
+
+
+async def _judge(
+    plan: EvalRun,
+    instance: Instance,
+    arm: str,
+    settings: Settings,
+    run: tuple[Path, dict[str, Any]],
+    hidden_dir: Path | None,
+    hide: Sequence[Path],
+    wall: float,
+    crash: str | None = None,
+) -> ResultRow:
+    """Run the hidden check on a finished run's workspace and make its row."""
+    run_dir, trace = run
     hidden = await asyncio.to_thread(
         run_hidden_check,
         instance,
-        prepared.workspace,
+        run_dir / "workspace",
         settings,
         hidden_dir=hidden_dir,
         secret_paths=hide,
