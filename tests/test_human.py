@@ -216,3 +216,46 @@ def test_a_role_cannot_answer_an_escalation_through_a_tool(
     (record,) = [c for c in attacker["cycles"][0]["tool_calls"] if c["tool"] == "bash"]
     assert "exit=0" not in record["output"], record["output"]
     assert _trace(runs, victim)["outcome"] == "ESCALATED" and _trace(runs, victim)["answers"] == []
+
+
+# ---- the dashboard API --------------------------------------------------------------------------
+
+TOKEN = "answer-token-for-the-tests-0123456789"
+HEADERS = {"X-PSE-Request": "1", "Authorization": f"Bearer {TOKEN}"}
+
+
+def test_the_dashboard_answers_only_with_a_token_and_resumes_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from pse.config import Settings
+    from pse.web import create_app
+
+    run_id, runs = _escalated(tmp_path, monkeypatch, capsys)
+    url = f"/api/runs/{run_id}/answer"
+    with TestClient(create_app(Settings(runs_dir=runs)), base_url="http://127.0.0.1") as open_server:
+        refused = open_server.post(url, json={"decision": "accept"}, headers={"X-PSE-Request": "1"})
+        assert refused.status_code == 403 and "needs PSE_WEB_TOKEN" in refused.json()["detail"]
+    assert _trace(runs, run_id)["answers"] == []
+    with TestClient(
+        create_app(Settings(runs_dir=runs, web_token=TOKEN)), base_url="http://127.0.0.1"
+    ) as client:
+        assert client.post(url, json={"decision": "maybe"}, headers=HEADERS).status_code == 422
+        bad = client.post(url, json={"grants": ["teleport"]}, headers=HEADERS)
+        assert bad.status_code == 409 and "no tool 'teleport'" in bad.json()["detail"]
+        started = client.post(url, json={"note": NOTE, "retries": 1}, headers=HEADERS)
+        assert started.status_code == 202 and started.json()["answer"] == "resume"
+        deadline = time.monotonic() + 60
+        while _trace(runs, run_id)["outcome"] is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        trace = _trace(runs, run_id)
+        assert trace["outcome"] == "PASSED"
+        assert (
+            trace["answers"][0]["by"] == "dashboard (PSE_WEB_TOKEN holder)"
+            and trace["answers"][0]["via"] == "api"
+        )
+        again = client.post(url, json={"decision": "accept"}, headers=HEADERS)
+        assert again.status_code == 409 and "only an ESCALATED run takes an answer" in again.json()["detail"]

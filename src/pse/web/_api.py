@@ -23,12 +23,13 @@ from pse.engine import Trace, is_run_id
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunHistory, run_dir_of, stats_of
-from pse.runner import registry_for
+from pse.runner import answer_run, registry_for
 from pse.tasks import Task
 from pse.web._runs import LiveRun, RunManager, TooManyRuns
 from pse.web._schemas import (
     CASSETTE_NAME,
     OUTCOME_FILTERS,
+    AnswerRequest,
     InputInfo,
     MetricsResponse,
     RunListItem,
@@ -289,6 +290,51 @@ async def resume_run(run_id: str, request: Request) -> StartedRun:
         raise HTTPException(409, str(exc)) from None
     trace = live.trace
     return StartedRun(run_id=live.run_id, task=trace.task, events=f"/api/runs/{live.run_id}/events")
+
+
+@router.post("/runs/{run_id}/answer", status_code=202)
+async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) -> dict[str, object]:
+    """A person's answer to an ESCALATED run: take it on (it resumes in this server), accept, or close.
+
+    Only with PSE_WEB_TOKEN set: the caller is then whoever holds the token, which no tool command can
+    read. Without one the dashboard trusts every local process, so it takes no answer (`pse answer`).
+    """
+    _run_dir(request, run_id)
+    if request.app.state.web_token is None:
+        raise HTTPException(
+            403,
+            "answering from the dashboard needs PSE_WEB_TOKEN (without it any local process could answer, "
+            f"a tool command included): set it and restart `pse serve`, or run `pse answer {run_id}`",
+        )
+    current = _manager(request).get(run_id)
+    if current is not None and not current.ended:
+        raise HTTPException(409, f"run {run_id} is executing in this server; answer it once it escalates")
+    try:
+        trace = answer_run(
+            run_id,
+            _settings(request),
+            decision=body.decision,
+            note=body.note,
+            grants=body.grants,
+            retries=body.retries,
+            replan=body.replan,
+            by="dashboard (PSE_WEB_TOKEN holder)",
+            via="api",
+        )
+    except UserError as exc:
+        raise HTTPException(409, str(exc)) from None
+    if body.decision != "resume":
+        return {"run_id": run_id, "outcome": trace.outcome, "answer": body.decision}
+    try:
+        live = _manager(request).resume(run_id, _settings(request))
+    except (TooManyRuns, UserError) as exc:
+        raise HTTPException(409, f"the answer is recorded, but the run did not start: {exc}") from None
+    return {
+        "run_id": live.run_id,
+        "outcome": None,
+        "answer": "resume",
+        "events": f"/api/runs/{live.run_id}/events",
+    }
 
 
 # ---- workspace files -----------------------------------------------------------------------------

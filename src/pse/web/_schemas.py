@@ -111,6 +111,18 @@ class RunListItem(RunEntry):
     live: bool = False
 
 
+class AnswerRequest(BaseModel):
+    """`POST /api/runs/{id}/answer`: a person's answer to an ESCALATED run (see `pse answer`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["resume", "accept", "reject"] = "resume"
+    note: str | None = Field(None, max_length=2000)
+    grants: list[str] = Field(default_factory=list, max_length=20)
+    retries: int = Field(1, ge=1, le=20)
+    replan: bool = False
+
+
 class RunPage(BaseModel):
     """One page of `GET /api/runs`, newest first."""
 

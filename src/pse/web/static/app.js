@@ -304,6 +304,9 @@ function renderRun(run, log) {
       h("div", { class: "kv" }, h("b", {}, fmtTime(run.started_at)), h("span", {}, "started")),
       cancel, resume),
   ];
+  const answers = run.answers || [];
+  const closed = answers.length && answers[answers.length - 1].decision === "reject";
+  if (!run.live && run.outcome === "ESCALATED" && !closed) parts.push(answerPanel(run));
   if (run.sandbox && run.sandbox.warning) parts.push(h("p", { class: "sandbox-warning", id: "sandbox-warning", role: "note" }, run.sandbox.warning));
   if (log) parts.push(h("section", { class: "panel" }, h("h2", {}, `Live events `, h("span", { class: "muted", id: "event-count" }, `${log.length} received`)),
     h("div", { class: "live-log", id: "live-log" }, log.slice(-200).map((l) => h("div", {}, h("span", { class: "k" }, l.kind), l.text)))));
@@ -319,6 +322,31 @@ function renderRun(run, log) {
   parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycles"), filter, run.cycles.map((c) => cyclePanel(c))));
   if (!run.live) parts.push(filesPanel(run.run_id));
   view.replaceChildren(...parts);
+}
+
+// A person's answer to an escalation (POST /api/runs/{id}/answer; the server takes it only with a token).
+function answerPanel(run) {
+  const note = h("textarea", { id: "answer-note", rows: 3, maxlength: 2000, "aria-label": "Note for the next cycle" });
+  const retries = h("input", { id: "answer-retries", type: "number", min: 1, max: 20, value: 1, "aria-label": "Cycles allowed" });
+  const replan = h("input", { id: "answer-replan", type: "checkbox" });
+  const send = (decision) => async (e) => {
+    e.target.disabled = true;
+    const body = decision === "resume"
+      ? { decision, note: note.value || null, retries: Number(retries.value || 1), replan: replan.checked }
+      : { decision };
+    try {
+      await api(`/api/runs/${encodeURIComponent(run.run_id)}/answer`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      await showRun(run.run_id);
+    } catch (err) { notice(err.message); e.target.disabled = false; }
+  };
+  return h("section", { class: "panel", id: "answer-panel" }, h("h2", {}, "Answer this escalation"),
+    h("p", { class: "muted" }, "Take the run on with a note and more cycles, accept its last artifacts (ACCEPTED_BY_HUMAN, never a pass), or close it. The same as pse answer; the server needs PSE_WEB_TOKEN."),
+    h("label", {}, "Note for the next cycle ", note),
+    h("div", { class: "answer-row" },
+      h("label", {}, "Cycles ", retries), h("label", {}, replan, " start at the Planner"),
+      h("button", { id: "answer-resume", onclick: send("resume") }, "Take it on"),
+      h("button", { id: "answer-accept", onclick: send("accept") }, "Accept the artifacts"),
+      h("button", { class: "danger", id: "answer-reject", onclick: send("reject") }, "Close")));
 }
 
 function tokenPanel(byRole, run) {
