@@ -36,6 +36,7 @@ ADDED_SINCE = {
     "tags": {},
     "enforced": True,
     "answers": [],
+    "clarification": None,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 

@@ -17,6 +17,7 @@ class RunEntry(BaseModel):
     run_id: str
     task: str
     outcome: str | None
+    state: str = ""
     outcome_reason: str
     started_at: str
     ended_at: str | None
@@ -57,6 +58,7 @@ class RunEntry(BaseModel):
             run_id=str(data.get("run_id", "")),
             task=str(data.get("task", "")),
             outcome=data.get("outcome"),
+            state=str(data.get("state", "")),
             outcome_reason=str(data.get("outcome_reason", "")),
             started_at=str(data.get("started_at", "")),
             ended_at=data.get("ended_at"),

@@ -20,6 +20,7 @@ from pse._tool_record import Decision, OutcomeStatus, ToolCallRecord, ToolStatus
 __all__ = [
     "EVENT_ADAPTER",
     "BlockedRecord",
+    "ClarificationRecord",
     "Cost",
     "CriterionResult",
     "CycleStarted",
@@ -38,6 +39,7 @@ __all__ = [
     "OutcomeStatus",
     "PlanItem",
     "PlanRecord",
+    "QuestionRecord",
     "RetrievalEvent",
     "SandboxRecord",
     "TokenCount",
@@ -95,14 +97,29 @@ class PlanRecord(_Record):
     outputs: list[str] = Field(default_factory=list)
 
 
+class QuestionRecord(_Record):
+    """One question of a Planner's `<clarification>`."""
+
+    id: str
+    text: str
+
+
+class ClarificationRecord(_Record):
+    """A parsed `<clarification>`: what the Planner must not assume, asked of a person."""
+
+    questions: list[QuestionRecord]
+
+
 class HumanAnswer(_Record):
     """A person's answer to an escalated run (`pse answer`): who, when, what, and what it changed."""
 
     at: str = Field(default_factory=utc_now)
     by: str = Field(description="the OS user (CLI) or the caller's identity")
     via: Literal["cli", "api"] = "cli"
-    decision: Literal["resume", "accept", "reject"]
+    decision: Literal["resume", "accept", "reject", "answer"]
     note: str | None = Field(None, description="given to the next cycle through the step_buffer")
+    text: str | None = Field(None, description="answer: what the person said to the Planner's questions")
+    questions: list[QuestionRecord] = Field(default_factory=list, description="answer: what was asked")
     grants: list[str] = Field(default_factory=list, description="ROLE.TOOL:MODE widenings, this run only")
     retries: int = Field(0, description="cycles the answer allows (the first one included)")
     replan: bool = False

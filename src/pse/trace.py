@@ -25,6 +25,7 @@ from pse._run_entry import RunEntry
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.events import (
     BlockedRecord,
+    ClarificationRecord,
     Cost,
     CycleStarted,
     DriftEvent,
@@ -91,6 +92,9 @@ class CycleRecord(_Model):
     review_error: str | None = None
     stopped: str | None = Field(None, description="why the cycle was stopped before its end, if it was")
     blocked: BlockedRecord | None = None
+    clarification: ClarificationRecord | None = Field(
+        None, description="the Planner's questions, when it asked instead of planning (PSE_PLANNER_QUESTIONS)"
+    )
     gate: GateRecord = Field(
         default_factory=lambda: GateRecord(passed=False, failures=["cycle did not finish"])
     )
@@ -272,6 +276,8 @@ _ROW_FIELDS = {
     "run_id",
     "task",
     "outcome",
+    "state",
+    "tags",
     "outcome_reason",
     "started_at",
     "ended_at",

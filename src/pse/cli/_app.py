@@ -106,13 +106,23 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     if view is None:
         summary = asyncio.run(go())
         print(summary.model_dump_json())
-        return _exit_code(summary.outcome)
+        return EXIT_NO_PASS if summary.state == "AWAITING_ANSWER" else _exit_code(summary.outcome)
     view.run_id = prepared.run_id
     with view:
         summary = asyncio.run(go())
     trace = load_trace(Path(summary.trace))
     out.print()
     out.print(token_table(trace))
+    if summary.state == "AWAITING_ANSWER":
+        asked = trace.cycles[-1].clarification if trace.cycles else None
+        for q in asked.questions if asked is not None else []:
+            out.print(f"  {_shown(q.id)}: {_shown(q.text)}")
+        out.print(
+            f"[yellow]waiting for a person[/]: the Planner asked; answer with "
+            f"`pse answer {summary.run_id} --text '…'` (the run resumes from here)"
+        )
+        out.print(f"trace:  {summary.trace}")
+        return EXIT_NO_PASS
     style = outcome_style(summary.outcome)
     out.print(
         f"[{style}]{summary.outcome}[/] after {summary.cycles} cycle(s): {_shown(summary.outcome_reason)}"
@@ -212,6 +222,9 @@ def resume_cmd(
 def answer_cmd(
     run_id: str,
     note: Annotated[str | None, typer.Option("--note", help="Told to the next cycle (step_buffer).")] = None,
+    text: Annotated[
+        str | None, typer.Option("--text", help="The answers to a waiting Planner's questions.")
+    ] = None,
     grant: Annotated[
         list[str] | None, typer.Option("--grant", help="[ROLE.]TOOL[:MODE] for this run only, repeatable.")
     ] = None,
@@ -225,13 +238,21 @@ def answer_cmd(
     tasks_dir: TasksDir = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Answer an ESCALATED run: take it on (note, grants, more cycles, re-plan), accept it, or close it."""
+    """Answer an ESCALATED run (take it on with a note, grants, more cycles, a re-plan; accept; close),
+    or a run whose Planner asked questions (--text)."""
     if accept and reject:
         raise _fail("pass --accept or --reject, not both")
     settings = _settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
     decision: Literal["resume", "accept", "reject"] = "accept" if accept else "reject" if reject else "resume"
     trace = answer_run(
-        run_id, settings, decision=decision, note=note, grants=grant or [], retries=retries, replan=replan
+        run_id,
+        settings,
+        decision=decision,
+        note=note,
+        text=text,
+        grants=grant or [],
+        retries=retries,
+        replan=replan,
     )
     if decision != "resume":
         if as_json:

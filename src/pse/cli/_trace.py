@@ -18,6 +18,10 @@ __all__ = ["trace_app"]
 trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
 
 
+def _waiting(state: str) -> str:
+    return "waiting for answers" if state == "AWAITING_ANSWER" else "running/interrupted"
+
+
 @trace_app.command("list")
 def trace_list(
     runs_dir: RunsDir = None,
@@ -38,7 +42,7 @@ def trace_list(
                 if "arm" in e.tags
                 else ""
             ),
-            f"[{style}]{shown(e.outcome or 'running/interrupted')}[/]",
+            f"[{style}]{shown(e.outcome or _waiting(e.state))}[/]",
             str(e.cycles),
             f"{e.tokens:,}",
             f"{e.cost:.4f} {shown(e.currency)}",

@@ -176,6 +176,11 @@ class Settings(BaseSettings):
     # --- loop engine ---------------------------------------------------------------------
     max_partial_retries: int = Field(3, ge=0, description="PARTIAL verdicts revised before a re-plan.")
     max_fail_retries: int = Field(2, ge=0, description="Re-plans before the run is ESCALATED.")
+    planner_questions: bool = Field(
+        False,
+        description="The Planner may ask a person questions (<clarification>) instead of assuming; the run "
+        "then waits in AWAITING_ANSWER for `pse answer RUN_ID --text` (XML protocol only).",
+    )
     max_criterion_failures: int = Field(
         2, ge=1, description="Times one criterion may fail before the run is ESCALATED, retries left or not."
     )

@@ -30,6 +30,7 @@ from pse.engine._ledger import Ledger
 from pse.engine._state import State, StateMachine
 from pse.events import (
     BlockedRecord,
+    ClarificationRecord,
     FormatRepair,
     FormatRepairEvent,
     MessageEvent,
@@ -38,7 +39,7 @@ from pse.events import (
     VerdictRecord,
 )
 from pse.exceptions import ProtocolError, RunFailure, ToolInfrastructureError
-from pse.protocol import find_blocked, parse_plan, parse_verdict
+from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
@@ -94,6 +95,7 @@ class CycleOutcome:
     verdict: VerdictRecord | None = None
     review_error: str | None = None
     blocked: BlockedRecord | None = None
+    clarification: ClarificationRecord | None = None
     stop: CycleStop | None = None
 
 
@@ -106,6 +108,7 @@ class Crew:
     contexts: ContextFactory
     turns_per_cycle: int
     format_retries: int = 1
+    questions: bool = False  # the Planner may ask a person (PSE_PLANNER_QUESTIONS)
 
 
 @dataclass
@@ -170,7 +173,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                     outcome.stop = CycleStop("TIMEOUT", turns)
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
-                problem = _read_final(role, final, outcome, run)
+                problem = _read_final(role, final, outcome, run, questions=crew.questions)
                 if outcome.stop is not None:
                     return _closed(outcome, box)
                 repairs = sum(1 for fix in record.repairs if fix.role == role)
@@ -228,8 +231,13 @@ def repair_request(role: str, problem: str) -> str:
     )
 
 
-def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) -> str | None:
-    """Parse a role's final message once: None when it holds what the role owes, else the parse error."""
+def _read_final(
+    role: str, text: str, outcome: CycleOutcome, run: RunControl, *, questions: bool = False
+) -> str | None:
+    """Parse a role's final message once: None when it holds what the role owes, else the parse error.
+
+    With `questions`, a Planner's `<clarification>` is what it owes too (the run then waits for a person).
+    """
     if role in (Role.PLANNER, Role.SPECIALIST):
         try:
             outcome.blocked = find_blocked(text, role)
@@ -240,6 +248,13 @@ def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) ->
             outcome.stop = CycleStop("ERROR", outcome.review_error)
             return None
         if outcome.blocked is not None:
+            return None
+    if role == Role.PLANNER and questions and "<clarification" in text:
+        try:
+            outcome.clarification = find_clarification(text)
+        except ProtocolError as exc:
+            return str(exc)
+        if outcome.clarification is not None:
             return None
     if role == Role.PLANNER:
         try:
@@ -259,7 +274,7 @@ def _read_final(role: str, text: str, outcome: CycleOutcome, run: RunControl) ->
 
 def _conclude(role: str, final: str, problem: str | None, outcome: CycleOutcome) -> bool:
     """Record what an unrepaired problem means; False when the cycle ends here (blocked, or no plan)."""
-    if outcome.blocked is not None:
+    if outcome.blocked is not None or outcome.clarification is not None:
         return False
     if problem is None:
         return True

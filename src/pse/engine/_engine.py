@@ -16,7 +16,16 @@ from __future__ import annotations
 
 import asyncio
 
-from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, phase_order, run_cycle
+from pse.engine._cycle import (
+    Crew,
+    CycleKind,
+    CycleOutcome,
+    CycleStop,
+    NextCycle,
+    RunControl,
+    phase_order,
+    run_cycle,
+)
 from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import evaluate_gates
 from pse.engine._ledger import Ledger
@@ -71,6 +80,7 @@ class Engine:
             contexts,
             self.settings.turns_per_cycle,
             self.settings.format_retries,
+            questions=self.settings.planner_questions,
         )
         self._cancel_reason: str | None = None
         self._control: RunControl | None = None
@@ -96,6 +106,8 @@ class Engine:
                 if self.machine.state == State.BLOCKED:
                     self._move(State.ESCALATED, "blocked: a person must decide")
                     break
+                if self.machine.state == State.AWAITING_ANSWER and self._answers_for_questions() is None:
+                    break  # it waits, durably: `pse answer RUN_ID --text …` resumes it
                 stop = self._stop_before_cycle(deadline)
                 if stop is not None:
                     self._stop(stop)
@@ -135,6 +147,12 @@ class Engine:
             )
             briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
             return NextCycle("replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs)
+        if state == State.AWAITING_ANSWER:
+            answered = self._answers_for_questions()
+            assert answered is not None  # the loop stops while the questions wait
+            kind: CycleKind = "replan" if plan is not None else "initial"
+            packet = f"{task}\n\n{answered}"
+            return NextCycle(kind, phase_order(Role.PLANNER), packet, answered if kind == "replan" else None)
         if self.settings.team == "single":
             return NextCycle("initial", (SINGLE_AGENT,), task)
         return NextCycle("initial", phase_order(Role.PLANNER), task)
@@ -223,6 +241,11 @@ class Engine:
         if outcome.stop is not None:
             cycle.result, cycle.result_reason = outcome.stop.outcome, outcome.stop.reason
             self._stop(outcome.stop)
+        elif outcome.clarification is not None:
+            cycle.clarification = outcome.clarification
+            asked = len(outcome.clarification.questions)
+            cycle.result, cycle.result_reason = "QUESTIONS", f"the Planner asked {asked} question(s)"
+            self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
         elif cycle.blocked is not None:
             cycle.result = "BLOCKED"
             cycle.result_reason = f"{cycle.blocked.role} blocked: {cycle.blocked.reason_code}"
@@ -283,6 +306,21 @@ class Engine:
         """The cycles since a person last answered (all of them when nobody did): what the caps count."""
         after = self.trace.answers[-1].after_cycle if self.trace.answers else 0
         return [c for c in self.trace.cycles if c.index > after]
+
+    def _answers_for_questions(self) -> str | None:
+        """The person's answers to the Planner's last questions, as the Planner reads them; None while
+        nobody has answered them."""
+        last = self.trace.cycles[-1] if self.trace.cycles else None
+        answer = self.trace.answers[-1] if self.trace.answers else None
+        if last is None or last.clarification is None or answer is None or answer.decision != "answer":
+            return None
+        if answer.after_cycle != last.index:
+            return None
+        asked = "\n".join(f"- {q.id}: {q.text}" for q in last.clarification.questions)
+        return (
+            f"## Your questions (cycle {last.index})\n{asked}\n\n"
+            f"## The person's answer ({answer.by})\n{(answer.text or '').strip()}"
+        )
 
     def _answered_cycles(self) -> int | None:
         """How many cycles the last answer allowed, when a person took the run on."""

@@ -6,6 +6,7 @@ START ─► PLANNED ─► RUNNING ─► REVIEWING ─► PASSED
 (any working state) ──┴─► BLOCKED ─► ESCALATED                     (blocked, or retries exhausted)
 (any working state) ────► TIMEOUT | ERROR                          (turn/time/token budget; infrastructure)
 ESCALATED ─► REVISING | REPLANNING | ACCEPTED_BY_HUMAN              (a person answered: `pse answer`)
+START | REPLANNING ─► AWAITING_ANSWER ─► PLANNED                  (the Planner asked; `pse answer --text`)
 
 The terminal states are where the engine stops. ESCALATED is one, though a person may take the run on
 from it: only `pse answer` makes those moves, never the engine.
@@ -35,20 +36,23 @@ class State(StrEnum):
     PASSED = "PASSED"
     ESCALATED = "ESCALATED"
     ACCEPTED_BY_HUMAN = "ACCEPTED_BY_HUMAN"
+    AWAITING_ANSWER = "AWAITING_ANSWER"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
 
 
 _STOPS = {State.TIMEOUT, State.ERROR}
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.START: frozenset({State.PLANNED, State.BLOCKED, *_STOPS}),
+    State.START: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
     State.PLANNED: frozenset({State.RUNNING, *_STOPS}),
     State.RUNNING: frozenset({State.REVIEWING, State.BLOCKED, *_STOPS}),
     State.REVIEWING: frozenset(
         {State.PASSED, State.REVISING, State.REPLANNING, State.BLOCKED, State.ESCALATED, *_STOPS}
     ),
     State.REVISING: frozenset({State.RUNNING, *_STOPS}),
-    State.REPLANNING: frozenset({State.PLANNED, State.BLOCKED, *_STOPS}),
+    State.REPLANNING: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
+    # The Planner asked; a person's answer (`pse answer --text`) lets it plan (or ask again).
+    State.AWAITING_ANSWER: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
     State.BLOCKED: frozenset({State.ESCALATED}),
     State.PASSED: frozenset(),
     State.ESCALATED: frozenset({State.REVISING, State.REPLANNING, State.ACCEPTED_BY_HUMAN}),

@@ -45,7 +45,7 @@ from pse.protocol import (
     turn_grammar,
     turn_schema,
 )
-from pse.roles import TOOL_AGENT, Role
+from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
 
@@ -105,6 +105,7 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         max_tokens: the completion token limit of each call (`PSE_MODEL_MAX_TOKENS`), or None.
         chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
+        questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
     """
 
     def __init__(
@@ -119,8 +120,10 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         max_tokens: int | None = None,
         chars_per_token: int = 3,
         log: ConstraintLog | None = None,
+        questions: bool = False,
     ) -> None:
         super().__init__(inner)
+        self.questions = questions
         self.spec = spec
         self.tools = tuple(tools)
         self.support = support
@@ -160,7 +163,14 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
             for m in messages
         )
-        shape = TurnShape(self.spec.role, self.tools, criteria, self.max_invokes, evidence=evidence)
+        shape = TurnShape(
+            self.spec.role,
+            self.tools,
+            criteria,
+            self.max_invokes,
+            evidence=evidence,
+            questions=self.questions,
+        )
         if self.max_tokens is None:
             return shape
         # After a cut, the tightest sizing that still fits a message (a tiny limit may allow only 3 a token).
@@ -226,7 +236,8 @@ def with_constraint(
             PSE_PROTOCOL=native).
     """
     own = settings.role(spec.role).constrain is not None
-    setting = f"PSE_{spec.role.upper()}_CONSTRAIN" if own else "PSE_CONSTRAIN"
+    named = Role.SPECIALIST if spec.role == SINGLE_AGENT else spec.role  # the Agent has the Specialist's
+    setting = f"PSE_{named.upper()}_CONSTRAIN" if own else "PSE_CONSTRAIN"
     explicit = spec.constrain != "auto"
     if settings.protocol != "dsml":
         if explicit:
@@ -285,4 +296,5 @@ def _wrap(
         max_tokens=settings.model_max_tokens,
         chars_per_token=settings.constrain_chars_per_token,
         log=log,
+        questions=settings.planner_questions and spec.role == Role.PLANNER,
     )

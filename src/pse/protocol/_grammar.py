@@ -89,6 +89,8 @@ class TurnShape:
     max_invokes: int = 16
     max_chars: int | None = None
     evidence: bool = True
+    questions: bool = False
+    """The Planner may ask a person instead of planning (`<clarification>`, PSE_PLANNER_QUESTIONS)."""
 
     def sizes(self) -> GrammarSizes:
         """The bounds of every part of the message (raises ValueError when nothing fits `max_chars`)."""
@@ -103,8 +105,12 @@ class TurnShape:
         finals = _FINALS.get(self.role)
         if finals is None:
             raise ValueError(f"unknown role {self.role!r}; roles are {', '.join(Role)}")
-        if self.tools and not self.evidence:  # a look comes first: only a plan may precede one
-            finals = tuple(k for k in finals if k == "plan")
+        if self.questions and self.role == Role.PLANNER:
+            finals = ("plan", "clarification", *finals[1:])
+        if (
+            self.tools and not self.evidence
+        ):  # a look comes first: only a plan (or a question) may precede one
+            finals = tuple(k for k in finals if k in ("plan", "clarification"))
         return finals + (("calls",) if self.tools else ())
 
 
@@ -150,6 +156,8 @@ def turn_grammar(shape: TurnShape) -> str:
             rules += _verdict_rules(shape.criteria, sizes)
         elif kind == "blocked":
             rules += _blocked_rules()
+        elif kind == "clarification":
+            rules += _clarification_rules(sizes)
         else:
             rules += _call_rules(shape.tools, sizes)
     head = [f"root ::= prose ( {' | '.join(kinds)} ) end"]
@@ -189,6 +197,13 @@ def _plan_rules(sizes: GrammarSizes) -> list[str]:
         # a character other than "." or a "." and such a character, so no two dots ever meet.
         f'output ::= {_open("output", "path")} "."? {first} path {_SELF_CLOSE}',
         f'path ::= ( {_PATH_CHAR} | "." {_PATH_CHAR} ){{0,{sizes.path}}}',
+    ]
+
+
+def _clarification_rules(sizes: GrammarSizes) -> list[str]:
+    return [
+        f"clarification ::= {_tag('clarification')} ws question-1 {literal('</clarification>')}",
+        *_numbered("question", "question", "Q", sizes.items, first_required=True),
     ]
 
 

@@ -65,6 +65,8 @@ def turn_schema(shape: TurnShape) -> JsonObject:
             variants.append(_verdict(shape.criteria, sizes))
         elif kind == "blocked":
             variants.append(_blocked(sizes))
+        elif kind == "clarification":
+            variants.append(_kind("clarification", {"questions": _list(_text(sizes), sizes, least=1)}, sizes))
         else:
             calls = [_call(tool, sizes) for tool in shape.tools]
             items = {"anyOf": calls} if len(calls) > 1 else calls[0]
@@ -202,6 +204,11 @@ def _render_report(data: JsonObject) -> str:
     return "\n".join(["<report>", *lines, "</report>"])
 
 
+def _render_clarification(data: JsonObject) -> str:
+    asked = "".join(f'<question id="Q{i}">{q}</question>\n' for i, q in enumerate(data["questions"], start=1))
+    return f"<clarification>\n{asked}</clarification>"
+
+
 def _render_blocked(data: JsonObject) -> str:
     return f'<blocked reason_code="{data["reason_code"]}">{data["detail"]}</blocked>'
 
@@ -220,5 +227,6 @@ _RENDER: dict[object, Callable[[JsonObject], str]] = {
     "plan": _render_plan,
     "report": _render_report,
     "blocked": _render_blocked,
+    "clarification": _render_clarification,
     "verdict": _render_verdict,
 }

@@ -16,7 +16,15 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from pse.events import BlockedRecord, CriterionResult, PlanItem, PlanRecord, VerdictRecord
+from pse.events import (
+    BlockedRecord,
+    ClarificationRecord,
+    CriterionResult,
+    PlanItem,
+    PlanRecord,
+    QuestionRecord,
+    VerdictRecord,
+)
 from pse.exceptions import ProtocolError
 from pse.protocol._scan import AttributeScanner, BlockKind, strip_blocks
 
@@ -24,6 +32,7 @@ __all__ = [
     "BLOCKED_REASONS",
     "VERDICT_STATUSES",
     "find_blocked",
+    "find_clarification",
     "parse_plan",
     "parse_verdict",
     "render_plan",
@@ -197,6 +206,35 @@ def parse_verdict(text: str) -> VerdictRecord:
         criteria=criteria,
         summary=summaries[0][1].strip() if summaries else "",
     )
+
+
+def find_clarification(text: str) -> ClarificationRecord | None:
+    """The `<clarification>` of a Planner message, if any: one or more `<question id="Q1">…</question>`.
+
+    Raises:
+        ProtocolError: more than one clarification, none or an empty question, a question without an
+            id, or the same id twice.
+    """
+    where = "clarification"
+    cleaned = strip_tool_traffic(text)
+    found = _elements(cleaned, "clarification", where)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ProtocolError("clarification: more than one <clarification>; ask every question in one")
+    questions: list[QuestionRecord] = []
+    for attrs, body in _elements(found[0][1], "question", where):
+        qid = attrs.get("id", "").strip()
+        if not qid:
+            raise ProtocolError('clarification: a <question> has no id (<question id="Q1">…</question>)')
+        if any(q.id == qid for q in questions):
+            raise ProtocolError(f'clarification: <question id="{qid}"> appears twice')
+        if not body.strip():
+            raise ProtocolError(f'clarification: <question id="{qid}"> is empty')
+        questions.append(QuestionRecord(id=qid, text=body.strip()))
+    if not questions:
+        raise ProtocolError('clarification: no <question id="Q1">…</question> inside <clarification>')
+    return ClarificationRecord(questions=questions)
 
 
 def find_blocked(text: str, role: str) -> BlockedRecord | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 from pse.config import Settings
@@ -50,12 +51,51 @@ def parse_grant(text: str, policy: Policy) -> tuple[str, str, str]:
     return canonical, tool, chosen
 
 
+def _answer_questions(
+    trace: Trace,
+    run_dir: Path,
+    text: str | None,
+    note: str | None,
+    grants: Sequence[str],
+    decision: str,
+    by: str | None,
+    via: Literal["cli", "api"],
+) -> Trace:
+    last = trace.cycles[-1] if trace.cycles else None
+    asked = last.clarification.questions if last is not None and last.clarification is not None else []
+    listed = "; ".join(f"{q.id}: {q.text}" for q in asked) or "(none recorded)"
+    if not text or not text.strip():
+        raise UserError(
+            f"run {trace.run_id} waits for answers to its Planner's questions ({listed}): "
+            f"pse answer {trace.run_id} --text '…'"
+        )
+    if note or grants or decision != "resume":
+        raise UserError("a run waiting for answers takes --text only")
+    if len(text) > MAX_NOTE_CHARS:
+        raise UserError(f"--text is {len(text)} characters; at most {MAX_NOTE_CHARS}")
+    trace.answers.append(
+        HumanAnswer(
+            by=by or getpass.getuser(),
+            via=via,
+            decision="answer",
+            text=text.strip(),
+            questions=list(asked),
+            after_cycle=len(trace.cycles),
+            outcome_before=trace.state,
+            reason_before=last.result_reason if last is not None else "",
+        )
+    )
+    write_trace(trace, run_dir)
+    return trace
+
+
 def answer_run(
     run_id: str,
     settings: Settings,
     *,
     decision: Literal["resume", "accept", "reject"] = "resume",
     note: str | None = None,
+    text: str | None = None,
     grants: Sequence[str] = (),
     retries: int = 1,
     replan: bool = False,
@@ -68,6 +108,9 @@ def answer_run(
     when it has no verdict to revise, to REPLANNING; it gets `retries` cycles (this one included),
     revisions and re-plans as its limits allow within them, before it escalates again. accept:
     outcome ACCEPTED_BY_HUMAN. reject: it stays ESCALATED, closed.
+
+    A run AWAITING_ANSWER (its Planner asked questions) takes `text` instead: the answers, given to
+    the Planner's next cycle; the caller resumes it.
 
     Raises:
         UserError: no such run, a run that did not end ESCALATED (or was closed), or a bad answer.
@@ -82,6 +125,13 @@ def answer_run(
         ) from None
     except OSError as exc:
         raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
+    if trace.state == "AWAITING_ANSWER" and trace.outcome is None:
+        return _answer_questions(trace, run_dir, text, note, grants, decision, by, via)
+    if text is not None:
+        raise UserError(
+            f"--text answers a Planner's questions, and run {run_id} asks none "
+            f"({trace.outcome or trace.state}); an ESCALATED run takes --note, --retries, --grant, --accept"
+        )
     if trace.outcome != "ESCALATED":
         state = trace.outcome or f"not ended ({trace.state})"
         raise UserError(f"run {run_id} is {state}: only an ESCALATED run takes an answer")

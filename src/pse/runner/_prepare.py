@@ -24,7 +24,7 @@ from pse.engine import (
     prune_runs,
 )
 from pse.events import Cost, Event, SandboxRecord
-from pse.exceptions import CassetteError, UserError
+from pse.exceptions import CassetteError, ConfigError, UserError
 from pse.knowledge import RunKnowledge
 from pse.models import (
     Cassette,
@@ -37,7 +37,7 @@ from pse.models import (
     price_of,
 )
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
-from pse.tasks import Task, TaskRegistry, independent_tests_prompt, write_files
+from pse.tasks import Task, TaskRegistry, independent_tests_prompt, questions_prompt, write_files
 from pse.team import RoleSetup
 from pse.toolagent import (
     Policy,
@@ -200,6 +200,13 @@ def _wire(
         for role in speakers
     }
     extra: dict[str, str] = {Role.EVALUATOR: independent_tests_prompt()} if evaluation_dir is not None else {}
+    if settings.planner_questions:
+        if settings.protocol != "dsml":
+            raise ConfigError(
+                "PSE_PLANNER_QUESTIONS works with the XML protocol only for now: set PSE_PROTOCOL=dsml, "
+                "or PSE_PLANNER_QUESTIONS=false"
+            )
+        extra[Role.PLANNER] = questions_prompt()
     roles = [
         RoleSetup(
             name=role,

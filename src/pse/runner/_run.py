@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pse.config import Settings, load_settings, with_overrides
 from pse.engine import (
@@ -36,6 +36,9 @@ class RunSummary(BaseModel):
     escalation: str | None
     tokens: RunTokens
     cost: Cost
+    state: str = Field(
+        "", description="its state: an outcome's, or AWAITING_ANSWER while it waits for a person"
+    )
 
 
 async def run_to_end(prepared: PreparedRun) -> RunSummary:
@@ -117,6 +120,7 @@ def summarize(trace: Trace, run_dir: Path) -> RunSummary:
         run_id=trace.run_id,
         task=trace.task,
         outcome=trace.outcome,
+        state=trace.state,
         outcome_reason=trace.outcome_reason,
         cycles=len(trace.cycles),
         trace=str((run_dir / "trace.json").resolve()),

@@ -29,6 +29,7 @@ from pse.tasks._task import (
     base_prompt,
     independent_tests_prompt,
     protocol_prompt,
+    questions_prompt,
     write_files,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "load_rules",
     "prompts_dir",
     "protocol_prompt",
+    "questions_prompt",
     "run_rules",
     "scaffold_task",
     "validate",

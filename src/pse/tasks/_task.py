@@ -89,6 +89,11 @@ def independent_tests_prompt() -> str:
     return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
 
 
+def questions_prompt() -> str:
+    """What the Planner reads when it may ask a person (`prompts/questions.md`, PSE_PLANNER_QUESTIONS)."""
+    return (prompts_dir() / "questions.md").read_text(encoding="utf-8").strip()
+
+
 def protocol_prompt(protocol: ProtocolMode = "dsml") -> str:
     """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`), or
     for the native protocol its function calls and output functions (`prompts/native.md`)."""

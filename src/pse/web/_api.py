@@ -315,6 +315,7 @@ async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) 
             _settings(request),
             decision=body.decision,
             note=body.note,
+            text=body.text,
             grants=body.grants,
             retries=body.retries,
             replan=body.replan,
@@ -325,6 +326,7 @@ async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) 
         raise HTTPException(409, str(exc)) from None
     if body.decision != "resume":
         return {"run_id": run_id, "outcome": trace.outcome, "answer": body.decision}
+    answer = trace.answers[-1].decision  # "answer" when it answered a Planner's questions
     try:
         live = _manager(request).resume(run_id, _settings(request))
     except (TooManyRuns, UserError) as exc:
@@ -332,7 +334,7 @@ async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) 
     return {
         "run_id": live.run_id,
         "outcome": None,
-        "answer": "resume",
+        "answer": answer,
         "events": f"/api/runs/{live.run_id}/events",
     }
 

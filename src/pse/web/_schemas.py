@@ -118,6 +118,9 @@ class AnswerRequest(BaseModel):
 
     decision: Literal["resume", "accept", "reject"] = "resume"
     note: str | None = Field(None, max_length=2000)
+    text: str | None = Field(
+        None, max_length=2000, description="the answers to a waiting Planner's questions"
+    )
     grants: list[str] = Field(default_factory=list, max_length=20)
     retries: int = Field(1, ge=1, le=20)
     replan: bool = False

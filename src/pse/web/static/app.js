@@ -307,6 +307,7 @@ function renderRun(run, log) {
   const answers = run.answers || [];
   const closed = answers.length && answers[answers.length - 1].decision === "reject";
   if (!run.live && run.outcome === "ESCALATED" && !closed) parts.push(answerPanel(run));
+  if (!run.live && !run.outcome && run.state === "AWAITING_ANSWER") parts.push(questionsPanel(run));
   if (run.sandbox && run.sandbox.warning) parts.push(h("p", { class: "sandbox-warning", id: "sandbox-warning", role: "note" }, run.sandbox.warning));
   if (log) parts.push(h("section", { class: "panel" }, h("h2", {}, `Live events `, h("span", { class: "muted", id: "event-count" }, `${log.length} received`)),
     h("div", { class: "live-log", id: "live-log" }, log.slice(-200).map((l) => h("div", {}, h("span", { class: "k" }, l.kind), l.text)))));
@@ -322,6 +323,24 @@ function renderRun(run, log) {
   parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycles"), filter, run.cycles.map((c) => cyclePanel(c))));
   if (!run.live) parts.push(filesPanel(run.run_id));
   view.replaceChildren(...parts);
+}
+
+// A person's answers to the Planner's questions (the same endpoint, with `text`).
+function questionsPanel(run) {
+  const last = run.cycles[run.cycles.length - 1] || {};
+  const asked = (last.clarification || {}).questions || [];
+  const text = h("textarea", { id: "questions-text", rows: 4, maxlength: 2000, "aria-label": "Your answers" });
+  const send = async (e) => {
+    e.target.disabled = true;
+    try {
+      await api(`/api/runs/${encodeURIComponent(run.run_id)}/answer`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: text.value }) });
+      await showRun(run.run_id);
+    } catch (err) { notice(err.message); e.target.disabled = false; }
+  };
+  return h("section", { class: "panel", id: "questions-panel" }, h("h2", {}, "The Planner asks"),
+    h("ol", {}, asked.map((q) => h("li", {}, h("b", {}, `${q.id} `), q.text))),
+    h("label", {}, "Your answers ", text),
+    h("button", { id: "questions-send", onclick: send }, "Send the answers"));
 }
 
 // A person's answer to an escalation (POST /api/runs/{id}/answer; the server takes it only with a token).
