@@ -90,3 +90,54 @@ def test_a_person_takes_an_escalated_run_on_from_its_page(server: str, escalated
     trace = json.loads((runs / run_id / "trace.json").read_text())
     assert trace["outcome"] == "PASSED" and trace["answers"][0]["via"] == "api"
     assert "keep them" in trace["cycles"][1]["step_buffer"]
+
+
+def test_a_person_answers_the_planners_questions_from_the_run_page(tmp_path: Path) -> None:
+    import asyncio
+
+    import uvicorn
+    from playwright.sync_api import expect, sync_playwright
+
+    from pse.web import create_app
+
+    turns = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+    ask = '<clarification>\n<question id="Q1">Keep values equal to the pivot?</question>\n</clarification>'
+    cassette = tmp_path / "cassette.json"
+    cassette.write_text(json.dumps({"version": 1, "turns": [{"role": "Planner", "content": ask}, *turns]}))
+    settings = load_settings(
+        runs_dir=tmp_path / "runs", cassette=cassette, planner_questions=True, web_token=TOKEN
+    )
+    summary = asyncio.run(run_to_end(prepare_run("code-delivery", settings)))
+    assert (summary.outcome, summary.state) == (None, "AWAITING_ANSWER")
+    port = _free_port()
+    srv = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=srv.run, name="pse-web-questions-server")
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+                page.add_init_script(f"sessionStorage.setItem('pse-token', {json.dumps(TOKEN)})")
+                page.goto(f"http://127.0.0.1:{port}/#/run/{summary.run_id}")
+                expect(page.locator("#run-outcome")).to_have_text("AWAITING_ANSWER")
+                expect(page.locator("#questions-panel")).to_contain_text("Q1 Keep values equal to the pivot?")
+                page.fill("#questions-text", "Yes: keep every value.")
+                page.click("#questions-send")
+                expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+    trace = json.loads(Path(summary.trace).read_text())
+    assert trace["answers"][0]["text"] == "Yes: keep every value." and trace["outcome"] == "PASSED"

@@ -167,7 +167,7 @@ async function renderRunList(panel, tasks) {
     return h("tr", { class: `run-row outcome-${outcome}` },
       h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.run_id)}` }, r.run_id)),
       h("td", {}, r.task),
-      h("td", {}, badge(r.outcome || (r.live ? "RUNNING" : "interrupted"), outcome)),
+      h("td", {}, badge(r.outcome || (r.live ? "RUNNING" : r.state === "AWAITING_ANSWER" ? "waiting for answers" : "interrupted"), outcome)),
       h("td", { class: "num" }, r.cycles),
       h("td", { class: "num" }, fmtInt(r.tokens)),
       h("td", { class: "num" }, fmtCost(r.cost, r.currency)),
@@ -279,7 +279,7 @@ function testAuthors(t) {
 }
 
 function renderRun(run, log) {
-  const outcome = run.outcome || "RUNNING";
+  const outcome = run.outcome || (!run.live && run.state === "AWAITING_ANSWER" ? "AWAITING_ANSWER" : "RUNNING");
   const byRole = roleTokens(run);
   const total = Object.values(byRole).reduce((a, t) => a + t.prompt + t.completion, 0);
   const cancel = run.live ? h("button", { class: "danger", id: "cancel-button", onclick: async (e) => {
