@@ -45,7 +45,8 @@ def _hidden_checks(mode: str, problems: int) -> list[float]:
     with tempfile.TemporaryDirectory() as scratch:
         hidden = Path(scratch) / "hidden"
         hidden.mkdir()
-        runner = suite.extra["runner"]
+        runner = suite.runner
+        assert runner is not None
         (hidden / runner.name).write_bytes(runner.read_bytes())
         for instance, problem in list(zip(suite.instances, data, strict=True))[:problems]:
             workspace = Path(scratch) / instance.id

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from pse.cli import main
+from cli_support import pse
 from pse.tasks import TaskRegistry
 
 _TURNS = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
-
-
-def pse(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run `pse ARGS` in-process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["pse", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), captured.out, captured.err
 
 
 def _cassette(tmp_path: Path, turns: list[dict[str, str]]) -> Path:

