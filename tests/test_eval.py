@@ -419,3 +419,32 @@ def test_a_run_that_ended_before_its_row_was_written_is_judged_not_run_again(
     assert (
         len(list(runs.glob("*/trace.json"))) == 1 and len((out / "runs.jsonl").read_text().splitlines()) == 1
     )
+
+
+def test_the_single_team_runs_on_its_own_and_its_verdict_is_its_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_scripts import HE53_SOLUTION, HE53_TESTS
+
+    monkeypatch.setenv(
+        "PSE_TEAM", "single"
+    )  # hard gates left on: they do not apply to a team without an Evaluator
+    cassette = tmp_path / "agent.json"
+    cassette.write_text(json.dumps({"version": 1, "turns": single(HE53_SOLUTION, HE53_TESTS)}))
+    args = [
+        "run",
+        "humaneval",
+        "--input",
+        "PROBLEM=def add(x: int, y: int):\n    ...\n",
+        "--input",
+        "ENTRY_POINT=add",
+    ]
+    code, stdout, err = pse(
+        monkeypatch, capsys, *args, "--cassette", str(cassette), "--runs-dir", str(tmp_path), "--json"
+    )
+    assert code == 0, err
+    trace = _trace(tmp_path, json.loads(stdout)["run_id"])
+    assert trace["outcome"] == "PASSED" and trace["cycles"][0]["gate"]["enforced"] is False
+    assert trace["outcome_reason"] == (
+        "PASS (ALL_MET); no hard gates (the single team has no Evaluator to hold to them)"
+    )

@@ -226,7 +226,8 @@ class Engine:
             workspace=self.setup.workspace,
             role_written_config=self.setup.tools.role_written_config(),
         )
-        cycle.gate.enforced = self.settings.hard_gates
+        # The single team has no Evaluator for the gates to hold to account: its verdict is its claim.
+        cycle.gate.enforced = self.settings.hard_gates and self.settings.team == "pse"
         self.events.emit(
             VerdictEvent(
                 run_id=self.trace.run_id,
@@ -268,7 +269,12 @@ class Engine:
         cycle.result, cycle.result_reason = status, reason
         counters, s = self.trace.counters, self.settings
         if status == "PASS":
-            gates = "every hard gate passed" if cycle.gate.passed else "hard gates off (PSE_HARD_GATES=false)"
+            if cycle.gate.passed:
+                gates = "every hard gate passed"
+            elif s.team == "single":
+                gates = "no hard gates (the single team has no Evaluator to hold to them)"
+            else:
+                gates = "hard gates off (PSE_HARD_GATES=false)"
             self._move(State.PASSED, f"PASS ({reason}); {gates}")
         elif s.team == "single":  # the baseline has no one to revise or re-plan: its verdict is final
             self._move(State.ESCALATED, f"{status} ({reason}): the Agent's own review did not pass")
