@@ -32,8 +32,11 @@ def _run(tmp_path: Path, turns: list[dict[str, str]], **options: Any) -> tuple[S
 
 
 @contextlib.contextmanager
-def _run_page(settings: Settings, run_id: str) -> Iterator[tuple[Any, list[str]]]:
-    """The run's page in Chromium, served with the token in the session; yields (page, errors)."""
+def _run_page(settings: Settings, run_id: str, frame_delay_ms: int = 0) -> Iterator[tuple[Any, list[str]]]:
+    """The run's page in Chromium, served with the token in the session; yields (page, errors).
+
+    `frame_delay_ms` makes every animation frame late, as on a loaded machine: a redraw queued by the
+    event stream then fires after the page's final render, which it must not overwrite."""
     from playwright.sync_api import sync_playwright
 
     from pse.web import create_app
@@ -46,6 +49,10 @@ def _run_page(settings: Settings, run_id: str) -> Iterator[tuple[Any, list[str]]
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
             page.add_init_script(f"sessionStorage.setItem('pse-token', {json.dumps(TOKEN)})")
+            if frame_delay_ms:
+                page.add_init_script(
+                    f"window.requestAnimationFrame = (cb) => setTimeout(() => cb(performance.now()), {frame_delay_ms})"
+                )
             page.goto(f"{url}/#/run/{run_id}")
             yield page, errors
         finally:
@@ -77,7 +84,9 @@ def test_a_person_answers_the_planners_questions_from_the_run_page(tmp_path: Pat
     ask = '<clarification>\n<question id="Q1">Keep values equal to the pivot?</question>\n</clarification>'
     settings, summary = _run(tmp_path, [{"role": "Planner", "content": ask}, *DEMO], planner_questions=True)
     assert (summary.outcome, summary.state) == (None, "AWAITING_ANSWER")
-    with _run_page(settings, summary.run_id) as (page, errors):
+    with _run_page(settings, summary.run_id, frame_delay_ms=400) as (page, errors):
+        expect(page.locator("#run-outcome")).to_have_text("AWAITING_ANSWER")
+        page.wait_for_timeout(800)  # every queued frame has fired by now
         expect(page.locator("#run-outcome")).to_have_text("AWAITING_ANSWER")
         expect(page.locator("#questions-panel")).to_contain_text("Q1 Keep values equal to the pivot?")
         page.fill("#questions-text", "Yes: keep every value.")

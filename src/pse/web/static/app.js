@@ -238,11 +238,13 @@ async function showRun(runId) {
   }
   const run = emptyRun(trace);
   const log = [];
-  let pending = false;
-  const redraw = () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; renderRun(run, log); }); } };
+  // A redraw is queued for the next frame; once the stream is over (or the page left) a frame that
+  // fires late must not draw the streamed state over the final one (or over another page).
+  let pending = false, over = false;
+  const redraw = () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; if (!over) renderRun(run, log); }); } };
   renderRun(run, log);
   const controller = new AbortController();
-  stopStream = () => controller.abort();
+  stopStream = () => { over = true; controller.abort(); };
   try {
     await streamEvents(runId, (kind, data) => {
       if (kind === "end") { if (data.error) log.push({ kind: "end", text: data.error }); return; }
@@ -254,6 +256,7 @@ async function showRun(runId) {
     if (controller.signal.aborted) return;
     notice(`live stream stopped: ${err.message}`);
   }
+  over = true;
   trace = await api(`/api/runs/${encodeURIComponent(runId)}`);
   renderRun(Object.assign(trace, { live: false }), log);
 }
