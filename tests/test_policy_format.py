@@ -113,7 +113,7 @@ def test_every_refusal_the_docs_show_is_what_validate_and_the_run_say(
 
 
 def test_the_docs_cover_the_shapes_and_the_tools_modes() -> None:
-    assert len(VALID) == 2 and len(REFUSED) == 15
+    assert len(VALID) == 3 and len(REFUSED) == 15
     by_modes: dict[tuple[str, ...], list[str]] = {}
     for tool, modes in BUILTIN_VOCABULARY.tool_modes.items():
         by_modes.setdefault(tuple(modes), []).append(tool)
@@ -162,8 +162,9 @@ def test_validate_and_the_run_agree_on_a_grid_of_shapes(tasks_dir: Path, base_to
     # Per role: read-only (bash, run_check, search_knowledge) 3 + read-write (bash, write_file) 2 + deny 4
     # + read-write with a budget 2 = 11, x 3 roles = 33; a budget alone, of a tool the role holds (Planner
     # bash, search_knowledge; Specialist write_file, search_knowledge; Evaluator bash, run_check,
-    # search_knowledge) = 7, x 2 budgets = 14.
-    assert accepted == 33 + 14
+    # search_knowledge) = 7, x 2 budgets = 14; read-only with an approval (bash, run_check,
+    # search_knowledge) 3 x 3 roles = 9.
+    assert accepted == 33 + 14 + 9
 
 
 def test_the_grid_accepts_exactly_the_meaningful_settings() -> None:

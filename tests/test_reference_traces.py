@@ -37,6 +37,8 @@ ADDED_SINCE = {
     "enforced": True,
     "answers": [],
     "clarification": None,
+    "approvals": [],
+    "approval": None,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 

@@ -51,6 +51,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from pse.config import Settings, load_settings
     from pse.events import (
+        ApprovalEvent,
         CycleStarted,
         DriftEvent,
         Event,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from pse.runner import RunSummary, arun, run
 
 __all__ = [
+    "ApprovalEvent",
     "CassetteError",
     "CassetteExhaustedError",
     "ConfigError",
@@ -111,6 +113,7 @@ __all__ = [
 _LAZY_MODULES = {
     "pse.config": ("Settings", "load_settings"),
     "pse.events": (
+        "ApprovalEvent",
         "CycleStarted",
         "FormatRepairEvent",
         "DriftEvent",

@@ -45,6 +45,9 @@ class ToolCallRecord(_Record):
     )
     truncated: bool = False
     facts: dict[str, Any] = Field(default_factory=dict, description="exit_code, passed, failed, findings...")
+    approval: str | None = Field(
+        None, description="the id of the approval that held the call for a person (trace.approvals)"
+    )
     at: str = Field(default_factory=utc_now)
 
     # One named constructor per way a request ends (the who-and-what first, then the decision).

@@ -19,6 +19,8 @@ from pse._tool_record import Decision, OutcomeStatus, ToolCallRecord, ToolStatus
 
 __all__ = [
     "EVENT_ADAPTER",
+    "ApprovalEvent",
+    "ApprovalRecord",
     "BlockedRecord",
     "ClarificationRecord",
     "Cost",
@@ -126,6 +128,34 @@ class HumanAnswer(_Record):
     after_cycle: int = Field(description="the run's last cycle when it was answered")
     outcome_before: str = Field(description="the outcome the answer found: ESCALATED")
     reason_before: str = ""
+
+
+class ApprovalRecord(_Record):
+    """One tool call held for a person, and its decision: the audit of an approval (who, when, what, why).
+
+    `via`: terminal (the live view asked), cli (`pse approve`), api (the dashboard, with its token),
+    timeout (nobody answered in PSE_APPROVAL_TIMEOUT_S: denied), standing (an earlier "approve all such
+    calls for this run" covered it).
+    """
+
+    id: str = Field(description="A<cycle>.<n>: the n-th held call of the cycle")
+    cycle: int
+    requester: str
+    tool: str
+    arguments: dict[str, str]
+    index: int = Field(description="position of the invoke in its message, from 1")
+    rule: str = Field(description="approval.ROLE.TOOL: the grant whose approval rule held it")
+    fired: str = Field(description="what about the call the rule matched")
+    preview: str = Field(description="what the person was shown: a write's diff, a command")
+    requested_at: str = Field(default_factory=utc_now)
+    decision: Literal["approved", "denied"] | None = None
+    scope: Literal["call", "run"] = Field(
+        "call", description="run: the person approved all such calls (same role, tool, rule) for this run"
+    )
+    by: str | None = Field(None, description="the OS user, or the dashboard token's identity")
+    via: Literal["terminal", "cli", "api", "timeout", "standing"] | None = None
+    reason: str = ""
+    decided_at: str | None = None
 
 
 class BlockedRecord(_Record):
@@ -327,6 +357,14 @@ class TransitionEvent(_Event):
     transition: TransitionRecord
 
 
+class ApprovalEvent(_Event):
+    """A tool call was held for a person (decision None), or the person (or the timeout) decided it."""
+
+    kind: Literal["approval"] = "approval"
+    cycle: int
+    approval: ApprovalRecord
+
+
 class OutcomeEvent(_Event):
     """The run ended."""
 
@@ -348,6 +386,7 @@ Event = Annotated[
     | VerdictEvent
     | TransitionEvent
     | FormatRepairEvent
+    | ApprovalEvent
     | OutcomeEvent,
     Field(discriminator="kind"),
 ]

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 from pse._run_entry import RunEntry
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.events import (
+    ApprovalEvent,
+    ApprovalRecord,
     BlockedRecord,
     ClarificationRecord,
     Cost,
@@ -192,6 +194,9 @@ class Trace(_Model):
     answers: list[HumanAnswer] = Field(
         default_factory=list, description="what people answered to the run's escalations (`pse answer`)"
     )
+    approvals: list[ApprovalRecord] = Field(
+        default_factory=list, description="tool calls held for a person, and their decisions (`pse approve`)"
+    )
 
     def reopened(self) -> Trace:
         """A copy to resume a cancelled run from: its cancelled cycle and that cycle's transitions
@@ -261,6 +266,15 @@ class Trace(_Model):
                     stopped=c.stopped,
                 )
                 timed.append((c.ended_at, 3, verdict))
+        for a in self.approvals:  # each approval is two events: the call held, then its decision
+            asked = a.model_copy(
+                update={"decision": None, "by": None, "via": None, "reason": "", "decided_at": None}
+            )
+            held = ApprovalEvent(run_id=run_id, at=a.requested_at, cycle=a.cycle, approval=asked)
+            timed.append((a.requested_at, 2, held))
+            if a.decided_at is not None:
+                decided = ApprovalEvent(run_id=run_id, at=a.decided_at, cycle=a.cycle, approval=a)
+                timed.append((a.decided_at, 2, decided))
         timed.sort(key=lambda item: (item[0], item[1]))
         events = [event for _, _, event in timed]
         if self.outcome is not None:

@@ -19,6 +19,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from pse.cli._approvals import TerminalApprovals, held_panel
 from pse.cli._common import RunsDir, TasksDir, err, out
 from pse.cli._common import command_settings as _settings
 from pse.cli._common import shown as _shown
@@ -33,6 +34,8 @@ from pse.history import compute_stats, list_runs
 from pse.runner import (
     PreparedRun,
     answer_run,
+    approve_call,
+    pending_approvals,
     prepare_resume,
     prepare_run,
     registry_for,
@@ -95,9 +98,15 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
             "(set PSE_PROVIDER / PSE_API_KEY for a real model).[/]"
         )
 
+    if view is not None and sys.stdin.isatty():  # a person is here: held calls are asked about inline
+        asker = TerminalApprovals(out, pause=view.pause, resume=view.resume)
+        asker.desk = prepared.engine.setup.approvals
+        view.on_held = asker.on_event
+
     async def go() -> Any:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, prepared.engine.cancel)
+        # Ctrl-C cancels the run, but a run waiting for an approval stops where it is and keeps waiting.
+        loop.add_signal_handler(signal.SIGINT, prepared.engine.interrupt)
         try:
             return await run_to_end(prepared)
         finally:
@@ -106,7 +115,7 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     if view is None:
         summary = asyncio.run(go())
         print(summary.model_dump_json())
-        return EXIT_NO_PASS if summary.state == "AWAITING_ANSWER" else _exit_code(summary.outcome)
+        return EXIT_NO_PASS if summary.outcome is None else _exit_code(summary.outcome)
     view.run_id = prepared.run_id
     with view:
         summary = asyncio.run(go())
@@ -121,6 +130,16 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
             f"[yellow]waiting for a person[/]: the Planner asked; answer with "
             f"`pse answer {summary.run_id} --text '…'` (the run resumes from here)"
         )
+        out.print(f"trace:  {summary.trace}")
+        return EXIT_NO_PASS
+    if summary.state == "AWAITING_APPROVAL":
+        for held in pending_approvals(trace, Path(summary.trace).parent):
+            out.print(held_panel(held))
+            out.print(
+                f"[yellow]waiting for a person[/]: approve with `pse approve {summary.run_id} {held.id}`, "
+                f"or deny with `pse approve {summary.run_id} {held.id} --deny --reason '…'` "
+                "(the run resumes from here, no model call repeated)"
+            )
         out.print(f"trace:  {summary.trace}")
         return EXIT_NO_PASS
     style = outcome_style(summary.outcome)
@@ -261,6 +280,49 @@ def answer_cmd(
             out.print(f"run {trace.run_id}: {trace.outcome} ({decision}ed by {_shown(trace.answers[-1].by)})")
         raise typer.Exit(EXIT_PASSED)  # the answer is recorded
     view = _live_view(trace.task, as_json)
+    prepared = prepare_resume(run_id, settings, on_event=view.on_event if view else None)
+    raise typer.Exit(_execute(prepared, view))
+
+
+@app.command("approve")
+def approve_cmd(
+    run_id: str,
+    call_id: Annotated[str | None, typer.Argument(help="The held call (A2.1); default the only one.")] = None,
+    deny: Annotated[bool, typer.Option("--deny", help="Deny the call; the role reads --reason.")] = False,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded; a denial's goes to the role).")
+    ] = "",
+    all_such: Annotated[
+        bool, typer.Option("--all", help="Approve every later call of the same role, tool and rule too.")
+    ] = False,
+    runs_dir: RunsDir = None,
+    tasks_dir: TasksDir = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Approve (or --deny) a tool call a run holds for a person; the run goes on from the held call."""
+    settings = _settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
+    answer = approve_call(
+        run_id, settings, call_id, approve=not deny, reason=reason, scope="run" if all_such else "call"
+    )
+    said = f"{answer.approval.id} {answer.decision.decision} by {answer.decision.by}"
+    if answer.live_elsewhere:  # the process that holds the run picks the decision up
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "run_id": run_id,
+                        "approval": answer.approval.id,
+                        "decision": answer.decision.decision,
+                        "resumed": False,
+                    }
+                )
+            )
+        else:
+            out.print(f"run {_shown(run_id)}: {_shown(said)}; the process that executes it goes on")
+        raise typer.Exit(EXIT_PASSED)
+    if not as_json:
+        out.print(f"run {_shown(run_id)}: {_shown(said)}; resuming it here")
+    view = _live_view(answer.trace.task, as_json)
     prepared = prepare_resume(run_id, settings, on_event=view.on_event if view else None)
     raise typer.Exit(_execute(prepared, view))
 

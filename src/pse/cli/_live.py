@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -18,6 +19,7 @@ from rich.text import Text
 
 from pse.engine import Trace
 from pse.events import (
+    ApprovalEvent,
     CycleStarted,
     DriftEvent,
     Event,
@@ -98,6 +100,8 @@ class LiveView:
         self.cycle, self.cycle_kind, self.state, self.speaker = 0, "", "START", ""
         self.tokens, self.cost, self.currency = 0, 0.0, "USD"
         self.lines: deque[Text] = deque(maxlen=14)
+        self.on_held: Callable[[ApprovalEvent], None] | None = None
+        """Asks a person about a held call (the terminal's inline question), if someone can answer here."""
         self._live = (
             Live(self._render(), console=console, refresh_per_second=8, transient=False)
             if console.is_terminal
@@ -115,6 +119,16 @@ class LiveView:
             return
         self._live.update(self._render())
         self._live.__exit__(None, None, None)
+
+    def pause(self) -> None:
+        """Stop redrawing (a question is asked below the panel)."""
+        if self._live is not None:
+            self._live.stop()
+
+    def resume(self) -> None:
+        """Redraw again after a question."""
+        if self._live is not None:
+            self._live.start()
 
     def _add(self, text: Text) -> None:
         self.lines.append(text)
@@ -188,6 +202,18 @@ class LiveView:
                 strip_control(f"asked {fix.role} to repair its turn ({fix.attempt}): {_one_line(fix.error)}")
             )
             self._add(line)
+        elif isinstance(event, ApprovalEvent):
+            a = event.approval
+            line = Text(f"{'Approval':>10} ", "yellow")
+            if a.decision is None:
+                asked = f"{a.id}: {a.requester}→{a.tool} held ({a.fired}); pse approve {self.run_id} {a.id}"
+                line.append(_one_line(asked, 140))
+            else:
+                said = f"{a.id} {a.decision} by {a.by} ({a.via})" + (f": {a.reason}" if a.reason else "")
+                line.append(_one_line(said, 140), "green" if a.decision == "approved" else "red")
+            self._add(line)
+            if a.decision is None and self.on_held is not None:
+                self.on_held(event)
         elif isinstance(event, TransitionEvent):
             self.state = event.transition.to
         elif isinstance(event, OutcomeEvent):

@@ -19,7 +19,9 @@ trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
 
 
 def _waiting(state: str) -> str:
-    return "waiting for answers" if state == "AWAITING_ANSWER" else "running/interrupted"
+    return {"AWAITING_ANSWER": "waiting for answers", "AWAITING_APPROVAL": "waiting for approval"}.get(
+        state, "running/interrupted"
+    )
 
 
 @trace_app.command("list")

@@ -181,6 +181,12 @@ class Settings(BaseSettings):
         description="The Planner may ask a person questions (<clarification>) instead of assuming; the run "
         "then waits in AWAITING_ANSWER for `pse answer RUN_ID --text` (XML protocol only).",
     )
+    approval_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a tool call held for a person's approval waits before it is denied (the "
+        "process that holds it keeps the clock; `pse approve RUN_ID` answers).",
+    )
     max_criterion_failures: int = Field(
         2, ge=1, description="Times one criterion may fail before the run is ESCALATED, retries left or not."
     )

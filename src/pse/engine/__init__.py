@@ -1,11 +1,19 @@
 """The loop engine: cycles, verdict gates, retries, budgets, step_buffer, the state machine and the trace."""
 
+from pse.engine._approvals import (
+    APPROVALS_DIR,
+    ApprovalDecision,
+    ApprovalDesk,
+    read_decision,
+    write_decision,
+)
 from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, run_cycle
-from pse.engine._engine import Engine
+from pse.engine._engine import Engine, interrupted_cycle
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._ledger import Ledger
+from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
@@ -24,9 +32,13 @@ from pse.trace import (
 )
 
 __all__ = [
+    "APPROVALS_DIR",
+    "LOCK_FILE",
     "RUN_ID_PATTERN",
     "TERMINAL",
     "TRACE_SCHEMA_VERSION",
+    "ApprovalDecision",
+    "ApprovalDesk",
     "Cost",
     "Crew",
     "CycleOutcome",
@@ -53,15 +65,20 @@ __all__ = [
     "check_transition",
     "evaluate_gates",
     "fit_to_tokens",
+    "holding_run",
+    "interrupted_cycle",
     "is_run_id",
     "load_trace",
     "new_run_id",
     "outcome_event",
     "prune_runs",
+    "read_decision",
     "replan_packet",
     "revise_packet",
     "run_cycle",
+    "run_is_live",
     "trace_schema",
+    "write_decision",
     "write_escalation",
     "write_trace",
 ]

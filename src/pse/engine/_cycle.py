@@ -174,6 +174,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
                 problem = _read_final(role, final, outcome, run, questions=crew.questions)
+                record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
                 repairs = sum(1 for fix in record.repairs if fix.role == role)

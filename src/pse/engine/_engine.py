@@ -15,6 +15,7 @@ our code is recorded as ERROR and then propagates.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from pse.engine._cycle import (
     Crew,
@@ -29,6 +30,7 @@ from pse.engine._cycle import (
 from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import evaluate_gates
 from pse.engine._ledger import Ledger
+from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, replan_packet, revise_packet
@@ -39,7 +41,16 @@ from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "interrupted_cycle"]
+
+
+def interrupted_cycle(trace: Trace) -> CycleRecord | None:
+    """The cycle a run stopped in the middle of, if it did: saved while a tool call was held for a
+    person, never ended. A resumed run runs it again, answering what it recorded from the trace."""
+    last = trace.cycles[-1] if trace.cycles else None
+    if trace.outcome is None and last is not None and last.ended_at is None:
+        return last
+    return None
 
 
 class Engine:
@@ -54,6 +65,12 @@ class Engine:
         self.setup = setup
         self.settings = setup.settings
         self._resuming = trace is not None
+        self._interrupted = interrupted_cycle(trace) if trace is not None else None
+        if trace is not None and self._interrupted is not None:
+            # Back to where the interrupted cycle began; it runs again, answered from its record.
+            trace.cycles.pop()
+            del trace.transitions[self._interrupted.transitions_at_start or 0 :]
+            trace.state = trace.transitions[-1].to if trace.transitions else State.START.value
         self.trace = trace or Trace(
             run_id=setup.run_id,
             task=setup.task,
@@ -83,7 +100,10 @@ class Engine:
             questions=self.settings.planner_questions,
         )
         self._cancel_reason: str | None = None
+        self._suspended = False
         self._control: RunControl | None = None
+        if setup.approvals is not None:
+            setup.approvals.attach(self.trace, self.machine, self.events, self._save_held)
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -91,18 +111,45 @@ class Engine:
         """Stop the run from outside (Ctrl-C, dashboard); the current cycle ends cleanly and is recorded."""
         self._cancel_reason = reason
         self.setup.tools.halt(f"the run was cancelled: {reason}")
+        if self.setup.approvals is not None:
+            self.setup.approvals.stop(f"the run was cancelled: {reason}")
         if self._control is not None:
             self._control.token.cancel()
 
+    def interrupt(self) -> None:
+        """Ctrl-C: a run waiting for a person's approval stops where it is and keeps waiting on disk
+        (`pse approve` resumes it, no model call repeated); any other run is cancelled."""
+        if self.machine.state != State.AWAITING_APPROVAL:
+            self.cancel("interrupted (Ctrl-C)")
+            return
+        self._suspended = True
+        if self.setup.approvals is not None:
+            self.setup.approvals.stop("interrupted: the run waits on disk")
+        if self._control is not None:
+            self._control.token.cancel()
+
+    @property
+    def suspended(self) -> bool:
+        """The run stopped while a tool call waited for approval; its trace is as it was when held."""
+        return self._suspended
+
     async def run(self) -> Trace:
-        """Run cycles until the run reaches an outcome; return the final trace (also on disk)."""
+        """Run cycles until the run reaches an outcome; return the final trace (also on disk).
+
+        Raises:
+            UserError: another process executes this run now (it holds the run folder's lock).
+        """
+        with holding_run(self.setup.run_dir):
+            return await self._run()
+
+    async def _run(self) -> Trace:
         deadline = asyncio.get_running_loop().time() + self.settings.run_timeout_s
         self.setup.tools.stop_at(deadline)  # the loop's clock is time.monotonic()
         if self._resuming:
             self.trace.resumed += 1
         self._save()
         try:
-            while not self.machine.terminal:
+            while not self.machine.terminal and not self._suspended:
                 if self.machine.state == State.BLOCKED:
                     self._move(State.ESCALATED, "blocked: a person must decide")
                     break
@@ -159,16 +206,30 @@ class Engine:
 
     async def _one_cycle(self, deadline: float) -> None:
         spec = self._next()
+        again, self._interrupted = self._interrupted, None
+        if again is not None and again.step_buffer is not None:  # what crossed into it, as it crossed
+            spec = dataclasses.replace(
+                spec,
+                packet=f"{self.setup.task_message}\n\n{again.step_buffer}",
+                step_buffer=again.step_buffer,
+            )
         cycle = CycleRecord(
             index=len(self.trace.cycles) + 1,
             kind=spec.kind,
             first_speaker=spec.roles[0],
-            started_at=utc_now(),
+            started_at=again.started_at if again is not None else utc_now(),
             step_buffer=spec.step_buffer,
             step_buffer_tokens=count_tokens(spec.step_buffer) if spec.step_buffer else 0,
             plan=self.trace.plan if spec.kind == "revise" else None,
-            positions_at_start=self.setup.positions() if self.setup.positions is not None else {},
+            positions_at_start=(
+                again.positions_at_start
+                if again is not None
+                else self.setup.positions()
+                if self.setup.positions is not None
+                else {}
+            ),
             transitions_at_start=len(self.trace.transitions),
+            tokens={role: count.model_copy() for role, count in again.tokens.items()} if again else {},
         )
         self.trace.cycles.append(cycle)
         self.events.cycle = cycle
@@ -198,6 +259,8 @@ class Engine:
             self._control.token.cancel()
         outcome = await run_cycle(self.crew, spec, cycle, self._control)
         self._control = None
+        if self._suspended:
+            return  # the trace stays as it was saved when the call was held
         cycle.messages += self.ledger.late_messages(cycle)
         cycle.ended_at = utc_now()
         self._apply(cycle, outcome)
@@ -366,8 +429,17 @@ class Engine:
         self.trace.state = self.machine.state.value
         write_trace(self.trace, self.setup.run_dir)
 
+    def _save_held(self) -> None:
+        """Save in the middle of a cycle (a call held or decided): with the cassette positions of now,
+        which a resumed run goes on from once it has answered this cycle's recorded turns."""
+        if self.setup.positions is not None:
+            self.trace.cassette_positions = self.setup.positions()
+        self._save()
+
     def _finalize(self) -> None:
         trace = self.trace
+        if self._suspended:
+            return  # on disk: the trace of the moment the call was held
         if self.machine.terminal:
             trace.outcome = OUTCOME_OF[self.machine.state]  # type: ignore[assignment]
             trace.ended_at = utc_now()

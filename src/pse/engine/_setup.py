@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from autogen_agentchat.base import ChatAgent
 
 from pse.config import Settings
+from pse.engine._approvals import ApprovalDesk
 from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
@@ -58,6 +59,8 @@ class RunSetup:
         sandbox: which sandbox runs the tool commands (recorded in the trace).
         injected_retrievals: (query, citations) retrieved before the run and put in the task message;
             filed in cycle 1.
+        approvals: where tool calls held for a person wait (the executor's approver); None: no call
+            is ever held.
     """
 
     run_id: str
@@ -78,3 +81,4 @@ class RunSetup:
     positions: Callable[[], dict[str, int]] | None = None
     sandbox: SandboxRecord | None = None
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
+    approvals: ApprovalDesk | None = None

@@ -7,6 +7,7 @@ START ─► PLANNED ─► RUNNING ─► REVIEWING ─► PASSED
 (any working state) ────► TIMEOUT | ERROR                          (turn/time/token budget; infrastructure)
 ESCALATED ─► REVISING | REPLANNING | ACCEPTED_BY_HUMAN              (a person answered: `pse answer`)
 START | REPLANNING ─► AWAITING_ANSWER ─► PLANNED                  (the Planner asked; `pse answer --text`)
+(a role's phase) ─► AWAITING_APPROVAL ─► (the same state)         (a tool call is held; `pse approve`)
 
 The terminal states are where the engine stops. ESCALATED is one, though a person may take the run on
 from it: only `pse answer` makes those moves, never the engine.
@@ -37,22 +38,28 @@ class State(StrEnum):
     ESCALATED = "ESCALATED"
     ACCEPTED_BY_HUMAN = "ACCEPTED_BY_HUMAN"
     AWAITING_ANSWER = "AWAITING_ANSWER"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
 
 
 _STOPS = {State.TIMEOUT, State.ERROR}
+_HOLDS = {State.AWAITING_APPROVAL}
+# The states a role works in, so where a held tool call may pause the run and where it goes back to.
+_PHASES = frozenset({State.START, State.REPLANNING, State.AWAITING_ANSWER, State.RUNNING, State.REVIEWING})
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.START: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
+    State.START: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_HOLDS, *_STOPS}),
     State.PLANNED: frozenset({State.RUNNING, *_STOPS}),
-    State.RUNNING: frozenset({State.REVIEWING, State.BLOCKED, *_STOPS}),
+    State.RUNNING: frozenset({State.REVIEWING, State.BLOCKED, *_HOLDS, *_STOPS}),
     State.REVIEWING: frozenset(
-        {State.PASSED, State.REVISING, State.REPLANNING, State.BLOCKED, State.ESCALATED, *_STOPS}
+        {State.PASSED, State.REVISING, State.REPLANNING, State.BLOCKED, State.ESCALATED, *_HOLDS, *_STOPS}
     ),
     State.REVISING: frozenset({State.RUNNING, *_STOPS}),
-    State.REPLANNING: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
+    State.REPLANNING: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_HOLDS, *_STOPS}),
     # The Planner asked; a person's answer (`pse answer --text`) lets it plan (or ask again).
-    State.AWAITING_ANSWER: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_STOPS}),
+    State.AWAITING_ANSWER: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_HOLDS, *_STOPS}),
+    # A tool call is held for a person (`pse approve`); the decision sends the run back to the phase.
+    State.AWAITING_APPROVAL: frozenset({*_PHASES, *_STOPS}),
     State.BLOCKED: frozenset({State.ESCALATED}),
     State.PASSED: frozenset(),
     State.ESCALATED: frozenset({State.REVISING, State.REPLANNING, State.ACCEPTED_BY_HUMAN}),

@@ -38,6 +38,7 @@ from pse.models._probe import (
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
+from pse.models._resumed import ResumedTurnsClient, Turn
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._usage import CallUsage, Cost, UsageMeter, UsageSink, price_of
@@ -69,10 +70,12 @@ __all__ = [
     "RecordingChatCompletionClient",
     "RequestDifference",
     "ResilientChatCompletionClient",
+    "ResumedTurnsClient",
     "RetryPolicy",
     "ScriptedChatCompletionClient",
     "Scrubber",
     "SupportSource",
+    "Turn",
     "TurnUsage",
     "UsageMeter",
     "UsageSink",

@@ -6,14 +6,18 @@ recorded cassette if `--record` was given.
 """
 
 from pse.runner._answer import answer_run
+from pse.runner._approve import ApprovalAnswer, approve_call, pending_approvals
 from pse.runner._prepare import PreparedRun, prepare_resume, prepare_run, registry_for, user_tasks_dir
 from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
 
 __all__ = [
+    "ApprovalAnswer",
     "PreparedRun",
     "RunSummary",
     "answer_run",
+    "approve_call",
     "arun",
+    "pending_approvals",
     "prepare_resume",
     "prepare_run",
     "registry_for",

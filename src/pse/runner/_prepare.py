@@ -13,12 +13,14 @@ from autogen_core.models import ChatCompletionClient
 
 from pse.config import Settings, with_overrides
 from pse.engine import (
+    ApprovalDesk,
     Engine,
     GatePolicy,
     RunEvents,
     RunSetup,
     Trace,
     check_run_id,
+    interrupted_cycle,
     load_trace,
     new_run_id,
     prune_runs,
@@ -31,7 +33,9 @@ from pse.models import (
     CassettePlayer,
     CassetteRecorder,
     ConstraintLog,
+    ResumedTurnsClient,
     Scrubber,
+    Turn,
     UsageMeter,
     create_model_client,
     price_of,
@@ -170,6 +174,11 @@ def _wire(
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
     meter = UsageMeter()
+    # A run stopped while a call waited for a person runs its interrupted cycle again: every turn and
+    # tool call it recorded is answered from the trace, and only what comes after reaches a model.
+    again = interrupted_cycle(trace) if trace is not None else None
+    past = [c for c in trace.cycles if c is not again] if trace is not None else []
+    approvals = ApprovalDesk(run_dir, settings.approval_timeout_s)
     executor = ToolExecutor(
         workspace,
         settings,
@@ -179,14 +188,16 @@ def _wire(
         task_dir=task.dir,
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,
-        history=[call for cycle in trace.cycles for call in cycle.tool_calls] if trace is not None else (),
+        history=[call for cycle in past for call in cycle.tool_calls],
         on_record=events.tool_call,
         runner=runner,
+        approver=approvals,
+        replay=again.tool_calls if again is not None else (),
     )
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).
     constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
-    clients = {
+    clients: dict[str, ChatCompletionClient] = {
         role: create_model_client(
             settings,
             role,
@@ -199,6 +210,14 @@ def _wire(
         )
         for role in speakers
     }
+    if again is not None:
+        for role in speakers:
+            turns = [
+                Turn(m.content, m.prompt_tokens, m.completion_tokens, m.thought)
+                for m in again.messages
+                if m.source == role and not m.late
+            ]
+            clients[role] = ResumedTurnsClient(clients[role], turns)
     extra: dict[str, str] = {Role.EVALUATOR: independent_tests_prompt()} if evaluation_dir is not None else {}
     if settings.planner_questions:
         if settings.protocol != "dsml":
@@ -252,6 +271,7 @@ def _wire(
             uid=executor.sandbox.identity.uid,
             warning=executor.sandbox.warning,
         ),
+        approvals=approvals,
     )
     engine = Engine(setup, trace)
     engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it

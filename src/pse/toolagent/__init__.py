@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pse.toolagent._approval import ApprovalRule, ApprovalVerdict, Approver, HeldCall
 from pse.toolagent._catalog import render_tool_catalog, tool_functions, tool_signatures
 from pse.toolagent._decide import Allowed
 from pse.toolagent._defaults import DEFAULT_GRANTS
@@ -44,7 +45,11 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "WORKSPACE_TOOLS",
     "Allowed",
+    "ApprovalRule",
+    "ApprovalVerdict",
+    "Approver",
     "Grant",
+    "HeldCall",
     "Policy",
     "PolicyDecision",
     "PolicyOverrides",

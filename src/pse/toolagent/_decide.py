@@ -18,6 +18,7 @@ from pse.events import ToolCallRecord
 from pse.exceptions import SandboxViolation
 from pse.protocol import DsmlError, ToolCall, parse_tool_calls, truncate_text
 from pse.sandbox import Accept
+from pse.toolagent._approval import ApprovalRule
 from pse.toolagent._policy import Grant, Policy
 from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, resolve_path
 
@@ -58,6 +59,8 @@ class Allowed:
     spec: ToolSpec
     context: ToolContext
     rule: str
+    approval: ApprovalRule | None = None
+    """When the grant holds some of its calls for a person (the executor asks it)."""
 
 
 Step = Allowed | ToolCallRecord
@@ -145,7 +148,7 @@ class Decider:
         self._used[key] += 1
         spec = self._registry.get(call.name)
         assert spec is not None  # the parser only lets registered tools through
-        return Allowed(request, call, spec, context, decision.rule)
+        return Allowed(request, call, spec, context, decision.rule, decision.grant.approval)
 
     def _write_refusal(self, context: ToolContext, call: ToolCall) -> str | None:
         """Why a write_file request is refused before it runs (a check-configuration file), if it is."""

@@ -11,6 +11,11 @@ call that differs from its recording (`ToolReplayMismatchError`): nothing runs i
 
 Each allowed call goes through the executor's `ToolRunner` (`pse.toolagent._runners`), which executes
 it, records it, or answers it from a recording.
+
+Approvals: an allowed call its grant's `ApprovalRule` matches is held, and the executor waits for the
+run's `Approver` before it runs it (approved) or answers `denied` with the person's reason. A resumed
+run that stopped while a call was held goes through its interrupted cycle again: `replay` holds that
+cycle's records, and each request is answered from them, in order, without running anything again.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -31,6 +37,7 @@ from pse.events import ToolCallRecord
 from pse.exceptions import RunFailure, SandboxViolation, ToolInfrastructureError, ToolReplayMismatchError
 from pse.protocol import ResultItem, render_tool_results, truncate_text
 from pse.sandbox import Sandbox, SandboxLimits
+from pse.toolagent._approval import Approver, HeldCall, preview_of
 from pse.toolagent._decide import Allowed, Decider, Step
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
@@ -151,6 +158,10 @@ class ToolExecutor:
         history: the audit records of the run so far (a resumed run), for who wrote which file.
         redactor: replaces secret values in outputs; default the secrets of `settings`.
         runner: gives each allowed call's record: executes it (default), records or replays it.
+        approver: decides the calls an approval rule holds (None: such a call is denied, nobody can
+            be asked).
+        replay: the records of an interrupted cycle that is run again: its requests are answered
+            from them, in order, and nothing runs twice.
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -171,6 +182,8 @@ class ToolExecutor:
         history: Iterable[ToolCallRecord] = (),
         redactor: Redactor | None = None,
         runner: ToolRunner = run_tools,
+        approver: Approver | None = None,
+        replay: Sequence[ToolCallRecord] = (),
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -195,6 +208,8 @@ class ToolExecutor:
         self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record
         self._runner = runner
+        self.approver = approver
+        self._replay = deque(replay)
         self._records: list[ToolCallRecord] = []
         self._infrastructure_error: RunFailure | None = None
 
@@ -235,29 +250,105 @@ class ToolExecutor:
     async def execute(self, requester: str, message_text: str) -> ToolBatch:
         """Answer one message; parsing and tools run on the shared tool thread pool, so the event loop
         never blocks on a hostile message or a slow command."""
-        return await self._answer(requester, message_text, _on_tool_pool)
+        return await self._answer(requester, message_text, _on_tool_pool, self.approver)
 
     def execute_sync(self, requester: str, message_text: str) -> ToolBatch:
-        """`execute` with every step on the calling thread (for scripts and benchmarks)."""
-        return _complete(self._answer(requester, message_text, _on_this_thread))
+        """`execute` with every step on the calling thread (for scripts and benchmarks); a call that
+        needs approval is denied (nobody can be asked without an event loop)."""
+        return _complete(self._answer(requester, message_text, _on_this_thread, None))
 
-    async def _answer(self, requester: str, text: str, offload: _Offload) -> ToolBatch:
+    async def _answer(
+        self, requester: str, text: str, offload: _Offload, approver: Approver | None
+    ) -> ToolBatch:
         steps: list[Step] = await offload(partial(self._decider.decide, requester, text))
         records: list[ToolCallRecord] = []
         for step in steps:
-            if isinstance(step, ToolCallRecord):
+            if self._replay and self._infrastructure_error is None:
+                record = self._replayed(step)
+            elif isinstance(step, ToolCallRecord):
                 record = step
             elif self._infrastructure_error is not None:
                 self._decider.give_back(step)
                 reason = "not run: the tool machinery failed on an earlier request"
                 record = ToolCallRecord.not_run(**step.request, rule=step.rule, reason=reason)
             else:
-                record = await offload(partial(self._run_step, step))
+                held = self._held(step, text)
+                refusal, approval = (None, None) if held is None else await self._ask(step, held, approver)
+                if refusal is not None:
+                    record = refusal
+                else:
+                    record = await offload(partial(self._run_step, step))
+                    if approval is not None:
+                        record = record.model_copy(update={"approval": approval})
             records.append(self._emit(record))
         # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
+
+    def _held(self, step: Allowed, message: str) -> HeldCall | None:
+        """The call as a person would see it, when its grant's approval rule holds it; else None."""
+        if step.approval is None:
+            return None
+        outputs = self.approver.declared_outputs() if self.approver is not None else ()
+        fired = step.approval.match(step.call.name, step.call.arguments, outputs)
+        if fired is None:
+            return None
+        requester, tool = step.request["requester"], step.request["tool"]
+        return HeldCall(
+            requester=requester,
+            tool=tool,
+            arguments=dict(step.request["arguments"]),
+            index=step.request["index"],
+            rule=f"approval.{requester}.{tool}",
+            fired=fired,
+            preview=self.redactor.text(preview_of(step.context, step.call.name, step.call.arguments)),
+            message=message,
+        )
+
+    async def _ask(
+        self, step: Allowed, held: HeldCall, approver: Approver | None
+    ) -> tuple[ToolCallRecord | None, str | None]:
+        """Wait for the decision on a held call: (None, approval id) to run it, or (its denial, id)."""
+        if approver is None:
+            self._decider.give_back(step)
+            why = f"this call needs a person's approval ({held.rule}: {held.fired}); nobody can be asked here"
+            return ToolCallRecord.denied(**step.request, rule=held.rule, reason=why), None
+        verdict = await approver.decide(held)
+        if verdict.approved:
+            return None, verdict.id
+        self._decider.give_back(step)
+        why = f"denied by {verdict.by} ({held.rule}: {held.fired})"
+        if verdict.reason:
+            why += f": {verdict.reason}"
+        record = ToolCallRecord.denied(**step.request, rule=held.rule, reason=why)
+        return record.model_copy(update={"approval": verdict.id}), verdict.id
+
+    def _replayed(self, step: Step) -> ToolCallRecord:
+        """The next record of the interrupted cycle, for the same request; nothing runs again.
+
+        A request that differs from the recorded one stops the run (a replay must not guess)."""
+        recorded = self._replay.popleft()
+        request = step.request if isinstance(step, Allowed) else step
+        asked = (
+            (request["requester"], request["tool"], request["arguments"], request["index"])
+            if isinstance(request, dict)
+            else (request.requester, request.tool, request.arguments, request.index)
+        )
+        if asked != (recorded.requester, recorded.tool, recorded.arguments, recorded.index):
+            error = ToolReplayMismatchError(
+                f"the resumed cycle asked {asked[0]}'s {asked[1]} call {asked[3]} differently from the "
+                f"interrupted one ({recorded.requester}'s {recorded.tool} call {recorded.index}); "
+                "nothing was run: resume from the cycle before (see docs/human.md)"
+            )
+            self.report_infrastructure_error(error)
+            self._replay.clear()
+            if isinstance(step, ToolCallRecord):
+                return step
+            return ToolCallRecord.not_run(**step.request, rule=step.rule, reason=f"not run: {error}")
+        if isinstance(step, Allowed) and recorded.decision == "denied":
+            self._decider.give_back(step)
+        return recorded
 
     def _run_step(self, step: Allowed) -> ToolCallRecord:
         """One allowed call through the runner; a replay that cannot answer it stops the run, unrun."""

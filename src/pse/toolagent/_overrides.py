@@ -10,6 +10,9 @@
     run_pytest = { budget = 5 }                 # a table: mode, budget (calls per cycle, >= 0), or both
     bash = { mode = "read-write", budget = 2 }
 
+    [policy.Specialist.write_file]              # approval: which calls wait for a person (_approval)
+    approval = { outside_outputs = true }       # "never" (the default), "always", or a rule table
+
 Roles are spelled as everywhere else (Planner, Specialist, Evaluator): any other spelling is refused with
 the right one. Tools and modes are checked against a `Vocabulary` passed as the validation context (a
 run's own tools), by default the built-in one. Every problem is raised as a `PydanticCustomError` whose
@@ -36,6 +39,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, PydanticUndefined
 
+from pse.toolagent._approval import approval_problem
 from pse.toolagent._defaults import BUILTIN_VOCABULARY, Vocabulary
 
 __all__ = ["MODE_WORDS", "ModeWord", "PolicyOverrides", "PolicyProblem", "ToolOverride", "policy_problem"]
@@ -86,16 +90,22 @@ def _table_of_tools(value: object) -> object:
 
 
 class ToolOverride(BaseModel):
-    """One role's setting for one tool: a mode, a budget, or both. `tool = "MODE"` is `{ mode = "MODE" }`.
+    """One role's setting for one tool: a mode, a budget, an approval, or several. `tool = "MODE"` is
+    `{ mode = "MODE" }`.
 
     A mode grants the tool (rule `task.ROLE.TOOL`), keeping the budget it had, or denies it; a budget
-    alone changes the calls per cycle of a tool the role already holds.
+    alone changes the calls per cycle of a tool the role already holds; an approval says which of its
+    calls wait for a person (`pse.toolagent._approval`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: ModeWord | None = Field(default=None, description="read-only, read-write, or deny (no grant)")
     budget: int | None = Field(default=None, ge=0, description="calls per cycle, >= 0")
+    approval: str | dict[str, Any] | None = Field(
+        default=None,
+        description="never, always, or a rule table (command, path, outside_outputs, larger_than)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -106,7 +116,9 @@ class ToolOverride(BaseModel):
             raise _problem(f"a tool's setting is a mode or a table, got {value!r}", _SETTING_FIX)
         unknown = [key for key in value if key not in cls.model_fields]
         if unknown:
-            raise _problem(f"unknown setting {unknown[0]!r}", "a tool's table takes mode and budget")
+            raise _problem(
+                f"unknown setting {unknown[0]!r}", "a tool's table takes mode, budget and approval"
+            )
         mode, budget = value.get("mode"), value.get("budget")
         if mode is not None and mode not in MODE_WORDS:
             raise _problem(f"unknown mode {mode!r}", f"use one of {', '.join(MODE_WORDS)}")
@@ -114,14 +126,16 @@ class ToolOverride(BaseModel):
             raise _problem(
                 f"a budget is a whole number of calls >= 0, got {budget!r}", "write e.g. budget = 5"
             )
+        if "approval" in value and (problem := approval_problem(value["approval"])) is not None:
+            raise _problem(*problem)
         return value
 
     @model_validator(mode="after")
     def _meaningful(self) -> ToolOverride:
-        if self.mode is None and self.budget is None:
-            raise _problem("an empty table changes nothing", "give a mode, a budget, or both")
-        if self.mode == "deny" and self.budget is not None:
-            raise _problem("a denied tool has no budget", "drop the budget, or grant a mode with it")
+        if self.mode is None and self.budget is None and self.approval is None:
+            raise _problem("an empty table changes nothing", "give a mode, a budget, an approval, or several")
+        if self.mode == "deny" and (self.budget is not None or self.approval is not None):
+            raise _problem("a denied tool has no budget or approval", "drop them, or grant a mode with them")
         return self
 
 
@@ -159,8 +173,10 @@ class PolicyOverrides(RootModel[dict[RoleName, RoleOverrides]]):
                 message = f"{tool} can be granted {' or '.join(modes)} only, not {setting.mode}"
                 problem = _problem(message, f'use mode "{modes[0]}", or "deny"')
             elif setting.mode is None and tool not in vocabulary.granted[role]:
-                grant = f'{tool} = {{ mode = "{modes[0]}", budget = {setting.budget} }}'
-                problem = _problem(f"{role} has no {tool} grant to budget", f"grant it: {grant}")
+                what = "budget" if setting.budget is not None else "approve"
+                extra = f"budget = {setting.budget}" if setting.budget is not None else "approval = …"
+                grant = f'{tool} = {{ mode = "{modes[0]}", {extra} }}'
+                problem = _problem(f"{role} has no {tool} grant to {what}", f"grant it: {grant}")
             else:
                 continue
             errors.append({"type": problem, "loc": (role, tool), "input": setting.model_dump()})

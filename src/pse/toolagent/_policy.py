@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pse.config import Settings
 from pse.exceptions import ConfigError
 from pse.roles import ROLES, Role
+from pse.toolagent._approval import ApprovalRule, parse_approval
 from pse.toolagent._defaults import DEFAULT_GRANTS, EVALUATOR_AREAS, Area, Vocabulary, tool_modes
 from pse.toolagent._overrides import PolicyOverrides, policy_problem
 from pse.tools import Mode, Tool, ToolRegistry, builtin_tools
@@ -25,12 +26,14 @@ __all__ = ["Grant", "Policy", "PolicyDecision"]
 @dataclass(frozen=True, slots=True)
 class Grant:
     """One role's right to one tool. `rule` names where it came from (`roles.X.t` or `task.X.t`);
-    `areas` where its paths may point (a read-write mode applies to each of them)."""
+    `areas` where its paths may point (a read-write mode applies to each of them); `approval` which
+    of its calls wait for a person (None: none do)."""
 
     mode: Mode
     budget: int
     rule: str
     areas: tuple[Area, ...] = ("workspace",)
+    approval: ApprovalRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +138,16 @@ class Policy:
         denied = {role: set(names) for role, names in self._denied.items()}
         for role, tool, setting in checked.settings():
             old = grants[role].get(tool)
+            approval = old.approval if old else None
+            if setting.approval is not None:
+                approval = parse_approval(setting.approval)
             if setting.mode == "deny":
                 grants[role].pop(tool, None)
                 denied[role].add(tool)
             elif setting.mode is None:
-                assert old is not None and setting.budget is not None  # validated: a budget of a grant
-                grants[role][tool] = replace(old, budget=setting.budget)
+                assert old is not None  # validated: a budget or an approval of a grant
+                kept = setting.budget if setting.budget is not None else old.budget
+                grants[role][tool] = replace(old, budget=kept, approval=approval)
             else:
                 budget = setting.budget if setting.budget is not None else old.budget if old else None
                 grants[role][tool] = Grant(
@@ -148,6 +155,7 @@ class Policy:
                     self._default_budget if budget is None else budget,
                     f"task.{role}.{tool}",
                     old.areas if old else ("workspace",),
+                    approval,
                 )
                 denied[role].discard(tool)
         return Policy(grants, self._tool_modes, self._default_budget, denied)
@@ -175,6 +183,7 @@ class Policy:
                 old.budget if old else self._default_budget,
                 f"human.{role}.{tool}",
                 old.areas if old else ("workspace",),
+                old.approval if old else None,  # a widening does not waive the approvals of the grant
             )
             denied.setdefault(role, set()).discard(tool)
         return Policy(table, self._tool_modes, self._default_budget, denied)
