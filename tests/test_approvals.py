@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from approval_support import (
+from approval_cli_support import (
     DEMO,
     PSE_BIN,
     finish,
@@ -244,15 +244,15 @@ def test_an_unanswered_call_is_denied_when_the_approval_timeout_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tasks = guarded_task(tmp_path)
-    settings = load_settings(
-        runs_dir=tmp_path / "runs",
-        cassette=write_cassette(tmp_path / "c.json", notes_turns()),
-        tasks_dir=tasks,
-        approval_timeout_s=0.3,
-    )
-    summary = asyncio.run(run_to_end(prepare_run("guarded", settings)))
-    assert summary.outcome == "PASSED"
-    trace = json.loads(Path(summary.trace).read_text())
+    monkeypatch.setenv("PSE_APPROVAL_TIMEOUT_S", "0.3")
+    cassette = write_cassette(tmp_path / "c.json", notes_turns())
+    code, stdout, stderr = pse(
+        monkeypatch, capsys, "run", "guarded", "--cassette", str(cassette), "--tasks-dir", str(tasks),
+        "--runs-dir", str(tmp_path / "runs"), "--json",
+    )  # fmt: skip
+    summary = json.loads(stdout)
+    assert (code, summary["outcome"]) == (0, "PASSED"), stderr
+    trace = json.loads(Path(summary["trace"]).read_text())
     (approval,) = trace["approvals"]
     assert (approval["decision"], approval["via"], approval["by"]) == ("denied", "timeout", "timeout")
     assert approval["reason"] == "nobody answered in 0.3 s (PSE_APPROVAL_TIMEOUT_S)"

@@ -116,11 +116,12 @@ class Engine:
         if self._control is not None:
             self._control.token.cancel()
 
-    def interrupt(self) -> None:
-        """Ctrl-C: a run waiting for a person's approval stops where it is and keeps waiting on disk
-        (`pse approve` resumes it, no model call repeated); any other run is cancelled."""
+    def interrupt(self, reason: str = "interrupted (Ctrl-C)") -> None:
+        """Ctrl-C, or a server that stops: a run waiting for a person's approval stops where it is and
+        keeps waiting on disk (`pse approve` resumes it, no model call repeated); any other run is
+        cancelled with `reason`."""
         if self.machine.state != State.AWAITING_APPROVAL:
-            self.cancel("interrupted (Ctrl-C)")
+            self.cancel(reason)
             return
         self._suspended = True
         if self.setup.approvals is not None:

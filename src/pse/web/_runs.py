@@ -186,10 +186,11 @@ class RunManager:
         return True
 
     async def shutdown(self) -> None:
-        """Cancel every live run, give each a grace period to record its outcome, then stop its task."""
+        """Cancel every live run, give each a grace period to record its outcome, then stop its task.
+        A run waiting for an approval is not cancelled: it keeps waiting on disk for `pse approve`."""
         running = self.active()
         for live in running:
-            live.prepared.engine.cancel("the dashboard server stopped")
+            live.prepared.engine.interrupt("the dashboard server stopped")
         tasks = [live.task for live in running if live.task is not None]
         if not tasks:
             return
