@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -23,15 +24,19 @@ from pse.engine import Trace, is_run_id
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunHistory, run_dir_of, stats_of
-from pse.runner import answer_run, registry_for
+from pse.runner import answer_run, approve_call, pending_approvals, registry_for
 from pse.tasks import Task
 from pse.web._runs import LiveRun, RunManager, TooManyRuns
 from pse.web._schemas import (
+    APPROVAL_ID,
     CASSETTE_NAME,
     OUTCOME_FILTERS,
     AnswerRequest,
+    ApprovalRequest,
+    ApprovalResponse,
     InputInfo,
     MetricsResponse,
+    PendingApproval,
     RunListItem,
     RunPage,
     StartedRun,
@@ -52,6 +57,8 @@ FILE_CHUNK_BYTES = 64 * 1024
 """Bytes per read when streaming a workspace file."""
 
 _TRACE = "trace.json"
+_DASHBOARD = "dashboard (PSE_WEB_TOKEN holder)"
+"""Who a decision taken through the API is recorded as: whoever holds the token."""
 
 router = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
 
@@ -319,7 +326,7 @@ async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) 
             grants=body.grants,
             retries=body.retries,
             replan=body.replan,
-            by="dashboard (PSE_WEB_TOKEN holder)",
+            by=_DASHBOARD,
             via="api",
         )
     except UserError as exc:
@@ -337,6 +344,91 @@ async def answer_escalation(run_id: str, body: AnswerRequest, request: Request) 
         "answer": answer,
         "events": f"/api/runs/{live.run_id}/events",
     }
+
+
+# ---- held tool calls -----------------------------------------------------------------------------
+
+
+@router.get("/approvals")
+def list_approvals(request: Request) -> list[PendingApproval]:
+    """Every held call nobody decided yet, of every run that waits in AWAITING_APPROVAL; newest first."""
+    index: RunHistory = request.app.state.history
+    manager = _manager(request)
+    root = _root(request)
+    pending: list[PendingApproval] = []
+    for entry in index.entries():
+        live = manager.get(entry.run_id)
+        executing = live is not None and not live.ended
+        if live is not None and executing:
+            trace, run_dir = live.trace, live.prepared.run_dir
+        elif entry.outcome is None and entry.state == "AWAITING_APPROVAL":
+            try:
+                trace = Trace.model_validate(json.loads(read_run_file(root, entry.run_id, _TRACE)))
+                run_dir = run_dir_of(root, entry.run_id)
+            except (HTTPException, UserError, ValueError):
+                continue  # the trace changed or went away since the listing: not waiting any more
+        else:
+            continue
+        pending.extend(
+            PendingApproval(**a.model_dump(), run_id=trace.run_id, task=trace.task, live=executing)
+            for a in pending_approvals(trace, run_dir)
+        )
+    pending.sort(key=lambda p: (p.requested_at, p.run_id, p.id), reverse=True)
+    return pending
+
+
+@router.post("/runs/{run_id}/approvals/{approval_id}", status_code=202)
+async def decide_approval(
+    run_id: str,
+    approval_id: Annotated[str, PathParam(pattern=APPROVAL_ID)],
+    body: ApprovalRequest,
+    request: Request,
+) -> ApprovalResponse:
+    """A person's decision on a held tool call: approve it (`all`: every such call of this run) or deny it.
+
+    Only with PSE_WEB_TOKEN set, as for answers. The decision file is written for the process that
+    executes the run (this server included) to pick up; when none does, the run resumes in this server
+    and meets the decision at the held call.
+    """
+    _run_dir(request, run_id)
+    if request.app.state.web_token is None:
+        raise HTTPException(
+            403,
+            "approving from the dashboard needs PSE_WEB_TOKEN (without it any local process could approve, "
+            f"a tool command included): set it and restart `pse serve`, or run `pse approve {run_id}`",
+        )
+    settings = _settings(request)
+    try:
+        answer = approve_call(
+            run_id,
+            settings,
+            approval_id,
+            approve=body.decision == "approve",
+            reason=body.reason,
+            scope="run" if body.all else "call",
+            by=_DASHBOARD,
+            via="api",
+        )
+    except UserError as exc:
+        raise HTTPException(409, str(exc)) from None
+    resumed = False
+    if not answer.live_elsewhere:
+        try:
+            _manager(request).resume(run_id, settings)
+        except (TooManyRuns, UserError) as exc:
+            raise HTTPException(
+                409, f"the decision is recorded, but the run did not start: {exc}; `pse resume {run_id}`"
+            ) from None
+        resumed = True
+    current = _manager(request).get(run_id)
+    executing = current is not None and not current.ended
+    return ApprovalResponse(
+        run_id=run_id,
+        approval=answer.approval.id,
+        decision=answer.decision.decision,
+        resumed=resumed,
+        events=f"/api/runs/{run_id}/events" if executing else None,
+    )
 
 
 # ---- workspace files -----------------------------------------------------------------------------

@@ -10,17 +10,22 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pse.config import ProviderName
 from pse.evals import EvalSummary, ResultRow
+from pse.events import ApprovalRecord
 from pse.history import RunEntry, Stats
 from pse.web._security import is_loopback_host
 
 __all__ = [
+    "APPROVAL_ID",
     "CASSETTE_NAME",
     "OUTCOME_FILTERS",
+    "ApprovalRequest",
+    "ApprovalResponse",
     "EvalArmRates",
     "EvalListItem",
     "EvalPage",
     "InputInfo",
     "MetricsResponse",
+    "PendingApproval",
     "RunListItem",
     "RunPage",
     "StartRun",
@@ -30,6 +35,8 @@ __all__ = [
 
 CASSETTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.json$")
 """A cassette is named, never pathed: a file of this name directly inside the task's folder."""
+APPROVAL_ID = r"^A[0-9]{1,6}\.[0-9]{1,6}$"
+"""A held call's id, `A<cycle>.<n>`: checked in the URL before anything is looked up."""
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 MAX_INPUT_CHARS = 20_000
@@ -124,6 +131,34 @@ class AnswerRequest(BaseModel):
     grants: list[str] = Field(default_factory=list, max_length=20)
     retries: int = Field(1, ge=1, le=20)
     replan: bool = False
+
+
+class ApprovalRequest(BaseModel):
+    """`POST /api/runs/{id}/approvals/{approval_id}`: a person's decision on a held call (`pse approve`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    reason: str = Field("", max_length=2000, description="why; a denial's reason goes back to the role")
+    all: bool = Field(False, description="approve every later call of the same role, tool and rule too")
+
+
+class ApprovalResponse(BaseModel):
+    """The answer to a decision on a held call."""
+
+    run_id: str
+    approval: str = Field(description="the held call's id")
+    decision: Literal["approved", "denied"]
+    resumed: bool = Field(description="nobody executed the run: it resumed in this server")
+    events: str | None = Field(None, description="URL of the run's SSE stream while it executes here")
+
+
+class PendingApproval(ApprovalRecord):
+    """One entry of `GET /api/approvals`: a held call nobody decided yet, with its run."""
+
+    run_id: str
+    task: str
+    live: bool = Field(False, description="the run executes in this server")
 
 
 class RunPage(BaseModel):

@@ -92,11 +92,26 @@ async function streamEvents(runId, onEvent, signal) {
 const listState = { offset: 0, limit: 25, task: "", outcome: "" };
 
 async function showRuns() {
-  const tasks = await api("/api/tasks");
+  const [tasks, held] = await Promise.all([api("/api/tasks"), api("/api/approvals")]);
   const form = startForm(tasks);
   const listPanel = h("section", { class: "panel", id: "runs-panel" });
-  view.replaceChildren(h("h1", {}, "Runs"), h("div", { class: "grid2" }, form, listPanel));
+  const parts = [h("h1", {}, "Runs"), pendingApprovalsPanel(held), h("div", { class: "grid2" }, form, listPanel)];
+  view.replaceChildren(...parts.filter(Boolean));
   await renderRunList(listPanel, tasks);
+}
+
+// Held tool calls of every run that waits for a person (GET /api/approvals), each linked to its run.
+function pendingApprovalsPanel(items) {
+  if (!items || !items.length) return null;
+  return h("section", { class: "panel", id: "approvals-pending" }, h("h2", {}, `Pending approvals (${items.length})`),
+    h("div", { class: "scroll" }, h("table", {},
+      h("thead", {}, h("tr", {}, ["run", "task", "held call", "held because", "since"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, items.map((a) => h("tr", { class: "approval-row", "data-approval": a.id },
+        h("td", {}, h("a", { href: `#/run/${encodeURIComponent(a.run_id)}` }, a.run_id)),
+        h("td", {}, a.task),
+        h("td", {}, h("b", {}, a.id), ` ${a.requester} → ${a.tool}`),
+        h("td", { class: "text" }, a.fired),
+        h("td", {}, fmtTime(a.requested_at))))))));
 }
 
 function startForm(tasks) {
@@ -163,11 +178,11 @@ async function renderRunList(panel, tasks) {
   taskFilter.addEventListener("change", onFilter);
   outcomeFilter.addEventListener("change", onFilter);
   const rows = page.runs.map((r) => {
-    const outcome = r.outcome || (r.live ? "RUNNING" : "RUNNING");
+    const outcome = r.outcome || (r.state === "AWAITING_APPROVAL" ? "AWAITING_APPROVAL" : "RUNNING");
     return h("tr", { class: `run-row outcome-${outcome}` },
       h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.run_id)}` }, r.run_id)),
       h("td", {}, r.task),
-      h("td", {}, badge(r.outcome || (r.live ? "RUNNING" : r.state === "AWAITING_ANSWER" ? "waiting for answers" : "interrupted"), outcome)),
+      h("td", {}, badge(r.outcome || (r.state === "AWAITING_APPROVAL" ? "waiting for approval" : r.live ? "RUNNING" : r.state === "AWAITING_ANSWER" ? "waiting for answers" : "interrupted"), outcome)),
       h("td", { class: "num" }, r.cycles),
       h("td", { class: "num" }, fmtInt(r.tokens)),
       h("td", { class: "num" }, fmtCost(r.cost, r.currency)),
@@ -189,7 +204,7 @@ async function renderRunList(panel, tasks) {
 
 function emptyRun(trace) {
   return { run_id: trace.run_id, task: trace.task, started_at: trace.started_at, state: "START", outcome: null,
-    outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true, events: [], sandbox: trace.sandbox };
+    outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true, events: [], sandbox: trace.sandbox, approvals: [] };
 }
 
 function applyEvent(run, ev) {
@@ -209,6 +224,12 @@ function applyEvent(run, ev) {
       break;
     }
     case "transition": run.state = ev.transition.to; break;
+    case "approval": { // held (no decision yet), then decided: the later record replaces the earlier
+      const list = (run.approvals ||= []);
+      const at = list.findIndex((a) => a.id === ev.approval.id);
+      if (at >= 0) list[at] = ev.approval; else list.push(ev.approval);
+      break;
+    }
     case "outcome":
       Object.assign(run, { outcome: ev.outcome, outcome_reason: ev.reason, state: ev.outcome, cost: { amount: ev.cost, currency: ev.currency } });
       break;
@@ -225,6 +246,11 @@ function eventLine(ev) {
     case "retrieval": return `knowledge "${ev.query}": ${ev.results.length} result(s)${ev.results.length ? ", top " + citation(ev.results[0]) : ""}`;
     case "drift": return `replay drift: ${ev.drift.role} turn ${ev.drift.turn}, message ${ev.drift.message} (${ev.drift.speaker}): tool output differs from the recording`;
     case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
+    case "approval": {
+      const a = ev.approval;
+      return a.decision ? `approval ${a.id} ${a.decision} by ${a.by} (${a.via})${a.reason ? ": " + a.reason : ""}`
+        : `approval ${a.id} needed: ${a.requester} → ${a.tool} (${a.fired})`;
+    }
     case "outcome": return `${ev.outcome}: ${ev.reason}`;
     default: return ev.kind;
   }
@@ -282,7 +308,11 @@ function testAuthors(t) {
 }
 
 function renderRun(run, log) {
-  const outcome = run.outcome || (!run.live && run.state === "AWAITING_ANSWER" ? "AWAITING_ANSWER" : "RUNNING");
+  // A run held for approval waits in AWAITING_APPROVAL, whether it executes here (its transition
+  // events say so) or waits on disk with no process.
+  const held = !run.outcome && run.state === "AWAITING_APPROVAL" ? (run.approvals || []).filter((a) => !a.decision) : [];
+  const outcome = run.outcome || (run.state === "AWAITING_APPROVAL" ? "AWAITING_APPROVAL"
+    : !run.live && run.state === "AWAITING_ANSWER" ? "AWAITING_ANSWER" : "RUNNING");
   const byRole = roleTokens(run);
   const total = Object.values(byRole).reduce((a, t) => a + t.prompt + t.completion, 0);
   const cancel = run.live ? h("button", { class: "danger", id: "cancel-button", onclick: async (e) => {
@@ -307,6 +337,7 @@ function renderRun(run, log) {
       h("div", { class: "kv" }, h("b", {}, fmtTime(run.started_at)), h("span", {}, "started")),
       cancel, resume),
   ];
+  held.forEach((a, i) => parts.push(approvalPanel(run, a, i ? `-${i + 1}` : "")));
   const answers = run.answers || [];
   const closed = answers.length && answers[answers.length - 1].decision === "reject";
   if (!run.live && run.outcome === "ESCALATED" && !closed) parts.push(answerPanel(run));
@@ -319,13 +350,14 @@ function renderRun(run, log) {
       h("a", { class: `cycle-chip ${c.result || "RUNNING"}`, href: `#/run/${encodeURIComponent(run.run_id)}`, onclick: (e) => { e.preventDefault(); document.getElementById(`cycle-${c.index}`).scrollIntoView(); } },
         h("b", {}, `Cycle ${c.index}`), h("small", {}, `${c.kind} · first: ${c.first_speaker}`), badge(c.result || "RUNNING"),
         h("small", {}, `${c.messages.length} msgs · ${c.tool_calls.length} tool calls`))))));
+  parts.push(approvalsAudit(run));
   parts.push(tokenPanel(byRole, run));
   if (run.plan) parts.push(planPanel(run.plan));
   const filter = h("div", { class: "role-filter", id: "role-filter" }, h("b", {}, "Show messages of:"), ROLES.map((r) =>
     h("label", {}, h("input", { type: "checkbox", "data-role": r, checked: roleShown[r], onchange: (e) => { roleShown[r] = e.target.checked; renderRun(run, log); } }), ` ${r}`)));
   parts.push(h("section", { class: "panel" }, h("h2", {}, "Cycles"), filter, run.cycles.map((c) => cyclePanel(c))));
   if (!run.live) parts.push(filesPanel(run.run_id));
-  view.replaceChildren(...parts);
+  view.replaceChildren(...parts.filter(Boolean));
 }
 
 // A person's answers to the Planner's questions (the same endpoint, with `text`).
@@ -369,6 +401,65 @@ function answerPanel(run) {
       h("button", { id: "answer-resume", onclick: send("resume") }, "Take it on"),
       h("button", { id: "answer-accept", onclick: send("accept") }, "Accept the artifacts"),
       h("button", { class: "danger", id: "answer-reject", onclick: send("reject") }, "Close")));
+}
+
+// What a person has typed as the reason for a held call, kept while the live page redraws.
+const approvalDrafts = {};
+
+// The preview is model-written: it is shown as text only (textContent through h()), one span per line;
+// for write_file it is a unified diff, its added and removed lines coloured by class.
+function approvalPreview(a, id) {
+  const lines = (a.preview || "").split("\n");
+  const diff = a.tool === "write_file";
+  const kind = (line) => !diff ? null : line.startsWith("+++") || line.startsWith("---") ? "diff-file"
+    : line.startsWith("+") ? "diff-add" : line.startsWith("-") ? "diff-del" : line.startsWith("@@") ? "diff-hunk" : null;
+  return h("pre", { class: "out approval-preview", id }, lines.map((line, i) =>
+    h("span", { class: kind(line) }, i < lines.length - 1 ? `${line}\n` : line)));
+}
+
+// A tool call held for a person (POST /api/runs/{id}/approvals/{approval}; the server takes it only with
+// a token). After the decision the page follows the run live: it resumes in this server when no process had it.
+function approvalPanel(run, a, suffix) {
+  const reason = h("input", { id: `approval-reason${suffix}`, maxlength: 2000, value: approvalDrafts[a.id] || "",
+    placeholder: "why (a denial's reason goes back to the role)", "aria-label": "Reason",
+    oninput: (e) => { approvalDrafts[a.id] = e.target.value; } });
+  const buttons = [];
+  const send = (decision, all) => async () => {
+    for (const b of buttons) b.disabled = true;
+    try {
+      const done = await api(`/api/runs/${encodeURIComponent(run.run_id)}/approvals/${encodeURIComponent(a.id)}`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ decision, reason: reason.value, all }) });
+      delete approvalDrafts[a.id];
+      if (stopStream) { stopStream(); stopStream = null; }
+      if (!done.events) { // another process executes the run: it picks the decision up within moments
+        notice(`${a.id} ${done.decision}: the process that executes this run goes on with it`);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+      await showRun(run.run_id);
+    } catch (err) { notice(err.message); for (const b of buttons) b.disabled = false; }
+  };
+  buttons.push(
+    h("button", { id: `approval-approve${suffix}`, onclick: send("approve", false) }, "Approve"),
+    h("button", { class: "danger", id: `approval-deny${suffix}`, onclick: send("deny", false) }, "Deny"),
+    h("button", { class: "secondary", id: `approval-approve-all${suffix}`, onclick: send("approve", true) }, "Approve all such calls for this run"));
+  return h("section", { class: "panel approval", id: `approval-panel${suffix}`, "data-approval": a.id },
+    h("h2", {}, "Approval needed ", h("span", { class: "muted" }, a.id)),
+    h("p", {}, h("b", {}, `${a.requester} → ${a.tool}`), " held by ", h("code", {}, a.rule), ": ", a.fired),
+    approvalPreview(a, `approval-preview${suffix}`),
+    h("label", { class: "approval-reason" }, "Reason ", reason),
+    h("div", { class: "approval-row" }, buttons),
+    h("p", { class: "muted" }, `The same as pse approve ${run.run_id} ${a.id} (--deny, --all); the server needs PSE_WEB_TOKEN.`));
+}
+
+// Who decided each held call, how, and why (the audit of trace.approvals).
+function approvalsAudit(run) {
+  const decided = (run.approvals || []).filter((a) => a.decision);
+  if (!decided.length) return null;
+  return h("section", { class: "panel", id: "approvals-audit" }, h("h2", {}, `Approvals (${decided.length})`),
+    h("ul", {}, decided.map((a) => h("li", { "data-approval": a.id },
+      h("b", {}, a.id), ` ${a.requester} → ${a.tool} `, badge(a.decision),
+      ` by ${a.by || "?"} via ${a.via || "?"}${a.scope === "run" ? " (all such calls for this run)" : ""} · ${fmtTime(a.decided_at)}`,
+      a.reason ? h("div", { class: "muted" }, `reason: ${a.reason}`) : null))));
 }
 
 function tokenPanel(byRole, run) {
