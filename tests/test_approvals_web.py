@@ -188,3 +188,32 @@ def test_a_run_another_process_executes_is_left_to_that_process(held: tuple[Sett
     decision = json.loads((settings.runs_dir / run_id / "approvals" / "A1.1.json").read_text())
     assert (decision["decision"], decision["via"], decision["by"]) == ("approved", "api", DASHBOARD)
     assert trace_of(settings, run_id)["outcome"] is None  # nobody resumed it here
+
+
+def test_a_server_that_stops_leaves_a_waiting_run_waiting_and_the_next_one_resumes_it(tmp_path: Path) -> None:
+    """A restart of `pse serve` while a call waits: the run is not cancelled; the next server (or the
+    CLI) decides it and the run goes on from the held call, no model call repeated."""
+    settings = guarded_settings(tmp_path)
+    with _client(settings.model_copy(update={"cassette": None})) as client:
+        started = client.post(
+            "/api/runs", json={"task": HELD_TASK, "cassette": HELD_CASSETTE}, headers=HEADERS
+        )
+        run_id = started.json()["run_id"]
+        deadline = time.monotonic() + 60
+        while trace_of(settings, run_id)["state"] != "AWAITING_APPROVAL" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    held = trace_of(settings, run_id)  # the server has stopped
+    assert (held["state"], held["outcome"], held["approvals"][0]["decision"]) == (
+        "AWAITING_APPROVAL",
+        None,
+        None,
+    )
+    with _client(settings) as client:
+        assert [p["id"] for p in client.get("/api/approvals", headers=HEADERS).json()] == ["A1.1"]
+        decided = client.post(
+            f"/api/runs/{run_id}/approvals/A1.1", json={"decision": "approve"}, headers=HEADERS
+        )
+        assert decided.status_code == 202 and decided.json()["resumed"] is True, decided.text
+        trace = _ended(settings, run_id)
+    assert trace["outcome"] == "PASSED" and trace["resumed"] == 1
+    assert trace["cassette_positions"] == {"Planner": 1, "Specialist": 4, "Evaluator": 4}
