@@ -37,7 +37,8 @@ class RunSummary(BaseModel):
     tokens: RunTokens
     cost: Cost
     state: str = Field(
-        "", description="its state: an outcome's, or AWAITING_ANSWER while it waits for a person"
+        "",
+        description="its state: an outcome's, or AWAITING_ANSWER / AWAITING_APPROVAL while it waits for a person",
     )
 
 
