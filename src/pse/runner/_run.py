@@ -38,7 +38,7 @@ class RunSummary(BaseModel):
     cost: Cost
     state: str = Field(
         "",
-        description="its state: an outcome's, or AWAITING_ANSWER / AWAITING_APPROVAL while it waits for a person",
+        description="its state: an outcome's, or AWAITING_ANSWER / AWAITING_APPROVAL (waiting for a person)",
     )
 
 
