@@ -1,7 +1,9 @@
-"""ToolAgent figures: DSML parse throughput, per-call overhead, and bash('true') latency per sandbox mode."""
+"""ToolAgent figures: DSML parse throughput, per-call overhead, bash('true') latency per sandbox mode, and
+a block of independent checks run at once against one after another."""
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import tempfile
 import time
@@ -72,6 +74,47 @@ def _bash_latency_ms(
     }
 
 
+def _checks_block_s(
+    mode: str, parallel: int, rounds: int = 3, *, second_check: bool = False
+) -> dict[str, float]:
+    """Wall time of one Evaluator block (pytest, ruff, a read; with `second_check` also a read-only
+    bash command of ~1 s, as a type checker would be) on a project whose tests take ~1 s."""
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+        workspace.chmod(0o755)  # as root, commands run as the sandbox uid: it must enter the workspace
+        (workspace / "mod.py").write_text(
+            "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(50))
+        )
+        (workspace / "test_mod.py").write_text(
+            "import time\n\nfrom mod import f1\n\n\ndef test_f():\n    time.sleep(1)\n    assert f1(1) == 2\n"
+        )
+        settings = Settings(sandbox=mode, tool_parallel_calls=parallel, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
+        executor = ToolExecutor(workspace, settings, Policy.default(settings))
+        calls = [
+            ("run_pytest", {"target": "."}),
+            ("run_ruff", {"target": "."}),
+            ("read_file", {"path": "mod.py"}),
+        ]
+        if second_check:
+            calls.append(("bash", {"command": "sleep 1; grep -c def mod.py"}))
+        block = render_tool_calls(calls)
+        walls: list[float] = []
+        slowest: list[float] = []
+        total: list[float] = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            batch = asyncio.run(executor.execute("Evaluator", block))
+            walls.append(time.perf_counter() - started)
+            slowest.append(max(r.ms for r in batch.records) / 1000)
+            total.append(sum(r.ms for r in batch.records) / 1000)
+            assert all(r.status == "ok" for r in batch.records), [r.output for r in batch.records]
+        return {
+            "wall_s": round(statistics.median(walls), 3),
+            "slowest_call_s": round(statistics.median(slowest), 3),
+            "sum_of_calls_s": round(statistics.median(total), 3),
+        }
+
+
 def run() -> dict[str, object]:
     """Figures for `make bench` (see bench/__main__.py)."""
     mb_per_s, size = _parse_mb_per_s()
@@ -97,4 +140,12 @@ def run() -> dict[str, object]:
             if problem is None
             else {"skipped": problem}
         )
+    # PSE_TOOL_PARALLEL_CALLS: the block takes about its slowest call at 4, the sum of its calls at 1.
+    mode = "bwrap" if bwrap_problem() is None else "fallback"
+    figures[f"checks_block_{mode}"] = {
+        "parallel_4": _checks_block_s(mode, 4),
+        "one_at_a_time": _checks_block_s(mode, 1),
+        "with_a_second_slow_check_parallel_4": _checks_block_s(mode, 4, second_check=True),
+        "with_a_second_slow_check_one_at_a_time": _checks_block_s(mode, 1, second_check=True),
+    }
     return figures

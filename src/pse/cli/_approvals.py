@@ -20,6 +20,7 @@ from rich.text import Text
 from pse.cli._live import strip_control
 from pse.engine import ApprovalDecision, ApprovalDesk
 from pse.events import ApprovalEvent, ApprovalRecord
+from pse.tools import Tool
 
 __all__ = ["TerminalApprovals", "held_panel"]
 
@@ -34,7 +35,7 @@ def held_panel(record: ApprovalRecord) -> Panel:
         (strip_control(f"  {record.id}  {record.rule}\n"), "dim"),
         strip_control(f"held because {record.fired}\n"),
     )
-    language = {"write_file": "diff", "bash": "bash"}.get(record.tool, "json")
+    language = {str(Tool.WRITE_FILE): "diff", str(Tool.BASH): "sh"}.get(record.tool, "json")
     preview = Syntax(strip_control(record.preview), language, word_wrap=True, theme="ansi_dark")
     return Panel(Group(head, preview), title="approval needed", border_style="yellow")
 

@@ -170,6 +170,12 @@ class Settings(BaseSettings):
     tool_file_size_mb: int = Field(64, ge=1, description="Largest file a tool command may write, MiB.")
     tool_max_processes: int = Field(256, ge=8, description="Process-count limit of a tool command.")
     tool_calls_per_cycle: int = Field(30, ge=1, description="Default calls per tool, per role, per cycle.")
+    tool_parallel_calls: int = Field(
+        4,
+        ge=1,
+        description="Read-only calls of one <tool_calls> block that run at the same time (1: one after "
+        "another); writes, and every call after one, keep their order.",
+    )
     max_invokes_per_message: int = Field(16, ge=1, description="Most tool invokes one message may hold.")
     max_parameter_bytes: int = Field(1_000_000, ge=1024, description="Largest single tool parameter value.")
 

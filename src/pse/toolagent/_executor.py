@@ -262,7 +262,21 @@ class ToolExecutor:
     ) -> ToolBatch:
         steps: list[Step] = await offload(partial(self._decider.decide, requester, text))
         records: list[ToolCallRecord] = []
-        for step in steps:
+        wrote = False  # once a call of the block may write, the calls after it keep their order
+        position = 0
+        while position < len(steps):
+            # Calls run at once on the tool pool only (the calling-thread path has no event loop).
+            together = (
+                [] if wrote or offload is not _on_tool_pool else self._independent(steps, position, text)
+            )
+            if len(together) > 1:
+                records += [self._emit(r) for r in await self._run_together(together, offload)]
+                position += len(together)
+                continue
+            step = steps[position]
+            position += 1
+            if isinstance(step, Allowed) and (step.context.writable or step.context.evaluation_writable):
+                wrote = True
             if self._replay and self._infrastructure_error is None:
                 record = self._replayed(step)
             elif isinstance(step, ToolCallRecord):
@@ -285,6 +299,35 @@ class ToolExecutor:
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
+
+    def _independent(self, steps: Sequence[Step], start: int, message: str) -> list[Allowed]:
+        """The read-only calls from `start` on that may run at the same time (none held for a person,
+        none writing); empty when tools are recorded or replayed, whose order is the recording's."""
+        if self.settings.tool_parallel_calls < 2 or self._runner is not run_tools or self._replay:
+            return []
+        together: list[Allowed] = []
+        for step in steps[start:]:
+            if not isinstance(step, Allowed) or step.context.writable or step.context.evaluation_writable:
+                break
+            if self._held(step, message) is not None:
+                break
+            together.append(step)
+        return together
+
+    async def _run_together(self, steps: Sequence[Allowed], offload: _Offload) -> list[ToolCallRecord]:
+        """Run independent read-only calls at once, at most `PSE_TOOL_PARALLEL_CALLS` at a time; their
+        records come back in the order of the block."""
+        gate = asyncio.Semaphore(self.settings.tool_parallel_calls)
+
+        async def one(step: Allowed) -> ToolCallRecord:
+            async with gate:
+                if self._infrastructure_error is not None:
+                    self._decider.give_back(step)
+                    reason = "not run: the tool machinery failed on an earlier request"
+                    return ToolCallRecord.not_run(**step.request, rule=step.rule, reason=reason)
+                return await offload(partial(self._run_step, step))
+
+        return list(await asyncio.gather(*(one(step) for step in steps)))
 
     def _held(self, step: Allowed, message: str) -> HeldCall | None:
         """The call as a person would see it, when its grant's approval rule holds it; else None."""
