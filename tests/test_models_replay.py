@@ -192,6 +192,26 @@ def test_price_of_computes_cost_per_million_and_flags_unpriced_models() -> None:
     assert price_of(settings, "mystery-model", 10, 10) == Cost(amount=0.0, unpriced_models=["mystery-model"])
 
 
+def test_cached_prompt_tokens_cost_the_cached_input_price_or_the_input_price_without_one() -> None:
+    from pse.models._cached import cached_tokens_of
+
+    prices = {"a": Price(input=2.0, output=8.0, cached_input=0.5), "b": Price(input=2.0, output=8.0)}
+    settings = load_settings(prices=prices)
+    assert price_of(settings, "a", 1_000_000, 0, cached_tokens=400_000) == Cost(amount=1.4)
+    assert price_of(settings, "b", 1_000_000, 0, cached_tokens=400_000) == Cost(amount=2.0)
+    assert price_of(settings, "a", 100, 0, cached_tokens=10**9).amount == 0.5 * 100 / 1e6  # capped at prompt
+    assert cached_tokens_of({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 4}}) == 4
+    assert cached_tokens_of({"prompt_tokens": 9, "prompt_cache_hit_tokens": 6}) == 6
+    for nothing in [
+        None,
+        {},
+        {"prompt_tokens_details": None},
+        {"prompt_cache_hit_tokens": -1},
+        {"prompt_cache_hit_tokens": True},
+    ]:
+        assert cached_tokens_of(nothing) is None
+
+
 def test_prices_come_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PSE_PRICES", json.dumps({"deepseek-chat": {"input": 0.27, "output": 1.1}}))
     cost = price_of(load_settings(), "deepseek-chat", 1_000_000, 0)

@@ -199,3 +199,39 @@ async def test_a_malformed_native_call_is_answered_with_its_error_and_the_run_go
     results = [m["content"] for m in second if m["role"] == "tool"]
     advice = "send one JSON object with a text value per parameter; usage: read_file(path)"
     assert results[0] == f"[error] read_file: {reason}; {advice}"
+
+
+async def test_cached_prompt_tokens_from_both_usage_shapes_land_in_the_trace_and_the_cost(
+    tmp_path: Path,
+) -> None:
+    """OpenAI's `prompt_tokens_details.cached_tokens` and DeepSeek's `prompt_cache_hit_tokens`, read from
+    the provider's answers (AutoGen's usage drops them), counted per call, role and run, and priced at
+    `cached_input`."""
+    cached = [0, 200, 400, 0, 300, 500, 600, 700, 800]
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(
+            *(
+                Reply(
+                    content=t["content"],
+                    usage=(1000 + i, 100 + i),
+                    cached=cached[i],
+                    cached_shape="openai" if i % 2 else "deepseek",
+                )
+                for i, t in enumerate(_TURNS)
+            )
+        )
+        prices = {"m-test": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}
+        settings = _live("openai", stand_in, tmp_path / "live", tmp_path / "rec.json", prices=prices)
+        summary = await run_to_end(prepare_run("code-delivery", settings))
+    assert summary.outcome == "PASSED"
+    trace = load_trace(Path(summary.trace))
+    assert trace.tokens.cached == sum(cached) == 3500
+    by_role: dict[str, int] = {}
+    for i, turn in enumerate(_TURNS):
+        by_role[turn["role"]] = by_role.get(turn["role"], 0) + cached[i]
+    assert {role: t.cached for role, t in trace.tokens.by_role.items()} == by_role
+    assert sum(t.cached for c in trace.cycles for t in c.tokens.values()) == 3500
+    prompt, completion = sum(1000 + i for i in range(9)), sum(100 + i for i in range(9))
+    expected = ((prompt - 3500) * 2.0 + 3500 * 0.5 + completion * 8.0) / 1_000_000
+    assert trace.cost.amount == round(expected, 6)
+    assert summary.cost.amount == trace.cost.amount

@@ -39,6 +39,7 @@ ADDED_SINCE = {
     "clarification": None,
     "approvals": [],
     "approval": None,
+    "cached": 0,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 

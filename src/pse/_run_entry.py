@@ -23,6 +23,8 @@ class RunEntry(BaseModel):
     ended_at: str | None
     cycles: int
     tokens: int
+    prompt_tokens: int = 0
+    cached_tokens: int = Field(0, description="prompt tokens served from the providers' prompt caches")
     cost: float
     currency: str
     tool_calls: int = 0
@@ -64,6 +66,8 @@ class RunEntry(BaseModel):
             ended_at=data.get("ended_at"),
             cycles=len(cycles),
             tokens=int(tokens.get("total", 0)),
+            prompt_tokens=int(tokens.get("prompt", 0)),
+            cached_tokens=int(tokens.get("cached", 0)),
             cost=float(cost.get("amount", 0.0)),
             currency=str(cost.get("currency", "USD")),
             tool_calls=len(calls),

@@ -261,12 +261,18 @@ class TokenCount(_Record):
     estimated: int = Field(
         0, description="tokens of calls the provider reported nothing for (timed out, cancelled): estimated"
     )
+    cached: int = Field(
+        0, description="prompt tokens the provider served from its prompt cache (part of `prompt`)"
+    )
 
-    def add(self, prompt: int, completion: int, calls: int = 1, *, estimated: bool = False) -> None:
+    def add(
+        self, prompt: int, completion: int, calls: int = 1, *, estimated: bool = False, cached: int = 0
+    ) -> None:
         """Add one call's usage (an estimate, when the provider reported none)."""
         self.prompt += prompt
         self.completion += completion
         self.calls += calls
+        self.cached += min(cached, prompt)
         if estimated:
             self.estimated += prompt + completion
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.engine import check_run_id
@@ -41,6 +41,9 @@ class Stats(BaseModel):
     currency: str
     handoffs: int = 0
     handoff_failure_rate: float | None = None
+    cached_prompt_share: float | None = Field(
+        None, description="share of the prompt tokens the providers served from their prompt caches"
+    )
 
 
 def run_dir_of(runs_dir: Path, run_id: str) -> Path:
@@ -130,6 +133,9 @@ def stats_of(entries: Sequence[RunEntry]) -> Stats:
         handoffs=(handoffs := sum(e.handoffs for e in finished)),
         handoff_failure_rate=round(sum(e.handoff_failures for e in finished) / handoffs, 4)
         if handoffs
+        else None,
+        cached_prompt_share=round(sum(e.cached_tokens for e in finished) / prompt, 4)
+        if (prompt := sum(e.prompt_tokens for e in finished))
         else None,
     )
 

@@ -133,7 +133,7 @@ class RunTokens(_Model):
     def _derived_totals(cls, data: Any) -> Any:
         # A trace on disk holds the totals too; they are recomputed, never read back.
         if isinstance(data, dict):
-            return {k: v for k, v in data.items() if k not in ("prompt", "completion", "total")}
+            return {k: v for k, v in data.items() if k not in ("prompt", "completion", "total", "cached")}
         return data
 
     @computed_field  # type: ignore[prop-decorator]
@@ -153,6 +153,12 @@ class RunTokens(_Model):
     def total(self) -> int:
         """Prompt and completion tokens together."""
         return self.prompt + self.completion
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cached(self) -> int:
+        """Prompt tokens the providers served from their prompt caches (part of `prompt`)."""
+        return sum(t.cached for t in self.by_role.values())
 
 
 class Counters(_Model):

@@ -38,6 +38,9 @@ class Reply:
         delay_s: think this long before answering (a slow model); a client that hung up meanwhile gets
             no answer, and its usage is not counted as delivered.
         tool_calls: native function calls (name, arguments as JSON text); `content` is their text then.
+        cached: prompt tokens served from the provider's cache (OpenAI flavour), in the usage shape of
+            `cached_shape`: "openai" (`prompt_tokens_details.cached_tokens`) or "deepseek"
+            (`prompt_cache_hit_tokens`).
     """
 
     status: int = 200
@@ -49,6 +52,8 @@ class Reply:
     error: str = "scripted failure"
     delay_s: float = 0.0
     tool_calls: list[tuple[str, str]] | None = None
+    cached: int | None = None
+    cached_shape: Literal["openai", "deepseek"] = "openai"
 
 
 @dataclass
@@ -266,6 +271,10 @@ def _openai_completion(model: str, reply: Reply) -> dict[str, Any]:
     }
     if reply.usage is not None:
         payload["usage"] = _openai_usage(reply.usage)
+        if reply.cached is not None and reply.cached_shape == "openai":
+            payload["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached}
+        elif reply.cached is not None:
+            payload["usage"] |= {"prompt_cache_hit_tokens": reply.cached, "prompt_cache_miss_tokens": 0}
     return payload
 
 

@@ -35,6 +35,11 @@ class Price(BaseModel):
 
     input: float = Field(ge=0, description="price per million prompt tokens")
     output: float = Field(ge=0, description="price per million completion tokens")
+    cached_input: float | None = Field(
+        None,
+        ge=0,
+        description="price per million prompt tokens served from the provider's cache (None: input)",
+    )
     currency: str = "USD"
 
 

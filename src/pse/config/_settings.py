@@ -150,7 +150,8 @@ class Settings(BaseSettings):
     )
     prices: dict[str, Price] = Field(
         default_factory=dict,
-        description='Prices per model as JSON: {"gpt-4o": {"input": 2.5, "output": 10, "currency": "USD"}}.',
+        description='Prices per model as JSON: {"gpt-4o": {"input": 2.5, "output": 10, "cached_input": 1.25, '
+        '"currency": "USD"}} (cached_input: prompt tokens served from the cache; default input).',
     )
 
     # --- tools and sandbox --------------------------------------------------------------

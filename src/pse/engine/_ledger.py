@@ -20,8 +20,8 @@ from pse.trace import CycleRecord, Trace
 
 __all__ = ["Ledger", "PriceFn"]
 
-PriceFn = Callable[[str, int, int], Cost]
-"""The cost of (role, prompt tokens, completion tokens) on that role's model."""
+PriceFn = Callable[[str, int, int, int], Cost]
+"""The cost of (role, prompt tokens, completion tokens, cached prompt tokens) on that role's model."""
 
 
 class Ledger:
@@ -43,16 +43,16 @@ class Ledger:
 
     def record_call(self, usage: CallUsage) -> None:
         """Book one model call (the meter's sink)."""
-        prompt, completion = usage.prompt, usage.completion
+        prompt, completion, cached = usage.prompt, usage.completion, usage.cached
         self.trace.tokens.by_role.setdefault(usage.role, TokenCount()).add(
-            prompt, completion, estimated=usage.estimated
+            prompt, completion, estimated=usage.estimated, cached=cached
         )
         if self.cycle is not None:
             self.cycle.tokens.setdefault(usage.role, TokenCount()).add(
-                prompt, completion, estimated=usage.estimated
+                prompt, completion, estimated=usage.estimated, cached=cached
             )
         if self._price is not None:
-            self.trace.cost.add(self._price(usage.role, prompt, completion))
+            self.trace.cost.add(self._price(usage.role, prompt, completion, cached))
         if usage.text is not None:
             self._replies.append((usage.role, usage.text))
 

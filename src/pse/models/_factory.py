@@ -11,6 +11,7 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import CassetteError, ConfigError
+from pse.models._cached import http_client_reading_cache
 from pse.models._constrained import ConstraintLog, with_constraint
 from pse.models._context import ContextWindowClient
 from pse.models._native import NativeProtocolClient
@@ -132,6 +133,8 @@ def _openai(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
     }
     if spec.base_url:
         options["base_url"] = spec.base_url
+    # Reads each answer's cached prompt tokens, which AutoGen's usage leaves out (`_cached`).
+    options["http_client"] = http_client_reading_cache(settings.model_timeout_s)
     if settings.model_max_tokens is not None:
         options["max_tokens"] = settings.model_max_tokens
     if settings.model_temperature is not None:

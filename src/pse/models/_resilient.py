@@ -31,6 +31,7 @@ from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, 
 
 from pse.config import ModelSpec
 from pse.exceptions import ModelAuthError, ModelUnavailableError
+from pse.models._cached import CachedSlot, cached_slot
 from pse.models._context import context_window_error, is_context_overflow
 from pse.models._digest import message_texts
 from pse.models._usage import CallUsage, UsageSink
@@ -133,6 +134,8 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         retry = 0
         while True:
             self.attempts += 1
+            slot = CachedSlot()  # the HTTP client notes the provider's cached prompt tokens here
+            reset = cached_slot.set(slot)
             try:
                 result = await asyncio.wait_for(
                     self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
@@ -145,7 +148,9 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                     self._estimate(messages, f"no answer within {self.policy.timeout_s:g} s")
                 retry = await self._after_failure(exc, retry)
                 continue
-            return self._answered(result, messages)
+            finally:
+                cached_slot.reset(reset)
+            return self._answered(result, messages, slot.tokens or 0)
 
     async def _create_stream(
         self, messages: Sequence[LLMMessage], options: CallOptions
@@ -216,7 +221,9 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
             f"PSE_{role}_MODEL), or raise PSE_MODEL_TIMEOUT_S / PSE_MODEL_MAX_RETRIES."
         ) from exc
 
-    def _answered(self, result: CreateResult, messages: Sequence[LLMMessage]) -> CreateResult:
+    def _answered(
+        self, result: CreateResult, messages: Sequence[LLMMessage], cached: int = 0
+    ) -> CreateResult:
         """Check an answer, count what it cost (estimated if the provider said nothing), pass it on."""
         reported = result.usage.prompt_tokens or result.usage.completion_tokens
         result = self._checked(result, messages)
@@ -226,7 +233,13 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
             note = "" if reported else "the provider reported no usage: estimated by PSE's counter"
             self.meter(
                 CallUsage(
-                    self.spec.role, usage.prompt_tokens, usage.completion_tokens, not reported, text, note
+                    self.spec.role,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    not reported,
+                    text,
+                    note,
+                    cached=cached if reported else 0,
                 )
             )
         return result

@@ -11,12 +11,16 @@ from pse.events import Cost
 __all__ = ["CallUsage", "Cost", "UsageMeter", "UsageSink", "price_of"]
 
 
-def price_of(settings: Settings, model: str, prompt_tokens: int, completion_tokens: int) -> Cost:
+def price_of(
+    settings: Settings, model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+) -> Cost:
     """Cost of one call (or of a sum of calls) of `model`.
 
     The price is looked up by exact model name, then by the name without a
     `provider/` prefix or an Ollama `:tag`. A model with no price costs 0 and is listed in
-    `unpriced_models`, so a trace can say "unpriced" instead of claiming it was free.
+    `unpriced_models`, so a trace can say "unpriced" instead of claiming it was free. The prompt
+    tokens the provider served from its cache (`cached_tokens`, part of `prompt_tokens`) cost the
+    price's `cached_input`, when it has one.
     """
     price = settings.prices.get(model)
     if price is None:
@@ -26,7 +30,10 @@ def price_of(settings: Settings, model: str, prompt_tokens: int, completion_toke
                 break
     if price is None:
         return Cost(amount=0.0, unpriced_models=[model])
-    amount = (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000
+    cached = min(cached_tokens, prompt_tokens)
+    cached_price = price.input if price.cached_input is None else price.cached_input
+    fresh = prompt_tokens - cached
+    amount = (fresh * price.input + cached * cached_price + completion_tokens * price.output) / 1_000_000
     return Cost(amount=amount, currency=price.currency)
 
 
@@ -41,6 +48,7 @@ class CallUsage:
             estimated the prompt, and the completion is unknown (0).
         text: the reply, when the call produced one (a reply the run never saw is kept as a late message).
         note: why the usage is estimated, or what became of the call.
+        cached: prompt tokens the provider said it served from its prompt cache (part of `prompt`).
     """
 
     role: str
@@ -49,6 +57,7 @@ class CallUsage:
     estimated: bool = False
     text: str | None = None
     note: str = ""
+    cached: int = 0
 
 
 UsageSink = Callable[[CallUsage], None]

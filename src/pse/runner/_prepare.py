@@ -238,8 +238,8 @@ def _wire(
         for role in speakers
     ]
 
-    def price(role: str, prompt: int, completion: int) -> Cost:
-        return price_of(settings, specs[role].model, prompt, completion)
+    def price(role: str, prompt: int, completion: int, cached: int = 0) -> Cost:
+        return price_of(settings, specs[role].model, prompt, completion, cached)
 
     setup = RunSetup(
         run_id=run_id,

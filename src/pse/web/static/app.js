@@ -464,10 +464,10 @@ function approvalsAudit(run) {
 
 function tokenPanel(byRole, run) {
   const rows = Object.entries(byRole).map(([role, t]) => h("tr", {}, h("td", {}, role), h("td", { class: "num" }, t.calls),
-    h("td", { class: "num" }, fmtInt(t.prompt)), h("td", { class: "num" }, fmtInt(t.completion)), h("td", { class: "num" }, fmtInt(t.prompt + t.completion))));
+    h("td", { class: "num" }, fmtInt(t.prompt)), h("td", { class: "num" }, fmtInt(t.cached || 0)), h("td", { class: "num" }, fmtInt(t.completion)), h("td", { class: "num" }, fmtInt(t.prompt + t.completion))));
   const unpriced = run.cost && run.cost.unpriced_models && run.cost.unpriced_models.length ? ` (unpriced models count as 0: ${run.cost.unpriced_models.join(", ")})` : "";
   return h("section", { class: "panel", id: "tokens-panel" }, h("h2", {}, "Tokens and cost per role"),
-    h("table", {}, h("thead", {}, h("tr", {}, ["role", "calls", "prompt", "completion", "total"].map((c, i) => h("th", { class: i ? "num" : null }, c)))), h("tbody", {}, rows)),
+    h("table", {}, h("thead", {}, h("tr", {}, ["role", "calls", "prompt", "of which cached", "completion", "total"].map((c, i) => h("th", { class: i ? "num" : null }, c)))), h("tbody", {}, rows)),
     h("p", { class: "muted" }, run.cost ? `cost ${fmtCost(run.cost.amount, run.cost.currency)}${unpriced}` : "cost known at the end of the run"));
 }
 
@@ -557,7 +557,8 @@ async function showMetrics() {
       card(s.runs, "finished runs"), card(pct(s.first_cycle_pass_rate), "first-cycle pass rate"),
       card(s.mean_cycles_to_pass ?? "–", "mean cycles to pass"), card(pct(s.denied_tool_call_rate), "denied tool calls"),
       card(s.tokens_per_passed_run === null ? "–" : fmtInt(s.tokens_per_passed_run), "tokens per passed run"),
-      card(s.cost_per_passed_run === null ? "–" : fmtCost(s.cost_per_passed_run, s.currency), "cost per passed run")),
+      card(s.cost_per_passed_run === null ? "–" : fmtCost(s.cost_per_passed_run, s.currency), "cost per passed run"),
+      card(pct(s.cached_prompt_share), "prompt tokens served from cache")),
     h("div", { class: "charts", id: "charts" },
       h("div", { class: "panel" }, PSECharts.timeSeries("Tokens per run over time", points((r) => r.tokens), { format: (v) => fmtInt(Math.round(v)) })),
       h("div", { class: "panel" }, PSECharts.timeSeries("Cost per run over time", points((r) => r.cost), { format: (v) => v.toFixed(4) })),
