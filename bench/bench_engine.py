@@ -6,6 +6,8 @@
    real read_file, gates, trace) vs a bare AutoGen RoundRobinGroupChat of three AssistantAgents with
    the same scripted client and the same number of model turns.
 3. 50 concurrent runs in one process with a simulated model latency: wall time vs one run, peak memory.
+4. The reusable-prefix share of the reference tasks in both context modes: of each role's prompt tokens,
+   the ones that repeat a prefix already sent to the same model (what a provider's prefix cache can hit).
 """
 
 from __future__ import annotations
@@ -201,10 +203,29 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
     }
 
 
+def reusable_prefix(tmp: Path) -> dict[str, Any]:
+    """Per reference task and context mode: each role's reusable-prefix share and the run's."""
+    rows: dict[str, Any] = {}
+    for task in ("code-delivery", "incident-review"):
+        for mode in ("step_buffer", "history"):
+            cassette = TaskRegistry.discover(None).get(task).cassette_path
+            assert cassette is not None
+            trace = asyncio.run(_run(cassette, tmp / f"prefix-{task}-{mode}", task, context_mode=mode))
+            roles = trace.tokens.by_role
+            counted = sum(t.prefix_counted for t in roles.values())
+            rows[f"{task}/{mode}"] = {
+                "by_role": {r: round(t.prefix_reusable / t.prefix_counted, 3) for r, t in roles.items()},
+                "run": round(sum(t.prefix_reusable for t in roles.values()) / counted, 3),
+                "prompt_tokens": counted,
+            }
+    return rows
+
+
 def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         return {
+            "reusable_prefix": reusable_prefix(tmp),
             "retry_tokens": retry_tokens(tmp),
             "orchestration": orchestration_overhead(tmp),
             "concurrency": concurrency(tmp),

@@ -25,6 +25,8 @@ class RunEntry(BaseModel):
     tokens: int
     prompt_tokens: int = 0
     cached_tokens: int = Field(0, description="prompt tokens served from the providers' prompt caches")
+    prefix_counted: int = Field(0, description="prompt tokens sent, by PSE's own counter")
+    prefix_reusable: int = Field(0, description="of those, a prefix already sent to the same model")
     cost: float
     currency: str
     tool_calls: int = 0
@@ -68,6 +70,12 @@ class RunEntry(BaseModel):
             tokens=int(tokens.get("total", 0)),
             prompt_tokens=int(tokens.get("prompt", 0)),
             cached_tokens=int(tokens.get("cached", 0)),
+            prefix_counted=sum(
+                int(t.get("prefix_counted", 0)) for t in (tokens.get("by_role") or {}).values()
+            ),
+            prefix_reusable=sum(
+                int(t.get("prefix_reusable", 0)) for t in (tokens.get("by_role") or {}).values()
+            ),
             cost=float(cost.get("amount", 0.0)),
             currency=str(cost.get("currency", "USD")),
             tool_calls=len(calls),

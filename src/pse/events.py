@@ -264,6 +264,10 @@ class TokenCount(_Record):
     cached: int = Field(
         0, description="prompt tokens the provider served from its prompt cache (part of `prompt`)"
     )
+    prefix_counted: int = Field(0, description="prompt tokens sent, by PSE's own counter (pse.tokens)")
+    prefix_reusable: int = Field(
+        0, description="of those, the ones that repeat a prefix already sent to the same model in the run"
+    )
 
     def add(
         self, prompt: int, completion: int, calls: int = 1, *, estimated: bool = False, cached: int = 0

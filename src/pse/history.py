@@ -44,6 +44,9 @@ class Stats(BaseModel):
     cached_prompt_share: float | None = Field(
         None, description="share of the prompt tokens the providers served from their prompt caches"
     )
+    reusable_prefix_share: float | None = Field(
+        None, description="share of the prompt tokens that repeat a prefix sent before (what a cache can hit)"
+    )
 
 
 def run_dir_of(runs_dir: Path, run_id: str) -> Path:
@@ -136,6 +139,9 @@ def stats_of(entries: Sequence[RunEntry]) -> Stats:
         else None,
         cached_prompt_share=round(sum(e.cached_tokens for e in finished) / prompt, 4)
         if (prompt := sum(e.prompt_tokens for e in finished))
+        else None,
+        reusable_prefix_share=round(sum(e.prefix_reusable for e in finished) / counted, 4)
+        if (counted := sum(e.prefix_counted for e in finished))
         else None,
     )
 

@@ -89,6 +89,7 @@ class Engine:
         )
         self.ledger = Ledger(self.trace, self.settings, setup.price)
         setup.meter.attach(self.ledger.record_call)
+        setup.prefixes.attach(self.ledger.record_prefix)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
         contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
         self.crew = Crew(

@@ -56,6 +56,15 @@ class Ledger:
         if usage.text is not None:
             self._replies.append((usage.role, usage.text))
 
+    def record_prefix(self, role: str, counted: int, reusable: int) -> None:
+        """Book how much of one prompt repeats a prefix sent before (the prefix meter's sink)."""
+        books = [self.trace.tokens.by_role.setdefault(role, TokenCount())]
+        if self.cycle is not None:
+            books.append(self.cycle.tokens.setdefault(role, TokenCount()))
+        for count in books:
+            count.prefix_counted += counted
+            count.prefix_reusable += reusable
+
     def begin(self, cycle: CycleRecord) -> None:
         """A cycle starts: its calls are charged to it."""
         self.cycle = cycle

@@ -16,7 +16,7 @@ from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
 from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
-from pse.models import UsageMeter
+from pse.models import PrefixMeter, UsageMeter
 from pse.team import RoleSetup
 
 __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
@@ -54,6 +54,7 @@ class RunSetup:
     Attributes:
         events: the run's one event sink; the executor pushes its audit records into it.
         meter: where the roles' model clients report every call's usage; the engine's ledger listens.
+        prefixes: measures how much of each prompt repeats one sent before (the ledger listens).
         price: prices each model call (None: every call costs 0).
         positions: cassette turns consumed per role (scripted runs), saved so a run can resume.
         sandbox: which sandbox runs the tool commands (recorded in the trace).
@@ -74,6 +75,7 @@ class RunSetup:
     settings: Settings
     events: RunEvents
     meter: UsageMeter = field(default_factory=UsageMeter)
+    prefixes: PrefixMeter = field(default_factory=PrefixMeter)
     gates: GatePolicy = field(default_factory=GatePolicy)
     inputs: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)

@@ -27,6 +27,7 @@ from pse.models._format import (
     TurnUsage,
 )
 from pse.models._native import NativeProtocolClient
+from pse.models._prefix import PrefixClient, PrefixMeter, common_prefix_tokens
 from pse.models._probe import (
     PROBE_PROMPT,
     SERVER_PROBES,
@@ -66,6 +67,8 @@ __all__ = [
     "MessageChange",
     "MessageDigest",
     "NativeProtocolClient",
+    "PrefixClient",
+    "PrefixMeter",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "RequestDifference",
@@ -80,6 +83,7 @@ __all__ = [
     "UsageMeter",
     "UsageSink",
     "WrapperChatCompletionClient",
+    "common_prefix_tokens",
     "compare_request",
     "create_model_client",
     "message_texts",

@@ -33,6 +33,8 @@ from pse.models import (
     CassettePlayer,
     CassetteRecorder,
     ConstraintLog,
+    PrefixClient,
+    PrefixMeter,
     ResumedTurnsClient,
     Scrubber,
     Turn,
@@ -210,6 +212,9 @@ def _wire(
         )
         for role in speakers
     }
+    prefixes = PrefixMeter()  # what a prefix cache could serve of each prompt (not of replayed turns)
+    for role in speakers:
+        clients[role] = PrefixClient(clients[role], role, specs[role].model, prefixes)
     if again is not None:
         for role in speakers:
             turns = [
@@ -264,6 +269,7 @@ def _wire(
         positions=_positions(player, replay),
         events=events,
         meter=meter,
+        prefixes=prefixes,
         injected_retrievals=[knowledge.injected] if knowledge.injected else [],
         sandbox=SandboxRecord(
             mode=executor.sandbox.mode,

@@ -1,0 +1,58 @@
+"""The reusable-prefix share: how much of each prompt repeats a prefix sent before to the same model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from autogen_core.models import AssistantMessage, SystemMessage, UserMessage
+
+from pse.config import load_settings
+from pse.history import compute_stats
+from pse.models import PrefixMeter, common_prefix_tokens
+from pse.runner import prepare_run, run_to_end
+from pse.tokens import count_message_tokens, count_tokens
+
+SYSTEM = SystemMessage(content="You are the Specialist. " * 20)
+TASK = UserMessage(content="Deliver quicksort.py with tests.", source="user")
+
+
+def test_whole_messages_then_the_common_start_of_the_first_that_differs() -> None:
+    first = [("system", "abc def"), ("user:user", "the task"), ("user:ToolAgent", "result one")]
+    again = [("system", "abc def"), ("user:user", "the task"), ("user:ToolAgent", "result two"), ("x", "y")]
+    whole = count_message_tokens(["abc def", "the task"])
+    assert common_prefix_tokens(again, first) == whole + count_tokens("result ")
+    assert common_prefix_tokens([("system", "other")], first) == 0
+    assert common_prefix_tokens([("user:user", "abc def")], first) == 0  # another speaker: no prefix
+
+
+def test_the_meter_measures_each_model_apart_and_takes_the_longest_earlier_prefix() -> None:
+    meter = PrefixMeter()
+    seen: list[tuple[str, int, int]] = []
+    first = [SYSTEM, TASK]
+    counted, reusable = meter.observe("m", "Specialist", first)
+    assert (counted, reusable) == (count_message_tokens([SYSTEM.content, TASK.content]), 0)
+    turn = [*first, AssistantMessage(content="<tool_calls>…</tool_calls>", source="Specialist")]
+    assert meter.observe("m", "Specialist", turn)[1] == counted  # the whole earlier prompt repeats
+    assert meter.observe("other-model", "Specialist", turn)[1] == 0  # another model has its own cache
+    meter.attach(lambda role, c, r: seen.append((role, c, r)))  # figures measured before arrive first
+    assert [r for _, _, r in seen] == [0, counted, 0]
+
+
+def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_share(tmp_path: Path) -> None:
+    settings = load_settings(runs_dir=tmp_path, sandbox="fallback")
+    summary = asyncio.run(run_to_end(prepare_run("code-delivery", settings)))
+    trace = json.loads(Path(summary.trace).read_text())
+    by_role = {r: (t["prefix_counted"], t["prefix_reusable"]) for r, t in trace["tokens"]["by_role"].items()}
+    # The scripted provider counts prompts with the same counter, so the figures line up with `prompt`.
+    assert {r: c for r, (c, _) in by_role.items()} == {
+        r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
+    }
+    assert by_role == {"Planner": (1518, 0), "Specialist": (8269, 5546), "Evaluator": (9735, 6492)}
+    per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
+    assert per_cycle == [
+        {"Planner": 0, "Specialist": 2270, "Evaluator": 2723},
+        {"Specialist": 3276, "Evaluator": 3769},
+    ]
+    assert compute_stats(tmp_path).reusable_prefix_share == round((5546 + 6492) / (1518 + 8269 + 9735), 4)
