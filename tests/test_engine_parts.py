@@ -222,7 +222,7 @@ def test_trace_round_trips_and_writes_atomically(tmp_path: Path) -> None:
     path = write_trace(trace, tmp_path)
     assert load_trace(tmp_path) == trace
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # no temporary file left behind
-    assert json.loads(path.read_text())["schema_version"] == 1
+    assert json.loads(path.read_text())["schema_version"] == 2
 
 
 def test_shipped_schema_matches_the_model() -> None:

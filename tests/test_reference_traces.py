@@ -40,6 +40,10 @@ ADDED_SINCE = {
     "approvals": [],
     "approval": None,
     "cached": 0,
+    "depends_on": [],
+    "step": None,
+    "output_steps": {},
+    "steps": [],
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 MEASURED_SINCE = {"prefix_counted", "prefix_reusable"}
@@ -61,7 +65,7 @@ def _without_additions(value: Any) -> Any:
 def normalize(trace: dict[str, Any]) -> dict[str, Any]:
     """The trace without what differs between two runs of the same cassette: ids, times, paths."""
     trace = _without_additions(trace)
-    dropped = {"run_id", "started_at", "ended_at", "settings", "escalation", "report", "sandbox"}
+    dropped = {"run_id", "started_at", "ended_at", "settings", "escalation", "report", "sandbox", "schema_version"}
     trace = {k: v for k, v in trace.items() if k not in dropped}
     for transition in trace["transitions"]:
         transition.pop("at", None)

@@ -48,6 +48,7 @@ class ToolCallRecord(_Record):
     approval: str | None = Field(
         None, description="the id of the approval that held the call for a person (trace.approvals)"
     )
+    step: str | None = Field(None, description='execution = "steps": the step of the plan it belongs to')
     at: str = Field(default_factory=utc_now)
 
     # One named constructor per way a request ends (the who-and-what first, then the decision).

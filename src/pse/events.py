@@ -44,6 +44,8 @@ __all__ = [
     "QuestionRecord",
     "RetrievalEvent",
     "SandboxRecord",
+    "StepAttemptRecord",
+    "StepEvent",
     "TokenCount",
     "ToolCallEvent",
     "ToolCallRecord",
@@ -81,6 +83,7 @@ class MessageRecord(_Record):
         0, description="tokens of `thought` (PSE's counter), part of completion_tokens"
     )
     late: bool = Field(False, description="produced after the cycle was stopped: kept, not acted on")
+    step: str | None = Field(None, description='execution = "steps": the step of the plan it belongs to')
 
 
 class PlanItem(_Record):
@@ -88,6 +91,8 @@ class PlanItem(_Record):
 
     id: str
     text: str
+    depends_on: list[str] = Field(default_factory=list, description="a step's: the steps it needs first")
+    step: str | None = Field(None, description="a criterion's: the step it judges (None: the whole task)")
 
 
 class PlanRecord(_Record):
@@ -97,6 +102,9 @@ class PlanRecord(_Record):
     steps: list[PlanItem] = Field(default_factory=list)
     criteria: list[PlanItem] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
+    output_steps: dict[str, str] = Field(
+        default_factory=dict, description="output path → the step that produces it (execution = steps)"
+    )
 
 
 class QuestionRecord(_Record):
@@ -375,6 +383,29 @@ class ApprovalEvent(_Event):
     approval: ApprovalRecord
 
 
+class StepAttemptRecord(_Record):
+    """One attempt at one step of a steps plan: its Specialist's work and its own review."""
+
+    step: str
+    attempt: int = Field(description="from 1; a PARTIAL retries the step alone, in a fresh context")
+    started_at: str = Field(default_factory=utc_now)
+    ended_at: str | None = None
+    step_buffer: str | None = Field(None, description="what crossed into a retry: the last review's findings")
+    step_buffer_tokens: int = 0
+    verdict: VerdictRecord | None = None
+    gate: GateRecord | None = None
+    result: str = Field("", description="PASS, PARTIAL, FAIL, BLOCKED, ERROR (no readable review)")
+    result_reason: str = ""
+
+
+class StepEvent(_Event):
+    """A step of a steps plan started an attempt (result "") or ended one."""
+
+    kind: Literal["step"] = "step"
+    cycle: int
+    attempt: StepAttemptRecord
+
+
 class OutcomeEvent(_Event):
     """The run ended."""
 
@@ -397,6 +428,7 @@ Event = Annotated[
     | TransitionEvent
     | FormatRepairEvent
     | ApprovalEvent
+    | StepEvent
     | OutcomeEvent,
     Field(discriminator="kind"),
 ]

@@ -43,6 +43,8 @@ from pse.events import (
     PlanRecord,
     RetrievalEvent,
     SandboxRecord,
+    StepAttemptRecord,
+    StepEvent,
     TokenCount,
     ToolCallEvent,
     ToolCallRecord,
@@ -69,7 +71,7 @@ __all__ = [
     "write_trace",
 ]
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
 TRACE_FILE = "trace.json"
 Outcome = Literal["PASSED", "ESCALATED", "TIMEOUT", "ERROR", "ACCEPTED_BY_HUMAN"]
 """ACCEPTED_BY_HUMAN: a person accepted an escalated run's last artifacts; never counted as a pass."""
@@ -120,6 +122,9 @@ class CycleRecord(_Model):
     )
     positions_at_start: dict[str, int] = Field(
         default_factory=dict, description="cassette turns consumed per role when the cycle began (resume)"
+    )
+    steps: list[StepAttemptRecord] = Field(
+        default_factory=list, description='execution = "steps": every attempt at a step, in the order begun'
     )
 
 
@@ -272,6 +277,27 @@ class Trace(_Model):
                     stopped=c.stopped,
                 )
                 timed.append((c.ended_at, 3, verdict))
+        for c in self.cycles:  # each step attempt is two events: begun, then ended
+            for attempt in c.steps:
+                begun = attempt.model_copy(
+                    update={
+                        "result": "",
+                        "result_reason": "",
+                        "verdict": None,
+                        "gate": None,
+                        "ended_at": None,
+                    }
+                )
+                timed.append(
+                    (
+                        attempt.started_at,
+                        1,
+                        StepEvent(run_id=run_id, at=attempt.started_at, cycle=c.index, attempt=begun),
+                    )
+                )
+                if attempt.ended_at is not None:
+                    ended = StepEvent(run_id=run_id, at=attempt.ended_at, cycle=c.index, attempt=attempt)
+                    timed.append((attempt.ended_at, 2, ended))
         for a in self.approvals:  # each approval is two events: the call held, then its decision
             asked = a.model_copy(
                 update={"decision": None, "by": None, "via": None, "reason": "", "decided_at": None}

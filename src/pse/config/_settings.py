@@ -194,6 +194,13 @@ class Settings(BaseSettings):
         description="Seconds a tool call held for a person's approval waits before it is denied (the "
         "process that holds it keeps the clock; `pse approve RUN_ID` answers).",
     )
+    max_step_retries: int = Field(
+        2, ge=0, description='Retries of one step of a plan (execution = "steps") before it re-plans.'
+    )
+    max_steps: int = Field(12, ge=1, description='Most steps one plan may hold (execution = "steps").')
+    max_parallel_steps: int = Field(
+        3, ge=1, description='Independent steps executed at the same time (execution = "steps").'
+    )
     max_criterion_failures: int = Field(
         2, ge=1, description="Times one criterion may fail before the run is ESCALATED, retries left or not."
     )

@@ -12,12 +12,14 @@ from pse.engine._engine import Engine, interrupted_cycle
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
+from pse.engine._graph import StepSpec, graph_problem, step_specs, task_criteria
 from pse.engine._ledger import Ledger
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
+from pse.engine._steps import StepCrew, StepScope, StepWiring, kept_steps
 from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,
@@ -57,6 +59,10 @@ __all__ = [
     "RunTokens",
     "State",
     "StateMachine",
+    "StepCrew",
+    "StepScope",
+    "StepSpec",
+    "StepWiring",
     "ToolRuntime",
     "Trace",
     "artifact_list",
@@ -65,9 +71,11 @@ __all__ = [
     "check_transition",
     "evaluate_gates",
     "fit_to_tokens",
+    "graph_problem",
     "holding_run",
     "interrupted_cycle",
     "is_run_id",
+    "kept_steps",
     "load_trace",
     "new_run_id",
     "outcome_event",
@@ -77,6 +85,8 @@ __all__ = [
     "revise_packet",
     "run_cycle",
     "run_is_live",
+    "step_specs",
+    "task_criteria",
     "trace_schema",
     "write_decision",
     "write_escalation",

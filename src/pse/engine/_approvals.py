@@ -127,6 +127,8 @@ class ApprovalDesk:
         self._held: Counter[int] = Counter()
         self._waiting: dict[str, asyncio.Future[ApprovalDecision]] = {}
         self._stopped: str | None = None
+        self._holding = 0
+        self._back = State.RUNNING
 
     def attach(
         self, trace: Trace, machine: StateMachine, events: RunEvents, save: Callable[[], None]
@@ -166,10 +168,12 @@ class ApprovalDesk:
             standing = self._standing(record)
             if standing is not None:
                 self._decided(record, standing)
-        back = machine.state
-        machine.move(
-            State.AWAITING_APPROVAL, f"{held.requester}'s {held.tool} call held ({held.fired}): {record.rule}"
-        )
+        # Steps run at once may hold calls at once: the run waits until the last of them is decided.
+        if self._holding == 0:
+            self._back = machine.state
+            why = f"{held.requester}'s {held.tool} call held ({held.fired}): {record.rule}"
+            machine.move(State.AWAITING_APPROVAL, why)
+        self._holding += 1
         trace.state = machine.state.value
         if record.decision is None:
             await self._recorded(held)
@@ -178,7 +182,9 @@ class ApprovalDesk:
             decision = await self._wait(record)
             self._decided(record, decision)
         events.emit(ApprovalEvent(run_id=trace.run_id, cycle=cycle, approval=record.model_copy()))
-        machine.move(back, f"approval {record.id} {record.decision} by {record.by} ({record.via})")
+        self._holding -= 1
+        if self._holding == 0:
+            machine.move(self._back, f"approval {record.id} {record.decision} by {record.by} ({record.via})")
         trace.state = machine.state.value
         self._save()
         return ApprovalVerdict(

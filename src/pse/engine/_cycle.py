@@ -26,8 +26,10 @@ from autogen_core import CancellationToken
 from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 
 from pse.engine._events import RunEvents
+from pse.engine._graph import graph_problem
 from pse.engine._ledger import Ledger
 from pse.engine._state import State, StateMachine
+from pse.engine._steps import StepWiring, run_steps
 from pse.events import (
     BlockedRecord,
     ClarificationRecord,
@@ -97,6 +99,10 @@ class CycleOutcome:
     blocked: BlockedRecord | None = None
     clarification: ClarificationRecord | None = None
     stop: CycleStop | None = None
+    step_failure: str | None = None
+    """execution = steps: a step failed, or went over its retries (the engine re-plans)."""
+    review_plan: PlanRecord | None = None
+    """execution = steps: the part of the plan the final verdict judges (its gates use it)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class Crew:
     turns_per_cycle: int
     format_retries: int = 1
     questions: bool = False  # the Planner may ask a person (PSE_PLANNER_QUESTIONS)
+    steps: StepWiring | None = None  # execution = steps: the plan's steps run one by one (`_steps`)
 
 
 @dataclass
@@ -157,6 +164,10 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     crew.contexts.record(TASK_SOURCE, spec.packet)
     try:
         for role in spec.roles:
+            if role == Role.SPECIALIST and crew.steps is not None and spec.kind != "revise":
+                if outcome.plan is not None:
+                    await run_steps(crew, crew.steps, spec, record, run, box, outcome)
+                break
             for state, why in _ENTRY.get(role, ()):
                 run.machine.enter(state, why)
             opening = crew.contexts.opening(role, CycleOpening(spec.packet, spec.briefs, tuple(finals)))
@@ -173,7 +184,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                     outcome.stop = CycleStop("TIMEOUT", turns)
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
-                problem = _read_final(role, final, outcome, run, questions=crew.questions)
+                problem = _read_final(role, final, outcome, run, questions=crew.questions, steps=crew.steps)
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
@@ -233,7 +244,13 @@ def repair_request(role: str, problem: str) -> str:
 
 
 def _read_final(
-    role: str, text: str, outcome: CycleOutcome, run: RunControl, *, questions: bool = False
+    role: str,
+    text: str,
+    outcome: CycleOutcome,
+    run: RunControl,
+    *,
+    questions: bool = False,
+    steps: StepWiring | None = None,
 ) -> str | None:
     """Parse a role's final message once: None when it holds what the role owes, else the parse error.
 
@@ -259,10 +276,14 @@ def _read_final(
             return None
     if role == Role.PLANNER:
         try:
-            outcome.plan = parse_plan(text)
+            plan = parse_plan(text)
         except ProtocolError as exc:
             return str(exc)
-        run.machine.move(State.PLANNED, f"plan fixed with {len(outcome.plan.criteria)} criteria")
+        if steps is not None and (problem := graph_problem(plan, steps.max_steps, steps.kept)) is not None:
+            return f"plan: {problem}"
+        outcome.plan = plan
+        how = f"{len(plan.steps)} steps and " if steps is not None else ""
+        run.machine.move(State.PLANNED, f"plan fixed with {how}{len(plan.criteria)} criteria")
     elif role in (Role.EVALUATOR, SINGLE_AGENT):
         try:
             outcome.verdict = parse_verdict(text)
@@ -294,6 +315,7 @@ async def _run_phase(
     run: RunControl,
     box: FailureBox,
     outcome: CycleOutcome,
+    step: str | None = None,
 ) -> str:
     """Stream one phase into the cycle's record; return the role's last message (its final one)."""
     final = ""
@@ -309,7 +331,7 @@ async def _run_phase(
                     continue
                 if not isinstance(item, BaseChatMessage):
                     continue  # the TaskResult, and AutoGen's other events
-                text = _record(item, record, run, thoughts.pop(item.source, None))
+                text = _record(item, record, run, thoughts.pop(item.source, None), step)
                 contexts.record(item.source, text)
                 if item.source != TOOL_AGENT:
                     final = text
@@ -338,7 +360,9 @@ async def _run_phase(
     return final
 
 
-def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl, thought: str | None) -> str:
+def _record(
+    item: BaseChatMessage, record: CycleRecord, run: RunControl, thought: str | None, step: str | None = None
+) -> str:
     """File and announce one message (with the reasoning that came with it); return its text."""
     usage = item.models_usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
@@ -350,6 +374,7 @@ def _record(item: BaseChatMessage, record: CycleRecord, run: RunControl, thought
         completion_tokens=completion,
         thought=thought,
         thought_tokens=count_tokens(thought) if thought else 0,
+        step=step,
     )
     record.messages.append(message)
     record.turns += 1

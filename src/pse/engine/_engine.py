@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 
 from pse.engine._cycle import (
     Crew,
@@ -28,13 +29,22 @@ from pse.engine._cycle import (
     run_cycle,
 )
 from pse.engine._escalation import criterion_over_cap, write_escalation
-from pse.engine._gates import evaluate_gates
+from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, replan_packet, revise_packet
-from pse.events import CycleStarted, VerdictEvent, utc_now
+from pse.engine._steps import StepWiring, kept_steps
+from pse.events import (
+    CycleStarted,
+    GateRecord,
+    PlanRecord,
+    ToolCallRecord,
+    VerdictEvent,
+    VerdictRecord,
+    utc_now,
+)
 from pse.protocol import render_plan
 from pse.roles import SINGLE_AGENT, Role
 from pse.team import HistoryContexts, ScopedContexts
@@ -92,6 +102,21 @@ class Engine:
         setup.prefixes.attach(self.ledger.record_prefix)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
         contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
+        s = self.settings
+        self.steps = (
+            StepWiring(
+                role=setup.steps.role,
+                tool_agent=setup.steps.tool_agent,
+                gate=self._step_gate,
+                workspace=setup.workspace,
+                max_retries=s.max_step_retries,
+                parallel=s.max_parallel_steps,
+                max_steps=s.max_steps,
+                step_buffer_tokens=s.step_buffer_tokens,
+            )
+            if setup.steps is not None
+            else None
+        )
         self.crew = Crew(
             {r.name: r for r in setup.roles},
             setup.tool_agent,
@@ -99,6 +124,7 @@ class Engine:
             self.settings.turns_per_cycle,
             self.settings.format_retries,
             questions=self.settings.planner_questions,
+            steps=self.steps,
         )
         self._cancel_reason: str | None = None
         self._suspended = False
@@ -194,6 +220,15 @@ class Engine:
             buffer = note + replan_packet(
                 cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
             )
+            if self.steps is not None and self.steps.kept:
+                kept = "\n".join(
+                    f"- {s.id}: {s.text} (outputs: {', '.join(s.outputs) or 'none'})"
+                    for s in self.steps.kept.values()
+                )
+                buffer += (
+                    "\n\n## Steps that passed (keep each exactly as it is: id, text, depends_on, criteria, "
+                    f"outputs; they do not run again)\n{kept}"
+                )
             briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
             return NextCycle("replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs)
         if state == State.AWAITING_ANSWER:
@@ -207,6 +242,8 @@ class Engine:
         return NextCycle("initial", phase_order(Role.PLANNER), task)
 
     async def _one_cycle(self, deadline: float) -> None:
+        if self.steps is not None:
+            self.steps.kept = kept_steps(self.trace.cycles)
         spec = self._next()
         again, self._interrupted = self._interrupted, None
         if again is not None and again.step_buffer is not None:  # what crossed into it, as it crossed
@@ -285,7 +322,7 @@ class Engine:
             self.trace.plan = outcome.plan
         cycle.gate = evaluate_gates(
             verdict=cycle.verdict,
-            plan=self.trace.plan,
+            plan=outcome.review_plan or self.trace.plan,
             tool_calls=cycle.tool_calls,
             policy=self.setup.gates,
             workspace=self.setup.workspace,
@@ -312,6 +349,8 @@ class Engine:
             asked = len(outcome.clarification.questions)
             cycle.result, cycle.result_reason = "QUESTIONS", f"the Planner asked {asked} question(s)"
             self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
+        elif outcome.step_failure is not None:
+            self._step_failed(cycle, outcome.step_failure)
         elif cycle.blocked is not None:
             cycle.result = "BLOCKED"
             cycle.result_reason = f"{cycle.blocked.role} blocked: {cycle.blocked.reason_code}"
@@ -372,6 +411,30 @@ class Engine:
             )
         else:
             self._move(State.ESCALATED, f"{status} ({reason}) with every retry used")
+
+    def _step_failed(self, cycle: CycleRecord, reason: str) -> None:
+        """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
+        cycle.result, cycle.result_reason = "FAIL", reason
+        counters, s = self.trace.counters, self.settings
+        if counters.fail_retries < s.max_fail_retries:
+            counters.fail_retries += 1
+            counters.partial_retries = 0
+            self._move(State.REPLANNING, f"{reason}; re-plan {counters.fail_retries} of {s.max_fail_retries}")
+        else:
+            self._move(State.ESCALATED, f"{reason} with every re-plan used")
+
+    def _step_gate(
+        self, verdict: VerdictRecord | None, plan: PlanRecord, tool_calls: Sequence[ToolCallRecord]
+    ) -> GateRecord:
+        """One step's hard gates: its outputs exist, its criteria are covered and met (no task checks)."""
+        return evaluate_gates(
+            verdict=verdict,
+            plan=plan,
+            tool_calls=tool_calls,
+            policy=GatePolicy(check_config=self.setup.gates.check_config),
+            workspace=self.setup.workspace,
+            role_written_config=self.setup.tools.role_written_config(),
+        )
 
     def _since_answer(self) -> list[CycleRecord]:
         """The cycles since a person last answered (all of them when nobody did): what the caps count."""

@@ -14,6 +14,7 @@ from pse.engine._approvals import ApprovalDesk
 from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
+from pse.engine._steps import StepCrew
 from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter
@@ -62,6 +63,7 @@ class RunSetup:
             filed in cycle 1.
         approvals: where tool calls held for a person wait (the executor's approver); None: no call
             is ever held.
+        steps: per-step roles and ToolAgents, when the task's execution is "steps" (None: "task").
     """
 
     run_id: str
@@ -84,3 +86,4 @@ class RunSetup:
     sandbox: SandboxRecord | None = None
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
     approvals: ApprovalDesk | None = None
+    steps: StepCrew | None = None

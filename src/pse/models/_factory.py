@@ -14,6 +14,7 @@ from pse.exceptions import CassetteError, ConfigError
 from pse.models._cached import http_client_reading_cache
 from pse.models._constrained import ConstraintLog, with_constraint
 from pse.models._context import ContextWindowClient
+from pse.models._format import turn_key
 from pse.models._native import NativeProtocolClient
 from pse.models._probe import SERVER_PROBES, ConstraintProbes
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
@@ -48,6 +49,7 @@ def create_model_client(
     functions: Sequence[FunctionSpec] = (),
     constraint_log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
+    step: str | None = None,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
@@ -70,6 +72,8 @@ def create_model_client(
         functions: the same tools as functions; with `settings.protocol` native, the client is wrapped
             in `NativeProtocolClient`, which offers them (and the role's output functions) natively.
         constraint_log: notes what each call carried (the runner keeps it in the trace).
+        step: the step of a steps plan this client serves: scripted turns come from (and recordings go
+            to) the cassette stream `ROLE@STEP`.
         probes: where a server's support is found out and remembered (the process's by default).
 
     Raises:
@@ -81,7 +85,8 @@ def create_model_client(
     client: ChatCompletionClient
     if spec.provider == "scripted":
         player = _player_for(settings, player, role)
-        client = ScriptedChatCompletionClient(player, role, model=spec.model, meter=meter)
+        key = turn_key(role, step)
+        client = ScriptedChatCompletionClient(player, role, model=spec.model, meter=meter, key=key)
     else:
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
@@ -95,7 +100,7 @@ def create_model_client(
         )
     if recorder is not None:
         recorder.add_secrets(settings.secrets())  # every configured key, by its variable's name
-        client = RecordingChatCompletionClient(client, recorder, role)
+        client = RecordingChatCompletionClient(client, recorder, role, step)
     if settings.protocol == "native":  # above the recorder: a cassette keeps the native calls as such
         client = NativeProtocolClient(client, role, functions)
     return client

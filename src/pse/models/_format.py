@@ -91,14 +91,27 @@ class CassetteToolCall(_Strict):
         return json.dumps(self.arguments, ensure_ascii=False)
 
 
+def turn_key(role: str, step: str | None) -> str:
+    """The cassette stream of a role's turns: `ROLE`, or `ROLE@STEP` for one step of a steps plan."""
+    return role if step is None else f"{role}@{step}"
+
+
 class CassetteTurn(_Strict):
     """One scripted reply of one role: its text, and in the native protocol its function calls."""
 
     role: str
+    step: str | None = Field(
+        None, description='execution = "steps": the step of the plan the turn belongs to (its own stream)'
+    )
     content: str = ""
     tool_calls: list[CassetteToolCall] | None = Field(None, min_length=1)
     usage: TurnUsage | None = None
     request: RecordedRequest | None = None
+
+    @property
+    def key(self) -> str:
+        """The stream the turn is played from: the role, or `ROLE@STEP` for a step's turns."""
+        return turn_key(self.role, self.step)
 
     @model_validator(mode="after")
     def _says_something(self) -> CassetteTurn:
@@ -122,9 +135,13 @@ class Cassette(_Strict):
     turns: list[CassetteTurn] = Field(default_factory=list)
     tool_runs: list[ToolCallRecord] = Field(default_factory=list)
 
-    def turns_of(self, role: str) -> list[CassetteTurn]:
-        """The turns of one role, in order."""
-        return [turn for turn in self.turns if turn.role == role]
+    def turns_of(self, key: str) -> list[CassetteTurn]:
+        """The turns of one stream (a role, or `ROLE@STEP`), in order."""
+        return [turn for turn in self.turns if turn.key == key]
+
+    def step_keys(self) -> list[str]:
+        """The `ROLE@STEP` streams the cassette holds, in order of appearance (steps runs)."""
+        return list(dict.fromkeys(turn.key for turn in self.turns if turn.step is not None))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Cassette:

@@ -67,6 +67,11 @@ class PrefixMeter:
         for figures in held:
             sink(*figures)
 
+    def remember(self, model: str, messages: Sequence[LLMMessage]) -> None:
+        """A prompt that was sent before this process (a resumed run's replayed turn): it is in the
+        provider's cache, so later prompts may reuse it, but it is not booked again."""
+        self._sent.setdefault(model, []).append(normalize(messages))
+
     def observe(self, model: str, role: str, messages: Sequence[LLMMessage]) -> tuple[int, int]:
         """Measure one prompt to `model`: (its tokens, of them reusable), and remember it."""
         prompt = normalize(messages)

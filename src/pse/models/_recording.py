@@ -54,7 +54,9 @@ class CassetteRecorder:
                 stacklevel=2,
             )
 
-    def append(self, role: str, messages: Sequence[LLMMessage], result: CreateResult) -> CassetteTurn:
+    def append(
+        self, role: str, messages: Sequence[LLMMessage], result: CreateResult, *, step: str | None = None
+    ) -> CassetteTurn:
         """Record one exchange: the reply (secrets scrubbed), its real usage and the request's digest.
 
         A reply of native function calls is recorded as such: its calls as `tool_calls`, the text
@@ -64,6 +66,7 @@ class CassetteRecorder:
         content = result.content if isinstance(result.content, str) else result.thought or ""
         turn = CassetteTurn(
             role=role,
+            step=step,
             content=self.scrubber.text(content),
             tool_calls=calls,
             usage=TurnUsage(
@@ -95,14 +98,17 @@ class CassetteRecorder:
 class RecordingChatCompletionClient(WrapperChatCompletionClient):
     """Passes each call to `inner` and records the successful exchange as `role`'s next turn."""
 
-    def __init__(self, inner: ChatCompletionClient, recorder: CassetteRecorder, role: str) -> None:
+    def __init__(
+        self, inner: ChatCompletionClient, recorder: CassetteRecorder, role: str, step: str | None = None
+    ) -> None:
         super().__init__(inner)
         self.recorder = recorder
         self.role = role
+        self.step = step
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         result = await super()._create(messages, options)
-        self.recorder.append(self.role, messages, result)
+        self.recorder.append(self.role, messages, result, step=self.step)
         return result
 
     async def _create_stream(
@@ -110,5 +116,5 @@ class RecordingChatCompletionClient(WrapperChatCompletionClient):
     ) -> AsyncGenerator[str | CreateResult, None]:
         async for item in super()._create_stream(messages, options):
             if isinstance(item, CreateResult):
-                self.recorder.append(self.role, messages, item)
+                self.recorder.append(self.role, messages, item, step=self.step)
             yield item

@@ -9,7 +9,7 @@ positions (or a provider's bill) show that nothing was asked twice.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage
@@ -31,11 +31,18 @@ class Turn:
 
 class ResumedTurnsClient(WrapperChatCompletionClient):
     """Answers the first `len(turns)` calls with the recorded turns (marked cached, nothing charged:
-    the usage meter sits inside `inner`), then delegates to `inner`."""
+    the usage meter sits inside `inner`), then delegates to `inner`. `seen` is told each prompt a
+    recorded turn answers (the prefix meter remembers what the provider has cached)."""
 
-    def __init__(self, inner: ChatCompletionClient, turns: Iterable[Turn]) -> None:
+    def __init__(
+        self,
+        inner: ChatCompletionClient,
+        turns: Iterable[Turn],
+        seen: Callable[[Sequence[LLMMessage]], None] | None = None,
+    ) -> None:
         super().__init__(inner)
         self._turns = deque(turns)
+        self._seen = seen
 
     @property
     def pending(self) -> int:
@@ -46,6 +53,8 @@ class ResumedTurnsClient(WrapperChatCompletionClient):
         if not self._turns:
             return await super()._create(messages, options)
         turn = self._turns.popleft()
+        if self._seen is not None:
+            self._seen(messages)
         return CreateResult(
             finish_reason="stop",
             content=turn.text,

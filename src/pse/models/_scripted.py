@@ -96,7 +96,7 @@ class CassettePlayer:
         }
         # The single team's Agent is counted only in a cassette that scripts it (positions stay the three
         # roles' for every other cassette, as traces have always saved them).
-        speakers = ALL_ROLES if cassette.turns_of(SINGLE_AGENT) else ROLES
+        speakers = [*(ALL_ROLES if cassette.turns_of(SINGLE_AGENT) else ROLES), *cassette.step_keys()]
         self._turns = {role: cassette.turns_of(role) for role in speakers}
         self._positions = dict.fromkeys(speakers, 0)
         self.requests: dict[str, list[list[LLMMessage]]] = {role: [] for role in speakers}
@@ -236,10 +236,18 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
     """
 
     def __init__(
-        self, player: CassettePlayer, role: str, *, model: str = "scripted", meter: UsageSink | None = None
+        self,
+        player: CassettePlayer,
+        role: str,
+        *,
+        model: str = "scripted",
+        meter: UsageSink | None = None,
+        key: str | None = None,
     ) -> None:
         self.player = player
         self.role = role
+        self.key = key or role
+        """The cassette stream played: the role, or `ROLE@STEP` for one step of a steps plan."""
         self.model = model
         self.meter = meter
         self._actual = RequestUsage(prompt_tokens=0, completion_tokens=0)
@@ -248,7 +256,7 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
     @property
     def requests(self) -> list[list[LLMMessage]]:
         """Every request this role made, in order (kept by the shared player)."""
-        return self.player.requests[self.role]
+        return self.player.requests[self.key]
 
     async def create(
         self,
@@ -260,7 +268,7 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        turn = self.player.next_turn(self.role, messages)
+        turn = self.player.next_turn(self.key, messages)
         calls = _function_calls(turn, self.role, offered=bool(tools))
         if turn.usage is not None:
             usage = RequestUsage(turn.usage.prompt_tokens, turn.usage.completion_tokens)

@@ -126,7 +126,9 @@ def _numbered(body: str, tag: str, where: str) -> list[PlanItem]:
         seen.add(item_id)
         if not text.strip():
             raise ProtocolError(f'{where}: <{tag} id="{item_id}"> is empty')
-        items.append(PlanItem(id=item_id, text=text.strip()))
+        depends = [d for d in re.split(r"[\s,]+", attrs.get("depends_on", "")) if d]
+        step = attrs.get("step", "").strip() or None
+        items.append(PlanItem(id=item_id, text=text.strip(), depends_on=depends, step=step))
     return items
 
 
@@ -146,23 +148,44 @@ def parse_plan(text: str) -> PlanRecord:
     if not criteria:
         raise ProtocolError('plan: it has no <criterion id="AC1">; every plan needs acceptance criteria')
     outputs: list[str] = []
+    output_steps: dict[str, str] = {}
     for attrs, _ in _elements(body, "output", where):
         path = attrs.get("path", "").strip()
         pure = PurePosixPath(path)
         if not path or pure.is_absolute() or ".." in pure.parts:
             raise ProtocolError(f"plan: <output path={path!r}> must be a relative path inside the workspace")
-        outputs.append(str(pure))
+        step = attrs.get("step", "").strip()
+        if step and str(pure) in output_steps and output_steps[str(pure)] != step:
+            raise ProtocolError(
+                f'plan: <output path="{pure}"> is claimed by steps {output_steps[str(pure)]} and {step}; '
+                "one step produces each output"
+            )
+        if str(pure) not in outputs:
+            outputs.append(str(pure))
+        if step:
+            output_steps[str(pure)] = step
     return PlanRecord(
-        goal=goal.strip(), steps=_numbered(body, "step", where), criteria=criteria, outputs=outputs
+        goal=goal.strip(),
+        steps=_numbered(body, "step", where),
+        criteria=criteria,
+        outputs=outputs,
+        output_steps=output_steps,
     )
 
 
 def render_plan(plan: PlanRecord) -> str:
     """Render a plan back into its `<plan>` form (used in step_buffer packets)."""
     lines = ["<plan>", f"  <goal>{plan.goal}</goal>"]
-    lines += [f'  <step id="{s.id}">{s.text}</step>' for s in plan.steps]
-    lines += [f'  <criterion id="{c.id}">{c.text}</criterion>' for c in plan.criteria]
-    lines += [f'  <output path="{p}"/>' for p in plan.outputs]
+
+    def depends(s: PlanItem) -> str:
+        return f' depends_on="{",".join(s.depends_on)}"' if s.depends_on else ""
+
+    def bound(step: str | None) -> str:
+        return f' step="{step}"' if step else ""
+
+    lines += [f'  <step id="{s.id}"{depends(s)}>{s.text}</step>' for s in plan.steps]
+    lines += [f'  <criterion id="{c.id}"{bound(c.step)}>{c.text}</criterion>' for c in plan.criteria]
+    lines += [f'  <output path="{p}"{bound(plan.output_steps.get(p))}/>' for p in plan.outputs]
     lines.append("</plan>")
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from pse.engine import (
     GatePolicy,
     RunEvents,
     RunSetup,
+    StepCrew,
     Trace,
     check_run_id,
     interrupted_cycle,
@@ -43,7 +45,14 @@ from pse.models import (
     price_of,
 )
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
-from pse.tasks import Task, TaskRegistry, independent_tests_prompt, questions_prompt, write_files
+from pse.tasks import (
+    Task,
+    TaskRegistry,
+    independent_tests_prompt,
+    questions_prompt,
+    steps_prompt,
+    write_files,
+)
 from pse.team import RoleSetup
 from pse.toolagent import (
     Policy,
@@ -70,6 +79,9 @@ _LIMIT_FIELDS = (
     "token_budget",
     "cost_budget",
     "step_buffer_tokens",
+    "max_step_retries",
+    "max_steps",
+    "max_parallel_steps",
 )
 
 
@@ -144,7 +156,8 @@ def _wire(
         player = CassettePlayer.from_file(
             Path(cassette),
             strict=settings.replay_strict,
-            positions={r: p for r, p in (positions or {}).items() if r in ALL_ROLES},
+            # the roles' streams, and a steps run's `ROLE@STEP` ones
+            positions={r: p for r, p in (positions or {}).items() if r.split("@")[0] in ALL_ROLES},
             scrubber=scrubber,
             on_drift=events.drift,
         )
@@ -222,7 +235,9 @@ def _wire(
                 for m in again.messages
                 if m.source == role and not m.late
             ]
-            clients[role] = ResumedTurnsClient(clients[role], turns)
+            clients[role] = ResumedTurnsClient(
+                clients[role], turns, seen=functools.partial(prefixes.remember, specs[role].model)
+            )
     extra: dict[str, str] = {Role.EVALUATOR: independent_tests_prompt()} if evaluation_dir is not None else {}
     if settings.planner_questions:
         if settings.protocol != "dsml":
@@ -231,17 +246,47 @@ def _wire(
                 "or PSE_PLANNER_QUESTIONS=false"
             )
         extra[Role.PLANNER] = questions_prompt()
-    roles = [
-        RoleSetup(
-            name=role,
-            system_message=task.system_prompt(role, settings.protocol)
-            + (f"\n{extra[role]}\n" if role in extra else "")
-            + "\n## Your tools\n"
-            + render_tool_catalog(role, policy, knowledge.registry, settings.protocol),
-            client=clients[role],
-        )
+    if task.config.execution == "steps" and settings.team == "pse":
+        extra[Role.PLANNER] = "\n\n".join(filter(None, [extra.get(Role.PLANNER), steps_prompt()]))
+    system = {
+        role: task.system_prompt(role, settings.protocol)
+        + (f"\n{extra[role]}\n" if role in extra else "")
+        + "\n## Your tools\n"
+        + render_tool_catalog(role, policy, knowledge.registry, settings.protocol)
         for role in speakers
-    ]
+    }
+    roles = [RoleSetup(name=role, system_message=system[role], client=clients[role]) for role in speakers]
+    step_crew: StepCrew | None = None
+    if task.config.execution == "steps" and settings.team == "pse":
+        if settings.context_mode == "history":
+            raise ConfigError(
+                f'task {task.name!r} runs in steps (execution = "steps"), where each step has a context of '
+                "its own; PSE_CONTEXT_MODE=history cannot apply: unset it, or use a task-mode task"
+            )
+        if again is not None:
+            raise UserError(
+                f"run {run_id} (execution = steps) stopped in the middle of a cycle while a call waited for "
+                "approval; resuming a steps cycle from its middle is not supported yet: start the task again"
+            )
+
+        def step_role(role: str, step: str) -> RoleSetup:
+            key = f"{role}@{step}"  # each step has its own client: its own cassette stream `ROLE@STEP`
+            if key not in clients:
+                client = create_model_client(
+                    settings,
+                    role,
+                    player=player,
+                    recorder=recorder,
+                    meter=meter,
+                    tools=tool_signatures(role, policy, knowledge.registry),
+                    functions=tool_functions(role, policy, knowledge.registry),
+                    constraint_log=constraints,
+                    step=step,
+                )
+                clients[key] = PrefixClient(client, role, specs[role].model, prefixes)
+            return RoleSetup(name=role, system_message=system[role], client=clients[key])
+
+        step_crew = StepCrew(role=step_role, tool_agent=lambda scope: ToolAgent(executor, scope=scope))
 
     def price(role: str, prompt: int, completion: int, cached: int = 0) -> Cost:
         return price_of(settings, specs[role].model, prompt, completion, cached)
@@ -278,6 +323,7 @@ def _wire(
             warning=executor.sandbox.warning,
         ),
         approvals=approvals,
+        steps=step_crew,
     )
     engine = Engine(setup, trace)
     engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it

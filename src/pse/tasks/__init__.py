@@ -30,6 +30,7 @@ from pse.tasks._task import (
     independent_tests_prompt,
     protocol_prompt,
     questions_prompt,
+    steps_prompt,
     write_files,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "questions_prompt",
     "run_rules",
     "scaffold_task",
+    "steps_prompt",
     "validate",
     "write_files",
 ]

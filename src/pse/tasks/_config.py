@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -65,6 +65,9 @@ class LimitOverrides(_Strict):
     token_budget: int | None = Field(default=None, gt=0)
     cost_budget: float | None = Field(default=None, gt=0)
     step_buffer_tokens: int | None = Field(default=None, ge=100)
+    max_step_retries: int | None = Field(default=None, ge=0)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_parallel_steps: int | None = Field(default=None, ge=1)
 
 
 class ReportSpec(_Strict):
@@ -158,6 +161,11 @@ class TaskConfig(_Strict):
     report: ReportSpec | None = None
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
     cassette: str | None = Field(default=None, description="default cassette, relative to the task folder")
+    execution: Literal["task", "steps"] = Field(
+        "task",
+        description="task: each cycle reviews the whole task; steps: the plan is a graph of steps, each "
+        "executed and reviewed on its own, independent ones at once",
+    )
 
     @field_validator("inputs", "checks")
     @classmethod

@@ -94,6 +94,11 @@ def questions_prompt() -> str:
     return (prompts_dir() / "questions.md").read_text(encoding="utf-8").strip()
 
 
+def steps_prompt() -> str:
+    """What the Planner reads when its task runs in steps (`prompts/steps.md`, execution = "steps")."""
+    return (prompts_dir() / "steps.md").read_text(encoding="utf-8").strip()
+
+
 def protocol_prompt(protocol: ProtocolMode = "dsml") -> str:
     """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`), or
     for the native protocol its function calls and output functions (`prompts/native.md`)."""

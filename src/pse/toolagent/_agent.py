@@ -12,6 +12,7 @@ from autogen_core import CancellationToken
 from pse.exceptions import ToolInfrastructureError
 from pse.protocol import ResultItem, render_tool_results
 from pse.roles import TOOL_AGENT
+from pse.toolagent._decide import Scope
 from pse.toolagent._executor import ToolExecutor
 
 __all__ = ["ToolAgent"]
@@ -29,6 +30,7 @@ class ToolAgent(BaseChatAgent):
         executor: decides, runs and audits the requests.
         name: the agent's name in the group chat.
         description: what the team is told about it.
+        scope: the step of a steps plan this agent serves (its budgets, records, write scope).
     """
 
     def __init__(
@@ -36,9 +38,11 @@ class ToolAgent(BaseChatAgent):
         executor: ToolExecutor,
         name: str = TOOL_AGENT,
         description: str = "Executes <tool_calls> requests under the requesting role's policy; not an LLM.",
+        scope: Scope | None = None,
     ) -> None:
         super().__init__(name=name, description=description)
         self.executor = executor
+        self.scope = scope
 
     @property
     def produced_message_types(self) -> Sequence[type[BaseChatMessage]]:
@@ -55,7 +59,7 @@ class ToolAgent(BaseChatAgent):
         last = messages[-1]
         requester = last.source
         try:
-            batch = await self.executor.execute(requester, last.to_text())
+            batch = await self.executor.execute(requester, last.to_text(), self.scope)
             content = batch.text
         except ToolInfrastructureError as exc:
             self.executor.report_infrastructure_error(exc)

@@ -8,10 +8,11 @@ an `Allowed` step and has taken one call of its budget.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TypedDict
+from dataclasses import dataclass, replace
+from typing import Protocol, TypedDict
 
 from pse.config import Settings
 from pse.events import ToolCallRecord
@@ -61,7 +62,23 @@ class Allowed:
     rule: str
     approval: ApprovalRule | None = None
     """When the grant holds some of its calls for a person (the executor asks it)."""
+    scope: str = ""
+    """The step of a steps plan whose message holds the call ("" outside step mode)."""
 
+
+class Scope(Protocol):
+    """The step of a steps plan a message belongs to (`pse.engine.StepScope`): its own budgets and, for
+    its Specialist, the only paths it may write (None: not narrowed)."""
+
+    @property
+    def step(self) -> str: ...
+
+    @property
+    def outputs(self) -> frozenset[str] | None: ...
+
+
+SCOPE_RULE = "steps.outputs"
+"""The rule that denies a step's Specialist a write outside its step's declared outputs."""
 
 Step = Allowed | ToolCallRecord
 """One request after the decision step: allowed and waiting to run, or already settled by its record."""
@@ -91,7 +108,8 @@ class Decider:
         self._settings = settings
         self._context_for = context_for
         self._accept = accept
-        self._used: Counter[tuple[str, str]] = Counter()
+        self._used: Counter[tuple[str, str, str]] = Counter()
+        self._lock = threading.Lock()  # steps decide their messages at the same time
 
     def new_cycle(self) -> None:
         """Every role's per-tool budget is full again."""
@@ -99,10 +117,16 @@ class Decider:
 
     def give_back(self, step: Allowed) -> None:
         """An allowed call that was not run does not count against its budget."""
-        self._used[(step.request["requester"], step.request["tool"])] -= 1
+        with self._lock:
+            self._used[(step.request["requester"], step.scope, step.request["tool"])] -= 1
 
-    def decide(self, requester: str, text: str) -> list[Step]:
-        """Every request of `requester`'s message, in order, allowed or settled."""
+    def decide(self, requester: str, text: str, scope: Scope | None = None) -> list[Step]:
+        """Every request of `requester`'s message, in order, allowed or settled (a step's message: under
+        its scope, with budgets of its own)."""
+        with self._lock:
+            return self._decide(requester, text, scope)
+
+    def _decide(self, requester: str, text: str, scope: Scope | None) -> list[Step]:
         parsed = parse_tool_calls(
             text,
             self._registry.signatures(),
@@ -124,16 +148,16 @@ class Decider:
                     ToolCallRecord.malformed(**request, rule=f"protocol.{item.kind}", problem=item.message)
                 )
             else:
-                steps.append(self._decide_call(requester, item))
+                steps.append(self._decide_call(requester, item, scope))
         return steps
 
-    def _decide_call(self, requester: str, call: ToolCall) -> Step:
+    def _decide_call(self, requester: str, call: ToolCall, scope: Scope | None = None) -> Step:
         request = request_of(requester, call.name, call.arguments, call.index)
         decision = self._policy.decide(requester, call.name)
         if not decision.allowed or decision.grant is None:
             why = f"{requester} may not call {call.name} (policy: {decision.rule})"
             return ToolCallRecord.denied(**request, rule=decision.rule, reason=why)
-        key = (requester, call.name)
+        key = (requester, scope.step if scope is not None else "", call.name)
         if self._used[key] >= decision.grant.budget:
             rule = f"budget.{requester}.{call.name}"
             why = (
@@ -142,13 +166,18 @@ class Decider:
             )
             return ToolCallRecord.denied(**request, rule=rule, reason=why)
         context = self._context_for(decision.grant)
+        if scope is not None and scope.outputs is not None:
+            context = replace(context, accept=_within(scope, context.accept))
         refusal = self._write_refusal(context, call) if call.name == Tool.WRITE_FILE else None
         if refusal is not None:
-            return ToolCallRecord.denied(**request, rule=PROTECT_RULE, reason=refusal)
+            rule = SCOPE_RULE if SCOPE_RULE in refusal else PROTECT_RULE
+            return ToolCallRecord.denied(**request, rule=rule, reason=refusal)
         self._used[key] += 1
         spec = self._registry.get(call.name)
         assert spec is not None  # the parser only lets registered tools through
-        return Allowed(request, call, spec, context, decision.rule, decision.grant.approval)
+        return Allowed(
+            request, call, spec, context, decision.rule, decision.grant.approval, scope.step if scope else ""
+        )
 
     def _write_refusal(self, context: ToolContext, call: ToolCall) -> str | None:
         """Why a write_file request is refused before it runs (a check-configuration file), if it is."""
@@ -157,7 +186,21 @@ class Decider:
             _, real, root = resolve_path(context, path)
         except SandboxViolation:
             return None  # the tool itself answers a bad path, with its own message
-        reason = self._accept(real.relative_to(root).as_posix())
+        reason = (context.accept or self._accept)(real.relative_to(root).as_posix())
         if reason is None:
             return None
-        return f"{path.strip()} may not be written: {reason} (policy: {PROTECT_RULE})"
+        rule = SCOPE_RULE if reason.startswith("step ") else PROTECT_RULE
+        return f"{path.strip()} may not be written: {reason} (policy: {rule})"
+
+
+def _within(scope: Scope, accept: Accept | None) -> Accept:
+    """`accept`, and refuse any path that is not one of the step's outputs."""
+    outputs = scope.outputs or frozenset()
+
+    def check(path: str) -> str | None:
+        if path not in outputs:
+            allowed = ", ".join(sorted(outputs)) or "none"
+            return f"step {scope.step} may write only its outputs ({allowed})"
+        return accept(path) if accept is not None else None
+
+    return check

@@ -38,7 +38,7 @@ from pse.exceptions import RunFailure, SandboxViolation, ToolInfrastructureError
 from pse.protocol import ResultItem, render_tool_results, truncate_text
 from pse.sandbox import Sandbox, SandboxLimits
 from pse.toolagent._approval import Approver, HeldCall, preview_of
-from pse.toolagent._decide import Allowed, Decider, Step
+from pse.toolagent._decide import Allowed, Decider, Scope, Step
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
 from pse.toolagent._redact import Redactor, settings_secrets
@@ -247,10 +247,11 @@ class ToolExecutor:
             if check_config_reason(path) is not None and os.path.lexists(self.workspace / path)
         }
 
-    async def execute(self, requester: str, message_text: str) -> ToolBatch:
+    async def execute(self, requester: str, message_text: str, scope: Scope | None = None) -> ToolBatch:
         """Answer one message; parsing and tools run on the shared tool thread pool, so the event loop
-        never blocks on a hostile message or a slow command."""
-        return await self._answer(requester, message_text, _on_tool_pool, self.approver)
+        never blocks on a hostile message or a slow command. `scope`: the step of a steps plan the
+        message belongs to (its budgets, its write scope, its records)."""
+        return await self._answer(requester, message_text, _on_tool_pool, self.approver, scope)
 
     def execute_sync(self, requester: str, message_text: str) -> ToolBatch:
         """`execute` with every step on the calling thread (for scripts and benchmarks); a call that
@@ -258,9 +259,14 @@ class ToolExecutor:
         return _complete(self._answer(requester, message_text, _on_this_thread, None))
 
     async def _answer(
-        self, requester: str, text: str, offload: _Offload, approver: Approver | None
+        self,
+        requester: str,
+        text: str,
+        offload: _Offload,
+        approver: Approver | None,
+        scope: Scope | None = None,
     ) -> ToolBatch:
-        steps: list[Step] = await offload(partial(self._decider.decide, requester, text))
+        steps: list[Step] = await offload(partial(self._decider.decide, requester, text, scope))
         records: list[ToolCallRecord] = []
         wrote = False  # once a call of the block may write, the calls after it keep their order
         position = 0
@@ -270,7 +276,7 @@ class ToolExecutor:
                 [] if wrote or offload is not _on_tool_pool else self._independent(steps, position, text)
             )
             if len(together) > 1:
-                records += [self._emit(r) for r in await self._run_together(together, offload)]
+                records += [self._emit(r, scope) for r in await self._run_together(together, offload)]
                 position += len(together)
                 continue
             step = steps[position]
@@ -294,7 +300,7 @@ class ToolExecutor:
                     record = await offload(partial(self._run_step, step))
                     if approval is not None:
                         record = record.model_copy(update={"approval": approval})
-            records.append(self._emit(record))
+            records.append(self._emit(record, scope))
         # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
@@ -451,7 +457,9 @@ class ToolExecutor:
             facts=self.redactor.data(result.facts),
         )
 
-    def _emit(self, record: ToolCallRecord) -> ToolCallRecord:
+    def _emit(self, record: ToolCallRecord, scope: Scope | None = None) -> ToolCallRecord:
+        if scope is not None and record.step is None:
+            record = record.model_copy(update={"step": scope.step})
         self.provenance.note(record)
         self._records.append(record)
         if self._on_record is not None:
