@@ -10,7 +10,7 @@ LOCAL   := $(VENV)/.installed-local
 # llama-cpp-python compiles llama.cpp from its sdist: use every core (5–7 minutes on 2).
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup demo summarize review serve test test-models eval-local lint format typecheck bench docs clean
+.PHONY: setup demo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,10 @@ $(LOCAL): $(STAMP)
 
 demo: setup
 	$(BIN)/pse run code-delivery
+
+# Step mode: three reviewed steps, two of them at once, one retried alone (offline, scripted).
+demo-steps: setup
+	$(BIN)/pse run package-steps
 
 summarize: setup
 	$(BIN)/pse summarize incident-review

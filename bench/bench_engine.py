@@ -6,6 +6,8 @@
    real read_file, gates, trace) vs a bare AutoGen RoundRobinGroupChat of three AssistantAgents with
    the same scripted client and the same number of model turns.
 3. 50 concurrent runs in one process with a simulated model latency: wall time vs one run, peak memory.
+5. Step mode: the package-steps demo (S2 and S3 independent) with a simulated model latency, its steps
+   at once (PSE_MAX_PARALLEL_STEPS=3) against one at a time (1): wall time and ratio.
 4. The reusable-prefix share of the reference tasks in both context modes: of each role's prompt tokens,
    the ones that repeat a prefix already sent to the same model (what a provider's prefix cache can hit).
 """
@@ -24,7 +26,6 @@ from typing import Any
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
-from autogen_core.models import CreateResult
 
 from pse.config import load_settings
 from pse.engine import load_trace
@@ -77,17 +78,6 @@ def retry_tokens(tmp: Path) -> dict[str, Any]:
         )
         rows.append(row)
     return {"rows": rows, "headline_ratio_at_5_retries": rows[-1]["history_over_step_buffer"]}
-
-
-class _SlowScripted(ScriptedChatCompletionClient):
-    """The scripted client with a simulated model latency."""
-
-    latency_s = 0.0
-
-    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:  # type: ignore[override]
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        return await super().create(*args, **kwargs)
 
 
 _LIGHT_TASK = """description = "bench: write a note, the Evaluator reads it"
@@ -173,12 +163,11 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
             cassette=cassette, runs_dir=tmp / "runs-c", tasks_dir=tasks_dir, sandbox="fallback"
         )
         prepared = prepare_run("bench-light", settings)
-        for client in prepared.clients.values():
-            client.__class__ = _SlowScripted  # same state, plus the simulated latency before each reply
+        assert prepared.player is not None
+        prepared.player.latency_s = latency_s  # the simulated latency before each reply
         summary = await run_to_end(prepared)
         return summary.outcome or "NONE"
 
-    _SlowScripted.latency_s = latency_s
     started = time.perf_counter()
     asyncio.run(one(0))
     single = time.perf_counter() - started
@@ -221,11 +210,37 @@ def reusable_prefix(tmp: Path) -> dict[str, Any]:
     return rows
 
 
+def steps_parallel(tmp: Path, latency_s: float = 0.2) -> dict[str, Any]:
+    """The steps demo's wall time with independent steps at once vs one at a time, at a model latency."""
+
+    async def one(parallel: int) -> tuple[float, str]:
+        settings = load_settings(
+            runs_dir=tmp / f"steps-{parallel}", sandbox="fallback", max_parallel_steps=parallel
+        )
+        prepared = prepare_run("package-steps", settings)
+        assert prepared.player is not None
+        prepared.player.latency_s = latency_s
+        started = time.perf_counter()
+        summary = await run_to_end(prepared)
+        return time.perf_counter() - started, summary.outcome or "NONE"
+
+    at_once, passed_a = asyncio.run(one(3))
+    sequential, passed_b = asyncio.run(one(1))
+    return {
+        "simulated_model_latency_s": latency_s,
+        "parallel_3_wall_s": round(at_once, 2),
+        "one_at_a_time_wall_s": round(sequential, 2),
+        "parallel_over_sequential": round(at_once / sequential, 2),
+        "outcomes": [passed_a, passed_b],
+    }
+
+
 def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         return {
             "reusable_prefix": reusable_prefix(tmp),
+            "steps_parallel": steps_parallel(tmp),
             "retry_tokens": retry_tokens(tmp),
             "orchestration": orchestration_overhead(tmp),
             "concurrency": concurrency(tmp),

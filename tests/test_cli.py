@@ -40,8 +40,10 @@ def test_run_json_summary_and_exit_code_zero(
     # tokens and cost are the trace's, key for key and nesting for nesting.
     trace = json.loads(Path(summary["trace"]).read_text())
     assert (summary["tokens"], summary["cost"]) == (trace["tokens"], trace["cost"])
-    assert set(summary["tokens"]) == {"prompt", "completion", "total", "by_role"}
-    assert set(summary["tokens"]["by_role"]["Planner"]) == {"prompt", "completion", "calls", "estimated"}
+    assert set(summary["tokens"]) == {"prompt", "completion", "total", "cached", "by_role"}
+    assert set(summary["tokens"]["by_role"]["Planner"]) == {
+        "prompt", "completion", "calls", "estimated", "cached", "prefix_counted", "prefix_reusable",
+    }  # fmt: skip
     assert set(summary["cost"]) == {"amount", "currency", "unpriced_models"}
     assert Path(summary["trace"]).is_absolute() and Path(summary["trace"]).is_file()
     assert Path(summary["report"]).is_absolute() and Path(summary["report"]).name == "report.md"

@@ -23,7 +23,7 @@ from pse.tasks import (
     scaffold_task,
 )
 
-BUILTIN = ["code-delivery", "humaneval", "incident-review"]
+BUILTIN = ["code-delivery", "humaneval", "incident-review", "package-steps"]
 
 
 def test_discover_finds_the_builtin_tasks() -> None:
@@ -56,7 +56,7 @@ def test_extra_dir_adds_tasks_and_wins_on_a_name_clash(tmp_path: Path) -> None:
     with (tmp_path / "registry.toml").open("a") as handle:
         handle.write('\n[tasks.code-delivery]\npath = "code-delivery"\n')
     registry = TaskRegistry.discover(tmp_path)
-    assert registry.names() == ["code-delivery", "humaneval", "incident-review", "mine"]
+    assert registry.names() == sorted([*BUILTIN, "mine"])
     assert registry.get("code-delivery").dir == clone
     assert registry.shadowed["code-delivery"].dir == builtin_tasks_dir() / "code-delivery"
     assert registry.get("mine").builtin is False

@@ -266,6 +266,7 @@ def test_scaffold_appends_to_an_existing_registry(tasks_dir: Path) -> None:
         "demo",
         "humaneval",
         "incident-review",
+        "package-steps",
         "second",
     ]
     assert (tasks_dir / "registry.toml").read_text().count("[tasks.") == 2

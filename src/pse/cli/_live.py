@@ -27,6 +27,7 @@ from pse.events import (
     MessageEvent,
     OutcomeEvent,
     RetrievalEvent,
+    StepEvent,
     ToolCallEvent,
     TransitionEvent,
     VerdictEvent,
@@ -214,6 +215,17 @@ class LiveView:
             self._add(line)
             if a.decision is None and self.on_held is not None:
                 self.on_held(event)
+        elif isinstance(event, StepEvent):
+            step = event.attempt
+            line = Text(f"{'Step':>10} ", "cyan")
+            if not step.result:
+                line.append(strip_control(f"{step.step} attempt {step.attempt} started"))
+            else:
+                style = {"PASS": "green", "PARTIAL": "yellow"}.get(step.result, "red")
+                line.append(strip_control(f"{step.step} attempt {step.attempt}: "))
+                line.append(strip_control(step.result), style)
+                line.append(" " + _one_line(f"({step.result_reason})", 100))
+            self._add(line)
         elif isinstance(event, TransitionEvent):
             self.state = event.transition.to
         elif isinstance(event, OutcomeEvent):

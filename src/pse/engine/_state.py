@@ -8,6 +8,7 @@ START ─► PLANNED ─► RUNNING ─► REVIEWING ─► PASSED
 ESCALATED ─► REVISING | REPLANNING | ACCEPTED_BY_HUMAN              (a person answered: `pse answer`)
 START | REPLANNING ─► AWAITING_ANSWER ─► PLANNED                  (the Planner asked; `pse answer --text`)
 (a role's phase) ─► AWAITING_APPROVAL ─► (the same state)         (a tool call is held; `pse approve`)
+RUNNING ─► REPLANNING | ESCALATED                                  (execution = steps: a step failed)
 
 The terminal states are where the engine stops. ESCALATED is one, though a person may take the run on
 from it: only `pse answer` makes those moves, never the engine.
@@ -50,7 +51,10 @@ _PHASES = frozenset({State.START, State.REPLANNING, State.AWAITING_ANSWER, State
 TRANSITIONS: dict[State, frozenset[State]] = {
     State.START: frozenset({State.PLANNED, State.BLOCKED, State.AWAITING_ANSWER, *_HOLDS, *_STOPS}),
     State.PLANNED: frozenset({State.RUNNING, *_STOPS}),
-    State.RUNNING: frozenset({State.REVIEWING, State.BLOCKED, *_HOLDS, *_STOPS}),
+    # A step of a steps plan failed, or went over its retries: re-plan it, or escalate.
+    State.RUNNING: frozenset(
+        {State.REVIEWING, State.BLOCKED, State.REPLANNING, State.ESCALATED, *_HOLDS, *_STOPS}
+    ),
     State.REVIEWING: frozenset(
         {State.PASSED, State.REVISING, State.REPLANNING, State.BLOCKED, State.ESCALATED, *_HOLDS, *_STOPS}
     ),

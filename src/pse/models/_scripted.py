@@ -13,6 +13,7 @@ fails on drift too; `strict=False` compares nothing (see `pse.models._compare`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -84,6 +85,8 @@ class CassettePlayer:
         self.source = source
         self.scrubber = scrubber or Scrubber()
         self.on_drift = on_drift
+        self.latency_s = 0.0
+        """Seconds each reply waits before it is given: a simulated model latency (benchmarks, tests)."""
         self.drifts: list[DriftRecord] = []
         """Every drift found so far, in order (each difference once, however often it is sent again)."""
         self._drifted: set[tuple[str, str]] = set()
@@ -268,6 +271,8 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
+        if self.player.latency_s > 0:
+            await asyncio.sleep(self.player.latency_s)
         turn = self.player.next_turn(self.key, messages)
         calls = _function_calls(turn, self.role, offered=bool(tools))
         if turn.usage is not None:

@@ -224,6 +224,12 @@ function applyEvent(run, ev) {
       break;
     }
     case "transition": run.state = ev.transition.to; break;
+    case "step": { // begun (result ""), then ended: the later record replaces the earlier
+      const list = (cycle().steps ||= []);
+      const at = list.findIndex((a) => a.step === ev.attempt.step && a.attempt === ev.attempt.attempt);
+      if (at >= 0) list[at] = ev.attempt; else list.push(ev.attempt);
+      break;
+    }
     case "approval": { // held (no decision yet), then decided: the later record replaces the earlier
       const list = (run.approvals ||= []);
       const at = list.findIndex((a) => a.id === ev.approval.id);
@@ -246,6 +252,10 @@ function eventLine(ev) {
     case "retrieval": return `knowledge "${ev.query}": ${ev.results.length} result(s)${ev.results.length ? ", top " + citation(ev.results[0]) : ""}`;
     case "drift": return `replay drift: ${ev.drift.role} turn ${ev.drift.turn}, message ${ev.drift.message} (${ev.drift.speaker}): tool output differs from the recording`;
     case "transition": return `${ev.transition.from} → ${ev.transition.to} ${ev.transition.reason || ""}`;
+    case "step": {
+      const a = ev.attempt;
+      return a.result ? `step ${a.step} attempt ${a.attempt}: ${a.result} (${a.result_reason})` : `step ${a.step} attempt ${a.attempt} started`;
+    }
     case "approval": {
       const a = ev.approval;
       return a.decision ? `approval ${a.id} ${a.decision} by ${a.by} (${a.via})${a.reason ? ": " + a.reason : ""}`
@@ -268,6 +278,17 @@ async function showRun(runId) {
   // fires late must not draw the streamed state over the final one (or over another page).
   let pending = false, over = false;
   const redraw = () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; if (!over) renderRun(run, log); }); } };
+  // Events carry no plan: when a cycle's steps begin, the plan they follow is read once from the live
+  // trace (a cycle's plan is in force as soon as the Planner gave it), so the Steps panel draws the graph.
+  let planOf = null;
+  const fetchPlan = (index) => {
+    planOf = index;
+    api(`/api/runs/${encodeURIComponent(runId)}`).then((t) => {
+      const c = (t.cycles || []).find((x) => x.index === index);
+      const plan = (c && c.plan) || t.plan;
+      if (plan) { run.plan = plan; redraw(); }
+    }).catch(() => {});
+  };
   renderRun(run, log);
   const controller = new AbortController();
   stopStream = () => { over = true; controller.abort(); };
@@ -275,6 +296,7 @@ async function showRun(runId) {
     await streamEvents(runId, (kind, data) => {
       if (kind === "end") { if (data.error) log.push({ kind: "end", text: data.error }); return; }
       applyEvent(run, data);
+      if (kind === "step" && data.cycle !== planOf) fetchPlan(data.cycle);
       log.push({ kind, text: eventLine(data) });
       redraw();
     }, controller.signal);
@@ -350,6 +372,7 @@ function renderRun(run, log) {
       h("a", { class: `cycle-chip ${c.result || "RUNNING"}`, href: `#/run/${encodeURIComponent(run.run_id)}`, onclick: (e) => { e.preventDefault(); document.getElementById(`cycle-${c.index}`).scrollIntoView(); } },
         h("b", {}, `Cycle ${c.index}`), h("small", {}, `${c.kind} · first: ${c.first_speaker}`), badge(c.result || "RUNNING"),
         h("small", {}, `${c.messages.length} msgs · ${c.tool_calls.length} tool calls`))))));
+  parts.push(stepsPanel(run));
   parts.push(approvalsAudit(run));
   parts.push(tokenPanel(byRole, run));
   if (run.plan) parts.push(planPanel(run.plan));
@@ -471,6 +494,146 @@ function tokenPanel(byRole, run) {
     h("p", { class: "muted" }, run.cost ? `cost ${fmtCost(run.cost.amount, run.cost.currency)}${unpriced}` : "cost known at the end of the run"));
 }
 
+// ---- steps (execution = "steps") -----------------------------------------------------------------
+// The plan as a graph: one node per step, in columns by dependency depth, coloured by its latest
+// attempt; a node opens the step's attempts, reviews, messages and tool calls. Plan text is
+// model-written: it goes in through h() (textContent and attributes), never as HTML.
+
+const STEP_STATUS = { PASS: "pass", PARTIAL: "warn", BLOCKED: "warn", FAIL: "fail", ERROR: "fail", RUNNING: "running" };
+const stepShown = { run: null, step: null }; // the step whose details are open, kept across redraws
+
+// The plan the steps follow: the latest cycle's that has steps, else the run's.
+function stepsPlan(run) {
+  for (let i = run.cycles.length - 1; i >= 0; i--) {
+    const p = run.cycles[i].plan;
+    if (p && p.steps && p.steps.length) return p;
+  }
+  return run.plan;
+}
+
+function hasStepGraph(run) {
+  const plan = stepsPlan(run);
+  const shaped = plan && ((plan.steps || []).some((s) => (s.depends_on || []).length) || (plan.criteria || []).some((c) => c.step));
+  return Boolean(shaped || run.cycles.some((c) => (c.steps || []).length));
+}
+
+// Every attempt of every cycle, in order, each with its cycle's index.
+function stepAttempts(run) {
+  return run.cycles.flatMap((c) => (c.steps || []).map((a) => Object.assign({ cycle: c.index }, a)));
+}
+
+// Depth 0 for a step with no dependencies, else one more than its deepest dependency (unknown ids and
+// a loop, which the engine refuses anyway, count as no dependency).
+function stepDepths(steps) {
+  const byId = new Map(steps.map((s) => [s.id, s]));
+  const depth = new Map();
+  const visit = (id, seen) => {
+    if (depth.has(id)) return depth.get(id);
+    const s = byId.get(id);
+    if (!s || seen.has(id)) return -1;
+    seen.add(id);
+    const d = 1 + Math.max(-1, ...(s.depends_on || []).map((dep) => visit(dep, seen)));
+    seen.delete(id);
+    depth.set(id, d);
+    return d;
+  };
+  for (const s of steps) visit(s.id, new Set());
+  return depth;
+}
+
+function stepStatus(run, attempts) {
+  const last = attempts[attempts.length - 1];
+  if (!last) return { label: "not started", cls: "idle" };
+  if (!last.result) return run.live ? { label: "running", cls: "running" } : { label: "unfinished", cls: "idle" };
+  return { label: last.result, cls: STEP_STATUS[last.result] || "idle" };
+}
+
+const shorten = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
+const plural = (n, one) => `${n} ${one}${n === 1 ? "" : "s"}`;
+
+function stepsPanel(run) {
+  if (!hasStepGraph(run)) return null;
+  const plan = stepsPlan(run) || { steps: [], criteria: [], output_steps: {} };
+  const attempts = stepAttempts(run);
+  const steps = (plan.steps || []).map((s) => ({ id: s.id, text: s.text, depends_on: s.depends_on || [] }));
+  for (const a of attempts) { // attempts at a step the plan no longer has (a re-plan), or before the plan is known
+    if (!steps.some((s) => s.id === a.step)) steps.push({ id: a.step, text: plan.steps && plan.steps.length ? "(not in the current plan)" : "", depends_on: [] });
+  }
+  const depths = stepDepths(steps);
+  const columns = [];
+  for (const s of steps) (columns[depths.get(s.id)] ||= []).push(s);
+  if (stepShown.run !== run.run_id) Object.assign(stepShown, { run: run.run_id, step: null });
+  const panel = h("section", { class: "panel", id: "steps-panel" });
+  const draw = (focus) => {
+    const graph = h("div", { class: "step-graph", id: "step-graph" });
+    columns.filter(Boolean).forEach((col, i) => {
+      if (i) graph.appendChild(h("div", { class: "step-arrow", "aria-hidden": "true" }, "→"));
+      graph.appendChild(h("div", { class: "step-col", "data-depth": i + 1 }, col.map((s) => {
+        const mine = attempts.filter((a) => a.step === s.id);
+        const status = stepStatus(run, mine);
+        const open = stepShown.step === s.id;
+        return h("button", { type: "button", class: `step-node st-${status.cls}${open ? " open" : ""}`, "data-step": s.id,
+          "aria-expanded": open ? "true" : "false", "aria-controls": "step-details", title: s.text || null,
+          onclick: () => { stepShown.step = open ? null : s.id; draw(s.id); } },
+          h("span", { class: "step-head" }, h("b", { class: "step-id" }, s.id), h("span", { class: `step-status st-${status.cls}` }, status.label)),
+          s.text ? h("span", { class: "step-text" }, shorten(s.text, 90)) : null,
+          h("span", { class: "step-meta" }, s.depends_on.length ? `after ${s.depends_on.join(", ")}` : "no dependencies",
+            " · ", mine.length ? plural(mine.length, "attempt") : "no attempts yet"));
+      })));
+    });
+    const chosen = steps.find((s) => s.id === stepShown.step);
+    panel.replaceChildren(h("h2", {}, "Steps ", h("span", { class: "muted" }, `${plural(steps.length, "step")} · ${plural(attempts.length, "attempt")}`)),
+      graph, chosen ? stepDetails(run, plan, chosen, attempts.filter((a) => a.step === chosen.id))
+        : h("p", { class: "muted", id: "step-details-hint" }, "Choose a step to see its attempts, reviews, messages and tool calls."));
+    if (focus) { const node = panel.querySelector(`.step-node[data-step="${CSS.escape(focus)}"]`); if (node) node.focus(); }
+  };
+  draw(null);
+  return panel;
+}
+
+// One step: its criteria and outputs, then each attempt with what it was given, its review, and the
+// messages and tool calls of its step that fall in it (an attempt owns what came after it began,
+// until the next attempt of the step began: attempts at one step never overlap).
+function stepDetails(run, plan, step, attempts) {
+  const criteria = (plan.criteria || []).filter((c) => c.step === step.id);
+  const outputs = Object.entries(plan.output_steps || {}).filter(([, id]) => id === step.id).map(([path]) => path);
+  const cycles = new Set(attempts.map((a) => a.cycle));
+  const owner = (cycle, at) => {
+    const mine = attempts.filter((a) => a.cycle === cycle);
+    let found = mine[0];
+    for (const a of mine) if (Date.parse(a.started_at) <= Date.parse(at)) found = a;
+    return found;
+  };
+  const items = new Map(attempts.map((a) => [a, { messages: [], calls: [] }]));
+  const loose = { messages: [], calls: [] }; // of a cycle where the step has no attempt on record
+  for (const c of run.cycles) {
+    for (const m of c.messages) if (m.step === step.id) (items.get(owner(c.index, m.at)) || loose).messages.push(m);
+    for (const t of c.tool_calls) if (t.step === step.id) (items.get(owner(c.index, t.at)) || loose).calls.push(t);
+  }
+  const activity = (x) => [
+    h("h4", {}, `Tool calls (${x.calls.length})`), x.calls.length ? h("div", { class: "scroll-x" }, toolCallsTable(x.calls)) : null,
+    h("h4", {}, `Messages (${x.messages.length})`), ...x.messages.map(messageView)];
+  return h("div", { id: "step-details", class: "step-details", "data-step": step.id },
+    h("h3", {}, `${step.id}${step.text ? " · " : ""}`, step.text || ""),
+    h("p", { class: "muted" }, [step.depends_on.length ? `after ${step.depends_on.join(", ")}` : "depends on no other step",
+      outputs.length ? `writes ${outputs.join(", ")}` : null].filter(Boolean).join(" · ")),
+    criteria.length ? h("ul", { class: "step-criteria" }, criteria.map((c) => h("li", {}, h("b", {}, c.id), ` ${c.text}`))) : null,
+    attempts.length ? null : h("p", { class: "muted" }, "No attempt yet."),
+    attempts.map((a) => {
+      const v = a.verdict;
+      const result = a.result || (run.live ? "RUNNING" : "unfinished");
+      const took = a.ended_at ? ` (${((Date.parse(a.ended_at) - Date.parse(a.started_at)) / 1000).toFixed(2)} s)` : "";
+      return h("article", { class: "step-attempt", "data-attempt": a.attempt, "data-cycle": a.cycle },
+        h("h3", {}, `Attempt ${a.attempt}${cycles.size > 1 ? ` · cycle ${a.cycle}` : ""} `, badge(result), a.result_reason ? h("span", { class: "muted" }, ` ${a.result_reason}`) : null),
+        h("p", { class: "muted" }, `started ${fmtTime(a.started_at)}${a.ended_at ? ` · ended ${fmtTime(a.ended_at)}${took}` : ""}`),
+        a.step_buffer ? h("details", { class: "step-buffer" }, h("summary", {}, `the step buffer it got (${fmtInt(a.step_buffer_tokens)} tokens)`), h("pre", { class: "out" }, a.step_buffer)) : null,
+        v ? h("div", { class: "verdict" }, h("h4", {}, "Review"), badge(v.status), ` ${v.reason_code}`, v.summary ? h("p", {}, v.summary) : null, criteriaTable(v)) : null,
+        gateView(a.gate),
+        activity(items.get(a)));
+    }),
+    loose.messages.length || loose.calls.length ? h("article", { class: "step-attempt" }, h("h3", {}, "Outside any recorded attempt"), activity(loose)) : null);
+}
+
 function planPanel(plan) {
   return h("section", { class: "panel" }, h("h2", {}, "Plan"), h("p", {}, plan.goal),
     h("ul", {}, plan.criteria.map((c) => h("li", {}, h("b", {}, c.id), ` ${c.text}`))));
@@ -496,34 +659,47 @@ function repairPanel(c) {
         d.diff ? h("details", {}, h("summary", {}, "diff"), h("pre", { class: "out" }, d.diff)) : null)))] : null);
 }
 
-function cyclePanel(c) {
-  const v = c.verdict;
-  const verdictBox = h("div", { class: "verdict" }, h("h3", {}, "Verdict"),
-    v ? h("div", {}, badge(v.status), ` ${v.reason_code}`, v.summary ? h("p", {}, v.summary) : null,
-      h("table", { class: "criteria" }, h("tbody", {}, v.criteria.map((k) => h("tr", {},
-        h("td", { class: k.met ? "crit-met" : "crit-unmet" }, k.met ? "✓ met" : "✗ unmet"), h("td", {}, h("b", {}, k.id)), h("td", {}, k.finding))))))
-      : h("p", { class: c.review_error ? "gate-fail" : "muted" }, c.stopped ? `no review: ${c.stopped}` : c.review_error ? `review error: ${c.review_error}` : "no verdict yet"),
-    c.gate ? (c.gate.passed ? h("p", { class: "gate-ok" }, "✓ every hard gate passed")
-      : h("div", {}, h("b", { class: "gate-fail" }, "Hard gate failures"), h("ul", {}, c.gate.failures.map((f) => h("li", { class: "gate-fail" }, f))))) : null);
-  const messages = c.messages.filter((m) => roleShown[m.source] !== false).map((m) => {
-    const long = m.content.length > 700;
-    const body = h("pre", {}, long ? m.content.slice(0, 700) + "…" : m.content);
-    return h("div", { class: `msg ${m.source}` }, h("header", {}, h("b", {}, m.source), ` · ${fmtTime(m.at)}`,
-      m.prompt_tokens || m.completion_tokens ? ` · ${fmtInt(m.prompt_tokens)} prompt + ${fmtInt(m.completion_tokens)} completion tokens` : ""),
-      m.thought ? h("details", { class: "thought" }, h("summary", {}, `thought (${fmtInt(m.thought_tokens)} tokens, never parsed or passed on)`), h("pre", {}, m.thought)) : null,
-      long ? h("details", {}, h("summary", {}, body), h("pre", {}, m.content)) : body);
-  });
-  const calls = h("table", { class: "tool-calls" },
+function criteriaTable(v) {
+  return h("table", { class: "criteria" }, h("tbody", {}, v.criteria.map((k) => h("tr", {},
+    h("td", { class: k.met ? "crit-met" : "crit-unmet" }, k.met ? "✓ met" : "✗ unmet"), h("td", {}, h("b", {}, k.id)), h("td", {}, k.finding)))));
+}
+
+function gateView(gate) {
+  if (!gate) return null;
+  return gate.passed ? h("p", { class: "gate-ok" }, "✓ every hard gate passed")
+    : h("div", {}, h("b", { class: "gate-fail" }, "Hard gate failures"), h("ul", {}, gate.failures.map((f) => h("li", { class: "gate-fail" }, f))));
+}
+
+function messageView(m) {
+  const long = m.content.length > 700;
+  const body = h("pre", {}, long ? m.content.slice(0, 700) + "…" : m.content);
+  return h("div", { class: `msg ${m.source}` }, h("header", {}, h("b", {}, m.source), m.step ? ` · step ${m.step}` : "", ` · ${fmtTime(m.at)}`,
+    m.prompt_tokens || m.completion_tokens ? ` · ${fmtInt(m.prompt_tokens)} prompt + ${fmtInt(m.completion_tokens)} completion tokens` : ""),
+    m.thought ? h("details", { class: "thought" }, h("summary", {}, `thought (${fmtInt(m.thought_tokens)} tokens, never parsed or passed on)`), h("pre", {}, m.thought)) : null,
+    long ? h("details", {}, h("summary", {}, body), h("pre", {}, m.content)) : body);
+}
+
+function toolCallsTable(toolCalls) {
+  return h("table", { class: "tool-calls" },
     h("thead", {}, h("tr", {}, ["requester", "tool", "arguments", "decision", "status", "ms", "output"].map((x) => h("th", {}, x)))),
-    h("tbody", {}, c.tool_calls.map((t) => h("tr", {},
-      h("td", {}, t.requester), h("td", {}, t.tool),
+    h("tbody", {}, toolCalls.map((t) => h("tr", {},
+      h("td", {}, t.requester, t.step ? h("div", { class: "muted" }, `step ${t.step}`) : null), h("td", {}, t.tool),
       h("td", {}, Object.entries(t.arguments).map(([k, val]) => `${k}=${val.length > 60 ? val.slice(0, 60) + "…" : val}`).join(", ")),
       h("td", {}, badge(t.decision), t.decision === "denied" ? h("div", { class: "muted" }, t.rule) : null),
       h("td", {}, badge(t.status), testAuthors(t)), h("td", { class: "num" }, t.ms),
       h("td", {}, h("details", {}, h("summary", {}, `${t.output.length} chars${t.truncated ? " (truncated)" : ""}`), h("pre", { class: "out" }, t.output)))))));
+}
+
+function cyclePanel(c) {
+  const v = c.verdict;
+  const verdictBox = h("div", { class: "verdict" }, h("h3", {}, "Verdict"),
+    v ? h("div", {}, badge(v.status), ` ${v.reason_code}`, v.summary ? h("p", {}, v.summary) : null, criteriaTable(v))
+      : h("p", { class: c.review_error ? "gate-fail" : "muted" }, c.stopped ? `no review: ${c.stopped}` : c.review_error ? `review error: ${c.review_error}` : "no verdict yet"),
+    gateView(c.gate));
+  const messages = c.messages.filter((m) => roleShown[m.source] !== false).map(messageView);
   return h("article", { class: "panel cycle", id: `cycle-${c.index}` },
     h("h2", {}, `Cycle ${c.index} · ${c.kind} `, badge(c.result || "RUNNING"), h("span", { class: "muted" }, ` ${c.result_reason || ""}`)),
-    verdictBox, repairPanel(c), retrievalPanel(c.retrievals), h("h3", {}, `Tool calls (${c.tool_calls.length})`), calls,
+    verdictBox, repairPanel(c), retrievalPanel(c.retrievals), h("h3", {}, `Tool calls (${c.tool_calls.length})`), toolCallsTable(c.tool_calls),
     h("h3", {}, `Messages (${c.messages.length})`), messages);
 }
 
