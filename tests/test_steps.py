@@ -239,3 +239,94 @@ def test_execution_is_validated_in_task_toml(tmp_path: Path) -> None:
     (tasks / "registry.toml").write_text('[tasks.x]\npath = "x"\n')
     problems = [str(p) for p in validate([tasks], "x")]
     assert any("execution" in p and "'task' or 'steps'" in p for p in problems), problems
+
+
+def test_a_blocked_step_pauses_its_branch_and_the_run_escalates_once_nothing_else_can_go_on(
+    tmp_path: Path,
+) -> None:
+    turns = list(DEMO)
+    s2 = _stream(turns, "Specialist", "S2")
+    e2 = _stream(turns, "Evaluator", "S2")
+    blocked = '<blocked reason_code="MISSING_SPEC">which cases count as punctuation is not said</blocked>'
+    keep = [t for i, t in enumerate(turns) if i not in {*s2, *e2, *_stream(turns, "Evaluator", None)}]
+    trace = _run(tmp_path, [*keep, {"role": "Specialist", "step": "S2", "content": blocked}])
+    assert trace["outcome"] == "ESCALATED"
+    attempts = _attempts(trace)
+    assert ("S2", 1, "BLOCKED") in attempts and ("S3", 2, "PASS") in attempts  # the other branch went on
+    assert trace["cycles"][0]["blocked"] == {
+        "role": "Specialist",
+        "reason_code": "MISSING_SPEC",
+        "detail": blocked.split(">")[1].split("<")[0],
+    }
+    assert trace["cycles"][0]["result"] == "BLOCKED"
+
+
+def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    from pse.engine import write_decision
+    from pse.engine._approvals import ApprovalDecision
+    from pse.events import ApprovalEvent, Event
+    from pse.exceptions import UserError
+    from pse.runner import prepare_resume
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TASK.dir, tasks / "held-steps")
+    with (tasks / "held-steps" / "task.toml").open("a") as toml:
+        toml.write('\n[policy.Specialist.write_file]\napproval = { path = "test_*" }\n')
+    (tasks / "registry.toml").write_text('[tasks.held-steps]\npath = "held-steps"\n')
+    settings = load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
+
+    def interrupt_when_held(event: Event) -> None:
+        if isinstance(event, ApprovalEvent) and event.approval.decision is None:
+            asyncio.get_running_loop().call_soon(prepared.engine.interrupt)
+
+    prepared = prepare_run("held-steps", settings, on_event=interrupt_when_held)
+    summary = asyncio.run(run_to_end(prepared))
+    assert (summary.outcome, summary.state) == (None, "AWAITING_APPROVAL")
+    trace = json.loads(Path(summary.trace).read_text())
+    assert [a["requester"] + "/" + a["arguments"]["path"] for a in trace["approvals"]] == [
+        "Specialist/test_textstats.py"
+    ]
+    write_decision(
+        prepared.run_dir, ApprovalDecision(id=trace["approvals"][0]["id"], decision="approved", by="t")
+    )
+    with pytest.raises(UserError, match="resuming a steps cycle from its middle is not supported yet"):
+        prepare_resume(summary.run_id, settings)
+
+
+def test_calls_held_by_steps_running_at_once_are_each_decided_and_the_run_waits_for_all(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    from pse.engine import write_decision
+    from pse.engine._approvals import ApprovalDecision
+    from pse.events import ApprovalEvent, Event
+
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TASK.dir, tasks / "held-steps")
+    with (tasks / "held-steps" / "task.toml").open("a") as toml:
+        toml.write("\n[policy.Specialist.write_file]\napproval = { larger_than = 0 }\n")
+    (tasks / "registry.toml").write_text('[tasks.held-steps]\npath = "held-steps"\n')
+    settings = load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
+    waiting: list[int] = []
+
+    def approve_when_held(event: Event) -> None:
+        if isinstance(event, ApprovalEvent) and event.approval.decision is None:
+            waiting.append(len([a for a in prepared.engine.trace.approvals if a.decision is None]))
+            decision = ApprovalDecision(id=event.approval.id, decision="approved", by="lead")
+            asyncio.get_running_loop().call_later(0.3, write_decision, prepared.run_dir, decision)
+
+    prepared = prepare_run("held-steps", settings, on_event=approve_when_held)
+    summary = asyncio.run(run_to_end(prepared))
+    assert summary.outcome == "PASSED"
+    trace = json.loads(Path(summary.trace).read_text())
+    held = sorted(a["arguments"]["path"] for a in trace["approvals"])
+    assert held == ["cli.py", "cli.py", "test_textstats.py", "textstats.py"]
+    assert all(a["decision"] == "approved" and a["by"] == "lead" for a in trace["approvals"])
+    assert max(waiting) == 2  # S2's and S3's writes waited at the same time
+    moves = [(t["from"], t["to"]) for t in trace["transitions"]]
+    assert moves.count(("RUNNING", "AWAITING_APPROVAL")) == moves.count(("AWAITING_APPROVAL", "RUNNING"))
