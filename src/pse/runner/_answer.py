@@ -23,10 +23,28 @@ from pse.roles import ROLES, Role
 from pse.toolagent import Policy
 from pse.trace import Trace, write_trace
 
-__all__ = ["MAX_NOTE_CHARS", "answer_run", "parse_grant"]
+__all__ = ["MAX_NOTE_CHARS", "answer_run", "load_run", "parse_grant"]
 
 MAX_NOTE_CHARS = 2000
 """A note leads the next step_buffer: it is kept short so a retry stays flat."""
+
+
+def load_run(run_id: str, settings: Settings) -> tuple[Trace, Path]:
+    """The trace and folder of a run a person acts on.
+
+    Raises:
+        UserError: a malformed id, no such run, or a trace that cannot be read.
+    """
+    runs_dir = settings.runs_dir.resolve()
+    run_dir = runs_dir / check_run_id(run_id)
+    try:
+        return load_trace(run_dir, beneath=runs_dir), run_dir
+    except FileNotFoundError:
+        raise UserError(
+            f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs"
+        ) from None
+    except OSError as exc:
+        raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
 
 
 def parse_grant(text: str, policy: Policy) -> tuple[str, str, str]:
@@ -115,16 +133,7 @@ def answer_run(
     Raises:
         UserError: no such run, a run that did not end ESCALATED (or was closed), or a bad answer.
     """
-    runs_dir = settings.runs_dir.resolve()
-    run_dir = runs_dir / check_run_id(run_id)
-    try:
-        trace = load_trace(run_dir, beneath=runs_dir)
-    except FileNotFoundError:
-        raise UserError(
-            f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs"
-        ) from None
-    except OSError as exc:
-        raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
+    trace, run_dir = load_run(run_id, settings)
     if trace.state == "AWAITING_ANSWER" and trace.outcome is None:
         return _answer_questions(trace, run_dir, text, note, grants, decision, by, via)
     if text is not None:

@@ -14,16 +14,10 @@ from pathlib import Path
 from typing import Literal
 
 from pse.config import Settings
-from pse.engine import (
-    ApprovalDecision,
-    check_run_id,
-    load_trace,
-    read_decision,
-    run_is_live,
-    write_decision,
-)
+from pse.engine import ApprovalDecision, read_decision, run_is_live, write_decision
 from pse.events import ApprovalRecord
 from pse.exceptions import UserError
+from pse.runner._answer import load_run
 from pse.trace import Trace
 
 __all__ = ["MAX_REASON_CHARS", "ApprovalAnswer", "approve_call", "pending_approvals"]
@@ -72,16 +66,7 @@ def approve_call(
         UserError: no such run, a run that waits for no approval, an unknown or already decided call,
             a reason too long, or "approve all" together with a denial.
     """
-    runs_dir = settings.runs_dir.resolve()
-    run_dir = runs_dir / check_run_id(run_id)
-    try:
-        trace = load_trace(run_dir, beneath=runs_dir)
-    except FileNotFoundError:
-        raise UserError(
-            f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs"
-        ) from None
-    except OSError as exc:
-        raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
+    trace, run_dir = load_run(run_id, settings)
     pending = pending_approvals(trace, run_dir)
     if not pending:
         given = [d for a in trace.approvals if a.decision is None and (d := read_decision(run_dir, a.id))]

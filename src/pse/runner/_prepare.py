@@ -212,8 +212,9 @@ def _wire(
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).
     constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
-    clients: dict[str, ChatCompletionClient] = {
-        role: create_model_client(
+
+    def client_for(role: str, step: str | None = None) -> ChatCompletionClient:
+        return create_model_client(
             settings,
             role,
             player=player,
@@ -222,9 +223,10 @@ def _wire(
             tools=tool_signatures(role, policy, knowledge.registry),
             functions=tool_functions(role, policy, knowledge.registry),
             constraint_log=constraints,
+            step=step,
         )
-        for role in speakers
-    }
+
+    clients: dict[str, ChatCompletionClient] = {role: client_for(role) for role in speakers}
     prefixes = PrefixMeter()  # what a prefix cache could serve of each prompt (not of replayed turns)
     for role in speakers:
         clients[role] = PrefixClient(clients[role], role, specs[role].model, prefixes)
@@ -272,18 +274,7 @@ def _wire(
         def step_role(role: str, step: str) -> RoleSetup:
             key = f"{role}@{step}"  # each step has its own client: its own cassette stream `ROLE@STEP`
             if key not in clients:
-                client = create_model_client(
-                    settings,
-                    role,
-                    player=player,
-                    recorder=recorder,
-                    meter=meter,
-                    tools=tool_signatures(role, policy, knowledge.registry),
-                    functions=tool_functions(role, policy, knowledge.registry),
-                    constraint_log=constraints,
-                    step=step,
-                )
-                clients[key] = PrefixClient(client, role, specs[role].model, prefixes)
+                clients[key] = PrefixClient(client_for(role, step), role, specs[role].model, prefixes)
             return RoleSetup(name=role, system_message=system[role], client=clients[key])
 
         step_crew = StepCrew(role=step_role, tool_agent=lambda scope: ToolAgent(executor, scope=scope))
