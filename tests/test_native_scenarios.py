@@ -54,6 +54,16 @@ S_BLOCKED = (
 )
 
 
+def _plan_v1(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A plan without the step-mode fields added since the reference (empty in task mode)."""
+    if plan is None:
+        return None
+    items = {"depends_on": [], "step": None}
+    drop = lambda item: {k: v for k, v in item.items() if not (k in items and v == items[k])}  # noqa: E731
+    kept = {k: v for k, v in plan.items() if not (k == "output_steps" and v == {})}
+    return kept | {"steps": [drop(s) for s in plan["steps"]], "criteria": [drop(c) for c in plan["criteria"]]}
+
+
 def _shape(trace: dict[str, Any]) -> dict[str, Any]:
     """What must not depend on the protocol: outcome, cycles, verdicts, transitions, every tool decision."""
     return {
@@ -64,7 +74,7 @@ def _shape(trace: dict[str, Any]) -> dict[str, Any]:
                 "kind": c["kind"],
                 "result": (c["result"], c["result_reason"]),
                 "verdict": c["verdict"],
-                "plan": c["plan"],
+                "plan": _plan_v1(c["plan"]),
                 "blocked": c["blocked"],
                 "gate": {k: v for k, v in c["gate"].items() if k != "enforced"},  # newer than the reference
                 "tools": [
