@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the demo's plan and turns are long literal text, kept one per line to read as the cassette does)
 """Write tasks/package-steps/cassette.json: the scripted turns of the steps demo (three steps, S2 and S3
 at once, S3 once PARTIAL and retried alone, then the final review). Run it after changing the demo."""
 
@@ -115,7 +116,7 @@ PLAN = """<plan>
 </plan>"""
 
 CHECK_MODULE = (
-    "python -c \"from textstats import top_words, word_count; "
+    'python -c "from textstats import top_words, word_count; '
     "print(word_count(\\\"Hello, hello! It's me.\\\"), top_words('b a c b a c', 2), top_words('', 3))\""
 )
 CHECK_CLI = (
@@ -140,24 +141,142 @@ def verdict(status: str, code: str, criteria: list[tuple[str, bool, str]], summa
 def main() -> None:
     turns = [
         turn("Planner", PLAN),
-        turn("Specialist", "I will write the module.\n" + render_tool_calls([("write_file", {"path": "textstats.py", "content": TEXTSTATS})]), "S1"),
-        turn("Specialist", report("textstats.py", "written with write_file; words are lower-cased runs of [a-z0-9']"), "S1"),
-        turn("Evaluator", "I will read the module and run it.\n" + render_tool_calls([("read_file", {"path": "textstats.py"}), ("bash", {"command": CHECK_MODULE})]), "S1"),
-        turn("Evaluator", verdict("PASS", "ALL_MET", [("AC1", True, "word_count gives 4 for the punctuation case, ties are alphabetical, empty text gives []")], "the module behaves as specified"), "S1"),
-        turn("Specialist", "I will write the tests.\n" + render_tool_calls([("write_file", {"path": "test_textstats.py", "content": TESTS})]), "S2"),
-        turn("Specialist", report("test_textstats.py", "four tests: empty, punctuation and case, ties, n larger than the vocabulary"), "S2"),
-        turn("Evaluator", "I will run the tests.\n" + render_tool_calls([("run_pytest", {"target": "test_textstats.py"})]), "S2"),
-        turn("Evaluator", verdict("PASS", "ALL_MET", [("AC2", True, "4 tests cover the listed cases and pass")], "the tests cover the cases and pass"), "S2"),
-        turn("Specialist", "I will write the command line.\n" + render_tool_calls([("write_file", {"path": "cli.py", "content": CLI_BAD})]), "S3"),
+        turn(
+            "Specialist",
+            "I will write the module.\n"
+            + render_tool_calls([("write_file", {"path": "textstats.py", "content": TEXTSTATS})]),
+            "S1",
+        ),
+        turn(
+            "Specialist",
+            report("textstats.py", "written with write_file; words are lower-cased runs of [a-z0-9']"),
+            "S1",
+        ),
+        turn(
+            "Evaluator",
+            "I will read the module and run it.\n"
+            + render_tool_calls(
+                [("read_file", {"path": "textstats.py"}), ("bash", {"command": CHECK_MODULE})]
+            ),
+            "S1",
+        ),
+        turn(
+            "Evaluator",
+            verdict(
+                "PASS",
+                "ALL_MET",
+                [
+                    (
+                        "AC1",
+                        True,
+                        "word_count gives 4 for the punctuation case, ties are alphabetical, empty text gives []",
+                    )
+                ],
+                "the module behaves as specified",
+            ),
+            "S1",
+        ),
+        turn(
+            "Specialist",
+            "I will write the tests.\n"
+            + render_tool_calls([("write_file", {"path": "test_textstats.py", "content": TESTS})]),
+            "S2",
+        ),
+        turn(
+            "Specialist",
+            report(
+                "test_textstats.py",
+                "four tests: empty, punctuation and case, ties, n larger than the vocabulary",
+            ),
+            "S2",
+        ),
+        turn(
+            "Evaluator",
+            "I will run the tests.\n" + render_tool_calls([("run_pytest", {"target": "test_textstats.py"})]),
+            "S2",
+        ),
+        turn(
+            "Evaluator",
+            verdict(
+                "PASS",
+                "ALL_MET",
+                [("AC2", True, "4 tests cover the listed cases and pass")],
+                "the tests cover the cases and pass",
+            ),
+            "S2",
+        ),
+        turn(
+            "Specialist",
+            "I will write the command line.\n"
+            + render_tool_calls([("write_file", {"path": "cli.py", "content": CLI_BAD})]),
+            "S3",
+        ),
         turn("Specialist", report("cli.py", "main reads the file and prints the counts"), "S3"),
-        turn("Evaluator", "I will run the command line on a sample.\n" + render_tool_calls([("read_file", {"path": "cli.py"}), ("bash", {"command": CHECK_CLI})]), "S3"),
-        turn("Evaluator", verdict("PARTIAL", "OUTPUT_FORMAT", [("AC3", False, "prints the bare count '8' instead of 'words: 8', and ignores --top (it always prints 3 words)")], "the format and --top are wrong"), "S3"),
-        turn("Specialist", "The review says the count line lacks 'words: ' and --top is ignored. I will parse --top and print the right format.\n" + render_tool_calls([("write_file", {"path": "cli.py", "content": CLI})]), "S3"),
-        turn("Specialist", report("cli.py (revised)", "argparse reads path and --top (default 3); prints 'words: N' then 'WORD COUNT' lines"), "S3"),
-        turn("Evaluator", "I will run the command line again.\n" + render_tool_calls([("bash", {"command": CHECK_CLI})]), "S3"),
-        turn("Evaluator", verdict("PASS", "ALL_MET", [("AC3", True, "prints 'words: 8', then 'the 3' and 'and 2' for --top 2, and returns 0")], "the command line behaves as specified"), "S3"),
-        turn("Evaluator", "The final review: I will run both required checks on the whole workspace.\n" + render_tool_calls([("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})])),
-        turn("Evaluator", verdict("PASS", "ALL_MET", [("AC4", True, "pytest: 4 passed; ruff: all checks passed, over the whole workspace")], "every step passed its review and the task's checks pass")),
+        turn(
+            "Evaluator",
+            "I will run the command line on a sample.\n"
+            + render_tool_calls([("read_file", {"path": "cli.py"}), ("bash", {"command": CHECK_CLI})]),
+            "S3",
+        ),
+        turn(
+            "Evaluator",
+            verdict(
+                "PARTIAL",
+                "OUTPUT_FORMAT",
+                [
+                    (
+                        "AC3",
+                        False,
+                        "prints the bare count '8' instead of 'words: 8', and ignores --top (it always prints 3 words)",
+                    )
+                ],
+                "the format and --top are wrong",
+            ),
+            "S3",
+        ),
+        turn(
+            "Specialist",
+            "The review says the count line lacks 'words: ' and --top is ignored. I will parse --top and print the right format.\n"
+            + render_tool_calls([("write_file", {"path": "cli.py", "content": CLI})]),
+            "S3",
+        ),
+        turn(
+            "Specialist",
+            report(
+                "cli.py (revised)",
+                "argparse reads path and --top (default 3); prints 'words: N' then 'WORD COUNT' lines",
+            ),
+            "S3",
+        ),
+        turn(
+            "Evaluator",
+            "I will run the command line again.\n" + render_tool_calls([("bash", {"command": CHECK_CLI})]),
+            "S3",
+        ),
+        turn(
+            "Evaluator",
+            verdict(
+                "PASS",
+                "ALL_MET",
+                [("AC3", True, "prints 'words: 8', then 'the 3' and 'and 2' for --top 2, and returns 0")],
+                "the command line behaves as specified",
+            ),
+            "S3",
+        ),
+        turn(
+            "Evaluator",
+            "The final review: I will run both required checks on the whole workspace.\n"
+            + render_tool_calls([("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]),
+        ),
+        turn(
+            "Evaluator",
+            verdict(
+                "PASS",
+                "ALL_MET",
+                [("AC4", True, "pytest: 4 passed; ruff: all checks passed, over the whole workspace")],
+                "every step passed its review and the task's checks pass",
+            ),
+        ),
     ]
     path = ROOT / "tasks" / "package-steps" / "cassette.json"
     path.write_text(json.dumps({"version": 1, "turns": turns}, indent=1) + "\n", encoding="utf-8")
