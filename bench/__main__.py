@@ -25,7 +25,10 @@ def main(argv: list[str]) -> int:
     if argv:
         names = [n for n in names if n.removeprefix("bench_") in argv]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    combined: dict[str, object] = {
+    combined: dict[str, object] = {}
+    if argv and (RESULTS / "all.json").is_file():  # a subset updates its modules, keeps the others
+        combined = json.loads((RESULTS / "all.json").read_text())
+    combined |= {
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
