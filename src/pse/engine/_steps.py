@@ -44,7 +44,7 @@ from pse.events import (
 from pse.exceptions import ProtocolError
 from pse.protocol import find_blocked, parse_verdict, render_plan
 from pse.roles import TASK_SOURCE, Role
-from pse.team import FailureBox, Phase, RoleSetup
+from pse.team import CycleOpening, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord
 
@@ -120,7 +120,11 @@ class _Attempt:
 
 
 class _Silent:
-    """A context factory that remembers nothing: a step's phases see only their own opening."""
+    """A context factory that remembers nothing: a step's phases see only the opening built for them."""
+
+    def opening(self, role: str, cycle: CycleOpening) -> list[LLMMessage]:
+        """Never asked: a step's openings are its briefs (`_step_brief`, `_review_brief`)."""
+        return []
 
     def record(self, source: str, text: str) -> None:
         """Nothing crosses out of a step but its review."""
@@ -279,7 +283,7 @@ async def _attempt(
     phase = Phase(
         wiring.role(Role.SPECIALIST, step.id), opening, wiring.tool_agent(scope), box, crew.turns_per_cycle
     )
-    report = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)  # type: ignore[arg-type]
+    report = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)
     stopped = _stopped(phase, local, box, crew)
     if stopped is None:
         try:
@@ -303,7 +307,7 @@ async def _attempt(
             box,
             crew.turns_per_cycle,
         )
-        final = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)  # type: ignore[arg-type]
+        final = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)
         stopped = _stopped(phase, local, box, crew)
         if stopped is not None:
             _end(attempt, "ERROR", stopped, run, record)

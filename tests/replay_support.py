@@ -1,0 +1,11 @@
+"""What the replay tests share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def usage_of(tokens: Any) -> dict[str, tuple[int, int, int]]:
+    """The usage per role a provider (or a recording) reported: prompt, completion and calls. Not PSE's
+    own prefix measurement of the prompts sent, which follows the tool output (and so any drift)."""
+    return {role: (t.prompt, t.completion, t.calls) for role, t in tokens.by_role.items()}
