@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pse.config import load_settings
-from pse.engine import graph_problem
+from pse.config import Settings, load_settings
+from pse.engine import ApprovalDecision, graph_problem, write_decision
+from pse.events import ApprovalEvent, Event
 from pse.protocol import parse_plan, render_tool_calls
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
@@ -261,23 +263,23 @@ def test_a_blocked_step_pauses_its_branch_and_the_run_escalates_once_nothing_els
     assert trace["cycles"][0]["result"] == "BLOCKED"
 
 
-def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
-    tmp_path: Path,
-) -> None:
-    import shutil
-
-    from pse.engine import write_decision
-    from pse.engine._approvals import ApprovalDecision
-    from pse.events import ApprovalEvent, Event
-    from pse.exceptions import UserError
-    from pse.runner import prepare_resume
-
+def _held_steps(tmp_path: Path, rule: str) -> Settings:
+    """Settings for `held-steps`: package-steps whose Specialist's writes matching `rule` wait for a person."""
     tasks = tmp_path / "tasks"
     shutil.copytree(TASK.dir, tasks / "held-steps")
     with (tasks / "held-steps" / "task.toml").open("a") as toml:
-        toml.write('\n[policy.Specialist.write_file]\napproval = { path = "test_*" }\n')
+        toml.write(f"\n[policy.Specialist.write_file]\napproval = {rule}\n")
     (tasks / "registry.toml").write_text('[tasks.held-steps]\npath = "held-steps"\n')
-    settings = load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
+    return load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
+
+
+def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
+    tmp_path: Path,
+) -> None:
+    from pse.exceptions import UserError
+    from pse.runner import prepare_resume
+
+    settings = _held_steps(tmp_path, '{ path = "test_*" }')
 
     def interrupt_when_held(event: Event) -> None:
         if isinstance(event, ApprovalEvent) and event.approval.decision is None:
@@ -300,18 +302,7 @@ def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
 def test_calls_held_by_steps_running_at_once_are_each_decided_and_the_run_waits_for_all(
     tmp_path: Path,
 ) -> None:
-    import shutil
-
-    from pse.engine import write_decision
-    from pse.engine._approvals import ApprovalDecision
-    from pse.events import ApprovalEvent, Event
-
-    tasks = tmp_path / "tasks"
-    shutil.copytree(TASK.dir, tasks / "held-steps")
-    with (tasks / "held-steps" / "task.toml").open("a") as toml:
-        toml.write("\n[policy.Specialist.write_file]\napproval = { larger_than = 0 }\n")
-    (tasks / "registry.toml").write_text('[tasks.held-steps]\npath = "held-steps"\n')
-    settings = load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
+    settings = _held_steps(tmp_path, "{ larger_than = 0 }")
     waiting: list[int] = []
 
     def approve_when_held(event: Event) -> None:

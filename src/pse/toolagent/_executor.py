@@ -272,9 +272,7 @@ class ToolExecutor:
         position = 0
         while position < len(steps):
             # Calls run at once on the tool pool only (the calling-thread path has no event loop).
-            together = (
-                [] if wrote or offload is not _on_tool_pool else self._independent(steps, position, text)
-            )
+            together = [] if wrote or offload is not _on_tool_pool else self._independent(steps, position)
             if len(together) > 1:
                 records += [self._emit(r, scope) for r in await self._run_together(together, offload)]
                 position += len(together)
@@ -306,7 +304,7 @@ class ToolExecutor:
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
 
-    def _independent(self, steps: Sequence[Step], start: int, message: str) -> list[Allowed]:
+    def _independent(self, steps: Sequence[Step], start: int) -> list[Allowed]:
         """The read-only calls from `start` on that may run at the same time (none held for a person,
         none writing); empty when tools are recorded or replayed, whose order is the recording's."""
         if self.settings.tool_parallel_calls < 2 or self._runner is not run_tools or self._replay:
@@ -315,7 +313,7 @@ class ToolExecutor:
         for step in steps[start:]:
             if not isinstance(step, Allowed) or step.context.writable or step.context.evaluation_writable:
                 break
-            if self._held(step, message) is not None:
+            if self._holds(step):
                 break
             together.append(step)
         return together
@@ -335,12 +333,16 @@ class ToolExecutor:
 
         return list(await asyncio.gather(*(one(step) for step in steps)))
 
-    def _held(self, step: Allowed, message: str) -> HeldCall | None:
-        """The call as a person would see it, when its grant's approval rule holds it; else None."""
+    def _holds(self, step: Allowed) -> str | None:
+        """What about the call its grant's approval rule matched, if the rule holds it."""
         if step.approval is None:
             return None
         outputs = self.approver.declared_outputs() if self.approver is not None else ()
-        fired = step.approval.match(step.call.name, step.call.arguments, outputs)
+        return step.approval.match(step.call.name, step.call.arguments, outputs)
+
+    def _held(self, step: Allowed, message: str) -> HeldCall | None:
+        """The call as a person would see it, when its grant's approval rule holds it; else None."""
+        fired = self._holds(step)
         if fired is None:
             return None
         requester, tool = step.request["requester"], step.request["tool"]
