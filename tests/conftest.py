@@ -51,3 +51,6 @@ def _clean_environment(
             monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     yield
+    from pse.store import close_stores
+
+    close_stores()  # each test's stores (a SQLite file in its runs dir, a database of its own) close with it

@@ -203,7 +203,7 @@ def test_rerunning_the_same_out_skips_finished_pairs(
     summary = json.loads(stdout)
     assert summary["arm_order"] == ["pse", "single"] and summary["arms"]["pse"]["instances"] == 1
     assert summary["arms"]["single"]["instances"] == 2 and len(_rows(out)) == 3
-    assert len(list(runs.iterdir())) == 3
+    assert len([p for p in runs.iterdir() if p.is_dir()]) == 3
     # A folder holds one suite's evaluation.
     other = _user_suite(tmp_path / "suite")
     code, _, stderr = pse(monkeypatch, capsys, "eval", str(other), "--out", str(out), "--runs-dir", str(runs))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-import pse.history
+import pse.store._store
 from pse.exceptions import UserError
 from pse.history import RunHistory, run_dir_of, stats_of
 from pse.trace import RunEntry
@@ -49,24 +50,32 @@ def test_entries_newest_first_and_stats(tmp_path: Path) -> None:
     assert (stats.tokens_per_passed_run, stats.cost_per_passed_run, stats.currency) == (2000.0, 1.0, "EUR")
 
 
-def test_cache_rereads_only_changed_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_reads_only_new_and_unfinished_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store is the index: a read re-reads no finished trace, only folders it has not seen and runs
+    still going; a vanished folder's row goes; a finished trace rewritten by hand needs `rebuild`."""
     for i in range(5):
         _trace(tmp_path, f"r{i}", "PASSED", 1)
-    history = RunHistory(tmp_path)
+    _trace(tmp_path, "live", None, 1)
+    history = RunHistory(tmp_path, sync_every_s=0)
     reads: list[str] = []
     real_entry = RunEntry.of_json
     monkeypatch.setattr(
-        pse.history.RunEntry, "of_json", lambda data: reads.append(data["run_id"]) or real_entry(data)
+        pse.store._store.RunEntry, "of_json", lambda data: reads.append(data["run_id"]) or real_entry(data)
     )
-    assert len(history.entries()) == 5 and len(reads) == 5
-    assert len(history.entries()) == 5 and len(reads) == 5  # nothing changed: nothing re-read
-    _trace(tmp_path, "r2", "ESCALATED", 2)  # rewritten (size changes)
+    assert len(history.entries()) == 6 and len(reads) == 6
+    assert len(history.entries()) == 6 and len(reads) == 6  # nothing changed: nothing re-read
+    _trace(tmp_path, "r2", "ESCALATED", 2)  # a finished run rewritten outside PSE
+    _trace(tmp_path, "live", "PASSED", 2)  # the unfinished run went on
     _trace(tmp_path, "r9", "PASSED", 1)  # added
-    (tmp_path / "r0" / "trace.json").unlink()  # removed
+    shutil.rmtree(tmp_path / "r0")  # removed
     entries = history.entries()
-    assert sorted(reads[5:]) == ["r2", "r9"]
-    assert sorted(e.run_id for e in entries) == ["r1", "r2", "r3", "r4", "r9"]
-    assert next(e for e in entries if e.run_id == "r2").outcome == "ESCALATED"
+    assert sorted(reads[6:]) == ["live", "r9"]
+    assert sorted(e.run_id for e in entries) == ["live", "r1", "r2", "r3", "r4", "r9"]
+    assert next(e for e in entries if e.run_id == "live").outcome == "PASSED"
+    assert next(e for e in entries if e.run_id == "r2").outcome == "PASSED"  # not re-read …
+    report = history.store.rebuild(tmp_path)
+    assert (report.indexed, report.dropped) == (6, 0)
+    assert next(e for e in history.entries() if e.run_id == "r2").outcome == "ESCALATED"  # … until rebuilt
 
 
 @pytest.mark.parametrize("bad", ["../x", "..", ".", "a/b", "", ".hidden", "x" * 300])

@@ -241,7 +241,7 @@ def test_start_run_rejects_bad_requests_and_leaves_nothing_behind(
     response = client.post("/api/runs", json=body)
     assert response.status_code == status
     assert fragment in json.dumps(response.json())
-    assert list(client.app.state.runs_root.iterdir()) == []  # type: ignore[attr-defined]
+    assert [p for p in client.app.state.runs_root.iterdir() if p.is_dir()] == []  # type: ignore[attr-defined]
 
 
 def test_start_run_accepts_a_listed_cassette_and_loopback_provider_options(client: TestClient) -> None:
@@ -485,13 +485,13 @@ def test_cross_site_posts_are_refused(client: TestClient) -> None:
         "/api/runs", json={"task": "code-delivery"}, headers={"Origin": "http://evil.example"}
     )
     assert foreign.status_code == 403
-    assert list(client.app.state.runs_root.iterdir()) == []  # type: ignore[attr-defined]
+    assert [p for p in client.app.state.runs_root.iterdir() if p.is_dir()] == []  # type: ignore[attr-defined]
 
 
 def test_no_get_route_starts_a_run(client: TestClient) -> None:
     for path in ("/api/runs?task=code-delivery", "/api/runs/start", "/api/tasks?run=code-delivery", "/"):
         client.get(path)
-    assert list(client.app.state.runs_root.iterdir()) == []  # type: ignore[attr-defined]
+    assert [p for p in client.app.state.runs_root.iterdir() if p.is_dir()] == []  # type: ignore[attr-defined]
     from pse.web._api import router
 
     gets = {r.path for r in router.routes if "GET" in getattr(r, "methods", set())}

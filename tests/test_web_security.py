@@ -294,7 +294,8 @@ class TestDashboardAttacks:
             again = client.post("/api/runs", json={"task": "code-delivery"}, headers={"Origin": "null"})
             assert again.status_code == 403
             assert _outcome(client, run_id)["outcome"] == "PASSED"  # never cancelled
-            assert [p.name for p in runs.iterdir() if p.name != "run-1"] == [run_id]  # nothing else started
+            started = [p.name for p in runs.iterdir() if p.is_dir() and p.name != "run-1"]
+            assert started == [run_id]  # nothing else started
 
     @pytest.mark.parametrize(
         ("headers", "status"),
@@ -318,7 +319,7 @@ class TestDashboardAttacks:
             assert form.status_code == status
             assert _outcome(client, live)["outcome"] == "PASSED"  # the cancel never reached it
             assert client.app.state.manager.get("run-2") is None  # type: ignore[attr-defined]
-            assert sorted(p.name for p in runs.iterdir()) == sorted(["run-1", "run-2", live])
+            assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == sorted(["run-1", "run-2", live])
 
     def test_the_dashboards_own_post_shapes_are_accepted(self, runs: Path) -> None:
         app_js = (STATIC_DIR / "app.js").read_text(encoding="utf-8")

@@ -1,30 +1,40 @@
-"""Run history read from the trace files on disk: listing, lookup and aggregate statistics.
+"""Run history: listing, lookup and aggregate statistics, read from the run store (`pse.store`).
 
-Used by `pse trace`, `pse stats` and the dashboard. Reads only `<runs_dir>/<run_id>/trace.json`;
+Used by `pse trace`, `pse stats` and the dashboard. The store indexes `<runs_dir>/<run_id>/trace.json`;
 a run id must be a plain folder name, and run folders are written by tools, so traces are read
 through `pse._run_files`: a symlinked run folder or trace, a FIFO or an oversized trace is skipped,
 and nothing outside the runs directory is ever opened.
-`RunHistory` keeps one summary row per trace and re-reads a trace only when its size or mtime
-changed, so a long-lived process (the dashboard) lists 10,000 runs from a directory scan.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse.config import Settings, load_settings
 from pse.engine import check_run_id
 from pse.exceptions import UserError
+from pse.store import ALL_RUNS, BatchStore, RunFilter, open_store
 from pse.trace import RunEntry
 
-__all__ = ["RunEntry", "RunHistory", "Stats", "compute_stats", "list_runs", "run_dir_of", "stats_of"]
+__all__ = [
+    "RunEntry",
+    "RunFilter",
+    "RunHistory",
+    "Stats",
+    "compute_stats",
+    "list_runs",
+    "run_dir_of",
+    "stats_of",
+    "stats_of_totals",
+]
 
 
 class Stats(BaseModel):
@@ -68,49 +78,65 @@ def run_dir_of(runs_dir: Path, run_id: str) -> Path:
 
 
 class RunHistory:
-    """The run entries of one runs directory, cached per trace file (thread-safe)."""
+    """The runs of one runs directory, as the run store indexes them (thread-safe).
 
-    def __init__(self, runs_dir: Path) -> None:
+    The engine writes a run's row at every cycle end; before a read, `sync` picks up run folders the
+    store has not seen (copied in, or written before the store existed), runs without an outcome whose
+    trace changed, and folders that are gone, when the runs directory changed or `sync_every_s` passed.
+
+    Args:
+        runs_dir: the runs directory.
+        settings: where the store is (PSE_STORE_URL); default: the environment's settings.
+        sync_every_s: how stale the folder view may get between two reads (0: sync before each).
+    """
+
+    def __init__(
+        self, runs_dir: Path, settings: Settings | None = None, *, sync_every_s: float = 2.0
+    ) -> None:
         self.runs_dir = runs_dir
-        self._rows: dict[str, tuple[int, int, RunEntry | None]] = {}
+        settings = settings if settings is not None else load_settings(runs_dir=runs_dir)
+        self.store: BatchStore = open_store(settings, runs_dir)
+        self.sync_every_s = sync_every_s
+        self._synced_at = -float("inf")
+        self._seen_mtime: int | None = None
         self._lock = threading.Lock()
 
-    def entries(self) -> list[RunEntry]:
-        """Every run with a readable trace, newest first. Unreadable traces are skipped."""
+    def sync(self, *, force: bool = False) -> None:
+        """Bring the store up to date with the folder, if it may be out of date."""
         with self._lock:
-            seen: dict[str, tuple[int, int, RunEntry | None]] = {}
             try:
-                folders = list(os.scandir(self.runs_dir))
-            except FileNotFoundError:
-                folders = []
-            for folder in folders:
-                try:
-                    if not folder.is_dir(follow_symlinks=False):
-                        continue
-                    st = os.stat(os.path.join(folder.path, "trace.json"), follow_symlinks=False)
-                except OSError:
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                cached = self._rows.get(folder.name)
-                if cached is not None and cached[:2] == (st.st_mtime_ns, st.st_size):
-                    seen[folder.name] = cached
-                    continue
-                try:
-                    raw = read_beneath(self.runs_dir, [folder.name, "trace.json"], max_bytes=MAX_TRACE_BYTES)
-                    entry: RunEntry | None = RunEntry.of_json(json.loads(raw))
-                except (OSError, ValueError, AttributeError, TypeError):
-                    entry = None  # half-written, foreign, swapped for a symlink: skipped until it changes
-                seen[folder.name] = (st.st_mtime_ns, st.st_size, entry)
-            self._rows = seen
-            rows = [row[2] for row in seen.values() if row[2] is not None]
-        rows.sort(key=lambda e: (e.started_at, e.run_id), reverse=True)
-        return rows
+                mtime: int | None = os.stat(self.runs_dir).st_mtime_ns
+            except OSError:
+                mtime = None
+            now = time.monotonic()
+            if force or mtime != self._seen_mtime or now - self._synced_at >= self.sync_every_s:
+                self.store.sync(self.runs_dir)
+                self._seen_mtime, self._synced_at = mtime, now
+
+    def entries(
+        self, where: RunFilter = ALL_RUNS, *, offset: int = 0, limit: int | None = None
+    ) -> list[RunEntry]:
+        """The runs that match, newest first."""
+        self.sync()
+        return self.store.entries(where, offset=offset, limit=limit)
+
+    def count(self, where: RunFilter = ALL_RUNS) -> int:
+        self.sync()
+        return self.store.count(where)
+
+    def stats(self, where: RunFilter = ALL_RUNS) -> tuple[Stats, dict[str, int]]:
+        """The statistics of the finished runs that match, and their cycles-to-pass histogram (computed
+        by the database, equal to `stats_of` over the same entries)."""
+        self.sync()
+        totals = self.store.totals(where)
+        return stats_of_totals(totals), totals["cycles_to_pass"]
 
 
-def list_runs(runs_dir: Path) -> list[RunEntry]:
-    """Every run with a readable trace, newest first."""
-    return RunHistory(runs_dir).entries()
+def list_runs(
+    runs_dir: Path, settings: Settings | None = None, *, limit: int | None = None
+) -> list[RunEntry]:
+    """Every run with a readable trace (or the `limit` newest), newest first."""
+    return RunHistory(runs_dir, settings, sync_every_s=0).entries(limit=limit)
 
 
 def stats_of(entries: Sequence[RunEntry]) -> Stats:
@@ -146,6 +172,28 @@ def stats_of(entries: Sequence[RunEntry]) -> Stats:
     )
 
 
-def compute_stats(runs_dir: Path) -> Stats:
-    """`stats_of` every run in `runs_dir`."""
-    return stats_of(list_runs(runs_dir))
+def stats_of_totals(t: dict[str, Any]) -> Stats:
+    """`Stats` from the sums `RunStore.totals` computed (the same arithmetic as `stats_of`)."""
+    n, passed, calls, handoffs = t["runs"], t["passed"], t["tool_calls"], t["handoffs"]
+    return Stats(
+        runs=n,
+        outcomes=t["outcomes"],
+        first_cycle_pass_rate=round(t["first_cycle"] / n, 4) if n else None,
+        mean_cycles_to_pass=round(t["passed_cycles"] / passed, 3) if passed else None,
+        tool_calls=calls,
+        denied_tool_call_rate=round(t["denied"] / calls, 4) if calls else None,
+        tokens_per_passed_run=round(t["passed_tokens"] / passed, 1) if passed else None,
+        cost_per_passed_run=round(t["passed_cost"] / passed, 6) if passed else None,
+        currency=t["currency"] if passed else "USD",
+        handoffs=handoffs,
+        handoff_failure_rate=round(t["handoff_failures"] / handoffs, 4) if handoffs else None,
+        cached_prompt_share=round(t["cached_tokens"] / t["prompt_tokens"], 4) if t["prompt_tokens"] else None,
+        reusable_prefix_share=round(t["prefix_reusable"] / t["prefix_counted"], 4)
+        if t["prefix_counted"]
+        else None,
+    )
+
+
+def compute_stats(runs_dir: Path, settings: Settings | None = None) -> Stats:
+    """The statistics of every finished run in `runs_dir`."""
+    return RunHistory(runs_dir, settings, sync_every_s=0).stats()[0]

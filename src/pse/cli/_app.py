@@ -27,6 +27,7 @@ from pse.cli._doctor import doctor_cmd
 from pse.cli._eval import eval_cmd
 from pse.cli._kb import kb_app
 from pse.cli._live import LiveView
+from pse.cli._store import store_app
 from pse.cli._trace import trace_app
 from pse.engine import load_trace, prune_runs
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
@@ -42,6 +43,7 @@ from pse.runner import (
     run_to_end,
     user_tasks_dir,
 )
+from pse.store import open_store
 from pse.tasks import run_rules, scaffold_task, validate
 
 __all__ = ["app", "main"]
@@ -55,6 +57,7 @@ app = typer.Typer(
 )
 app.add_typer(trace_app, name="trace")
 app.add_typer(kb_app, name="kb")
+app.add_typer(store_app, name="store")
 app.command("doctor")(doctor_cmd)
 app.command("eval")(eval_cmd)
 
@@ -344,7 +347,8 @@ def summarize_cmd(
 @app.command("stats")
 def stats_cmd(runs_dir: RunsDir = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Aggregate over all traces: outcomes, first-cycle pass rate, cycles to pass, denied calls, cost."""
-    stats = compute_stats(_settings(runs_dir=runs_dir).runs_dir)
+    settings = _settings(runs_dir=runs_dir)
+    stats = compute_stats(settings.runs_dir, settings)
     if as_json:
         print(stats.model_dump_json())
         return
@@ -362,11 +366,12 @@ def clean_cmd(
     """Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all)."""
     settings = _settings(runs_dir=runs_dir)
     if all_runs:
-        removed = [e.run_id for e in list_runs(settings.runs_dir)]
+        removed = [e.run_id for e in list_runs(settings.runs_dir, settings)]
         for run_id in removed:
             shutil.rmtree(settings.runs_dir / run_id)
     else:
         removed = prune_runs(settings.runs_dir, settings.trace_retention_days)
+    open_store(settings).forget(removed)
     out.print(f"removed {len(removed)} run(s)")
 
 

@@ -34,7 +34,7 @@ def trace_list(
 
     settings = command_settings(runs_dir=runs_dir)
     table = Table("run id", "task", "outcome", "cycles", "tokens", "cost", "started")
-    for e in list_runs(settings.runs_dir)[:limit]:
+    for e in list_runs(settings.runs_dir, settings, limit=limit):
         style = outcome_style(e.outcome)
         table.add_row(
             shown(e.run_id),

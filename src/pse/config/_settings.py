@@ -226,6 +226,11 @@ class Settings(BaseSettings):
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     evals_dir: Path = Field(Path("evals"), description="Where `pse eval` writes evaluations by default.")
     tasks_dir: Path | None = Field(None, description="A second tasks directory, for your own tasks.")
+    store_url: SecretStr | None = Field(
+        None,
+        description="The run store: postgresql://USER:PASSWORD@HOST:PORT/DB for a shared one "
+        "(the `postgres` extra); unset: SQLite in the runs directory (runs.sqlite3).",
+    )
 
     # --- knowledge base ----------------------------------------------------------------
     kb_backend: KnowledgeBackend = Field(

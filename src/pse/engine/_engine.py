@@ -492,7 +492,9 @@ class Engine:
 
     def _save(self) -> None:
         self.trace.state = self.machine.state.value
-        write_trace(self.trace, self.setup.run_dir)
+        path = write_trace(self.trace, self.setup.run_dir)
+        if self.setup.index is not None:
+            self.setup.index(self.trace, path)
 
     def _save_held(self) -> None:
         """Save in the middle of a cycle (a call held or decided): with the cassette positions of now,

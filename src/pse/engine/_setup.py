@@ -19,6 +19,7 @@ from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter
 from pse.team import RoleSetup
+from pse.trace import Trace
 
 __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
 
@@ -64,6 +65,8 @@ class RunSetup:
         approvals: where tool calls held for a person wait (the executor's approver); None: no call
             is ever held.
         steps: per-step roles and ToolAgents, when the task's execution is "steps" (None: "task").
+        index: called after every write of the trace, with the trace and its file: writes the run's
+            row in the run store (None: no store).
     """
 
     run_id: str
@@ -87,3 +90,4 @@ class RunSetup:
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
     approvals: ApprovalDesk | None = None
     steps: StepCrew | None = None
+    index: Callable[[Trace, Path], None] | None = None

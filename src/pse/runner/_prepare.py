@@ -45,6 +45,7 @@ from pse.models import (
     price_of,
 )
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
+from pse.runner._index import StoreIndexer
 from pse.tasks import (
     Task,
     TaskRegistry,
@@ -315,6 +316,7 @@ def _wire(
         ),
         approvals=approvals,
         steps=step_crew,
+        index=StoreIndexer(settings, run_dir.parent.resolve()),
     )
     engine = Engine(setup, trace)
     engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it

@@ -23,7 +23,7 @@ from pse.config import Settings, with_overrides
 from pse.engine import Trace, is_run_id
 from pse.events import Event
 from pse.exceptions import TaskNotFoundError, UserError
-from pse.history import RunHistory, run_dir_of, stats_of
+from pse.history import RunFilter, RunHistory, run_dir_of
 from pse.runner import answer_run, approve_call, pending_approvals, registry_for
 from pse.tasks import Task
 from pse.web._runs import LiveRun, RunManager, TooManyRuns
@@ -184,16 +184,13 @@ def list_runs_page(
         raise HTTPException(400, f"outcome must be one of {', '.join(OUTCOME_FILTERS)}")
     index: RunHistory = request.app.state.history
     live_ids = {r.run_id for r in _manager(request).active()}
-    entries = index.entries()
-    if task:
-        entries = [e for e in entries if e.task == task]
-    if outcome:
-        wanted = None if outcome == "RUNNING" else outcome
-        entries = [e for e in entries if e.outcome == wanted]
+    where = RunFilter(task=task or None, outcome=outcome or None)
+    total = index.count(where)
     page = [
-        RunListItem(**e.model_dump(), live=e.run_id in live_ids) for e in entries[offset : offset + limit]
+        RunListItem(**e.model_dump(), live=e.run_id in live_ids)
+        for e in index.entries(where, offset=offset, limit=limit)
     ]
-    return RunPage(total=len(entries), offset=offset, limit=limit, runs=page)
+    return RunPage(total=total, offset=offset, limit=limit, runs=page)
 
 
 @router.get("/runs/{run_id}")
@@ -210,14 +207,8 @@ def get_run(run_id: str, request: Request) -> Response:
 def stats(request: Request) -> MetricsResponse:
     """Aggregates over every finished run, plus the per-run series and cycles-to-pass histogram."""
     index: RunHistory = request.app.state.history
-    entries = index.entries()
-    aggregate = stats_of(entries)
-    finished = [e for e in entries if e.outcome is not None]
-    histogram: dict[str, int] = {}
-    for e in finished:
-        if e.outcome == "PASSED":
-            histogram[str(e.cycles)] = histogram.get(str(e.cycles), 0) + 1
-    series = list(reversed(finished[:500]))
+    aggregate, histogram = index.stats()
+    series = list(reversed(index.store.entries(RunFilter(finished=True), limit=500)))
     return MetricsResponse(**aggregate.model_dump(), cycles_to_pass=histogram, series=series)
 
 
@@ -356,7 +347,7 @@ def list_approvals(request: Request) -> list[PendingApproval]:
     manager = _manager(request)
     root = _root(request)
     pending: list[PendingApproval] = []
-    for entry in index.entries():
+    for entry in index.entries(RunFilter(outcome="RUNNING")):
         live = manager.get(entry.run_id)
         executing = live is not None and not live.ended
         if live is not None and executing:

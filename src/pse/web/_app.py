@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.manager = manager
     app.state.runs_root = root
     app.state.evals_root = evals
-    app.state.history = RunHistory(root)
+    app.state.history = RunHistory(root, app.state.settings)
     app.include_router(router)
     app.include_router(evals_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -1,0 +1,385 @@
+"""The run store: one index row per run, in SQLite (embedded) or PostgreSQL (shared), via SQLAlchemy Core.
+
+The traces stay the source of truth. The engine writes a run's row each time it writes the trace;
+`sync` picks up run folders the store has not seen (copied in, written before the store existed) and
+drops rows whose folder is gone; `rebuild` re-indexes a whole runs folder from its traces.
+A store that cannot be written (the database went away) never stops a run: the engine warns once and
+the row is written again at the next cycle end, or by `pse store rebuild`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from pse._run_entry import RunEntry
+from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse.exceptions import ConfigError
+from pse.store._schema import SCHEMA_VERSION, migrate, run_tags, runs
+
+__all__ = [
+    "ALL_RUNS",
+    "STORE_FILE",
+    "RebuildReport",
+    "RunFilter",
+    "RunStore",
+    "StoreUnavailable",
+    "public_store_url",
+]
+
+STORE_FILE = "runs.sqlite3"
+"""The embedded store's file, in the runs directory (next to the run folders)."""
+
+_ENTRY_FIELDS = [name for name in RunEntry.model_fields if name != "tags"]
+
+
+class StoreUnavailable(ConfigError):
+    """The store's database cannot be reached or answered with an error."""
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a query wants: all of them by default. `outcome` "RUNNING" means "no outcome yet";
+    `finished`: only runs with an outcome."""
+
+    task: str | None = None
+    outcome: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    finished: bool = False
+
+
+ALL_RUNS = RunFilter()
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    """What `rebuild` did: traces indexed, folders skipped (no readable trace), rows dropped."""
+
+    indexed: int
+    skipped: list[str]
+    dropped: int
+
+
+def public_store_url(url: str) -> str:
+    """`url` without its password, for messages and `pse store` output."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return "<unreadable store URL>"
+
+
+def _engine_url(url: str) -> str:
+    """`postgresql://` means psycopg 3 (the `postgres` extra), not SQLAlchemy's psycopg2 default."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class RunStore:
+    """The index of runs behind one URL: `sqlite:///…` or `postgresql://user:pw@host:port/db`.
+
+    Opening applies the schema migrations. Thread-safe; one instance serves every run of a process.
+
+    Raises:
+        ConfigError: the URL is not a store URL, the driver is missing, or the database is newer.
+        StoreUnavailable: the database cannot be reached.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = public_store_url(url)
+        self.kind = "postgresql" if url.startswith(("postgresql", "postgres:")) else "sqlite"
+        if not url.startswith(("sqlite:", "postgresql", "postgres:")):
+            raise ConfigError(
+                f"PSE_STORE_URL={self.url!r} is no run store URL; use "
+                "postgresql://USER:PASSWORD@HOST:PORT/DB, or leave it unset for the embedded SQLite store "
+                "in the runs directory"
+            )
+        try:
+            self._engine = self._create_engine(_engine_url(url))
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"the run store {self.url} needs the PostgreSQL driver ({exc.name}); "
+                "install it with `pip install 'pse[postgres]'`"
+            ) from None
+        self._lock = threading.Lock()
+        try:
+            with self._write() as conn:
+                if self.kind == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(7340561)"))  # one migrator at a time
+                self.migrated_from = migrate(conn, self.url)
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self.version = SCHEMA_VERSION
+
+    def _create_engine(self, url: str) -> Engine:
+        if self.kind == "postgresql":
+            return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @sa.event.listens_for(engine, "connect")
+        def _connect(dbapi: Any, _record: Any) -> None:
+            dbapi.isolation_level = None  # SQLAlchemy emits BEGIN itself (below), DDL included
+            dbapi.execute("PRAGMA journal_mode=WAL")
+            dbapi.execute("PRAGMA foreign_keys=ON")
+            dbapi.execute("PRAGMA synchronous=NORMAL")
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # IMMEDIATE: a writer takes the lock when it starts, so two writers never deadlock half-way
+            # (readers in WAL mode are not blocked by it).
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+
+        return engine
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn:
+                conn.info["write"] = True
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    conn.info.pop("write", None)
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"the run store {self.url} failed: {_short(exc)}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"the run store {self.url} failed: {_short(exc)}") from exc
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # ---- rows ------------------------------------------------------------------------------------
+
+    def record(self, entry: RunEntry, runs_root: Path, *, mtime_ns: int = 0, size: int = 0) -> None:
+        """Write (insert or replace) the row of one run and its tags."""
+        self.record_many([(entry, mtime_ns, size)], runs_root)
+
+    def record_many(self, rows: Sequence[tuple[RunEntry, int, int]], runs_root: Path) -> None:
+        if not rows:
+            return
+        root = str(runs_root)
+        now = time.time()
+        values = [
+            {
+                **{name: getattr(entry, name) for name in _ENTRY_FIELDS},
+                "tags": json.dumps(entry.tags, sort_keys=True),
+                "runs_root": root,
+                "trace_mtime_ns": mtime_ns,
+                "trace_size": size,
+                "indexed_at": now,
+            }
+            for entry, mtime_ns, size in rows
+        ]
+        ids = [v["run_id"] for v in values]
+        tags = [
+            {"run_id": entry.run_id, "key": k[:100], "value": v[:500]}
+            for entry, _, _ in rows
+            for k, v in entry.tags.items()
+        ]
+        with self._write() as conn:
+            for chunk in _chunks(ids, 500):
+                conn.execute(run_tags.delete().where(run_tags.c.run_id.in_(chunk)))
+                conn.execute(runs.delete().where(runs.c.run_id.in_(chunk)))
+            conn.execute(runs.insert(), values)
+            if tags:
+                conn.execute(run_tags.insert(), tags)
+
+    def forget(self, run_ids: Iterable[str]) -> int:
+        """Drop the rows of these runs; return how many there were."""
+        ids = list(run_ids)
+        dropped = 0
+        with self._write() as conn:
+            for chunk in _chunks(ids, 500):
+                conn.execute(run_tags.delete().where(run_tags.c.run_id.in_(chunk)))
+                dropped += conn.execute(runs.delete().where(runs.c.run_id.in_(chunk))).rowcount or 0
+        return dropped
+
+    def get(self, run_id: str) -> RunEntry | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).mappings().first()
+        return None if row is None else _entry(row)
+
+    def _where(self, query: Any, where: RunFilter) -> Any:
+        if where.task:
+            query = query.where(runs.c.task == where.task)
+        if where.outcome == "RUNNING":
+            query = query.where(runs.c.outcome.is_(None))
+        elif where.outcome:
+            query = query.where(runs.c.outcome == where.outcome)
+        if where.finished:
+            query = query.where(runs.c.outcome.is_not(None))
+        for key, value in where.tags:
+            tagged = sa.select(run_tags.c.run_id).where(run_tags.c.key == key, run_tags.c.value == value)
+            query = query.where(runs.c.run_id.in_(tagged))
+        return query
+
+    def entries(
+        self, where: RunFilter = ALL_RUNS, *, offset: int = 0, limit: int | None = None
+    ) -> list[RunEntry]:
+        """The runs that match, newest first."""
+        query = self._where(sa.select(runs), where).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+        if offset:
+            query = query.offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._read() as conn:
+            return [_entry(row) for row in conn.execute(query).mappings()]
+
+    def count(self, where: RunFilter = ALL_RUNS) -> int:
+        with self._read() as conn:
+            return int(
+                conn.execute(self._where(sa.select(sa.func.count()).select_from(runs), where)).scalar_one()
+            )
+
+    def totals(self, where: RunFilter = ALL_RUNS) -> dict[str, Any]:
+        """Sums over the finished runs that match, computed by the database (see `pse.history.Stats`)."""
+        finished = runs.c.outcome.is_not(None)
+        passed = runs.c.outcome == "PASSED"
+
+        def when(cond: Any, value: Any) -> Any:
+            return sa.func.coalesce(sa.func.sum(sa.case((cond, value), else_=0)), 0)
+
+        columns = [
+            when(finished, 1).label("runs"),
+            when(passed, 1).label("passed"),
+            when(passed & (runs.c.cycles == 1), 1).label("first_cycle"),
+            when(passed, runs.c.cycles).label("passed_cycles"),
+            when(finished, runs.c.tool_calls).label("tool_calls"),
+            when(finished, runs.c.denied_tool_calls).label("denied"),
+            when(passed, runs.c.tokens).label("passed_tokens"),
+            when(passed, runs.c.cost).label("passed_cost"),
+            when(finished, runs.c.handoffs).label("handoffs"),
+            when(finished, runs.c.handoff_failures).label("handoff_failures"),
+            when(finished, runs.c.cached_tokens).label("cached_tokens"),
+            when(finished, runs.c.prompt_tokens).label("prompt_tokens"),
+            when(finished, runs.c.prefix_counted).label("prefix_counted"),
+            when(finished, runs.c.prefix_reusable).label("prefix_reusable"),
+        ]
+        outcome_query = self._where(
+            sa.select(runs.c.outcome, sa.func.count()).where(finished).group_by(runs.c.outcome), where
+        )
+        cycles_query = self._where(
+            sa.select(runs.c.cycles, sa.func.count()).where(passed).group_by(runs.c.cycles), where
+        )
+        currency_query = self._where(
+            sa.select(runs.c.currency).where(passed).order_by(runs.c.started_at.desc()).limit(1), where
+        )
+        with self._read() as conn:
+            sums = dict(conn.execute(self._where(sa.select(*columns), where)).mappings().one())
+            sums["outcomes"] = {str(o): int(n) for o, n in conn.execute(outcome_query)}
+            sums["cycles_to_pass"] = {str(c): int(n) for c, n in conn.execute(cycles_query)}
+            sums["currency"] = conn.execute(currency_query).scalar() or "USD"
+        return sums
+
+    # ---- keeping the index equal to the folder ---------------------------------------------------
+
+    def sync(self, runs_dir: Path) -> int:
+        """Index the run folders of `runs_dir` the store has no row of, re-index runs without an outcome
+        whose trace changed, and drop rows whose folder is gone. Returns the rows written or dropped."""
+        root = runs_dir.resolve()
+        with self._read() as conn:
+            known = {
+                row.run_id: (row.outcome, row.trace_mtime_ns, row.trace_size)
+                for row in conn.execute(
+                    sa.select(runs.c.run_id, runs.c.outcome, runs.c.trace_mtime_ns, runs.c.trace_size).where(
+                        runs.c.runs_root == str(root)
+                    )
+                )
+            }
+        names = set(_folders(root))
+        stale = [name for name in names if name not in known]
+        for name, (outcome, mtime_ns, size) in known.items():
+            if name in names and outcome is None and _trace_stat(root, name) not in (None, (mtime_ns, size)):
+                stale.append(name)
+        rows = [row for row in (_read_entry(root, name) for name in stale) if row is not None]
+        self.record_many(rows, root)
+        gone = [name for name in known if name not in names]
+        return len(rows) + (self.forget(gone) if gone else 0)
+
+    def rebuild(self, runs_dir: Path) -> RebuildReport:
+        """Re-index every trace of `runs_dir` and drop every row of that folder without one."""
+        root = runs_dir.resolve()
+        names = sorted(_folders(root))
+        rows, skipped = [], []
+        for name in names:
+            row = _read_entry(root, name)
+            if row is None:
+                skipped.append(name)
+            else:
+                rows.append(row)
+        with self._read() as conn:
+            known = set(conn.execute(sa.select(runs.c.run_id).where(runs.c.runs_root == str(root))).scalars())
+        dropped = self.forget(known - {entry.run_id for entry, _, _ in rows})
+        for chunk in _chunks(rows, 1000):
+            self.record_many(chunk, root)
+        return RebuildReport(indexed=len(rows), skipped=skipped, dropped=dropped)
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _entry(row: Any) -> RunEntry:
+    data = {name: row[name] for name in _ENTRY_FIELDS}
+    data["tags"] = json.loads(row["tags"] or "{}")
+    return RunEntry(**data)
+
+
+def _folders(root: Path) -> Iterator[str]:
+    try:
+        with os.scandir(root) as listing:
+            for item in listing:
+                if item.is_dir(follow_symlinks=False):
+                    yield item.name
+    except FileNotFoundError:
+        return
+
+
+def _trace_stat(root: Path, name: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(os.path.join(root, name, "trace.json"), follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+
+def _read_entry(root: Path, name: str) -> tuple[RunEntry, int, int] | None:
+    """The row of a run folder's trace, or None (no trace, half-written, foreign, a symlink)."""
+    seen = _trace_stat(root, name)
+    if seen is None:
+        return None
+    try:
+        raw = read_beneath(root, [name, "trace.json"], max_bytes=MAX_TRACE_BYTES)
+        entry = RunEntry.of_json(json.loads(raw))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    if entry.run_id != name:
+        return None  # a trace copied into another run's folder is not that run
+    return entry, seen[0], seen[1]
