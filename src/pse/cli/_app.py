@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pse.cli._approvals import TerminalApprovals, held_panel
+from pse.cli._batch import batch_cmd
 from pse.cli._common import RunsDir, TasksDir, err, out
 from pse.cli._common import command_settings as _settings
 from pse.cli._common import shown as _shown
@@ -60,6 +61,7 @@ app.add_typer(kb_app, name="kb")
 app.add_typer(store_app, name="store")
 app.command("doctor")(doctor_cmd)
 app.command("eval")(eval_cmd)
+app.command("batch")(batch_cmd)
 
 EXIT_PASSED, EXIT_NO_PASS, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 

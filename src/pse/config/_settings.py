@@ -96,6 +96,13 @@ class Settings(BaseSettings):
     cassette: Path | None = Field(
         None, description="Cassette the scripted provider replays (default: the task's)."
     )
+    scripted_latency_s: float = Field(
+        0.0,
+        ge=0,
+        le=60,
+        description="Seconds each scripted (cassette) reply waits: a simulated model latency, for "
+        "benchmarks and tests of concurrency.",
+    )
     record: Path | None = Field(
         None, description="Record the real model exchange of a run into this cassette file."
     )

@@ -162,6 +162,7 @@ def _wire(
             scrubber=scrubber,
             on_drift=events.drift,
         )
+        player.latency_s = settings.scripted_latency_s
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
         if settings.team == "single" and SINGLE_AGENT not in player.positions:
             raise CassetteError(

@@ -317,6 +317,14 @@ class RunStore:
         gone = [name for name in known if name not in names]
         return len(rows) + (self.forget(gone) if gone else 0)
 
+    def index_folder(self, runs_dir: Path, run_id: str) -> bool:
+        """Index one run folder of `runs_dir` from its trace; False when it has no readable trace."""
+        root = runs_dir.resolve()
+        row = _read_entry(root, run_id)
+        if row is not None:
+            self.record_many([row], root)
+        return row is not None
+
     def rebuild(self, runs_dir: Path) -> RebuildReport:
         """Re-index every trace of `runs_dir` and drop every row of that folder without one."""
         root = runs_dir.resolve()
