@@ -44,6 +44,7 @@ ADDED_SINCE = {
     "step": None,
     "output_steps": {},
     "steps": [],
+    "rate_limit": None,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 MEASURED_SINCE = {"prefix_counted", "prefix_reusable"}

@@ -42,6 +42,7 @@ __all__ = [
     "PlanItem",
     "PlanRecord",
     "QuestionRecord",
+    "RateLimitRecord",
     "RetrievalEvent",
     "SandboxRecord",
     "StepAttemptRecord",
@@ -287,6 +288,24 @@ class TokenCount(_Record):
         self.cached += min(cached, prompt)
         if estimated:
             self.estimated += prompt + completion
+
+
+class RateLimitRecord(_Record):
+    """Time a run's model calls waited before an attempt: on the shared model rate limit
+    (PSE_MODEL_RPM, _TPM, _MAX_CONCURRENCY) or on a provider's Retry-After. Waiting, not model latency."""
+
+    waits: int = Field(0, description="model calls that waited")
+    waited_s: float = Field(0.0, description="seconds waited, all calls together")
+    by_role: dict[str, float] = Field(default_factory=dict, description="seconds waited, per role")
+    retry_after_pauses: int = Field(0, description="times a provider's Retry-After paused a call")
+
+    def add(self, role: str, seconds: float, pauses: int = 0) -> None:
+        """Add one call's waiting (seconds, rounded to the millisecond) and Retry-After pauses."""
+        if seconds > 0:
+            self.waits += 1
+        self.waited_s = round(self.waited_s + seconds, 3)
+        self.by_role[role] = round(self.by_role.get(role, 0.0) + seconds, 3)
+        self.retry_after_pauses += pauses
 
 
 # ---- events: what happens while a run goes on ----------------------------------------------

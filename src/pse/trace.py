@@ -41,6 +41,7 @@ from pse.events import (
     MessageRecord,
     OutcomeEvent,
     PlanRecord,
+    RateLimitRecord,
     RetrievalEvent,
     SandboxRecord,
     StepAttemptRecord,
@@ -199,6 +200,9 @@ class Trace(_Model):
     cycles: list[CycleRecord] = Field(default_factory=list)
     tokens: RunTokens = Field(default_factory=RunTokens)
     cost: Cost = Field(default_factory=Cost)
+    rate_limit: RateLimitRecord | None = Field(
+        None, description="time model calls waited on the rate limit or a Retry-After (None: none waited)"
+    )
     escalation: str | None = None
     report: str | None = None
     resumed: int = Field(0, description="how many times the run was resumed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import select
@@ -9,6 +10,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -41,6 +43,7 @@ class Reply:
         cached: prompt tokens served from the provider's cache (OpenAI flavour), in the usage shape of
             `cached_shape`: "openai" (`prompt_tokens_details.cached_tokens`) or "deepseek"
             (`prompt_cache_hit_tokens`).
+        headers: more response headers (a 429's `Retry-After`, say).
     """
 
     status: int = 200
@@ -54,6 +57,7 @@ class Reply:
     tool_calls: list[tuple[str, str]] | None = None
     cached: int | None = None
     cached_shape: Literal["openai", "deepseek"] = "openai"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +68,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    """When it was received (`time.monotonic`, the clock of asyncio's loop)."""
 
 
 @dataclass
@@ -87,6 +93,10 @@ class ChatStandIn:
     """The usage of every successful reply written to a client that was still there to read it."""
     probes: list[RecordedRequest] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    """Requests received and not yet being answered (a scripted delay or hang counts as in flight)."""
+    max_in_flight: int = 0
+    _flight_lock: threading.Lock = field(default_factory=threading.Lock)
     _script: deque[Reply] = field(default_factory=deque)
     _closing: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
@@ -127,13 +137,14 @@ class ChatStandIn:
                 stand_in.requests.append(request)
                 reply = stand_in._script.popleft() if stand_in._script else Reply()
                 stand_in._check(body, reply)
-                if reply.hang:
-                    stand_in._closing.wait(_HANG_LIMIT_S)
-                    return
-                if reply.delay_s:
-                    stand_in._closing.wait(reply.delay_s)
-                    if _hung_up(self):
+                with stand_in._flight():  # over before the answer is written: the client cannot be faster
+                    if reply.hang:
+                        stand_in._closing.wait(_HANG_LIMIT_S)
                         return
+                    if reply.delay_s:
+                        stand_in._closing.wait(reply.delay_s)
+                        if _hung_up(self):
+                            return
                 stand_in._answer(self, body, reply)
                 if reply.status == 200 and reply.usage is not None:
                     stand_in.delivered.append(reply.usage)
@@ -151,6 +162,17 @@ class ChatStandIn:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    @contextlib.contextmanager
+    def _flight(self) -> Iterator[None]:
+        with self._flight_lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._flight_lock:
+                self.in_flight -= 1
 
     # --- constrained decoding ------------------------------------------------------------
     def _grammar(self, body: dict[str, Any]) -> str | None:
@@ -179,7 +201,8 @@ class ChatStandIn:
     def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:
         if reply.status != 200:
             error = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
-            self._send_json(handler, reply.status, error if self.api == "openai" else {"error": reply.error})
+            payload = error if self.api == "openai" else {"error": reply.error}
+            self._send_json(handler, reply.status, payload, reply.headers)
             return
         model = str(body.get("model", "unknown"))
         if body.get("stream"):
@@ -190,11 +213,18 @@ class ChatStandIn:
             self._send_json(handler, 200, _ollama_chat(model, reply, done=True, content=reply.content))
 
     @staticmethod
-    def _send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         handler.end_headers()
         handler.wfile.write(data)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -154,6 +154,21 @@ class Settings(BaseSettings):
     )
     model_temperature: float | None = Field(
         None, ge=0, le=2, description="Sampling temperature (None: provider's)."
+    )
+    model_rpm: int = Field(
+        0,
+        ge=0,
+        description="Requests per minute to one model endpoint (provider and base URL), shared by every run "
+        "of the process; evenly spaced (0: no limit).",
+    )
+    model_tpm: int = Field(
+        0,
+        ge=0,
+        description="Tokens per minute to one model endpoint, shared: each call reserves its prompt plus "
+        "PSE_MODEL_MAX_TOKENS, settled with the reported usage (0: no limit).",
+    )
+    model_max_concurrency: int = Field(
+        0, ge=0, description="Calls in flight to one model endpoint at a time, shared (0: no limit)."
     )
     prices: dict[str, Price] = Field(
         default_factory=dict,
@@ -315,6 +330,18 @@ class Settings(BaseSettings):
                 if own is None or isinstance(own, Mapping):
                     nested[field] = {**(own or {}), key: data[name]}
         return nested
+
+    @field_validator("model_rpm", "model_tpm", "model_max_concurrency", mode="before")
+    @classmethod
+    def _whole_limit(cls, value: Any) -> Any:
+        """A rate limit from the environment is a whole number of at least 0; empty is no limit."""
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return 0
+        if not value.strip().isdigit():
+            raise ValueError("a limit is a whole number of at least 0; set 0 or leave it empty for no limit")
+        return int(value)
 
     def role(self, role: str) -> RoleSettings:
         """One role's own settings, before the fallback to the globals (see `model_spec`).

@@ -6,7 +6,9 @@ that timed out or was cancelled while the provider worked on it with its estimat
 user reads, what the budgets see and what the server served agree. The books are the trace's own
 records (`trace.tokens`, `trace.cost`, the current cycle's `tokens`); run totals are derived from the
 per-role counts. Replies the run never saw as a message (they arrived after a stop) are handed back as
-late messages, so the trace holds every message a model produced.
+late messages, so the trace holds every message a model produced. The time a call waited on the shared
+model rate limit or on a provider's Retry-After is booked apart, in `trace.rate_limit`: waiting, not
+model latency.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pse.config import Settings
-from pse.events import Cost, MessageRecord, TokenCount
+from pse.events import Cost, MessageRecord, RateLimitRecord, TokenCount
 from pse.models import CallUsage
 from pse.trace import CycleRecord, Trace
 
@@ -42,14 +44,20 @@ class Ledger:
         self._replies: list[tuple[str, str]] = []
 
     def record_call(self, usage: CallUsage) -> None:
-        """Book one model call (the meter's sink)."""
+        """Book one model call (the meter's sink), and what it waited (`trace.rate_limit`)."""
+        if round(usage.waited_s, 3) > 0 or usage.retry_after_pauses:
+            if self.trace.rate_limit is None:
+                self.trace.rate_limit = RateLimitRecord()
+            self.trace.rate_limit.add(usage.role, usage.waited_s, usage.retry_after_pauses)
+        if not usage.calls:  # a report of waiting only
+            return
         prompt, completion, cached = usage.prompt, usage.completion, usage.cached
         self.trace.tokens.by_role.setdefault(usage.role, TokenCount()).add(
-            prompt, completion, estimated=usage.estimated, cached=cached
+            prompt, completion, usage.calls, estimated=usage.estimated, cached=cached
         )
         if self.cycle is not None:
             self.cycle.tokens.setdefault(usage.role, TokenCount()).add(
-                prompt, completion, estimated=usage.estimated, cached=cached
+                prompt, completion, usage.calls, estimated=usage.estimated, cached=cached
             )
         if self._price is not None:
             self.trace.cost.add(self._price(usage.role, prompt, completion, cached))

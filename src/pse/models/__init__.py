@@ -7,6 +7,10 @@ player = CassettePlayer.from_file("cassette.json", strict=settings.replay_strict
 client = create_model_client(settings, "Planner", player=player)   # an autogen ChatCompletionClient
 cost = price_of(settings, "gpt-4o", prompt_tokens=812, completion_tokens=95)
 ```
+
+With `PSE_MODEL_RPM`, `_TPM` or `_MAX_CONCURRENCY` set, every real provider's calls share one limit per
+endpoint in the process (`limiter_for`); another executor installs its own `LimiterBackend`
+(`install_limiter_backend`).
 """
 
 from pse.models._compare import MessageChange, RequestDifference, compare_request
@@ -36,6 +40,22 @@ from pse.models._probe import (
     Dialect,
     probe_server,
 )
+from pse.models._ratelimit import (
+    RETRY_AFTER_CAP_S,
+    WINDOW_S,
+    Admission,
+    Grant,
+    LimiterBackend,
+    LimitKey,
+    Limits,
+    LimitState,
+    LocalLimiter,
+    RateLimiter,
+    install_limiter_backend,
+    limiter_backend,
+    limiter_for,
+    retry_after_s,
+)
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
@@ -48,9 +68,12 @@ from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 __all__ = [
     "GENERIC_MODEL_INFO",
     "PROBE_PROMPT",
+    "RETRY_AFTER_CAP_S",
     "SCRIPTED_MODEL_INFO",
     "SERVER_PROBES",
     "TOOL_OUTPUT_SPEAKERS",
+    "WINDOW_S",
+    "Admission",
     "CallOptions",
     "CallUsage",
     "Cassette",
@@ -64,11 +87,18 @@ __all__ = [
     "ConstraintSupport",
     "Cost",
     "Dialect",
+    "Grant",
+    "LimitKey",
+    "LimitState",
+    "LimiterBackend",
+    "Limits",
+    "LocalLimiter",
     "MessageChange",
     "MessageDigest",
     "NativeProtocolClient",
     "PrefixClient",
     "PrefixMeter",
+    "RateLimiter",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "RequestDifference",
@@ -86,12 +116,16 @@ __all__ = [
     "common_prefix_tokens",
     "compare_request",
     "create_model_client",
+    "install_limiter_backend",
+    "limiter_backend",
+    "limiter_for",
     "message_texts",
     "normalize",
     "price_of",
     "probe_server",
     "public_url",
     "recorded_request",
+    "retry_after_s",
     "scrub_secrets",
     "split_reasoning",
     "with_constraint",

@@ -17,6 +17,7 @@ from pse.models._context import ContextWindowClient
 from pse.models._format import turn_key
 from pse.models._native import NativeProtocolClient
 from pse.models._probe import SERVER_PROBES, ConstraintProbes
+from pse.models._ratelimit import limiter_for
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
@@ -53,11 +54,11 @@ def create_model_client(
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
-    Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries,
-    typed errors), then, given the role's `tools` and unless `spec.constrain` is off, in
-    `ConstrainedChatCompletionClient` (the grammar or JSON schema of each turn); with a
-    `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which so
-    records protocol text even from a JSON-constrained model. Nothing is printed: the caller
+    Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries, typed errors,
+    and the process's shared rate limit when one is set), then, given the role's `tools` and unless
+    `spec.constrain` is off, in `ConstrainedChatCompletionClient` (the grammar or JSON schema of each
+    turn); with a `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which
+    so records protocol text even from a JSON-constrained model. Nothing is printed: the caller
     announces a defaulted scripted provider (see `ModelSpec.provider_was_defaulted`).
 
     Args:
@@ -90,7 +91,7 @@ def create_model_client(
     else:
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
-        client = ResilientChatCompletionClient(inner, spec, policy, meter)
+        client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
         if tools is not None and spec.constrain != "off":
             client = with_constraint(client, settings, spec, tools, log=constraint_log, probes=probes)
     if spec.context_tokens is not None:

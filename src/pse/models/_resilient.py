@@ -12,6 +12,13 @@ If the reasoning text (`thought`) holds one of PSE's protocol blocks
 content (some servers route everything into `reasoning_content`); otherwise a
 `ModelUnavailableError` says what happened (e.g. the max-tokens limit was spent on
 reasoning: raise or unset `PSE_MODEL_MAX_TOKENS`).
+
+Rate limits: with a `RateLimiter` (`PSE_MODEL_RPM`, `_TPM`, `_MAX_CONCURRENCY`), every attempt first
+waits for its endpoint's turn (`pse.models._ratelimit`); that wait counts neither against the
+attempt's timeout nor as model latency, but as `CallUsage.waited_s`. A retried HTTP error with a
+`Retry-After` (or `retry-after-ms`) header pauses the endpoint for every run of the process, and the
+call's own retry waits at least that long instead of its shorter backoff (a Retry-After over
+`RETRY_AFTER_CAP_S` is cut to it, with a warning; the retry limit still ends the call).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -34,6 +42,7 @@ from pse.exceptions import ModelAuthError, ModelUnavailableError
 from pse.models._cached import CachedSlot, cached_slot
 from pse.models._context import context_window_error, is_context_overflow
 from pse.models._digest import message_texts
+from pse.models._ratelimit import Grant, LimitKey, RateLimiter, retry_after_s
 from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.tokens import count_message_tokens, count_tokens
@@ -103,6 +112,31 @@ def _by_status(status: int, message: str) -> tuple[_Kind, str]:
     return "fatal", text
 
 
+def _retry_after(exc: BaseException) -> float | None:
+    """The Retry-After of a provider's HTTP error, seconds, capped (None: none, or "now"; Ollama's
+    errors carry no headers)."""
+    if isinstance(exc, openai.APIStatusError):
+        return retry_after_s(exc.response.headers, time.time()) or None
+    return None
+
+
+@dataclass
+class _Waits:
+    """What one call waited and has not reported yet."""
+
+    seconds: float = 0.0
+    pauses: int = 0
+
+    def take(self) -> tuple[float, int]:
+        taken, self.seconds, self.pauses = (self.seconds, self.pauses), 0.0, 0
+        return taken
+
+
+def _used(result: CreateResult) -> int | None:
+    """Tokens the provider reported for an answer (None: it reported none)."""
+    return (result.usage.prompt_tokens + result.usage.completion_tokens) or None
+
+
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
@@ -115,6 +149,8 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         inner: the provider's client.
         spec: the role's resolved model settings (for messages; the key is never shown).
         policy: timeout, retries and backoff.
+        meter: told the usage of every call as it happens.
+        limiter: the shared rate limit of the endpoint (None: no limit is set).
     """
 
     def __init__(
@@ -123,80 +159,142 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         spec: ModelSpec,
         policy: RetryPolicy,
         meter: UsageSink | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         super().__init__(inner)
         self.spec = spec
         self.policy = policy
         self.meter = meter
+        self.limiter = limiter
+        self.key: LimitKey = (spec.provider, public_url(spec.base_url, spec.provider))
+        """The endpoint whose limit the calls share."""
         self.attempts = 0  # provider calls made, retries included (for tests and diagnostics)
 
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
-        retry = 0
-        while True:
-            self.attempts += 1
-            slot = CachedSlot()  # the HTTP client notes the provider's cached prompt tokens here
-            reset = cached_slot.set(slot)
-            try:
-                result = await asyncio.wait_for(
-                    self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
-                )
-            except asyncio.CancelledError:
-                self._estimate(messages, "cancelled while the provider was answering")
-                raise
-            except Exception as exc:
-                if isinstance(exc, TimeoutError):
-                    self._estimate(messages, f"no answer within {self.policy.timeout_s:g} s")
-                retry = await self._after_failure(exc, retry)
-                continue
-            finally:
-                cached_slot.reset(reset)
-            return self._answered(result, messages, slot.tokens or 0)
+        retry, waits = 0, _Waits()
+        try:
+            while True:
+                grant = await self._admit(messages, waits)  # cancelled here: nothing was sent
+                self.attempts += 1
+                slot = CachedSlot()  # the HTTP client notes the provider's cached prompt tokens here
+                reset = cached_slot.set(slot)
+                used: int | None = None
+                failure: Exception | None = None
+                try:
+                    result = await asyncio.wait_for(
+                        self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
+                    )
+                    used = _used(result)
+                except asyncio.CancelledError:
+                    self._estimate(messages, "cancelled while the provider was answering", waits)
+                    raise
+                except Exception as exc:
+                    if isinstance(exc, TimeoutError):
+                        self._estimate(messages, f"no answer within {self.policy.timeout_s:g} s", waits)
+                    failure = exc
+                finally:
+                    cached_slot.reset(reset)
+                    await self._release(grant, used)
+                if failure is not None:
+                    retry = await self._after_failure(failure, retry, waits)
+                    continue
+                return self._answered(result, messages, slot.tokens or 0, waits)
+        finally:
+            self._report_waits(waits)
 
     async def _create_stream(
         self, messages: Sequence[LLMMessage], options: CallOptions
     ) -> AsyncGenerator[str | CreateResult, None]:
         # Retries happen only before the first chunk: once text has gone out it cannot be taken back.
-        # The timeout bounds the whole stream of one attempt.
-        retry = 0
-        while True:
-            self.attempts += 1
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.policy.timeout_s
-            stream = self.inner.create_stream(messages, **options.as_kwargs())
-            started = False
-            try:
-                while True:
-                    try:
-                        item = await asyncio.wait_for(anext(stream), timeout=max(0.0, deadline - loop.time()))
-                    except StopAsyncIteration:
-                        return
-                    if isinstance(item, CreateResult):
-                        item = self._answered(item, messages)
-                    started = True
-                    yield item
-            except Exception as exc:
-                if started:
-                    kind = _classify(exc)
-                    if kind is None:
-                        raise
-                    self._raise(
-                        kind[0] if kind[0] == "auth" else "fatal", f"stream broke off: {kind[1]}", exc
-                    )
-                retry = await self._after_failure(exc, retry)
-            finally:
-                await stream.aclose()
+        # The timeout bounds the whole stream of one attempt (not the wait for the rate limit before it).
+        retry, waits = 0, _Waits()
+        try:
+            while True:
+                grant = await self._admit(messages, waits)
+                self.attempts += 1
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + self.policy.timeout_s
+                stream = self.inner.create_stream(messages, **options.as_kwargs())
+                started, used = False, None
+                try:
+                    while True:
+                        remaining = max(0.0, deadline - loop.time())
+                        try:
+                            item = await asyncio.wait_for(anext(stream), timeout=remaining)
+                        except StopAsyncIteration:
+                            return
+                        if isinstance(item, CreateResult):
+                            used = _used(item)
+                            item = self._answered(item, messages, waits=waits)
+                        started = True
+                        yield item
+                except Exception as exc:
+                    if started:
+                        kind = _classify(exc)
+                        if kind is None:
+                            raise
+                        self._raise(
+                            kind[0] if kind[0] == "auth" else "fatal", f"stream broke off: {kind[1]}", exc
+                        )
+                    failure = exc
+                finally:
+                    await stream.aclose()
+                    await self._release(grant, used)
+                retry = await self._after_failure(failure, retry, waits)
+        finally:
+            self._report_waits(waits)
 
-    async def _after_failure(self, exc: Exception, retry: int) -> int:
-        """Sleep before the next attempt and return its retry number, or raise the translated error."""
+    async def _admit(self, messages: Sequence[LLMMessage], waits: _Waits) -> Grant | None:
+        """Wait for the endpoint's rate limit (no limiter: at once); the wait is the call's."""
+        if self.limiter is None:
+            return None
+        started = time.monotonic()
+        try:
+            grant = await self.limiter.acquire(self.key, count_message_tokens(message_texts(messages)))
+        except asyncio.CancelledError:
+            waits.seconds += time.monotonic() - started  # the run stopped it while it waited
+            raise
+        waits.seconds += grant.waited_s
+        return grant
+
+    async def _release(self, grant: Grant | None, used: int | None) -> None:
+        if grant is not None and self.limiter is not None:
+            await self.limiter.release(grant, used)
+
+    async def _after_failure(self, exc: Exception, retry: int, waits: _Waits) -> int:
+        """Sleep before the next attempt and return its retry number, or raise the translated error.
+
+        A retried HTTP error's Retry-After pauses the endpoint for every run (with a limiter), even when
+        no retry is left, and this call's retry waits at least that long.
+        """
         verdict = _classify(exc)
         if verdict is None:
             raise exc
         kind, detail = verdict
+        pause = _retry_after(exc) if kind == "retry" else None
+        if pause is not None and self.limiter is not None:
+            await self.limiter.pause(self.key, pause)
         if kind != "retry" or retry >= self.policy.max_retries:
             self._raise(kind, detail, exc)
         retry += 1
-        await asyncio.sleep(self.policy.delay(retry))
+        delay = self.policy.delay(retry)
+        if pause is not None:
+            delay = max(delay, pause)
+            waits.seconds += delay
+            waits.pauses += 1
+        await asyncio.sleep(delay)
         return retry
+
+    def _report_waits(self, waits: _Waits) -> None:
+        """Report waiting no usage report carried (the call failed or was cancelled after it)."""
+        seconds, pauses = waits.take()
+        if self.meter is not None and (seconds > 0 or pauses):
+            note = "waited on the rate limit; the call then failed or was cancelled"
+            self.meter(
+                CallUsage(
+                    self.spec.role, 0, 0, note=note, waited_s=seconds, retry_after_pauses=pauses, calls=0
+                )
+            )
 
     def _where(self) -> str:
         spec = self.spec
@@ -222,7 +320,11 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         ) from exc
 
     def _answered(
-        self, result: CreateResult, messages: Sequence[LLMMessage], cached: int = 0
+        self,
+        result: CreateResult,
+        messages: Sequence[LLMMessage],
+        cached: int = 0,
+        waits: _Waits | None = None,
     ) -> CreateResult:
         """Check an answer, count what it cost (estimated if the provider said nothing), pass it on."""
         reported = result.usage.prompt_tokens or result.usage.completion_tokens
@@ -231,6 +333,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
             text = result.content if isinstance(result.content, str) else str(result.content)
             usage = result.usage
             note = "" if reported else "the provider reported no usage: estimated by PSE's counter"
+            waited, pauses = waits.take() if waits is not None else (0.0, 0)
             self.meter(
                 CallUsage(
                     self.spec.role,
@@ -240,15 +343,21 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                     text,
                     note,
                     cached=cached if reported else 0,
+                    waited_s=waited,
+                    retry_after_pauses=pauses,
                 )
             )
         return result
 
-    def _estimate(self, messages: Sequence[LLMMessage], note: str) -> None:
+    def _estimate(self, messages: Sequence[LLMMessage], note: str, waits: _Waits) -> None:
         """A call the provider may have worked on but never answered: its prompt, estimated, counts."""
         if self.meter is not None:
             prompt = count_message_tokens(message_texts(messages))
-            self.meter(CallUsage(self.spec.role, prompt, 0, estimated=True, note=note))
+            waited, pauses = waits.take()
+            usage = CallUsage(
+                self.spec.role, prompt, 0, True, note=note, waited_s=waited, retry_after_pauses=pauses
+            )
+            self.meter(usage)
 
     def _checked(self, result: CreateResult, messages: Sequence[LLMMessage]) -> CreateResult:
         """Refuse a silently empty reply and fill in usage the provider did not report."""

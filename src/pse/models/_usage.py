@@ -49,6 +49,11 @@ class CallUsage:
         text: the reply, when the call produced one (a reply the run never saw is kept as a late message).
         note: why the usage is estimated, or what became of the call.
         cached: prompt tokens the provider said it served from its prompt cache (part of `prompt`).
+        waited_s: seconds the call waited before its attempts, on the shared rate limit or on a
+            provider's Retry-After (not model latency; the ordinary retry backoff is not counted).
+        retry_after_pauses: times a provider's Retry-After paused the call.
+        calls: 1, or 0 for a report of waiting only (the call then failed or was cancelled before it was
+            sent): no tokens, no call to count.
     """
 
     role: str
@@ -58,6 +63,9 @@ class CallUsage:
     text: str | None = None
     note: str = ""
     cached: int = 0
+    waited_s: float = 0.0
+    retry_after_pauses: int = 0
+    calls: int = 1
 
 
 UsageSink = Callable[[CallUsage], None]
