@@ -4,6 +4,7 @@ killed for real mid-batch."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -260,3 +261,28 @@ def test_ray_without_a_shared_store_says_what_to_set(tmp_path: Path, ray_cluster
     settings = _settings(tmp_path / "runs")
     with pytest.raises(Exception, match="PSE_STORE_URL=postgresql"):
         asyncio.run(run_batch(_plan(settings, 1, RayExecutor(workers=1, shared=False))))
+
+
+def test_the_model_rate_limit_holds_across_ray_workers(tmp_path: Path, ray_cluster: object) -> None:
+    """Eight runs on two workers against one loopback endpoint at PSE_MODEL_RPM=120: the workers' calls
+    wait on one named actor, so requests arrive 0.5 s apart, not two at a time (one limiter per worker
+    would let each worker start at once)."""
+    from standins import ChatStandIn, Reply
+
+    blocked = '<blocked reason_code="MISSING_DATA">the service has no logs to review</blocked>'
+    with ChatStandIn("openai") as stand_in:
+        stand_in.script(*(Reply(content=blocked, usage=(100, 10)) for _ in range(8)))
+        settings = _settings(
+            tmp_path / "runs", provider="openai", model="m-test", base_url=stand_in.url, api_key="sk-test-1234567890",
+            model_rpm=120,
+        )  # fmt: skip
+        summary = asyncio.run(run_batch(_plan(settings, 8, RayExecutor(workers=2, per_worker=4))))
+        times = sorted(r.at for r in stand_in.requests)
+    assert summary.done == 8 and summary.outcomes == {"ESCALATED": 8}, (
+        summary
+    )  # BLOCKED at once: a person must act
+    assert len(times) == 8
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 0.45, gaps  # 60 / 120 s apart, give or take the HTTP hop
+    waited = [load_trace(tmp_path / "runs" / r["run_id"]).rate_limit for r in summary.runs]
+    assert sum(1 for w in waited if w is not None and w.waited_s > 0) >= 6  # most runs had to wait their turn

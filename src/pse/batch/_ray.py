@@ -9,6 +9,10 @@ The runs folder: when the workers see the driver's runs directory (one machine, 
 shared storage; checked with a marker file), they write in place. When they do not, each worker runs in
 a folder of its own and sends the run folder back (a capped archive of regular files), which the driver
 unpacks into its runs directory and indexes.
+
+The model rate limit (PSE_MODEL_RPM, _TPM, _MAX_CONCURRENCY), when one is set, is held by one named
+actor (`pse-rate-limit`, namespace `pse`) that every worker's calls wait on, so the limit holds for the
+cluster, not per worker.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from typing import Any
 from pse.batch._work import ItemResult, WorkItem, new_owner, work_item
 from pse.engine import check_run_id
 from pse.exceptions import ConfigError
+from pse.models._ratelimit import Grant, LimitKey, Limits, LocalLimiter, install_limiter_backend
 from pse.store import open_store
 
-__all__ = ["RayExecutor"]
+__all__ = ["LIMIT_ACTOR", "RayExecutor", "RayLimiterBackend"]
 
 MARKER = ".pse-batch-marker"
 ARCHIVE_LIMIT = 64 * 1024 * 1024
@@ -44,12 +49,51 @@ def _ray() -> Any:
     return ray
 
 
+LIMIT_ACTOR = "pse-rate-limit"
+"""The named actor that holds the model rate limit every worker of a cluster shares."""
+
+
+class _LimitActor:
+    """The shared model rate limit of a Ray cluster: every worker's calls wait here."""
+
+    def __init__(self) -> None:
+        self.limiter = LocalLimiter()
+
+    async def acquire(self, key: LimitKey, limits: Limits, tokens: int) -> Grant:
+        return await self.limiter.acquire(key, limits, tokens)
+
+    async def release(self, grant: Grant, used_tokens: int | None) -> None:
+        await self.limiter.release(grant, used_tokens)
+
+    async def pause(self, key: LimitKey, seconds: float) -> None:
+        await self.limiter.pause(key, seconds)
+
+
+class RayLimiterBackend:
+    """A worker's limiter backend: each call asks the cluster's one limit actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def acquire(self, key: LimitKey, limits: Limits, tokens: int) -> Grant:
+        grant: Grant = await self.actor.acquire.remote(key, limits, tokens)
+        return grant
+
+    async def release(self, grant: Grant, used_tokens: int | None) -> None:
+        await self.actor.release.remote(grant, used_tokens)
+
+    async def pause(self, key: LimitKey, seconds: float) -> None:
+        await self.actor.pause.remote(key, seconds)
+
+
 class _RunWorker:
     """One Ray worker: runs batch items in its own event loop, several at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit_actor: Any = None) -> None:
         self.owner = new_owner()
         self.cancel = asyncio.Event()
+        if limit_actor is not None:  # this process's model calls wait on the cluster's limit
+            install_limiter_backend(RayLimiterBackend(limit_actor))
 
     async def pid(self) -> int:
         return os.getpid()
@@ -156,13 +200,22 @@ class RayExecutor:
         on_result: Callable[[ItemResult], None],
         cancel: asyncio.Event,
     ) -> None:
-        worker_class = ray.remote(max_restarts=-1, max_task_retries=-1)(_RunWorker)
-        self.actors = [
-            worker_class.options(max_concurrency=self.per_worker + 2, num_cpus=0).remote()
-            for _ in range(self.workers)
-        ]
         if not works:
             return
+        limit_actor = None
+        if Limits.of(works[0].settings).active:
+            limit_actor = (
+                ray.remote(_LimitActor)
+                .options(
+                    name=LIMIT_ACTOR, namespace="pse", get_if_exists=True, max_concurrency=10_000, num_cpus=0
+                )
+                .remote()
+            )
+        worker_class = ray.remote(max_restarts=-1, max_task_retries=-1)(_RunWorker)
+        self.actors = [
+            worker_class.options(max_concurrency=self.per_worker + 2, num_cpus=0).remote(limit_actor)
+            for _ in range(self.workers)
+        ]
         runs_dir = works[0].settings.runs_dir
         shared = self.shared
         if shared is None:
