@@ -4,7 +4,6 @@ killed for real mid-batch."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import signal
@@ -282,7 +281,10 @@ def test_the_model_rate_limit_holds_across_ray_workers(tmp_path: Path, ray_clust
         summary
     )  # BLOCKED at once: a person must act
     assert len(times) == 8
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert min(gaps) >= 0.45, gaps  # 60 / 120 s apart, give or take the HTTP hop
+    # Admissions are 0.5 s apart; arrivals carry the HTTP hop's jitter (tenths of a second on a loaded
+    # machine), so: eight requests spread over 3.5 s, never three in one second. One limiter per worker
+    # would let both workers send at once: four a second, the batch over in about 1.5 s.
+    assert times[-1] - times[0] >= 3.0, times
+    assert max(sum(1 for t in times if start <= t < start + 1.0) for start in times) <= 3, times
     waited = [load_trace(tmp_path / "runs" / r["run_id"]).rate_limit for r in summary.runs]
     assert sum(1 for w in waited if w is not None and w.waited_s > 0) >= 6  # most runs had to wait their turn

@@ -20,7 +20,7 @@ from typing import Any
 
 from pse.config import Settings
 from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
-from pse.store import BatchStore, open_store
+from pse.store import BatchStore, StoreUnavailable, open_store
 
 __all__ = ["ItemResult", "WorkItem", "new_owner", "work_item"]
 
@@ -108,6 +108,15 @@ async def work_item(
         running: the prepared run is kept here while it runs (so the caller can cancel it).
     """
     cancel = cancel or asyncio.Event()
+    try:
+        return await _work(work, owner, cancel, running)
+    except StoreUnavailable as exc:  # the database went away: this row stays for the next invocation
+        return ItemResult(work.item, None, None, error=str(exc))
+
+
+async def _work(
+    work: WorkItem, owner: str, cancel: asyncio.Event, running: dict[int, PreparedRun] | None
+) -> ItemResult:
     settings = work.settings
     store = open_store(settings)
     if not await _claim(store, work, owner, cancel):
@@ -156,7 +165,8 @@ async def work_item(
             running.pop(work.item, None)
     trace = _trace_of(settings, prepared.run_id) or {}
     done = bool(trace) and not _interrupted(trace)
-    store.finish(work.batch_id, work.item, owner, done=done)
+    with contextlib.suppress(StoreUnavailable):  # the run is over, its trace says so: the next holder
+        store.finish(work.batch_id, work.item, owner, done=done)  # of the row marks it done
     return ItemResult(
         work.item,
         prepared.run_id,

@@ -20,6 +20,7 @@ from pse.engine._state import State, StateMachine
 from pse.events import HumanAnswer, utc_now
 from pse.exceptions import UserError
 from pse.roles import ROLES, Role
+from pse.runner._index import save_trace
 from pse.toolagent import Policy
 from pse.trace import Trace, write_trace
 
@@ -103,7 +104,7 @@ def _answer_questions(
             reason_before=last.result_reason if last is not None else "",
         )
     )
-    write_trace(trace, run_dir)
+    write_trace(trace, run_dir)  # the caller indexes it
     return trace
 
 
@@ -135,7 +136,9 @@ def answer_run(
     """
     trace, run_dir = load_run(run_id, settings)
     if trace.state == "AWAITING_ANSWER" and trace.outcome is None:
-        return _answer_questions(trace, run_dir, text, note, grants, decision, by, via)
+        trace = _answer_questions(trace, run_dir, text, note, grants, decision, by, via)
+        save_trace(trace, run_dir, settings)
+        return trace
     if text is not None:
         raise UserError(
             f"--text answers a Planner's questions, and run {run_id} asks none "
@@ -186,5 +189,5 @@ def answer_run(
         # The engine holds the run to `retries` cycles from here (HumanAnswer.retries), whatever its limits.
         trace.outcome, trace.outcome_reason, trace.ended_at = None, "", None
     trace.state = machine.state.value
-    write_trace(trace, run_dir)
+    save_trace(trace, run_dir, settings)
     return trace

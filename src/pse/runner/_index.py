@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pse.config import Settings
 from pse.store import RunStore, StoreUnavailable, open_store
-from pse.trace import Trace
+from pse.trace import Trace, write_trace
 
-__all__ = ["StoreIndexer"]
+__all__ = ["StoreIndexer", "save_trace"]
 
 log = logging.getLogger("pse.store")
 
@@ -50,3 +50,11 @@ class StoreIndexer:
             log.warning(
                 "%s; the run goes on and its trace is complete: `pse store rebuild` indexes it later", exc
             )
+
+
+def save_trace(trace: Trace, run_dir: Path, settings: Settings) -> Path:
+    """Write a trace outside a running engine (a person's answer, the report added at the end) and its
+    row in the store: every trace write updates the index, whoever makes it."""
+    path = write_trace(trace, run_dir)
+    StoreIndexer(settings, run_dir.parent.resolve())(trace, path)
+    return path

@@ -65,7 +65,9 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         path = prepared.run_dir / "report.md"
         path.write_text(report, encoding="utf-8")
         trace.report = str(path)
-        write_trace(trace, prepared.run_dir)
+        written = write_trace(trace, prepared.run_dir)
+        if prepared.engine.setup.index is not None:
+            prepared.engine.setup.index(trace, written)
     return summarize(trace, prepared.run_dir)
 
 
