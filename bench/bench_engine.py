@@ -8,6 +8,7 @@
 3. 50 concurrent runs in one process with a simulated model latency: wall time vs one run, peak memory.
 5. Step mode: the package-steps demo (S2 and S3 independent) with a simulated model latency, its steps
    at once (PSE_MAX_PARALLEL_STEPS=3) against one at a time (1): wall time and ratio.
+6. A cProfile breakdown of a light run: the share of own time by area (store, engine, AutoGen, …).
 4. The reusable-prefix share of the reference tasks in both context modes: of each role's prompt tokens,
    the ones that repeat a prefix already sent to the same model (what a provider's prefix cache can hit).
 """
@@ -119,15 +120,24 @@ def _light_tasks_dir(tmp: Path) -> Path:
 
 
 def orchestration_overhead(tmp: Path) -> dict[str, Any]:
+    """Framework time per agent turn: the engine's run (every turn of the cycle, ToolAgent turns with real
+    file tools, gates, trace and store writes) against a bare AutoGen round robin's run, both timed
+    from a built team to its end; PSE's run setup (folder, workspace seed, team wiring) is reported
+    apart, per run. Settings are loaded once, as `pse batch` and the Python API do."""
     tasks_dir = _light_tasks_dir(tmp)
     cassette = _write(tmp / "light.json", _LIGHT)
-    pse_times = []
-    for _ in range(15):
+    settings = load_settings(
+        cassette=cassette, runs_dir=tmp / "runs-o", tasks_dir=tasks_dir, sandbox="fallback"
+    )
+    pse_times, setup_times = [], []
+    for _ in range(20):
         started = time.perf_counter()
-        trace = asyncio.run(
-            _run(cassette, tmp / "runs-o", task="bench-light", tasks_dir=tasks_dir, sandbox="fallback")
-        )
-        pse_times.append((time.perf_counter() - started) / trace.cycles[0].turns)
+        prepared = prepare_run("bench-light", settings)
+        ready = time.perf_counter()
+        asyncio.run(run_to_end(prepared))
+        trace = prepared.engine.trace
+        pse_times.append((time.perf_counter() - ready) / trace.cycles[0].turns)
+        setup_times.append(ready - started)
 
     # Round robin P→S→E→P→S: five model turns, the same replies PSE's roles give.
     bare_turns = [_LIGHT_PLAN, _LIGHT_WRITE, _LIGHT_READ, _LIGHT_PLAN, _LIGHT_REPORT]
@@ -146,39 +156,98 @@ def orchestration_overhead(tmp: Path) -> dict[str, Any]:
         await team.run(task="bench")
         return (time.perf_counter() - started) / len(bare_turns)
 
-    bare_times = [asyncio.run(bare()) for _ in range(15)]
+    bare_times = [asyncio.run(bare()) for _ in range(20)]
+    pse_ms, bare_ms = statistics.median(pse_times) * 1000, statistics.median(bare_times) * 1000
     return {
-        "pse_ms_per_turn_p50": round(statistics.median(pse_times) * 1000, 2),
-        "bare_autogen_ms_per_turn_p50": round(statistics.median(bare_times) * 1000, 2),
-        "note": "PSE turns include ToolAgent turns (real file tools), gates, trace writes and run setup",
+        "pse_ms_per_turn_p50": round(pse_ms, 2),
+        "bare_autogen_ms_per_turn_p50": round(bare_ms, 2),
+        "pse_over_bare": round(pse_ms / bare_ms, 2),
+        "pse_setup_ms_per_run_p50": round(statistics.median(setup_times) * 1000, 2),
+        "note": "PSE turns include ToolAgent turns (real file tools), gates, trace and run-store writes",
+    }
+
+
+_AREAS = [
+    ("pse store (run index)", ("/pse/store/", "/sqlalchemy/", "sqlite3")),
+    ("pse engine", ("/pse/engine/",)),
+    ("pse team and contexts", ("/pse/team/",)),
+    ("pse ToolAgent and tools", ("/pse/toolagent/", "/pse/tools/", "/pse/sandbox/")),
+    ("pse models (clients, meters)", ("/pse/models/", "/pse/tokens.py")),
+    ("pse trace and events", ("/pse/trace.py", "/pse/events.py", "/pse/_run_entry.py")),
+    ("pse other", ("/pse/",)),
+    ("AutoGen runtime and agents", ("/autogen_core/", "/autogen_agentchat/")),
+    ("OpenTelemetry (AutoGen's spans)", ("/opentelemetry/",)),
+    ("pydantic", ("/pydantic", "pydantic_core")),
+    ("asyncio", ("/asyncio/", "select.epoll")),
+]
+
+
+def profile_breakdown(tmp: Path, runs: int = 20) -> dict[str, Any]:
+    """Where a light run's time goes (cProfile, engine run only): share of own time by area, and the
+    functions that cost the most. The profiler slows everything; compare shares, not milliseconds."""
+    import cProfile
+    import pstats
+
+    tasks_dir = _light_tasks_dir(tmp)
+    cassette = _write(tmp / "light.json", _LIGHT)
+    settings = load_settings(
+        cassette=cassette, runs_dir=tmp / "runs-p", tasks_dir=tasks_dir, sandbox="fallback"
+    )
+    prepared = [prepare_run("bench-light", settings) for _ in range(runs + 1)]
+    asyncio.run(run_to_end(prepared[0]))  # warm: imports, caches
+    profiler = cProfile.Profile()
+    for one in prepared[1:]:
+        profiler.enable()
+        asyncio.run(run_to_end(one))
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    by_area: dict[str, float] = {}
+    costly: list[tuple[float, str]] = []
+    total = 0.0
+    for (path, line, name), (_, _, own, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        total += own
+        where = f"{path}:{line}({name})"
+        area = next((a for a, marks in _AREAS if any(m in where for m in marks)), "other")
+        by_area[area] = by_area.get(area, 0.0) + own
+        costly.append((own, where.split("site-packages/")[-1].split("/src/")[-1]))
+    costly.sort(reverse=True)
+    return {
+        "runs_profiled": runs,
+        "own_time_share_by_area": {
+            a: round(t / total, 3) for a, t in sorted(by_area.items(), key=lambda x: -x[1])
+        },
+        "top_functions_own_ms_per_run": {w: round(t / runs * 1000, 2) for t, w in costly[:12]},
     }
 
 
 def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, Any]:
+    """50 runs at once in one process against one alone, each with a simulated model latency; timed
+    without tracemalloc (it slows Python several-fold), memory measured in a second, separate pass."""
     tasks_dir = _light_tasks_dir(tmp)
     cassette = _write(tmp / "light.json", _LIGHT)
+    settings = load_settings(
+        cassette=cassette, runs_dir=tmp / "runs-c", tasks_dir=tasks_dir, sandbox="fallback",
+        scripted_latency_s=latency_s,
+    )  # fmt: skip
 
-    async def one(index: int) -> str:
-        settings = load_settings(
-            cassette=cassette, runs_dir=tmp / "runs-c", tasks_dir=tasks_dir, sandbox="fallback"
-        )
-        prepared = prepare_run("bench-light", settings)
-        assert prepared.player is not None
-        prepared.player.latency_s = latency_s  # the simulated latency before each reply
-        summary = await run_to_end(prepared)
+    async def one() -> str:
+        summary = await run_to_end(prepare_run("bench-light", settings))
         return summary.outcome or "NONE"
 
-    started = time.perf_counter()
-    asyncio.run(one(0))
-    single = time.perf_counter() - started
-
     async def many() -> list[str]:
-        return await asyncio.gather(*(one(i) for i in range(runs)))
+        return await asyncio.gather(*(one() for _ in range(runs)))
 
+    singles, walls = [], []
+    for _ in range(3):
+        started = time.perf_counter()
+        asyncio.run(one())
+        singles.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        outcomes = asyncio.run(many())
+        walls.append(time.perf_counter() - started)
+    single, wall = statistics.median(singles), statistics.median(walls)
     tracemalloc.start()
-    started = time.perf_counter()
-    outcomes = asyncio.run(many())
-    wall = time.perf_counter() - started
+    asyncio.run(many())
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
@@ -189,6 +258,7 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
         "concurrent_over_one": round(wall / single, 2),
         "passed": outcomes.count("PASSED"),
         "peak_python_memory_mb": round(peak / 2**20, 1),
+        "peak_python_memory_per_run_mb": round(peak / 2**20 / runs, 2),
     }
 
 
@@ -253,5 +323,6 @@ def run() -> dict[str, Any]:
             "steps_parallel": steps_parallel(tmp),
             "retry_tokens": retry_tokens(tmp),
             "orchestration": orchestration_overhead(tmp),
+            "profile": profile_breakdown(tmp),
             "concurrency": concurrency(tmp),
         }

@@ -115,6 +115,8 @@ class RunStore:
                 "install it with `pip install 'pse[postgres]'`"
             ) from None
         self._lock = threading.Lock()
+        self._tags_written: dict[str, str] = {}  # run id -> the tags JSON this store last wrote for it
+        self._upsert = _upsert(self.kind)
         try:
             with self._write() as conn:
                 if self.kind == "postgresql":
@@ -172,31 +174,33 @@ class RunStore:
     # ---- rows ------------------------------------------------------------------------------------
 
     def record(self, entry: RunEntry, runs_root: Path, *, mtime_ns: int = 0, size: int = 0) -> None:
-        """Write (insert or replace) the row of one run and its tags."""
-        self.record_many([(entry, mtime_ns, size)], runs_root)
+        """Write (insert or replace) the row of one run and its tags: one upsert, plus the tags when they
+        changed since this store last wrote them (the engine calls this at every save)."""
+        value = _value(entry, str(runs_root), mtime_ns, size, time.time())
+        with self._lock:
+            tags_known = self._tags_written.get(entry.run_id) == value["tags"]
+        with self._write() as conn:
+            conn.execute(self._upsert, value)
+            if not tags_known:
+                conn.execute(run_tags.delete().where(run_tags.c.run_id == entry.run_id))
+                if entry.tags:
+                    conn.execute(run_tags.insert(), _tag_rows(entry))
+        with self._lock:
+            if entry.outcome is None:
+                self._tags_written[entry.run_id] = value["tags"]
+            else:  # a finished run is rarely written again: forget it (the memo stays small)
+                self._tags_written.pop(entry.run_id, None)
 
     def record_many(self, rows: Sequence[tuple[RunEntry, int, int]], runs_root: Path) -> None:
         if not rows:
             return
-        root = str(runs_root)
-        now = time.time()
-        values = [
-            {
-                **{name: getattr(entry, name) for name in _ENTRY_FIELDS},
-                "tags": json.dumps(entry.tags, sort_keys=True),
-                "runs_root": root,
-                "trace_mtime_ns": mtime_ns,
-                "trace_size": size,
-                "indexed_at": now,
-            }
-            for entry, mtime_ns, size in rows
-        ]
+        root, now = str(runs_root), time.time()
+        values = [_value(entry, root, mtime_ns, size, now) for entry, mtime_ns, size in rows]
         ids = [v["run_id"] for v in values]
-        tags = [
-            {"run_id": entry.run_id, "key": k[:100], "value": v[:500]}
-            for entry, _, _ in rows
-            for k, v in entry.tags.items()
-        ]
+        tags = [tag for entry, _, _ in rows for tag in _tag_rows(entry)]
+        with self._lock:
+            for run_id in ids:
+                self._tags_written.pop(run_id, None)
         with self._write() as conn:
             for chunk in _chunks(ids, 500):
                 conn.execute(run_tags.delete().where(run_tags.c.run_id.in_(chunk)))
@@ -209,6 +213,9 @@ class RunStore:
         """Drop the rows of these runs; return how many there were."""
         ids = list(run_ids)
         dropped = 0
+        with self._lock:
+            for run_id in ids:
+                self._tags_written.pop(run_id, None)
         with self._write() as conn:
             for chunk in _chunks(ids, 500):
                 conn.execute(run_tags.delete().where(run_tags.c.run_id.in_(chunk)))
@@ -342,6 +349,32 @@ class RunStore:
         for chunk in _chunks(rows, 1000):
             self.record_many(chunk, root)
         return RebuildReport(indexed=len(rows), skipped=skipped, dropped=dropped)
+
+
+def _value(entry: RunEntry, root: str, mtime_ns: int, size: int, now: float) -> dict[str, Any]:
+    return {
+        **{name: getattr(entry, name) for name in _ENTRY_FIELDS},
+        "tags": json.dumps(entry.tags, sort_keys=True),
+        "runs_root": root,
+        "trace_mtime_ns": mtime_ns,
+        "trace_size": size,
+        "indexed_at": now,
+    }
+
+
+def _tag_rows(entry: RunEntry) -> list[dict[str, str]]:
+    return [{"run_id": entry.run_id, "key": k[:100], "value": v[:500]} for k, v in entry.tags.items()]
+
+
+def _upsert(kind: str) -> Any:
+    """INSERT … ON CONFLICT (run_id) DO UPDATE, in the dialect of the store (both have it)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    insert = postgresql.insert(runs) if kind == "postgresql" else sqlite.insert(runs)
+    return insert.on_conflict_do_update(
+        index_elements=[runs.c.run_id],
+        set_={c.name: insert.excluded[c.name] for c in runs.c if c.name != "run_id"},
+    )
 
 
 def _short(exc: BaseException) -> str:
