@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, SecretStr
 
-from pse.batch._work import ItemResult, WorkItem, new_owner, work_item
+from pse.batch._work import ItemResult, Stop, WorkItem, new_owner, work_item
 from pse.config import Settings
 from pse.exceptions import UserError
 from pse.runner import PreparedRun, user_tasks_dir
@@ -71,8 +71,14 @@ class BatchSummary(BatchProgress):
     resumed: int = Field(description="runs that went on from an earlier interrupted attempt")
     interrupted: bool = False
     wall_s: float
-    errors: list[str] = Field(default_factory=list, description="runs that could not start, and why")
+    errors: list[str] = Field(
+        default_factory=list, description="runs that could not start or crashed, and why"
+    )
     runs: list[dict[str, Any]] = Field(default_factory=list, description="item, run id and outcome per row")
+
+
+StartNote = Callable[[WorkItem, str], None]
+"""Told (work item, run id) when a run starts; an executor whose workers are elsewhere tells it late."""
 
 
 class Executor(Protocol):
@@ -81,7 +87,11 @@ class Executor(Protocol):
     name: str
 
     async def run(
-        self, works: Sequence[WorkItem], on_result: Callable[[ItemResult], None], cancel: asyncio.Event
+        self,
+        works: Sequence[WorkItem],
+        on_result: Callable[[ItemResult], None],
+        cancel: asyncio.Event,
+        on_started: StartNote | None = None,
     ) -> None: ...
 
 
@@ -94,7 +104,11 @@ class LocalExecutor:
     running: dict[int, PreparedRun] = field(default_factory=dict)
 
     async def run(
-        self, works: Sequence[WorkItem], on_result: Callable[[ItemResult], None], cancel: asyncio.Event
+        self,
+        works: Sequence[WorkItem],
+        on_result: Callable[[ItemResult], None],
+        cancel: asyncio.Event,
+        on_started: StartNote | None = None,
     ) -> None:
         gate = asyncio.Semaphore(self.concurrency)
         owner = new_owner()
@@ -103,7 +117,10 @@ class LocalExecutor:
             async with gate:
                 if cancel.is_set():
                     return
-                on_result(await work_item(work, owner, cancel=cancel, running=self.running))
+                result = await work_item(
+                    work, owner, cancel=cancel, running=self.running, on_started=on_started
+                )
+                on_result(result)
 
         await asyncio.gather(*(one(w) for w in works))
 
@@ -127,7 +144,7 @@ class BatchRun:
     lease_s: float = 60.0
     on_progress: Callable[[BatchProgress], None] | None = None
     progress_every_s: float = 0.5
-    _cancel: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    _cancel: Stop = field(default_factory=Stop, init=False, repr=False)
 
     @property
     def batch_id(self) -> str:
@@ -135,7 +152,7 @@ class BatchRun:
 
     def cancel(self) -> None:
         """Start no more rows; running runs end at their cycle boundary and resume next time."""
-        self._cancel.set()
+        self._cancel.stop("the batch was interrupted (Ctrl-C)")
 
 
 def portable(settings: Settings) -> Settings:

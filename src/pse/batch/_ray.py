@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pse.batch._work import ItemResult, WorkItem, new_owner, work_item
+from pse.batch._work import ItemResult, Stop, WorkItem, new_owner, work_item
 from pse.engine import check_run_id
 from pse.exceptions import ConfigError
 from pse.models._ratelimit import Grant, LimitKey, Limits, LocalLimiter, install_limiter_backend
@@ -91,7 +91,7 @@ class _RunWorker:
 
     def __init__(self, limit_actor: Any = None) -> None:
         self.owner = new_owner()
-        self.cancel = asyncio.Event()
+        self.cancel = Stop()
         if limit_actor is not None:  # this process's model calls wait on the cluster's limit
             install_limiter_backend(RayLimiterBackend(limit_actor))
 
@@ -104,8 +104,8 @@ class _RunWorker:
         except OSError:
             return False
 
-    async def stop(self) -> None:
-        self.cancel.set()
+    async def stop(self, reason: str = Stop.reason) -> None:
+        self.cancel.stop(reason)
 
     async def run(self, work: WorkItem, shared: bool) -> ItemResult:
         if shared:
@@ -174,7 +174,11 @@ class RayExecutor:
     actors: list[Any] = field(default_factory=list)
 
     async def run(
-        self, works: Sequence[WorkItem], on_result: Callable[[ItemResult], None], cancel: asyncio.Event
+        self,
+        works: Sequence[WorkItem],
+        on_result: Callable[[ItemResult], None],
+        cancel: asyncio.Event,
+        on_started: Callable[[WorkItem, str], None] | None = None,
     ) -> None:
         ray = _ray()
         started_here = not ray.is_initialized()
@@ -187,7 +191,7 @@ class RayExecutor:
                 configure_logging=False,
             )
         try:
-            await self._run(ray, works, on_result, cancel)
+            await self._run(ray, works, on_result, cancel, on_started)
         finally:
             self.actors = []
             if started_here:
@@ -199,6 +203,7 @@ class RayExecutor:
         works: Sequence[WorkItem],
         on_result: Callable[[ItemResult], None],
         cancel: asyncio.Event,
+        on_started: Callable[[WorkItem, str], None] | None,
     ) -> None:
         if not works:
             return
@@ -251,11 +256,14 @@ class RayExecutor:
                     _unpack(result.archive, runs_dir / check_run_id(result.run_id))
                     result.archive = None
                     await asyncio.to_thread(store.index_folder, runs_dir, result.run_id)
+                if on_started is not None and result.run_id is not None and not result.skipped:
+                    on_started(work, result.run_id)  # late: the worker is elsewhere
                 on_result(result)
 
         async def stop_on_cancel() -> None:
             await cancel.wait()
-            await asyncio.gather(*(a.stop.remote() for a in self.actors), return_exceptions=True)
+            reason = getattr(cancel, "reason", Stop.reason)
+            await asyncio.gather(*(a.stop.remote(reason) for a in self.actors), return_exceptions=True)
 
         stopper = asyncio.create_task(stop_on_cancel())
         try:

@@ -6,12 +6,13 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pse.batch import RayExecutor
 from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, shown
 from pse.evals import ArmSummary, EvalSummary, ResultRow
 from pse.evals._harness import ARMS, EvalRun, parse_arms, run_eval, select_instances
@@ -37,7 +38,17 @@ def eval_cmd(
     instances: Annotated[
         str | None, typer.Option("--instances", help="Run these instance ids (ID,…).")
     ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Runs at once.")] = 1,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Runs at once (per Ray worker with ray).")
+    ] = 1,
+    executor: Annotated[
+        Literal["local", "ray"],
+        typer.Option("--executor", help="local (this process) or ray (docs/scale.md)."),
+    ] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (auto: the local `ray start`).")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Ray workers to start (--executor ray).")] = 2,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="The evaluation's folder (re-use it to resume).")
     ] = None,
@@ -88,6 +99,9 @@ def eval_cmd(
         on_start=progress.started,
         on_row=progress.finished,
         dashboard_url=dashboard_url.rstrip("/") or None,
+        executor=RayExecutor(workers=workers, per_worker=concurrency, address=address)
+        if executor == "ray"
+        else None,
     )
 
     async def go() -> EvalSummary:

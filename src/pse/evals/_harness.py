@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from pse._run_entry import RunEntry
+from pse.batch import Executor, ItemResult, LocalExecutor, WorkItem
+from pse.batch._batch import portable
+from pse.batch._work import Stop
 from pse.config import Settings, with_overrides
 from pse.evals._hidden import run_hidden_check
 from pse.evals._results import EvalSummary, HiddenResult, ResultRow, latest_rows, summarize_rows
 from pse.evals._suite import Instance, Suite
 from pse.events import utc_now
 from pse.exceptions import PSEError, UserError
-from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
+from pse.store import RunFilter, open_store
 
 __all__ = [
     "ARMS",
@@ -153,7 +156,8 @@ class EvalRun:
     on_start: Callable[[str, str, str], None] | None = None
     on_row: Callable[[ResultRow], None] | None = None
     dashboard_url: str | None = None
-    _running: dict[int, PreparedRun] = field(default_factory=dict, init=False, repr=False)
+    executor: Executor | None = None
+    _cancel_event: Stop = field(default_factory=Stop, init=False, repr=False)
     _cancelled: str | None = field(default=None, init=False, repr=False)
 
     @property
@@ -169,8 +173,7 @@ class EvalRun:
         """Start no more runs and cancel the running ones cleanly: each ends at its cycle boundary,
         records no result, and resumes when the evaluation is run again with the same folder."""
         self._cancelled = reason
-        for prepared in list(self._running.values()):
-            prepared.engine.cancel(reason)
+        self._cancel_event.stop(reason)
 
 
 async def run_eval(plan: EvalRun) -> EvalSummary:
@@ -197,10 +200,11 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
     meta = _meta(plan, out)
     hidden_dir = _stage_hidden(plan.suite, out)
     hide = [*plan.suite.secret_paths, out]
-    started = _started_runs(out)
+    started = _runs_in_store(plan) | _started_runs(out)
     lock = asyncio.Lock()
-    gate = asyncio.Semaphore(plan.concurrency)
-    fatal: list[BaseException] = []
+    fatal: list[str] = []
+    limits = plan.suite.config.limits.model_dump(exclude_none=True)
+    executor = plan.executor or LocalExecutor(plan.concurrency)
 
     async def record(row: ResultRow) -> None:
         async with lock:
@@ -209,41 +213,90 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
         if plan.on_row is not None:
             plan.on_row(row)
 
-    async def one(instance: Instance, arm: str) -> None:
-        async with gate:
-            if fatal or plan._cancelled is not None:
-                return
-            cassette = plan.cassettes / arm / f"{instance.id}.json" if plan.cassettes is not None else None
-            settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
-            earlier = started.get((instance.id, arm))
-            finished = _finished_trace(settings, earlier)
-            if finished is not None:  # it ended before its row was written (a crash in between): judge it
-                await record(
-                    await _judge(plan, instance, arm, settings, finished, hidden_dir, hide, wall=0.0)
-                )
-                return
-            try:
-                prepared = _prepare(plan, instance, arm, settings, earlier)
-            except PSEError as exc:  # a setting, input or sandbox every run would trip on
-                fatal.append(exc)
-                return
-            async with lock:
-                _append(out / RUNS_FILE, {"instance": instance.id, "arm": arm, "run_id": prepared.run_id})
-            plan._running[id(prepared)] = prepared
-            if plan.on_start is not None:
-                plan.on_start(instance.id, arm, prepared.run_id)
-            try:
-                row = await _run_one(plan, prepared, instance, arm, settings, hidden_dir, hide)
-            finally:
-                plan._running.pop(id(prepared), None)
-            if row is not None:  # None: cancelled, no result; the next run of this evaluation resumes it
-                await record(row)
+    works: list[WorkItem] = []
+    pairs: dict[int, tuple[Instance, str, Settings]] = {}
+    for instance, arm in jobs:
+        cassette = plan.cassettes / arm / f"{instance.id}.json" if plan.cassettes is not None else None
+        settings = arm_settings(plan.settings, arm, hide=hide, cassette=cassette)
+        earlier = started.get((instance.id, arm))
+        finished = _finished_trace(settings, earlier)
+        if finished is not None:  # it ended before its row was written (a crash in between): judge it
+            await record(await _judge(plan, instance, arm, settings, finished, hidden_dir, hide, wall=0.0))
+            continue
+        pairs[len(works)] = (instance, arm, settings)
+        works.append(
+            WorkItem(
+                batch_id=None,
+                item=len(works),
+                task=plan.suite.config.task,
+                inputs=dict(instance.inputs),
+                settings=portable(settings),
+                tags={"eval": plan.eval_id, "arm": arm, "instance": instance.id},
+                files=dict(instance.files),
+                limits=limits,
+                resume=earlier,
+            )
+        )
+    begun: dict[int, float] = {}
+    judging: list[asyncio.Task[None]] = []
 
-    await asyncio.gather(*(one(i, a) for i, a in jobs))
+    def on_started(work: WorkItem, run_id: str) -> None:
+        instance, arm, _ = pairs[work.item]
+        begun.setdefault(work.item, time.monotonic())
+        _append(out / RUNS_FILE, {"instance": instance.id, "arm": arm, "run_id": run_id})
+        if plan.on_start is not None:
+            plan.on_start(instance.id, arm, run_id)
+
+    async def judge(result: ItemResult) -> None:
+        instance, arm, settings = pairs[result.item]
+        wall = time.monotonic() - begun.get(result.item, time.monotonic())
+        trace = _trace_json(settings, result.run_id)
+        if trace is None or (plan._cancelled is not None and result.cancelled):
+            return  # cancelled: no result; the next run of this evaluation resumes it
+        run_dir = settings.runs_dir.resolve() / str(result.run_id)
+        await record(
+            await _judge(
+                plan, instance, arm, settings, (run_dir, trace), hidden_dir, hide, wall, result.error
+            )
+        )
+
+    def on_result(result: ItemResult) -> None:
+        if result.unstarted:  # it could not start: a setting, input or sandbox every run would trip on
+            fatal.append(result.error or "the run could not start")
+            plan.cancel(f"the evaluation stopped: {fatal[0]}")
+            return
+        judging.append(asyncio.ensure_future(judge(result)))
+
+    await executor.run(works, on_result, plan._cancel_event, on_started)
+    await asyncio.gather(*judging)
     summary = _write_summary(plan, out, meta)
     if fatal:
         raise UserError(f"the evaluation stopped: {fatal[0]}")
     return summary
+
+
+def _runs_in_store(plan: EvalRun) -> dict[tuple[str, str], str]:
+    """The newest run of each (instance, arm) the store has for this evaluation: a run whose start was
+    never noted in runs.jsonl (its worker was elsewhere, the driver died) is found by its tags."""
+    try:
+        entries = open_store(plan.settings).entries(RunFilter(tags=(("eval", plan.eval_id),)))
+    except PSEError:
+        return {}  # no store to ask: runs.jsonl alone says what started
+    found: dict[tuple[str, str], str] = {}
+    for entry in reversed(entries):  # oldest first: the newest wins
+        if "instance" in entry.tags and "arm" in entry.tags:
+            found[(entry.tags["instance"], entry.tags["arm"])] = entry.run_id
+    return found
+
+
+def _trace_json(settings: Settings, run_id: str | None) -> dict[str, Any] | None:
+    if run_id is None:
+        return None
+    try:
+        data = json.loads((settings.runs_dir.resolve() / run_id / "trace.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _open_folder(out: Path) -> None:
@@ -319,55 +372,6 @@ def _finished_trace(settings: Settings, run_id: str | None) -> tuple[Path, dict[
     if data.get("outcome") is None or str(data.get("outcome_reason")).startswith("CANCELLED"):
         return None
     return run_dir, data
-
-
-def _prepare(
-    plan: EvalRun, instance: Instance, arm: str, settings: Settings, earlier: str | None
-) -> PreparedRun:
-    """A new run of (instance, arm), or the interrupted one it started before, resumed."""
-    limits = plan.suite.config.limits.model_dump(exclude_none=True)
-    if earlier is not None:
-        trace = settings.runs_dir.resolve() / earlier / "trace.json"
-        try:
-            data = json.loads(trace.read_text(encoding="utf-8")) if trace.is_file() else {}
-        except (OSError, ValueError):
-            data = {}
-        interrupted = data.get("outcome") is None or str(data.get("outcome_reason")).startswith("CANCELLED")
-        if data and interrupted:  # killed or cancelled: it goes on from its last cycle
-            return prepare_resume(earlier, settings, limits=limits)
-    tags = {"eval": plan.eval_id, "arm": arm, "instance": instance.id}
-    return prepare_run(
-        plan.suite.config.task,
-        settings,
-        inputs=instance.inputs,
-        files=instance.files,
-        tags=tags,
-        limits=limits,
-    )
-
-
-async def _run_one(
-    plan: EvalRun,
-    prepared: PreparedRun,
-    instance: Instance,
-    arm: str,
-    settings: Settings,
-    hidden_dir: Path | None,
-    hide: Sequence[Path],
-) -> ResultRow | None:
-    started = time.monotonic()
-    crash: str | None = None
-    try:
-        await run_to_end(prepared)
-    except Exception as exc:  # a bug in a run is that run's ERROR (its trace says so), not the eval's end
-        crash = f"{type(exc).__name__}: {exc}"
-    wall = time.monotonic() - started
-    trace = json.loads((prepared.run_dir / "trace.json").read_text(encoding="utf-8"))
-    if plan._cancelled is not None and str(trace.get("outcome_reason", "")).startswith("CANCELLED"):
-        return None
-    return await _judge(
-        plan, instance, arm, settings, (prepared.run_dir, trace), hidden_dir, hide, wall, crash
-    )
 
 
 async def _judge(
