@@ -1,8 +1,14 @@
-"""What the `pse` commands share: the consoles, the common options, settings and safe printing."""
+"""What the `pse` commands share: the consoles, the common options, settings, run ids as people type
+them, task-name hints and safe printing."""
 
 from __future__ import annotations
 
+import difflib
 import logging
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,23 +16,50 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pse.cli._live import strip_control
-from pse.config import Settings, load_settings
+from pse.cli._control import strip_control
+from pse.config import Settings
+from pse.config._settings import load_settings_given
+from pse.engine import check_run_id, is_run_id
+from pse.exceptions import TaskNotFoundError, UserError
 
-__all__ = ["RunsDir", "TasksDir", "command_settings", "configure_logging", "err", "out", "shown"]
+__all__ = [
+    "LAST_RUN",
+    "RunsDir",
+    "TasksDir",
+    "command_settings",
+    "configure_logging",
+    "err",
+    "option_names",
+    "out",
+    "resolve_run_id",
+    "shown",
+    "suggesting_tasks",
+]
 
 out = Console()
 err = Console(stderr=True)
 
 TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks directory (PSE_TASKS_DIR).")]
 RunsDir = Annotated[Path | None, typer.Option("--runs-dir", help="Where run folders go (PSE_RUNS_DIR).")]
+LAST_RUN = "last"
+"""What a person types for the newest run, wherever a command takes a run id."""
+_SHOWN_MATCHES = 5
 
 
 def command_settings(**overrides: Any) -> Settings:
-    """The settings of one command: the environment and `.env`, with its options (None: not given)."""
-    settings = load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    """The settings of one command: the environment and `.env`, with its options (None: not given).
+
+    A bad option value is reported as the option's (`--provider: …`), not as a variable's.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    settings = load_settings_given(option_names(given), **given)
     configure_logging(settings.log_level)
     return settings
+
+
+def option_names(settings: Iterable[str]) -> dict[str, str]:
+    """Each setting by the option that sets it on the command line: `runs_dir` → `--runs-dir`."""
+    return {name: "--" + name.replace("_", "-") for name in settings}
 
 
 def configure_logging(level: str) -> None:
@@ -40,3 +73,63 @@ def configure_logging(level: str) -> None:
 def shown(text: object) -> str:
     """Text a model, a tool or a trace file wrote, ready for rich markup: no control sequences, no markup."""
     return escape(strip_control(str(text)))
+
+
+def _is_run_folder(runs_dir: Path, name: str) -> bool:
+    try:  # a real folder holding a regular trace.json, as the run history reads them (no symlinks)
+        folder = os.lstat(runs_dir / name)
+        return stat.S_ISDIR(folder.st_mode) and stat.S_ISREG(os.lstat(runs_dir / name / "trace.json").st_mode)
+    except OSError:
+        return False
+
+
+def resolve_run_id(text: str, settings: Settings) -> str:
+    """A run id as a person types it: the whole id, `last` (the newest run), or a unique start of one.
+
+    Returns the whole id; the text unchanged when no run starts with it (the command's own lookup
+    then says there is no such run).
+
+    Raises:
+        UserError: the text is no run id at all, `last` in an empty runs directory, or the start of
+            several run ids (the message lists some).
+    """
+    runs_dir = settings.runs_dir
+    if text == LAST_RUN and not _is_run_folder(runs_dir, text):
+        from pse.history import list_runs
+
+        newest = list_runs(runs_dir, settings, limit=1)
+        if not newest:
+            raise UserError(f"no runs in {runs_dir} yet, so no `last` one; `pse run TASK` makes one")
+        return newest[0].run_id
+    check_run_id(text)
+    if _is_run_folder(runs_dir, text):
+        return text
+    try:
+        names = [e.name for e in os.scandir(runs_dir) if e.name.startswith(text) and is_run_id(e.name)]
+    except OSError:
+        return text
+    matches = sorted(name for name in names if _is_run_folder(runs_dir, name))
+    if len(matches) > 1:
+        listed = ", ".join(matches[:_SHOWN_MATCHES]) + (", …" if len(matches) > _SHOWN_MATCHES else "")
+        raise UserError(
+            f"{text!r} is the start of {len(matches)} run ids ({listed}); type more of the id, or `last` "
+            "for the newest run"
+        )
+    return matches[0] if matches else text
+
+
+@contextmanager
+def suggesting_tasks(task: str, settings: Settings) -> Iterator[None]:
+    """Turn "no task named X" into one that names the closest task: "did you mean 'code-delivery'?"."""
+    try:
+        yield
+    except TaskNotFoundError as exc:
+        from pse.runner import registry_for
+
+        names = registry_for(settings).names()
+        close = difflib.get_close_matches(task, names, n=1, cutoff=0.6)
+        if not close:
+            raise
+        raise TaskNotFoundError(
+            f"no task named {task!r}; did you mean {close[0]!r}? (available: {', '.join(names)})"
+        ) from exc

@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pse.cli._live import strip_control
-from pse.config import load_settings
+from pse.cli._common import option_names
+from pse.cli._control import strip_control
+from pse.config._settings import load_settings_given
 from pse.doctor import DoctorReport, ExchangeResult, ModelCheck, diagnose
 
 __all__ = ["doctor_cmd"]
@@ -97,8 +98,11 @@ def doctor_cmd(
 ) -> None:
     """Check each role's model: reachable, speed, context, grammar and native tools, valid tool call and
     verdict. Exit 0 all usable, 1 something unusable, 2 configuration error."""
-    overrides = {"provider": provider, "model": model, "base_url": base_url}
-    report = asyncio.run(diagnose(load_settings(**{k: v for k, v in overrides.items() if v is not None})))
+    given = {
+        k: v for k, v in {"provider": provider, "model": model, "base_url": base_url}.items() if v is not None
+    }
+    settings = load_settings_given(option_names(given), **given)
+    report = asyncio.run(diagnose(settings))
     if as_json:
         print(report.model_dump_json())
     else:

@@ -1,22 +1,28 @@
 """The live view of a run in the terminal, and the final per-role table. Consumes engine events only.
 
-Everything shown here was written by a model or a tool (or read from a trace a tool could have
-written), so it passes through `strip_control` first: a model cannot clear the screen, move the
-cursor or colour a fake "every hard gate passed". `pse trace` uses the same function.
+One line per event: who, and what it did ("Specialist ↳ wrote quicksort.py (433 B)", "Evaluator ↳
+pytest: 5 passed, 2 failed", "Engine cycle 1: Evaluator PARTIAL → gate `check:pytest` failed →
+PARTIAL"), never the protocol's raw XML (`pse.cli._describe`), each line cut to the terminal's width.
+Everything shown was written by a model or a tool (or read from a trace a tool could have written),
+so it passes through `strip_control` and goes into `Text`, never into markup: a model cannot clear
+the screen, move the cursor or colour a fake "every hard gate passed". `pse trace` does the same.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from pse._causal import cycle_link
+from pse.cli._control import strip_control
+from pse.cli._describe import CallKind, describe_call, describe_message, flat
 from pse.engine import Trace
 from pse.events import (
     ApprovalEvent,
@@ -34,33 +40,7 @@ from pse.events import (
 )
 from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
 
-__all__ = ["LiveView", "outcome_style", "strip_control", "token_table"]
-
-_CONTROL = re.compile(
-    r"""
-      \x1b\[ [0-?]* [ -/]* [@-~]            # CSI: cursor moves, erase, colours
-    | \x1b\] [^\x07\x1b\x9c]* (?:\x07|\x1b\\|\x9c)  # OSC: window title, hyperlinks, clipboard
-    | \x1b[PX^_] [^\x1b\x9c]* (?:\x1b\\|\x9c)    # DCS, SOS, PM, APC strings
-    | \x1b [ -/]* [0-~]                     # other escapes (ESC c resets the terminal)
-    | \x9b [0-?]* [ -/]* [@-~]              # 8-bit CSI
-    | \x9d [^\x07\x1b\x9c]* (?:\x07|\x1b\\|\x9c)   # 8-bit OSC
-    | [\x90\x98\x9e\x9f] [^\x1b\x9c]* (?:\x1b\\|\x9c)  # 8-bit DCS, SOS, PM, APC
-    | [\x00-\x08\x0b-\x1f\x7f-\x9f]           # what is left: C0 but tab and newline, DEL, C1, lone ESC
-    """,
-    re.VERBOSE,
-)
-
-
-def strip_control(text: str) -> str:
-    """`text` without terminal control sequences, safe to print: what models and tools wrote.
-
-    Removes CSI, OSC, DCS/SOS/PM/APC sequences (7- and 8-bit), other escape sequences, a lone ESC,
-    every C0 control but newline and tab (so also carriage return and backspace, which overwrite
-    what was printed), DEL and the C1 controls. An unterminated string sequence loses only its
-    introducer; the text after it stays visible.
-    """
-    return _CONTROL.sub("", text)
-
+__all__ = ["CALL_STYLE", "LiveView", "outcome_style", "strip_control", "token_summary", "token_table"]
 
 _OUTCOME_STYLE = {
     "PASSED": "bold green",
@@ -82,17 +62,33 @@ def outcome_style(outcome: str | None) -> str:
     return _OUTCOME_STYLE.get(outcome or "", "white")
 
 
-def _one_line(text: str, width: int = 96) -> str:
-    flat = " ".join(strip_control(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+CALL_STYLE: dict[CallKind, str] = {"ok": "default", "finding": "yellow", "failed": "red", "denied": "red"}
+"""How a tool call's line is coloured: a check's findings are yellow, a broken or refused call red."""
+_VERDICT_STYLE = {"PASS": "green", "PARTIAL": "yellow"}
+
+
+def _line(label: str, label_style: str, body: str = "", body_style: str = "default") -> Text:
+    """One line of the view, cut with … at the width it is shown in (never wrapped)."""
+    line = Text(f"{label:>10} ", label_style, no_wrap=True, overflow="ellipsis")
+    line.append(body, body_style)
+    return line
+
+
+def _cycle_result(event: VerdictEvent) -> str:
+    """What the engine makes of a review (a PASS with an enforced gate failure is a PARTIAL)."""
+    if event.verdict is None:
+        return ""
+    if event.verdict.status == "PASS" and not event.gate.passed and event.gate.enforced:
+        return "PARTIAL"
+    return event.verdict.status
 
 
 class LiveView:
-    """A compact, continuously refreshed view: cycle, state, who speaks, tool decisions, tokens and cost.
+    """A compact, continuously refreshed view: cycle, state, who speaks, what each event did, tokens.
 
     On a terminal it redraws one panel in place. When the output is not a terminal (a CI log, a pipe),
-    a redrawn panel would leave only its last frame, so every line is printed as it happens instead,
-    and the panel once at the end.
+    a redrawn panel would leave only its last frame, so every line is printed once as it happens, and
+    nothing more at the end (the token table and the outcome line follow).
     """
 
     def __init__(self, console: Console, task: str, run_id: str = "") -> None:
@@ -112,14 +108,15 @@ class LiveView:
     def __enter__(self) -> LiveView:
         if self._live is not None:
             self._live.__enter__()
+        else:
+            head = _line("run", "bold", f"{flat(self.task)} {flat(self.run_id)}".strip())
+            self.console.print(head, no_wrap=True, overflow="ellipsis")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._live is None:
-            self.console.print(self._render())
-            return
-        self._live.update(self._render())
-        self._live.__exit__(None, None, None)
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(None, None, None)
 
     def pause(self) -> None:
         """Stop redrawing (a question is asked below the panel)."""
@@ -134,110 +131,122 @@ class LiveView:
     def _add(self, text: Text) -> None:
         self.lines.append(text)
         if self._live is None:
-            self.console.print(text)
+            self.console.print(text, no_wrap=True, overflow="ellipsis")
 
     def on_event(self, event: Event) -> None:
         """Update the view with one engine event."""
         self.run_id = self.run_id or event.run_id
-        if isinstance(event, CycleStarted):
-            self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
-            speaker = strip_control(event.first_speaker)
-            self._add(Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {speaker}", "bold"))
-        elif isinstance(event, MessageEvent):
-            m = event.message
-            self.speaker = strip_control(m.source)
-            if m.source != TOOL_AGENT:
-                self.tokens += m.prompt_tokens + m.completion_tokens
-                line = Text(f"{self.speaker:>10} ", _ROLE_STYLE.get(m.source, "white"))
-                line.append(_one_line(m.content), "default")
-                self._add(line)
-        elif isinstance(event, ToolCallEvent):
-            c = event.call
-            ok = c.decision == "allowed"
-            line = Text(f"{TOOL_AGENT:>10} ", _ROLE_STYLE[TOOL_AGENT])
-            line.append(strip_control(f"{c.requester}→{c.tool} "), "bold")
-            line.append(strip_control(c.decision), "green" if ok else "red")
-            line.append(strip_control(f" {c.status} {c.ms}ms" + ("" if ok else f" ({c.rule})")))
-            self._add(line)
-        elif isinstance(event, RetrievalEvent):
-            top = strip_control(
-                ", ".join(f"{r['file']}:{r['start_line']}-{r['end_line']}" for r in event.results[:3])
-            )
-            line = Text(f"{'Knowledge':>10} ", "green")
-            line.append(
-                f'"{_one_line(event.query, 60)}" → {len(event.results)} result(s)'
-                + (f": {top}" if top else "")
-            )
-            self._add(line)
-        elif isinstance(event, DriftEvent):
-            d = event.drift
-            line = Text(f"{'Replay':>10} ", "yellow")
-            line.append(
-                strip_control(
-                    f"drift: {d.role} turn {d.turn}, message {d.message} ({d.speaker}): tool output differs "
-                    f"from the recording ({d.recorded_chars} → {d.chars} chars)"
-                )
-            )
-            self._add(line)
-        elif isinstance(event, VerdictEvent):
-            if event.verdict is not None:
-                failed = [c.id for c in event.verdict.criteria if not c.met]
-                text = f"verdict {event.verdict.status} ({event.verdict.reason_code})"
-                text += f"; unmet: {', '.join(failed)}" if failed else ""
-                style = "green" if event.verdict.status == "PASS" else "yellow"
-            elif event.error is not None:
-                text, style = f"review error: {event.error}", "red"
-            else:  # no review happened: the cycle was stopped, or a role blocked
-                text, style = (
-                    f"no review: {event.stopped or 'the cycle ended before the Evaluator spoke'}",
-                    "magenta",
-                )
-            if not event.gate.passed and event.verdict is not None and event.verdict.status == "PASS":
-                text += f"; hard gate failed: {'; '.join(event.gate.failures)}"
-                style = "red"
-            self._add(Text(f"{'Engine':>10} {strip_control(text)}", style))
-        elif isinstance(event, FormatRepairEvent):
-            fix = event.repair
-            line = Text(f"{'Engine':>10} ", "yellow")
-            line.append(
-                strip_control(f"asked {fix.role} to repair its turn ({fix.attempt}): {_one_line(fix.error)}")
-            )
-            self._add(line)
-        elif isinstance(event, ApprovalEvent):
-            a = event.approval
-            line = Text(f"{'Approval':>10} ", "yellow")
-            if a.decision is None:
-                asked = f"{a.id}: {a.requester}→{a.tool} held ({a.fired}); pse approve {self.run_id} {a.id}"
-                line.append(_one_line(asked, 140))
-            else:
-                said = f"{a.id} {a.decision} by {a.by} ({a.via})" + (f": {a.reason}" if a.reason else "")
-                line.append(_one_line(said, 140), "green" if a.decision == "approved" else "red")
-            self._add(line)
-            if a.decision is None and self.on_held is not None:
-                self.on_held(event)
-        elif isinstance(event, StepEvent):
-            step = event.attempt
-            line = Text(f"{'Step':>10} ", "cyan")
-            if not step.result:
-                line.append(strip_control(f"{step.step} attempt {step.attempt} started"))
-            else:
-                style = {"PASS": "green", "PARTIAL": "yellow"}.get(step.result, "red")
-                line.append(strip_control(f"{step.step} attempt {step.attempt}: "))
-                line.append(strip_control(step.result), style)
-                line.append(" " + _one_line(f"({step.result_reason})", 100))
-            self._add(line)
-        elif isinstance(event, TransitionEvent):
-            self.state = event.transition.to
-        elif isinstance(event, OutcomeEvent):
-            self.state = event.outcome
-            self.cost, self.currency = event.cost, event.currency
+        match event:
+            case CycleStarted():
+                self._cycle_started(event)
+            case MessageEvent():
+                self._message(event)
+            case ToolCallEvent():
+                self._tool_call(event)
+            case RetrievalEvent():
+                self._retrieval(event)
+            case DriftEvent():
+                self._drift(event)
+            case VerdictEvent():
+                self._verdict(event)
+            case FormatRepairEvent():
+                self._repair(event)
+            case ApprovalEvent():
+                self._approval(event)
+            case StepEvent():
+                self._step(event)
+            case TransitionEvent():
+                self.state = event.transition.to
+            case OutcomeEvent():
+                self.state = event.outcome
+                self.cost, self.currency = event.cost, event.currency
         if self._live is not None:
             self._live.update(self._render())
 
+    def _cycle_started(self, event: CycleStarted) -> None:
+        self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
+        speaker = flat(event.first_speaker)
+        self._add(Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {speaker}", "bold"))
+
+    def _message(self, event: MessageEvent) -> None:
+        m = event.message
+        self.speaker = flat(m.source)
+        if m.source == TOOL_AGENT:  # its results are shown call by call
+            return
+        self.tokens += m.prompt_tokens + m.completion_tokens
+        said = describe_message(m.source, m.content) + (" (late: not acted on)" if m.late else "")
+        self._add(_line(self.speaker, _ROLE_STYLE.get(m.source, "white"), said))
+
+    def _tool_call(self, event: ToolCallEvent) -> None:
+        call = event.call
+        text, kind = describe_call(call)
+        self._add(
+            _line(
+                flat(call.requester),
+                _ROLE_STYLE.get(call.requester, "white"),
+                "↳ " + flat(text),
+                CALL_STYLE[kind],
+            )
+        )
+
+    def _retrieval(self, event: RetrievalEvent) -> None:
+        top = ", ".join(f"{r['file']}:{r['start_line']}-{r['end_line']}" for r in event.results[:3])
+        said = f'"{flat(event.query, 60)}" → {len(event.results)} result(s)' + (f": {top}" if top else "")
+        self._add(_line("Knowledge", "green", flat(said)))
+
+    def _drift(self, event: DriftEvent) -> None:
+        d = event.drift
+        said = (
+            f"drift: {d.role} turn {d.turn}, message {d.message} ({d.speaker}): tool output differs "
+            f"from the recording ({d.recorded_chars} → {d.chars} chars)"
+        )
+        self._add(_line("Replay", "yellow", flat(said)))
+
+    def _verdict(self, event: VerdictEvent) -> None:
+        cycle: dict[str, Any] = {
+            "index": event.cycle,
+            "verdict": event.verdict.model_dump() if event.verdict is not None else None,
+            "gate": event.gate.model_dump(),
+            "stopped": event.stopped,
+            "review_error": event.error,
+            "result": _cycle_result(event),
+            "ended_at": event.at,
+        }
+        reviewer = SINGLE_AGENT if self.speaker == SINGLE_AGENT else Role.EVALUATOR
+        result = _cycle_result(event)
+        style = _VERDICT_STYLE.get(result, "red") if event.verdict is not None else "magenta"
+        self._add(_line("Engine", style, flat(cycle_link(cycle, reviewer).text())))
+
+    def _repair(self, event: FormatRepairEvent) -> None:
+        fix = event.repair
+        said = f"asked {fix.role} to repair its turn ({fix.attempt}): {fix.error}"
+        self._add(_line("Engine", "yellow", flat(said)))
+
+    def _approval(self, event: ApprovalEvent) -> None:
+        a = event.approval
+        if a.decision is None:
+            asked = f"{a.id}: {a.requester}→{a.tool} held ({a.fired}); pse approve {self.run_id} {a.id}"
+            self._add(_line("Approval", "yellow", flat(asked)))
+            if self.on_held is not None:
+                self.on_held(event)
+            return
+        said = f"{a.id} {a.decision} by {a.by} ({a.via})" + (f": {a.reason}" if a.reason else "")
+        self._add(_line("Approval", "yellow", flat(said), "green" if a.decision == "approved" else "red"))
+
+    def _step(self, event: StepEvent) -> None:
+        step = event.attempt
+        if not step.result:
+            self._add(_line("Step", "cyan", flat(f"{step.step} attempt {step.attempt} started")))
+            return
+        line = _line("Step", "cyan", flat(f"{step.step} attempt {step.attempt}") + ": ")
+        line.append(flat(step.result), _VERDICT_STYLE.get(step.result, "red"))
+        line.append(" " + flat(f"({step.result_reason})"))
+        self._add(line)
+
     def _render(self) -> Panel:
         head = Text.assemble(
-            (f"{strip_control(self.task)} ", "bold"),
-            (f"{strip_control(self.run_id)}\n", "dim"),
+            (f"{flat(self.task)} ", "bold"),
+            (f"{flat(self.run_id)}\n", "dim"),
             "cycle ",
             (f"{self.cycle} {self.cycle_kind}", "bold"),
             "  state ",
@@ -250,9 +259,17 @@ class LiveView:
         return Panel(Group(head, Text(""), *self.lines), title="PSE run", border_style="dim")
 
 
+def token_summary(trace: Trace) -> RenderableType:
+    """The per-role token table, or one line when no model call answered (a down model): no table of
+    zeros."""
+    if not any(t.calls or t.prompt or t.completion for t in trace.tokens.by_role.values()):
+        return Text("no model call answered: no tokens spent, no cost", "dim")
+    return token_table(trace)
+
+
 def token_table(trace: Trace) -> Table:
     """Per-role tokens and the run's cost."""
-    table = Table(title=f"Tokens and cost: {trace.run_id}", show_footer=True)
+    table = Table(title="tokens and cost", show_footer=True)
     table.add_column("role", footer="total")
     table.add_column(
         "calls", justify="right", footer=str(sum(t.calls for t in trace.tokens.by_role.values()))

@@ -1,17 +1,31 @@
-"""`pse trace list` and `pse trace show RUN_ID`: read run traces."""
+"""`pse trace list` and `pse trace show RUN_ID`: read run traces.
+
+`list` never cuts a run id (a narrow terminal drops the columns the id already holds: task, start);
+`show` takes what `list` prints, the start of an id, or `last`, and tells the run's story: the causal
+line (`pse._causal`), the plan's criteria with the Evaluator's verdict on each per cycle, then every
+cycle's findings, gates and tool calls. Everything read from a trace is escaped and stripped of
+control sequences before it is printed (a tool could have written the file).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.table import Table
+from rich.text import Text
 
+from pse._causal import causal_line, first_sentence, reviewer_of
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
-from pse.cli._common import RunsDir, command_settings, out, shown
-from pse.cli._live import strip_control
-from pse.engine import load_trace
-from pse.history import list_runs, run_dir_of
+from pse.cli._common import LAST_RUN, RunsDir, command_settings, out, resolve_run_id, shown
+from pse.cli._control import strip_control
+from pse.cli._describe import describe_call, flat
+from pse.cli._live import CALL_STYLE, outcome_style, token_summary
+from pse.engine import Trace, load_trace
+from pse.events import PlanRecord
+from pse.history import RunEntry, list_runs, run_dir_of
+from pse.trace import CycleRecord
 
 __all__ = ["trace_app"]
 
@@ -24,45 +38,149 @@ def _waiting(state: str) -> str:
     )
 
 
-@trace_app.command("list")
-def trace_list(
-    runs_dir: RunsDir = None,
-    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
-) -> None:
-    """List runs, newest first."""
-    from pse.cli._live import outcome_style
+def _started(at: str) -> str:
+    return at[:16].replace("T", " ") if len(at) >= 16 else at  # 2026-12-01T19:43:33.716+00:00 → minutes
 
-    settings = command_settings(runs_dir=runs_dir)
-    table = Table("run id", "task", "outcome", "cycles", "tokens", "cost", "started")
-    for e in list_runs(settings.runs_dir, settings, limit=limit):
-        style = outcome_style(e.outcome)
-        table.add_row(
-            shown(e.run_id),
+
+def _runs_table(entries: list[RunEntry], width: int) -> Table:
+    """Run id, outcome, cycles and tokens always, the id whole; cost, task and start as width allows."""
+    columns: dict[str, list[str]] = {
+        "run id": [shown(e.run_id) for e in entries],
+        "outcome": [
+            f"[{outcome_style(e.outcome)}]{shown(e.outcome or _waiting(e.state))}[/]" for e in entries
+        ],
+        "cycles": [str(e.cycles) for e in entries],
+        "tokens": [f"{e.tokens:,}" for e in entries],
+        "cost": [f"{e.cost:.4f} {shown(e.currency)}" for e in entries],
+        "task": [
             shown(e.task)
             + (
                 f"\n[dim]{shown(e.tags['arm'])} · {shown(e.tags.get('eval', ''))}[/]"
                 if "arm" in e.tags
                 else ""
-            ),
-            f"[{style}]{shown(e.outcome or _waiting(e.state))}[/]",
-            str(e.cycles),
-            f"{e.tokens:,}",
-            f"{e.cost:.4f} {shown(e.currency)}",
-            shown(e.started_at),
-        )
+            )
+            for e in entries
+        ],
+        "started": [shown(_started(e.started_at)) for e in entries],
+    }
+
+    def need(name: str) -> int:
+        plain = [Text.from_markup(v).plain for v in columns[name]]
+        return max(len(line) for text in [name, *plain] for line in text.splitlines() or [""]) + 2
+
+    outcome_words = max([len(w) for e in entries for w in (e.outcome or _waiting(e.state)).split()] + [7])
+    used = need("run id") + outcome_words + 2 + need("cycles") + need("tokens")
+    shown_columns = ["run id", "outcome", "cycles", "tokens"]
+    for optional in ("cost", "task", "started"):
+        if used + need(optional) <= width:
+            shown_columns.append(optional)
+            used += need(optional)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in shown_columns:
+        numeric = name in ("cycles", "tokens", "cost")
+        table.add_column(name, justify="right" if numeric else "left", no_wrap=name == "run id")
+    for row in range(len(entries)):
+        table.add_row(*(columns[name][row] for name in shown_columns))
+    return table
+
+
+@trace_app.command("list")
+def trace_list(
+    runs_dir: RunsDir = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
+) -> None:
+    """List runs, newest first, with their whole run ids."""
+    settings = command_settings(runs_dir=runs_dir)
+    entries = list_runs(settings.runs_dir, settings, limit=limit)
+    if not entries:
+        out.print(f"no runs in {shown(settings.runs_dir)} yet; `pse run TASK` makes one", highlight=False)
+        return
+    out.print(_runs_table(entries, out.width))
+    out.print(
+        f"[dim]show one: pse trace show RUN_ID (or the start of one, or `{LAST_RUN}`)[/]", highlight=False
+    )
+
+
+def _plans(trace: Trace) -> list[tuple[PlanRecord | None, list[CycleRecord]]]:
+    """The plans in force and the cycles that worked to each (a re-plan starts a new group)."""
+    groups: list[tuple[PlanRecord | None, list[CycleRecord]]] = []
+    current: PlanRecord | None = None
+    for cycle in trace.cycles:
+        plan = cycle.plan or current or trace.plan
+        if not groups or plan != groups[-1][0]:
+            groups.append((plan, []))
+        groups[-1][1].append(cycle)
+        current = plan
+    return groups or [(trace.plan, [])]
+
+
+def _mark(cycle: CycleRecord, criterion: str) -> str:
+    judged = {c.id: c.met for c in cycle.verdict.criteria} if cycle.verdict else {}
+    if criterion not in judged:
+        return "[dim]·[/]"
+    return "[green]✓[/]" if judged[criterion] else "[red]✗[/]"
+
+
+def _print_plan(plan: PlanRecord, cycles: list[CycleRecord]) -> None:
+    where = f"cycle {cycles[0].index}" if len(cycles) == 1 else f"cycles {cycles[0].index}–{cycles[-1].index}"
+    out.print(f"\n[bold]plan[/] [dim]({where})[/]: {shown(flat(plan.goal))}", highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption="✓ met · ✗ not met · · not judged")
+    table.add_column("criterion", no_wrap=True)
+    table.add_column("text", ratio=1)
+    for cycle in cycles:
+        table.add_column(f"c{cycle.index}", justify="center", no_wrap=True)
+    for criterion in plan.criteria:
+        marks = [_mark(c, criterion.id) for c in cycles]
+        table.add_row(shown(criterion.id), shown(flat(criterion.text)), *marks)
     out.print(table)
+
+
+def _print_cycle(cycle: CycleRecord, reviewer: str) -> None:
+    if cycle.verdict is not None:
+        said = f"{reviewer} {cycle.verdict.status} ({cycle.verdict.reason_code})"
+    elif cycle.blocked is not None:
+        said = f"{cycle.blocked.role} blocked ({cycle.blocked.reason_code}): {cycle.blocked.detail}"
+    elif cycle.stopped or cycle.review_error:
+        said = first_sentence(cycle.stopped or cycle.review_error or "")
+    else:
+        said = "no verdict"
+    head = Text.assemble((f"\ncycle {cycle.index} {cycle.kind}: ", "bold"), flat(said))
+    if cycle.result:
+        head.append(f" → {flat(cycle.result)}", outcome_style({"PASS": "PASSED"}.get(cycle.result, "")))
+    out.print(head)
+    for crit in cycle.verdict.criteria if cycle.verdict else []:
+        mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
+        out.print(f"  {mark} {shown(crit.id)}: {shown(flat(crit.finding))}", highlight=False)
+    if cycle.verdict is not None:  # without a review, failed gates only echo why the cycle stopped
+        for gate in cycle.gate.results:
+            mark = "[green]✓[/]" if gate.passed else "[red]✗[/]"
+            out.print(f"  gate {mark} {shown(gate.name)}: {shown(flat(gate.detail))}", highlight=False)
+        for failure in [] if cycle.gate.results else cycle.gate.failures:
+            out.print(f"  gate [red]✗[/] {shown(flat(failure))}", highlight=False)
+        if not cycle.gate.enforced:
+            out.print("  [dim]gates recorded, not enforced (PSE_HARD_GATES=false or the single team)[/]")
+    for drift in cycle.drifts:
+        out.print(
+            f"  [yellow]drift[/] {shown(drift.role)} turn {drift.turn}, message {drift.message} "
+            f"({shown(drift.speaker)}): tool output differs from the recording",
+            highlight=False,
+        )
+    for call in cycle.tool_calls:
+        text, kind = describe_call(call)
+        line = Text(f"  {flat(call.requester)} ↳ ")
+        line.append(flat(text), CALL_STYLE[kind])
+        out.print(line)
 
 
 @trace_app.command("show")
 def trace_show(
-    run_id: str,
+    run_id: Annotated[str, typer.Argument(help="A run id, the start of one, or `last` (the newest run).")],
     runs_dir: RunsDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw trace JSON.")] = False,
 ) -> None:
-    """Show one run: cycles, verdicts, gates, tool decisions and tokens."""
-    from pse.cli._live import outcome_style, token_table
-
+    """Show one run: why it ended so, the criteria and their verdicts, gates, tool calls and tokens."""
     settings = command_settings(runs_dir=runs_dir)
+    run_id = resolve_run_id(run_id, settings)
     path = run_dir_of(settings.runs_dir, run_id)
     if as_json:
         # The file holds whatever a tool wrote there. Valid JSON has no raw C0 controls, and dropping
@@ -71,36 +189,17 @@ def trace_show(
         print(strip_control(raw.decode("utf-8")))
         return
     trace = load_trace(path, beneath=settings.runs_dir)
+    ended = trace.outcome or _waiting(trace.state)
     out.print(
         f"[bold]{shown(trace.task)}[/] {shown(trace.run_id)}: "
-        f"[{outcome_style(trace.outcome)}]{trace.outcome}[/] — {shown(trace.outcome_reason)}",
+        f"[{outcome_style(trace.outcome)}]{shown(ended)}[/] — {shown(trace.outcome_reason)}",
         highlight=False,
     )
-    for c in trace.cycles:
-        verdict = (
-            f"{c.verdict.status} ({c.verdict.reason_code})" if c.verdict else (c.review_error or "no verdict")
-        )
-        out.print(
-            f"\n[bold]cycle {c.index}[/] {c.kind}: {shown(verdict)} → {shown(c.result)} "
-            f"{shown(c.result_reason)}",
-            highlight=False,
-        )
-        for crit in c.verdict.criteria if c.verdict else []:
-            mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
-            out.print(f"  {mark} {shown(crit.id)}: {shown(crit.finding)}", highlight=False)
-        for failure in c.gate.failures:
-            out.print(f"  [red]gate[/] {shown(failure)}", highlight=False)
-        for drift in c.drifts:
-            out.print(
-                f"  [yellow]drift[/] {shown(drift.role)} turn {drift.turn}, message {drift.message} "
-                f"({shown(drift.speaker)}): tool output differs from the recording",
-                highlight=False,
-            )
-        for call in c.tool_calls:
-            colour = "green" if call.decision == "allowed" else "red"
-            out.print(
-                f"  {shown(call.requester)} → {shown(call.tool)} [{colour}]{shown(call.decision)}[/] "
-                f"{shown(call.status)} ({shown(call.rule)})",
-                highlight=False,
-            )
-    out.print(token_table(trace))
+    out.print(f"[bold]why:[/] {shown(causal_line(trace))}", highlight=False)
+    for plan, cycles in _plans(trace):
+        if plan is not None and cycles:
+            _print_plan(plan, cycles)
+    for cycle in trace.cycles:
+        _print_cycle(cycle, reviewer_of(trace))
+    out.print()
+    out.print(token_summary(trace))

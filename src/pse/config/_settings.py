@@ -405,13 +405,21 @@ class Settings(BaseSettings):
 _DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
 
 
-def _problems(exc: ValidationError) -> str:
-    """One line per invalid field, named by its environment variable."""
+def _problems(exc: ValidationError, given: Mapping[str, str] | None = None) -> str:
+    """One line per invalid field, named by where its value came from: its environment variable, or
+    (`given`: flat setting name → label) the option or argument that set it."""
     lines = []
     for err in exc.errors():
-        name = "PSE_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else "settings"
+        name = _source_of(err["loc"], given)
         lines.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
     return "\n  ".join(lines)
+
+
+def _source_of(loc: tuple[int | str, ...], given: Mapping[str, str] | None) -> str:
+    flat = "_".join(str(p) for p in loc)
+    if given and flat in given:
+        return given[flat]
+    return "PSE_" + flat.upper() if loc else "settings"
 
 
 def with_overrides(settings: Settings, where: str = "override", **overrides: object) -> Settings:
@@ -441,15 +449,36 @@ def load_settings(**overrides: object) -> Settings:
         ConfigError: a keyword is no setting (the message names the closest one), or a value is invalid
             (the message names its variable).
     """
+    return load_settings_given({}, **overrides)
+
+
+def load_settings_given(given_as: Mapping[str, str], /, **overrides: object) -> Settings:
+    """`load_settings`, with the names a person gave the overrides under, for the error message.
+
+    Args:
+        given_as: flat setting name → what a person called it where they set it (the CLI passes
+            `{"provider": "--provider"}`); an override it does not name keeps its variable's name.
+        **overrides: settings by their field names (per-role ones flat: `planner_model`).
+
+    Raises:
+        ConfigError: as `load_settings`; an invalid value is named by where it came from (its
+            variable, or the option that set it) and the message says what to fix there.
+    """
     from pse.config._variables import warn_of_unknown_variables  # the table is built from Settings
 
     warn_of_unknown_variables()
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise ConfigError(
-            f"invalid configuration:\n  {_problems(exc)}\nFix the variable in your environment or .env."
-        ) from exc
+        labels = {name: label for name, label in given_as.items() if name in overrides}
+        places = ["_".join(str(p) for p in err["loc"]) for err in exc.errors()]
+        flagged = [labels[p] for p in dict.fromkeys(places) if p in labels]
+        passed = [f"{p}=" for p in dict.fromkeys(places) if p in overrides and p not in labels]
+        fixes = [f"Fix the value of {', '.join(flagged)}."] if flagged else []
+        fixes += [f"Fix the argument {', '.join(passed)}."] if passed else []
+        if any(p not in overrides for p in places):
+            fixes.append("Fix the variable in your environment or .env.")
+        raise ConfigError(f"invalid configuration:\n  {_problems(exc, labels)}\n{' '.join(fixes)}") from exc
 
 
 def _closest(name: str, names: Iterable[str]) -> str | None:

@@ -104,8 +104,12 @@ def scaffold_task(name: str, tasks_dir: Path) -> Path:
     Returns:
         The new task folder.
 
+    Never writes into PSE's own tasks directory (a checkout's `tasks/`, run from the checkout's root):
+    its `registry.toml` is PSE's, tracked with its source, not the user's.
+
     Raises:
-        UserError: the name is invalid, taken by a built-in task, already registered, or its folder exists.
+        UserError: the name is invalid, taken by a built-in task, already registered, or its folder
+            exists; or `tasks_dir` is PSE's own tasks directory.
     """
     if not TASK_NAME_RE.fullmatch(name) or len(name) > 40:
         raise UserError(
@@ -113,7 +117,13 @@ def scaffold_task(name: str, tasks_dir: Path) -> Path:
             "letter, at most 40 characters (e.g. 'weekly-report')"
         )
     builtin = builtin_tasks_dir()
-    if (builtin / name).exists() and tasks_dir.resolve() != builtin.resolve():
+    if tasks_dir.resolve() == builtin.resolve():
+        raise UserError(
+            f"{tasks_dir} is PSE's own tasks directory (the built-in tasks, with PSE's registry.toml), not "
+            "yours: pass --tasks-dir DIR or set PSE_TASKS_DIR to where your tasks live (e.g. "
+            "--tasks-dir ~/pse-tasks), or run `pse new` from another folder (it writes to ./tasks there)"
+        )
+    if (builtin / name).exists():
         raise UserError(f"task name {name!r} is taken by a built-in task; choose another name")
     registry_file = tasks_dir / "registry.toml"
     if registry_file.is_file() and name in read_toml(registry_file).get("tasks", {}):

@@ -1,0 +1,115 @@
+"""The causal line (`pse._causal`): why a run ended as it did, from its trace alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_support import pse
+from pse._causal import causal_line, causal_links, first_sentence, root_cause
+from pse.engine import Trace
+
+_GATE_OK = {"passed": True, "failures": [], "results": [{"name": "check:pytest", "passed": True}]}
+_PYTEST_FAILED = {
+    "passed": False,
+    "failures": ["check:pytest: last run_pytest run: status error, exit code 1"],
+    "results": [
+        {"name": "outputs_exist", "passed": True, "detail": "every expected output exists"},
+        {"name": "check:pytest", "passed": False, "detail": "last run_pytest run: status error, exit code 1"},
+    ],
+}
+_DOWN = (
+    "ModelUnavailableError: Evaluator's model 'm' (openai at http://127.0.0.1:9/v1) gave no usable answer "
+    "after 1 attempt(s); last error: connection failed. Check that the server is up (PSE_EVALUATOR_BASE_URL)."
+)
+
+
+def _cycle(index: int, status: str | None, result: str, gate: dict[str, Any], **more: Any) -> dict[str, Any]:
+    verdict = {"status": status, "reason_code": "X", "criteria": []} if status else None
+    return {"index": index, "verdict": verdict, "gate": gate, "result": result, "ended_at": "t", **more}
+
+
+def _trace(outcome: str | None, *cycles: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"outcome": outcome, "cycles": list(cycles), "transitions": [], **more}
+
+
+def test_a_gate_that_overrules_the_evaluator_is_named_between_the_verdict_and_the_result() -> None:
+    trace = _trace(
+        "PASSED",
+        _cycle(1, "PASS", "PARTIAL", _PYTEST_FAILED),
+        _cycle(2, "PASS", "PASS", _GATE_OK),
+    )
+    assert causal_line(trace) == (
+        "cycle 1: Evaluator PASS → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator PASS → PASSED"
+    )
+
+
+def test_the_code_delivery_demo_reads_partial_then_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path), "--json")
+    assert code == 0
+    data = json.loads(Path(json.loads(out.splitlines()[-1])["trace"]).read_text())
+    line = (
+        "cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator PASS → PASSED"
+    )
+    assert causal_line(data) == line
+    assert causal_line(Trace.model_validate(data)) == line  # a Trace and its JSON tell the same story
+    assert [link.gates for link in causal_links(data)] == [("check:pytest",), ()]
+
+
+def test_an_error_run_tells_its_root_cause_only() -> None:
+    stopped = _cycle(2, None, "ERROR", _PYTEST_FAILED, stopped=_DOWN)  # gates failed: the review never ran
+    trace = _trace("ERROR", _cycle(1, "PARTIAL", "PARTIAL", _PYTEST_FAILED), stopped, outcome_reason=_DOWN)
+    assert causal_line(trace) == (
+        "cycle 2: ERROR: ModelUnavailableError: Evaluator's model 'm' (openai at http://127.0.0.1:9/v1) gave "
+        "no usable answer after 1 attempt(s); last error: connection failed."
+    )
+    assert "gate" not in causal_line(trace) and "Check that" not in causal_line(trace)
+    assert root_cause(trace) == first_sentence(_DOWN)
+
+
+def test_an_error_before_any_cycle_is_its_reason() -> None:
+    trace = _trace("ERROR", outcome_reason="CassetteError: no turns. Record one first.")
+    assert causal_line(trace) == "ERROR: CassetteError: no turns."
+    assert causal_line(_trace(None)) == "not started"
+
+
+def test_blocked_questions_waiting_and_unenforced_gates() -> None:
+    blocked = _cycle(
+        1, None, "BLOCKED", _GATE_OK, blocked={"role": "Specialist", "reason_code": "MISSING_DATA"}
+    )
+    assert (
+        causal_line(_trace("ESCALATED", blocked)) == "cycle 1: Specialist blocked (MISSING_DATA) → ESCALATED"
+    )
+
+    asked = _cycle(1, None, "QUESTIONS", _GATE_OK, clarification={"questions": [{"id": "Q1", "text": "?"}]})
+    waiting = _trace(None, asked, state="AWAITING_ANSWER")
+    assert causal_line(waiting) == "cycle 1: Planner asked 1 question(s) → waiting for answers"
+
+    off = _cycle(1, "PASS", "PASS", {**_PYTEST_FAILED, "enforced": False})
+    assert causal_line(_trace("PASSED", off)) == (
+        "cycle 1: Evaluator PASS → gate `check:pytest` failed (not enforced) → PASS → PASSED"
+    )
+
+
+def test_a_person_answering_an_escalation_is_a_link_of_its_own() -> None:
+    trace = _trace(
+        "PASSED",
+        _cycle(1, "PARTIAL", "PARTIAL", _GATE_OK),
+        _cycle(2, "PASS", "PASS", _GATE_OK),
+        answers=[{"after_cycle": 1, "decision": "resume", "outcome_before": "ESCALATED"}],
+    )
+    assert causal_line(trace) == (
+        "cycle 1: Evaluator PARTIAL → ESCALATED → a person: resume · cycle 2: Evaluator PASS → PASSED"
+    )
+
+
+def test_the_single_team_reviews_itself_and_a_running_run_says_so() -> None:
+    trace = _trace(
+        None, _cycle(1, "PARTIAL", "PARTIAL", _GATE_OK), settings={"team": "single"}, state="RUNNING"
+    )
+    assert causal_line(trace) == "cycle 1: Agent PARTIAL → running"
