@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import socket
 import sys
@@ -376,3 +377,21 @@ def test_new_never_edits_the_checkouts_own_registry(
             shutil.rmtree(builtin / "my-own-task")
     assert not edited and code == 2
     assert "is PSE's own tasks directory" in err and "pass --tasks-dir DIR or set PSE_TASKS_DIR" in err
+
+
+def test_a_reader_that_leaves_early_does_not_end_the_run(tmp_path: Path) -> None:
+    """`pse run … | head -1`: the pipe closes after the first line; the run goes on to its outcome
+    (rich's default on a broken pipe exits the process, which ended the run as ERROR)."""
+    import subprocess
+    import sys
+
+    pse_bin = Path(sys.executable).parent / "pse"
+    runs = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PSE_")} | {"PSE_SANDBOX": "fallback"}
+    subprocess.run(
+        f"'{pse_bin}' run code-delivery --runs-dir '{runs}' | head -1",
+        shell=True, env=env, cwd=tmp_path, capture_output=True, timeout=300, check=False,
+    )  # fmt: skip
+    (trace,) = runs.glob("*/trace.json")
+    data = json.loads(trace.read_text())
+    assert (data["outcome"], data["outcome_reason"].split(";")[0]) == ("PASSED", "PASS (ALL_MET)")

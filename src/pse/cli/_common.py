@@ -7,6 +7,7 @@ import difflib
 import logging
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,8 +37,19 @@ __all__ = [
     "suggesting_tasks",
 ]
 
-out = Console()
-err = Console(stderr=True)
+class _Console(Console):
+    """A console that, when its reader goes away (`pse run … | head`), goes quiet and lets the command
+    finish: rich's default exits the process, which in the middle of a run ended the run as ERROR."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, (sys.stderr if self.stderr else sys.stdout).fileno())
+        os.close(devnull)
+
+
+out = _Console()
+err = _Console(stderr=True)
 
 TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks directory (PSE_TASKS_DIR).")]
 RunsDir = Annotated[Path | None, typer.Option("--runs-dir", help="Where run folders go (PSE_RUNS_DIR).")]
