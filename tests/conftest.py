@@ -49,6 +49,9 @@ def _clean_environment(
     for name in list(os.environ):
         if name.startswith(("PSE_", "OPENAI_", "OLLAMA_", "DEEPSEEK_")):
             monkeypatch.delenv(name, raising=False)
+    # The recorded traces and cassettes hold the offline embedder's results, and loading MiniLM costs
+    # seconds: tests use the offline knowledge backend unless they choose another (tests/test_knowledge_minilm.py).
+    monkeypatch.setenv("PSE_KB_BACKEND", "offline")
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     yield
     from pse.store import close_stores

@@ -13,7 +13,14 @@ import pytest
 
 from pse.config import Settings
 from pse.exceptions import UserError
-from pse.knowledge import HashingEmbedder, KnowledgeBase, RunKnowledge
+from pse.knowledge import (
+    HashingEmbedder,
+    KnowledgeBase,
+    LabelledQuery,
+    RunKnowledge,
+    evaluate_retrieval,
+    load_queries,
+)
 from pse.knowledge._chunks import Document, chunk_document
 from pse.tasks import TaskRegistry
 from pse.toolagent import Policy, ToolExecutor
@@ -72,7 +79,7 @@ def test_build_indexes_supported_files_and_skips_the_rest(tmp_path: Path) -> Non
         True,
     )
     assert report.skipped == ["slides.pdf (unsupported kind; index .md, .txt or .rst files)"]
-    index = folder / ".index"
+    index = folder / ".index" / "offline"
     assert sorted(p.name for p in index.iterdir()) == [
         ".gitignore",
         ".lock",
@@ -132,7 +139,7 @@ def test_search_builds_a_missing_index_and_cites_exact_lines(tmp_path: Path) -> 
     kb = KnowledgeBase(folder, Settings())
     assert not (folder / ".index").exists()
     hits = kb.search("ledger-reconcile batch job holds the API's pool", k=3)
-    assert (folder / ".index" / "manifest.json").is_file()
+    assert (folder / ".index" / "offline" / "manifest.json").is_file()
     assert [h.rank for h in hits] == [1, 2, 3]
     assert hits[0].citation.file == "db-pool-tuning.md" and hits[0].citation.heading.endswith("Batch jobs")
     assert hits[0].score == 1.0 and hits[0].score >= hits[1].score >= hits[2].score > 0
@@ -219,3 +226,72 @@ def test_injection_is_deterministic_relative_and_filed_in_cycle_one(tmp_path: Pa
     assert first.injected is not None and first.injected[0] == goal.strip()
     assert [c["file"] in brief for c in first.injected[1]] == [True, True]
     assert RunKnowledge(folder, settings, query=None).injected is None  # resumed runs inject nothing new
+
+
+def _chunks_of(name: str, body: str) -> list[tuple[int, int, str]]:
+    document = Document(Path(name), name, body.encode())
+    return [(c.start_line, c.end_line, c.heading) for c in chunk_document(document, 900, 200)]
+
+
+def test_a_heading_stays_with_its_body_and_its_parents() -> None:
+    body = (
+        "# Runbook\n\nintro\n\n## Diagnosis\n\n### Kubernetes\n\nkubectl describe pod\n\n"
+        "Setext title\n------------\n\nbody under it\n\n## Empty\n\n"
+    )
+    # `## Diagnosis` has no body of its own: no chunk of just a heading, its path goes to `### Kubernetes`.
+    assert _chunks_of("a.md", body) == [
+        (1, 4, "Runbook"),
+        (7, 10, "Runbook › Diagnosis › Kubernetes"),
+        (11, 15, "Runbook › Setext title"),
+    ]
+    rst = "=======\nManual\n=======\n\nintro\n\nInstall\n-------\n\npip\n\nOffline\n~~~~~~~\n\nno net\n\nUse\n---\n\nrun\n"
+    assert _chunks_of("m.rst", rst) == [
+        (1, 6, "Manual"),
+        (7, 11, "Manual › Install"),
+        (12, 16, "Manual › Install › Offline"),
+        (17, 20, "Manual › Use"),
+    ]
+    # Front matter, a `---` that ends a list, and text files are no headings.
+    assert _chunks_of("b.md", "---\ntitle: x\n---\n\n# T\n\n- item\n---\n") == [(1, 4, ""), (5, 8, "T")]
+    assert _chunks_of("c.txt", "Title\n=====\n\nbody\n") == [(1, 4, "")]
+
+
+def test_a_long_section_carries_its_heading_path_into_every_chunk() -> None:
+    body = "# Guide\n\n## Part\n\n### Step\n\n" + "".join(
+        f"line {i} of the step text here\n" for i in range(60)
+    )
+    chunks = chunk_document(Document(Path("g.md"), "g.md", body.encode()), chunk_chars=300, overlap=60)
+    assert len(chunks) >= 5 and {c.heading for c in chunks} == {"Guide › Part › Step"}
+    assert all(c.searchable.startswith("Guide › Part › Step\n") for c in chunks)
+
+
+def test_evaluation_counts_recall_mrr_and_misses_per_type(tmp_path: Path) -> None:
+    folder = tmp_path / "knowledge"
+    folder.mkdir()
+    (folder / "pool.md").write_text("# Pool\n\n## Signs\n\nactive equals pool_max and waiting grows\n")
+    (folder / "cert.md").write_text("# Certificates\n\nrenew the TLS certificate before it expires\n")
+    queries = [
+        LabelledQuery(query="pool_max waiting", type="keyword", relevant=["pool.md"]),
+        LabelledQuery(query="TLS certificate", type="keyword", relevant=[{"file": "cert.md"}]),
+        LabelledQuery(query="pool_max", type="specific", relevant=[{"file": "pool.md", "section": "Nope"}]),
+        LabelledQuery(query="renew certificate", type="specific", relevant=["pool.md", "cert.md"]),
+    ]
+    scores = evaluate_retrieval(KnowledgeBase(folder, Settings()), queries)
+    assert {k: v.as_dict() for k, v in scores.items()} == {
+        "all": {"queries": 4, "recall@3": 0.625, "mrr@10": 0.75, "missed@10": 1},
+        "keyword": {"queries": 2, "recall@3": 1.0, "mrr@10": 1.0, "missed@10": 0},
+        "specific": {"queries": 2, "recall@3": 0.25, "mrr@10": 0.5, "missed@10": 1},
+    }
+
+
+def test_the_labelled_set_is_split_by_neighbour_pair_and_covers_every_document() -> None:
+    data = Path(__file__).parent / "data" / "kb-ops"
+    queries = load_queries(data / "queries.json")
+    files = sorted(p.name for p in (data / "knowledge").iterdir())
+    assert len(files) == 60 and len(queries) == 180
+    assert sorted({t.file for q in queries for t in q.relevant}) == files
+    for split in ("dev", "test"):
+        kinds = [q.type for q in queries if q.split == split]
+        assert {k: kinds.count(k) for k in set(kinds)} == {"paraphrase": 30, "specific": 30, "keyword": 30}
+    dev = {t.file for q in queries if q.split == "dev" for t in q.relevant}
+    assert dev.isdisjoint({t.file for q in queries if q.split == "test" for t in q.relevant})

@@ -12,8 +12,16 @@ import pytest
 
 from cli_support import pse
 from pse.config import Settings
-from pse.exceptions import ConfigError, EmbeddingBackendError
-from pse.knowledge import KnowledgeBase, RunKnowledge, create_embedder
+from pse.exceptions import ConfigError, EmbeddingBackendError, UserError
+from pse.knowledge import (
+    TUNED_HYBRID_WEIGHTS,
+    HashingEmbedder,
+    KnowledgeBase,
+    MiniLMEmbedder,
+    RunKnowledge,
+    choose_backend,
+    create_embedder,
+)
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 from pse.toolagent import ToolExecutor
@@ -82,7 +90,7 @@ def test_a_missing_model_names_the_pull_command(tmp_path: Path) -> None:
         settings = Settings(kb_backend="ollama", kb_base_url=stand_in.url)
         with pytest.raises(EmbeddingBackendError, match="ollama pull nomic-embed-text"):
             KnowledgeBase(_folder(tmp_path), settings).build()
-    assert not (tmp_path / "knowledge" / ".index" / "manifest.json").exists()
+    assert not (tmp_path / "knowledge" / ".index" / "offline" / "manifest.json").exists()
 
 
 def test_openai_backend_without_key_or_url_is_a_config_error() -> None:
@@ -117,7 +125,7 @@ def test_cli_build_and_search(
     code, out, _ = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks), "--json")
     report = json.loads(out)
     assert code == 0 and report["files"] == 7 and len(report["embedded"]) == 7
-    assert report["index_dir"] == str(tasks / "incident-kb" / "knowledge" / ".index")
+    assert report["index_dir"] == str(tasks / "incident-kb" / "knowledge" / ".index" / "offline")
     code, out, _ = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
     assert code == 0 and "index up to date" in out and "embedded 0 file(s)" in out
     code, out, _ = pse(
@@ -142,8 +150,14 @@ def test_cli_build_and_search(
     assert code == 0 and "1. runbook-release-rollback.md:" in out and "score " in out
     monkeypatch.setenv("PSE_KB_BACKEND", "ollama")
     monkeypatch.setenv("PSE_KB_HOST", f"http://127.0.0.1:{_closed_port()}")
+    # The offline index is never searched with Ollama's vectors: Ollama gets an index of its own, whose
+    # build needs the (here unreachable) server; the offline one stays as it was.
+    offline = (tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json").read_bytes()
     code, _, err = pse(monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks))
-    assert code == 3 and "ollama serve" in err
+    assert code == 3 and "ollama" in err.lower()
+    assert (tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json").read_bytes() == offline
+    code, _, err = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
+    assert code == 3 and "ollama serve" in err  # the rebuild reaches the backend, which is down
 
 
 def test_cli_task_without_knowledge_is_a_usage_error(
@@ -170,3 +184,57 @@ def test_a_run_with_injection_records_the_retrieval_in_the_trace(tmp_path: Path)
     )
     first = retrievals[0]["results"][0]
     assert f"[{first['file']}:{first['start_line']}-{first['end_line']}]" in trace["task_message"]
+
+
+def test_auto_is_offline_without_the_extra_and_the_build_says_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr("pse.knowledge._embedders.minilm_missing", lambda: "torch not installed")
+    monkeypatch.delenv("PSE_KB_BACKEND")  # the default, auto
+    tasks = _own_task(tmp_path)
+    code, out, _ = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
+    said = " ".join(out.split())
+    assert code == 0 and "backend offline: offline:hashing-v1:dim=4096" in said
+    assert "PSE_KB_BACKEND=auto: the embeddings extra is not installed (torch not installed)" in said
+    assert "pip install 'pse[embeddings]' for MiniLM" in said
+    manifest = json.loads(
+        (tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json").read_text()
+    )
+    assert (manifest["backend"], manifest["embedder"]) == ("offline", "offline:hashing-v1:dim=4096:w=1,0.5,1")
+    with pytest.raises(ConfigError, match=r"minilm needs the embeddings extra \(torch not installed\)"):
+        create_embedder(Settings(kb_backend="minilm"))
+
+
+def test_auto_with_the_extra_is_minilm_with_its_tuned_weight(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("pse.knowledge._embedders.minilm_missing", lambda: None)
+    assert choose_backend(Settings(kb_backend="auto")) == (
+        "minilm",
+        "PSE_KB_BACKEND=auto: the embeddings extra is installed",
+    )
+    embedder = create_embedder(Settings(kb_backend="auto"))  # no model is loaded before the first embed
+    assert isinstance(embedder, MiniLMEmbedder) and embedder.identity.startswith("minilm:all-MiniLM-L6-v2@")
+    folder = _folder(tmp_path)
+    assert KnowledgeBase(folder, Settings(kb_backend="auto")).hybrid_weight == TUNED_HYBRID_WEIGHTS["minilm"]
+    assert KnowledgeBase(folder, Settings(kb_backend="offline")).hybrid_weight == 0.3
+    assert KnowledgeBase(folder, Settings(kb_backend="auto", kb_hybrid_weight=0.5)).hybrid_weight == 0.5
+
+
+def test_an_index_of_another_embedder_is_refused_until_rebuilt(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    first = KnowledgeBase(folder, Settings(), embedder=HashingEmbedder(dim=1024)).build()
+    manifest = folder / ".index" / "offline" / "manifest.json"
+    before = manifest.read_bytes()
+    with pytest.raises(UserError) as info:
+        KnowledgeBase(folder, Settings(), task="incident-kb").search("pool", k=3)
+    message = str(info.value)
+    assert "was built with offline:hashing-v1:dim=1024" in message
+    assert "queries would be embedded with offline:hashing-v1:dim=4096" in message
+    assert "`PSE_KB_BACKEND=offline pse kb build incident-kb`" in message
+    assert manifest.read_bytes() == before  # refused, not re-embedded behind the search
+    with pytest.raises(UserError, match="cannot be compared"):  # a run stops before it starts
+        RunKnowledge(folder, Settings(), query="pool")
+    rebuilt = KnowledgeBase(folder, Settings()).build()
+    assert rebuilt.previous_embedder == first.embedder and rebuilt.full_rebuild
+    assert len(rebuilt.embedded) == 7 and KnowledgeBase(folder, Settings()).search("pool", k=3)

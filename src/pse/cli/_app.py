@@ -21,6 +21,7 @@ from pse.cli._common import RunsDir, TasksDir, err, out, suggesting_tasks
 from pse.cli._common import command_settings as _settings
 from pse.cli._doctor import doctor_cmd
 from pse.cli._eval import eval_cmd
+from pse.cli._export import export_cmd
 from pse.cli._help import tidy_help, version_option
 from pse.cli._kb import kb_app
 from pse.cli._run import EXIT_ERROR, EXIT_USAGE, answer_cmd, approve_cmd, resume_cmd, run_cmd
@@ -137,6 +138,7 @@ for _name, _command in (
     ("batch", batch_cmd),
 ):
     app.command(_name)(_command)
+trace_app.command("export")(export_cmd)
 app.add_typer(trace_app, name="trace")
 app.add_typer(kb_app, name="kb")
 app.add_typer(store_app, name="store")

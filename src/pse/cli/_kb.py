@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pse.config import load_settings
+from pse.cli._common import option_names, suggesting_tasks
+from pse.config._settings import load_settings_given
 from pse.exceptions import UserError
 from pse.knowledge import MAX_K, KnowledgeBase, citations_of
 from pse.runner import registry_for
@@ -26,14 +27,16 @@ TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks 
 
 
 def _knowledge_base(task: str, tasks_dir: Path | None) -> KnowledgeBase:
-    settings = load_settings(**({"tasks_dir": tasks_dir} if tasks_dir is not None else {}))
-    found = registry_for(settings).get(task)
+    given = {"tasks_dir": tasks_dir} if tasks_dir is not None else {}
+    settings = load_settings_given(option_names(given), **given)
+    with suggesting_tasks(task, settings):
+        found = registry_for(settings).get(task)
     if found.knowledge_dir is None:
         raise UserError(
             f"task {task!r} has no knowledge folder; create {found.dir / 'knowledge'} and put .md or .txt "
             "files in it"
         )
-    return KnowledgeBase(found.knowledge_dir, settings)
+    return KnowledgeBase(found.knowledge_dir, settings, task=task)
 
 
 @kb_app.command("build")
@@ -43,7 +46,10 @@ def build_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the build report as JSON.")] = False,
     tasks_dir: TasksDir = None,
 ) -> None:
-    """Index the task's knowledge folder; only new and changed files are embedded again."""
+    """Index the task's knowledge folder; only new and changed files are embedded again.
+
+    An index built with another embedder (e.g. `auto` now finds the embeddings extra) is re-embedded whole.
+    """
     report = _knowledge_base(task, tasks_dir).build(force=force)
     if as_json:
         print(report.model_dump_json())
@@ -52,10 +58,19 @@ def build_cmd(
     out.print(
         f"{task}: index {state} — {report.files} file(s), {report.chunks} chunk(s); "
         f"embedded {len(report.embedded)} file(s) ({report.chunks_embedded} chunks), reused "
-        f"{len(report.reused)}, removed {len(report.removed)} in {report.seconds:.2f}s "
-        f"({escape(report.embedder)})",
+        f"{len(report.reused)}, removed {len(report.removed)} in {report.seconds:.2f}s",
         highlight=False,
     )
+    out.print(
+        f"  backend {escape(report.backend)}: {escape(report.embedder)} ({escape(report.backend_reason)})",
+        highlight=False,
+    )
+    if report.previous_embedder is not None:
+        out.print(
+            f"  [yellow]replaced[/] an index built with {escape(report.previous_embedder)}: every file "
+            "was embedded again",
+            highlight=False,
+        )
     for name in report.embedded:
         out.print(f"  embedded {escape(name)}", highlight=False)
     for name in report.removed:
@@ -74,7 +89,16 @@ def search_cmd(
     tasks_dir: TasksDir = None,
 ) -> None:
     """Search the task's knowledge base; each result cites its file, lines and score."""
-    hits = _knowledge_base(task, tasks_dir).search(query, k)
+    kb = _knowledge_base(task, tasks_dir)
+    hits = kb.search(query, k)
+    built = kb.last_build
+    if built is not None and built.embedded:  # a rebuild, said: e.g. the first search with another backend
+        Console(stderr=True).print(
+            f"[dim]built the {escape(built.backend)} index of {escape(task)} first: embedded "
+            f"{len(built.embedded)} file(s) into {escape(built.index_dir)} "
+            "(each backend keeps its own index)[/]",
+            highlight=False,
+        )
     if as_json:
         print(json.dumps({"query": query, "results": [h.model_dump() for h in hits]}))
         return

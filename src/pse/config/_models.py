@@ -25,7 +25,7 @@ ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
 Team = Literal["pse", "single"]
-KnowledgeBackend = Literal["offline", "ollama", "openai"]
+KnowledgeBackend = Literal["auto", "minilm", "offline", "ollama", "openai"]
 ConstrainMode = Literal["auto", "grammar", "json", "off"]
 ProtocolMode = Literal["dsml", "native"]
 

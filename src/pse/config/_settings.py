@@ -256,8 +256,9 @@ class Settings(BaseSettings):
 
     # --- knowledge base ----------------------------------------------------------------
     kb_backend: KnowledgeBackend = Field(
-        "offline",
-        description="Embeddings of the knowledge base: offline (no download, no server), ollama or openai.",
+        "auto",
+        description="Embeddings of the knowledge base: auto (minilm with the embeddings extra, else "
+        "offline), minilm (packaged all-MiniLM-L6-v2), offline (hashing, numpy only), ollama or openai.",
     )
     kb_model: str | None = Field(
         None,
@@ -272,11 +273,12 @@ class Settings(BaseSettings):
     kb_api_key: SecretStr | None = Field(
         None, description="API key of the openai embeddings backend (falls back to PSE_API_KEY)."
     )
-    kb_hybrid_weight: float = Field(
-        0.3,
+    kb_hybrid_weight: float | None = Field(
+        None,
         ge=0,
         le=1,
-        description="Weight of vector similarity against BM25 (0: BM25 only, 1: vectors only).",
+        description="Weight of vector similarity against BM25 (0: BM25 only, 1: vectors only; unset: the "
+        "backend's tuned weight, minilm 0.7, others 0.3).",
     )
     kb_inject_top_k: int = Field(
         0, ge=0, le=20, description="Top knowledge results appended to the Planner's first prompt (0: off)."
@@ -286,6 +288,16 @@ class Settings(BaseSettings):
         200, ge=0, description="Characters of whole lines a chunk repeats from the previous one."
     )
     kb_timeout_s: float = Field(30.0, gt=0, description="Timeout of one embeddings request, in seconds.")
+
+    # --- observability -------------------------------------------------------------------
+    otel: Literal["off", "otlp", "console"] = Field(
+        "off",
+        description="OpenTelemetry export of each run's spans at its end (the `otel` extra): otlp (to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT, as OTEL_SERVICE_NAME), console (to stderr), or off.",
+    )
+    otel_content: bool = Field(
+        False, description="Export prompts, outputs and tool arguments and results with the spans."
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="Log level; DEBUG also shows AutoGen's own tracebacks of recorded failures."

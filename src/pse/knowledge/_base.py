@@ -1,4 +1,10 @@
-"""`KnowledgeBase`: one knowledge folder, its index kept up to date, and hybrid BM25 + vector search."""
+"""`KnowledgeBase`: one knowledge folder, its index kept up to date, and hybrid BM25 + vector search.
+
+An index is only ever searched with the embedder that built it: when the backend in use is another one
+(say `PSE_KB_BACKEND=auto` found the embeddings extra after the index was built with the offline
+embedder), searching is refused with the command that rebuilds it. `build()` itself re-embeds everything
+in that case and its report names the embedder it replaced.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,34 @@ from pydantic import BaseModel, ConfigDict, Field
 from pse.config import Settings
 from pse.exceptions import UserError
 from pse.knowledge._bm25 import BM25
-from pse.knowledge._embedders import Embedder, HashingEmbedder, create_embedder
-from pse.knowledge._index import BuildReport, LoadedIndex, build_index, load_index
+from pse.knowledge._embedders import (
+    BackendChoice,
+    Embedder,
+    HashingEmbedder,
+    backend_of,
+    choose_backend,
+    create_embedder,
+)
+from pse.knowledge._index import (
+    BuildReport,
+    LoadedIndex,
+    build_index,
+    index_dir_of,
+    load_index,
+    read_manifest,
+)
 from pse.knowledge._text import tokenize
 
-__all__ = ["MAX_K", "Citation", "KnowledgeBase", "KnowledgeHit"]
+__all__ = ["MAX_K", "TUNED_HYBRID_WEIGHTS", "Citation", "KnowledgeBase", "KnowledgeHit"]
 
 MAX_K = 20
 """Most results one search returns."""
 _VECTOR_POOL = 50
 """Vector candidates fetched per search beyond k (the lexical side scores every chunk)."""
+TUNED_HYBRID_WEIGHTS = {"minilm": 0.7, "offline": 0.3}
+"""The hybrid weight of each backend when PSE_KB_HYBRID_WEIGHT is unset, tuned on the dev split of
+`tests/data/kb-ops` (docs/knowledge.md has the sweep). A backend not measured gets `_UNTUNED_WEIGHT`."""
+_UNTUNED_WEIGHT = 0.3
 
 
 class Citation(BaseModel):
@@ -57,7 +81,8 @@ class KnowledgeBase:
         knowledge_dir: the folder (e.g. `tasks/incident-review/knowledge`); the index goes in its `.index/`.
         settings: backend, model, chunking and hybrid weight (PSE_KB_*).
         embedder: use this embedder instead of the configured one (tests, benchmarks).
-        hybrid_weight: override `settings.kb_hybrid_weight`.
+        hybrid_weight: override `settings.kb_hybrid_weight` (None there too: the backend's tuned weight).
+        task: the task's name, for the rebuild command in messages (default: the folder's parent's name).
 
     Example:
         >>> kb = KnowledgeBase(task.knowledge_dir, load_settings())
@@ -72,17 +97,29 @@ class KnowledgeBase:
         *,
         embedder: Embedder | None = None,
         hybrid_weight: float | None = None,
+        task: str | None = None,
     ) -> None:
         if not knowledge_dir.is_dir():
             raise UserError(f"knowledge folder {knowledge_dir} does not exist; create it and add .md files")
         self.knowledge_dir = knowledge_dir
         self.settings = settings
+        self.task = task or knowledge_dir.resolve().parent.name
         self._embedder = embedder
-        self.hybrid_weight = settings.kb_hybrid_weight if hybrid_weight is None else hybrid_weight
+        self._choice = None if embedder is None else BackendChoice(backend_of(embedder.identity), "given")
+        self._weight = settings.kb_hybrid_weight if hybrid_weight is None else hybrid_weight
         self._loaded: LoadedIndex | None = None
+        self.last_build: BuildReport | None = None
+        """The build a search had to make first (a missing or stale index), for the caller to report."""
         self._bm25: BM25 | None = None
         self._query_idf: np.ndarray | None = None
         self._lock = threading.Lock()
+
+    @property
+    def choice(self) -> BackendChoice:
+        """The backend in use and why (`auto` resolved against what is installed)."""
+        if self._choice is None:
+            self._choice = choose_backend(self.settings)
+        return self._choice
 
     @property
     def embedder(self) -> Embedder:
@@ -91,10 +128,41 @@ class KnowledgeBase:
             self._embedder = create_embedder(self.settings)
         return self._embedder
 
+    @property
+    def hybrid_weight(self) -> float:
+        """The weight of the vector side: the one set, else the backend's tuned weight."""
+        if self._weight is not None:
+            return self._weight
+        return TUNED_HYBRID_WEIGHTS.get(self.choice.backend, _UNTUNED_WEIGHT)
+
+    @hybrid_weight.setter
+    def hybrid_weight(self, value: float | None) -> None:
+        self._weight = value
+
     def build(self, *, force: bool = False) -> BuildReport:
-        """Index new and changed files (all of them with `force`) and load the result for searching."""
+        """Index new and changed files (all with `force`, or when the embedder changed) and load the index."""
         with self._lock:
             return self._build(force)
+
+    def check_index(self) -> None:
+        """Refuse a stored index that another embedder built (reads only its manifest: no model loads).
+
+        Raises:
+            UserError: the index holds vectors of another backend or model; the message says how to
+                rebuild it.
+        """
+        manifest = read_manifest(self.knowledge_dir, self.choice.backend)
+        if manifest is None or not manifest.files or manifest.embedder == self.embedder.identity:
+            return
+        built = manifest.backend or backend_of(manifest.embedder)
+        raise UserError(
+            f"the knowledge index {index_dir_of(self.knowledge_dir, self.choice.backend)} was built with "
+            f"{manifest.embedder}, "
+            f"but queries would be embedded with {self.embedder.identity} ({self.choice.reason}); vectors "
+            "of two embedders cannot be compared, so it is not searched. Rebuild it: "
+            f"`PSE_KB_BACKEND={self.choice.backend} pse kb build {self.task}`, or set "
+            f"PSE_KB_BACKEND={built} to search it as it is"
+        )
 
     def _build(self, force: bool) -> BuildReport:
         report = build_index(
@@ -102,9 +170,11 @@ class KnowledgeBase:
             self.embedder,
             self.settings.kb_chunk_chars,
             self.settings.kb_chunk_overlap,
+            backend=self.choice.backend,
             force=force,
         )
-        loaded = load_index(self.knowledge_dir)
+        report.backend_reason = self.choice.reason
+        loaded = load_index(self.knowledge_dir, self.choice.backend)
         assert loaded is not None, "a build that succeeded leaves a loadable index"
         self._loaded = loaded
         self._bm25 = BM25([tokenize(c.searchable) for c in loaded.chunks])
@@ -118,7 +188,8 @@ class KnowledgeBase:
     def _ready(self) -> LoadedIndex:
         with self._lock:
             if self._loaded is None:
-                self._build(force=False)  # a missing or stale index is built (only changes re-embedded)
+                self.check_index()  # another embedder's index is refused, never re-embedded behind a search
+                self.last_build = self._build(force=False)  # a missing or stale index is built (changes only)
             assert self._loaded is not None
             return self._loaded
 
@@ -128,6 +199,7 @@ class KnowledgeBase:
         Raises:
             ValueError: the query is empty or k is out of 1..MAX_K (a role's mistake: answered as an error).
             EmbeddingBackendError: the configured embedding backend failed.
+            UserError: the stored index was built with another embedder (see `check_index`).
         """
         if not query.strip():
             raise ValueError("the query is empty; say what you are looking for in a few words")

@@ -1,4 +1,7 @@
-"""Embedders: text → unit vectors. Offline hashing (the default), Ollama, and OpenAI-compatible APIs.
+"""Embedders: text → unit vectors. MiniLM from a package, offline hashing, Ollama, OpenAI-compatible APIs.
+
+`PSE_KB_BACKEND=auto` (the default) is MiniLM when the `embeddings` extra is installed and the hashing
+embedder otherwise (`choose_backend` says which, and why).
 
 Every embedder has an `identity` the index manifest keeps: when it changes (another backend or model),
 the next build re-embeds everything, because vectors of two models cannot be compared. Provider SDK
@@ -12,7 +15,7 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import httpx
 import numpy as np
@@ -20,14 +23,18 @@ from numpy.typing import NDArray
 
 from pse.config import Settings
 from pse.exceptions import ConfigError, EmbeddingBackendError
+from pse.knowledge._minilm import EXTRA_HINT, MiniLMEmbedder, minilm_missing
 from pse.knowledge._text import tokenize
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODELS",
+    "BackendChoice",
     "Embedder",
     "HashingEmbedder",
     "OllamaEmbedder",
     "OpenAIEmbedder",
+    "backend_of",
+    "choose_backend",
     "create_embedder",
 ]
 
@@ -203,15 +210,46 @@ def _checked(rows: list[list[float]], expected: int, identity: str) -> Vectors:
     return _normalise(np.asarray(rows, dtype=np.float32))
 
 
+class BackendChoice(NamedTuple):
+    """The embedding backend in use and why: `auto` resolved, or the setting as given."""
+
+    backend: str
+    reason: str
+
+
+def choose_backend(settings: Settings) -> BackendChoice:
+    """The backend `PSE_KB_BACKEND` means here: `auto` is minilm with the embeddings extra, else offline."""
+    if settings.kb_backend != "auto":
+        return BackendChoice(settings.kb_backend, f"PSE_KB_BACKEND={settings.kb_backend}")
+    missing = minilm_missing()
+    if missing is None:
+        return BackendChoice("minilm", "PSE_KB_BACKEND=auto: the embeddings extra is installed")
+    return BackendChoice(
+        "offline",
+        f"PSE_KB_BACKEND=auto: the embeddings extra is not installed ({missing}); {EXTRA_HINT} for MiniLM",
+    )
+
+
+def backend_of(identity: str) -> str:
+    """The backend part of an embedder identity (`minilm:all-MiniLM-L6-v2@0.1.2` → `minilm`)."""
+    return identity.split(":", 1)[0]
+
+
 def create_embedder(settings: Settings) -> Embedder:
     """The embedder `settings` configure (PSE_KB_BACKEND, PSE_KB_MODEL, PSE_KB_BASE_URL, PSE_KB_API_KEY).
 
     Raises:
-        ConfigError: the openai backend has neither a key nor a base URL.
+        ConfigError: minilm is asked for without the embeddings extra, or the openai backend has neither
+            a key nor a base URL.
     """
-    backend = settings.kb_backend
+    backend = choose_backend(settings).backend
     if backend == "offline":
         return HashingEmbedder()
+    if backend == "minilm":
+        missing = minilm_missing()
+        if missing is not None:
+            raise ConfigError(f"PSE_KB_BACKEND=minilm needs the embeddings extra ({missing}): {EXTRA_HINT}")
+        return MiniLMEmbedder()
     model = settings.kb_model or DEFAULT_EMBEDDING_MODELS[backend]
     if backend == "ollama":
         return OllamaEmbedder(model, settings.kb_base_url, settings.kb_timeout_s)

@@ -2,18 +2,20 @@
 
 Layout (the folder ignores itself in git with its own `.gitignore`)::
 
-    knowledge/.index/manifest.json   embedder identity, chunking, and per file: sha256, bytes, chunks
+    knowledge/.index/manifest.json   backend, embedder identity, chunking, and per file: sha256, bytes, chunks
     knowledge/.index/chunks.json     every chunk (file, lines, heading, text), in index order
     knowledge/.index/vectors.faiss   a flat inner-product FAISS index of the chunks' unit vectors
 
 A build re-embeds only the files whose hash changed (or all, when the embedder or the chunking changed),
-reusing the stored vectors of the others. Files are replaced atomically, the manifest last, and builds
+reusing the stored vectors of the others (searching is refused when the embedder changed: see
+`KnowledgeBase`). Files are replaced atomically, the manifest last, and builds
 of one folder are serialised with a lock file, so concurrent runs never see half an index.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -29,12 +31,22 @@ from pydantic import BaseModel, Field, ValidationError
 
 from pse.exceptions import UserError
 from pse.knowledge._chunks import Chunk, chunk_document, find_documents
-from pse.knowledge._embedders import Embedder, Vectors
+from pse.knowledge._embedders import Embedder, Vectors, backend_of
 
-__all__ = ["INDEX_DIR", "BuildReport", "FileEntry", "LoadedIndex", "Manifest", "build_index", "load_index"]
+__all__ = [
+    "INDEX_DIR",
+    "BuildReport",
+    "FileEntry",
+    "LoadedIndex",
+    "Manifest",
+    "build_index",
+    "load_index",
+    "read_manifest",
+]
 
 INDEX_DIR = ".index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+"""2: chunks carry nested heading paths and setext / reStructuredText headings (a v1 index is rebuilt)."""
 _MANIFEST, _CHUNKS, _VECTORS, _LOCK = "manifest.json", "chunks.json", "vectors.faiss", ".lock"
 
 
@@ -50,6 +62,7 @@ class Manifest(BaseModel):
     """What the index was built from; a rebuild compares the folder against it."""
 
     version: int = INDEX_VERSION
+    backend: str = Field("", description="minilm, offline, ollama or openai (empty in older indexes)")
     embedder: str
     dim: int
     chunk_chars: int
@@ -62,7 +75,12 @@ class BuildReport(BaseModel):
     """What a build did. `embedded` lists exactly the files whose chunks were (re-)embedded."""
 
     index_dir: str
+    backend: str = ""
+    backend_reason: str = Field("", description="why this backend: the setting, or what auto found")
     embedder: str
+    previous_embedder: str | None = Field(
+        None, description="the embedder of the index this build replaced, when it was another one"
+    )
     files: int
     chunks: int
     embedded: list[str] = Field(default_factory=list)
@@ -97,27 +115,53 @@ class LoadedIndex:
         return out
 
 
-def index_dir_of(knowledge_dir: Path) -> Path:
-    """The index folder of a knowledge folder, refusing one that resolves outside it (e.g. a symlink).
+def index_dir_of(knowledge_dir: Path, backend: str) -> Path:
+    """The index folder of a knowledge folder for one embedding backend: `knowledge/.index/<backend>/`
+    (each backend keeps its own vectors, so switching backends never finds the other's index), or, for
+    a task that ships inside an installed PSE, a folder in the user's cache (`$XDG_CACHE_HOME/pse/
+    knowledge/`): nothing is ever written into site-packages.
 
     Raises:
-        UserError: `.index` points outside the knowledge folder.
+        UserError: `.index` (or the backend's folder in it) points outside the knowledge folder.
     """
     root = Path(os.path.realpath(knowledge_dir))
-    target = knowledge_dir / INDEX_DIR
-    if target.exists() or target.is_symlink():
-        real = Path(os.path.realpath(target))
-        if real.parent != root or target.is_symlink():
-            raise UserError(
-                f"{target} leads outside the knowledge folder ({real}); the index is only ever written "
-                "inside the task's knowledge folder: remove that link and build again"
-            )
-    return target
+    if _installed(root):
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+        return _cache_dir() / "knowledge" / f"{root.parent.name}-{digest}" / backend
+    base = knowledge_dir / INDEX_DIR
+    for target, parent in ((base, root), (base / backend, root / INDEX_DIR)):
+        if target.exists() or target.is_symlink():
+            real = Path(os.path.realpath(target))
+            if real.parent != parent or target.is_symlink():
+                raise UserError(
+                    f"{target} leads outside the knowledge folder ({real}); the index is only ever written "
+                    "inside the task's knowledge folder: remove that link and build again"
+                )
+    return base / backend
 
 
-def load_index(knowledge_dir: Path) -> LoadedIndex | None:
+def _installed(folder: Path) -> bool:
+    """Whether a folder ships inside the installed package (a wheel's `pse/_bundled/`), not a checkout."""
+    bundled = Path(os.path.realpath(Path(__file__).resolve().parent.parent / "_bundled"))
+    return folder == bundled or bundled in folder.parents
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pse"
+
+
+def read_manifest(knowledge_dir: Path, backend: str) -> Manifest | None:
+    """The stored manifest alone (no vectors loaded), or None when there is none or it is unreadable."""
+    try:
+        text = (index_dir_of(knowledge_dir, backend) / _MANIFEST).read_text(encoding="utf-8")
+        return Manifest.model_validate_json(text)
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def load_index(knowledge_dir: Path, backend: str) -> LoadedIndex | None:
     """The stored index, or None when there is none or it is incomplete (then it is rebuilt)."""
-    folder = index_dir_of(knowledge_dir)
+    folder = index_dir_of(knowledge_dir, backend)
     try:
         manifest = Manifest.model_validate_json((folder / _MANIFEST).read_text(encoding="utf-8"))
         raw = json.loads((folder / _CHUNKS).read_text(encoding="utf-8"))
@@ -157,7 +201,13 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def build_index(
-    knowledge_dir: Path, embedder: Embedder, chunk_chars: int, overlap: int, *, force: bool = False
+    knowledge_dir: Path,
+    embedder: Embedder,
+    chunk_chars: int,
+    overlap: int,
+    *,
+    backend: str,
+    force: bool = False,
 ) -> BuildReport:
     """Bring the index of `knowledge_dir` up to date, embedding only new and changed files.
 
@@ -170,10 +220,11 @@ def build_index(
             f"PSE_KB_CHUNK_OVERLAP ({overlap}) must be smaller than PSE_KB_CHUNK_CHARS ({chunk_chars})"
         )
     started = time.perf_counter()
-    folder = index_dir_of(knowledge_dir)
+    folder = index_dir_of(knowledge_dir, backend)
     with _locked(folder):
         documents, skipped = find_documents(knowledge_dir, INDEX_DIR)
-        old = None if force else load_index(knowledge_dir)
+        existing = load_index(knowledge_dir, backend)
+        old = None if force else existing
         compatible = (
             old is not None
             and old.manifest.embedder == embedder.identity
@@ -187,7 +238,13 @@ def build_index(
                 at += entry.chunks
         report = BuildReport(
             index_dir=str(folder),
+            backend=backend_of(embedder.identity),
             embedder=embedder.identity,
+            previous_embedder=(
+                existing.manifest.embedder
+                if existing is not None and existing.manifest.embedder != embedder.identity
+                else None
+            ),
             files=len(documents),
             chunks=0,
             skipped=skipped,
@@ -241,6 +298,7 @@ def build_index(
         dim = blocks[0].shape[1] if blocks else (old.manifest.dim if old and compatible else 0)
         _save(folder, all_chunks, blocks, dim)
         manifest = Manifest(
+            backend=backend_of(embedder.identity),
             embedder=embedder.identity,
             dim=dim,
             chunk_chars=chunk_chars,

@@ -36,10 +36,13 @@ class RunKnowledge:
 
     Raises:
         EmbeddingBackendError: injection is on and the embedding backend is unreachable.
+        UserError: the folder's index was built with another embedder (before the run starts, not in it).
     """
 
     def __init__(self, knowledge_dir: Path | None, settings: Settings, *, query: str | None = None) -> None:
         self.kb = KnowledgeBase(knowledge_dir, settings) if knowledge_dir is not None else None
+        if self.kb is not None:
+            self.kb.check_index()
         self.registry: ToolRegistry = builtin_tools()
         if self.kb is not None:
             self.registry.register(search_knowledge_tool(self.kb))
