@@ -155,7 +155,9 @@ def test_cli_build_and_search(
     offline = (tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json").read_bytes()
     code, _, err = pse(monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks))
     assert code == 3 and "ollama" in err.lower()
-    assert (tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json").read_bytes() == offline
+    assert (
+        tasks / "incident-kb" / "knowledge" / ".index" / "offline" / "manifest.json"
+    ).read_bytes() == offline
     code, _, err = pse(monkeypatch, capsys, "kb", "build", "incident-kb", "--tasks-dir", str(tasks))
     assert code == 3 and "ollama serve" in err  # the rebuild reaches the backend, which is down
 

@@ -104,7 +104,9 @@ def test_each_backend_keeps_its_own_index_so_switching_never_searches_the_other(
     assert code == 0  # with the offline backend conftest pins
     offline = (index / "offline" / "manifest.json").read_bytes()
     monkeypatch.delenv("PSE_KB_BACKEND")
-    code, out, err = pse(monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks))
+    code, out, err = pse(
+        monkeypatch, capsys, "kb", "search", "incident-kb", "pool", "--tasks-dir", str(tasks)
+    )
     assert code == 0 and "1. " in out  # MiniLM built its own index, beside the offline one, and said so
     assert "built the minilm index of incident-kb first" in " ".join(err.split())
     assert json.loads((index / "minilm" / "manifest.json").read_text())["embedder"].startswith("minilm:")

@@ -37,6 +37,7 @@ __all__ = [
     "suggesting_tasks",
 ]
 
+
 class _Console(Console):
     """A console that, when its reader goes away (`pse run … | head`), goes quiet and lets the command
     finish: rich's default exits the process, which in the middle of a run ended the run as ERROR."""

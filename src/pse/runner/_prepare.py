@@ -46,15 +46,18 @@ from pse.models import (
 )
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
 from pse.runner._index import StoreIndexer
+from pse.runner._mcp import McpSetup, has_mcp_tools, start_mcp
 from pse.tasks import (
     Task,
     TaskRegistry,
     independent_tests_prompt,
+    mcp_prompt,
     questions_prompt,
     steps_prompt,
     write_files,
 )
 from pse.team import RoleSetup
+from pse.telemetry import RunTelemetry, telemetry_for
 from pse.toolagent import (
     Policy,
     RecordingToolRunner,
@@ -98,6 +101,10 @@ class PreparedRun:
     clients: dict[str, ChatCompletionClient]
     player: CassettePlayer | None
     defaulted_scripted: bool
+    mcp: McpSetup | None = None
+    """The run's MCP servers (None: the task has none); `run_to_end` stops them."""
+    telemetry: RunTelemetry | None = None
+    """PSE_OTEL: sends the run's spans when it ends (None: off)."""
 
     @property
     def run_id(self) -> str:
@@ -123,8 +130,20 @@ def _task_settings(settings: Settings, task: Task) -> Settings:
     return with_overrides(settings, f"limit override of task {task.name!r}", **overrides)
 
 
-def _wire(
+def _wire(**arguments: Any) -> PreparedRun:
+    """`_wire_run`, stopping the run's MCP servers when wiring fails after they started."""
+    started: list[McpSetup] = []
+    try:
+        return _wire_run(started=started, **arguments)
+    except BaseException:
+        for setup in started:
+            setup.servers.stop()
+        raise
+
+
+def _wire_run(
     *,
+    started: list[McpSetup],
     task: Task,
     settings: Settings,
     run_id: str,
@@ -144,7 +163,8 @@ def _wire(
     # Who speaks: the three roles, or (PSE_TEAM=single, the evaluation baseline) one Agent.
     speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
     specs = {role: settings.model_spec(role) for role in speakers}
-    events = RunEvents(run_id, on_event)
+    telemetry = telemetry_for(settings, run_id)  # PSE_OTEL: AutoGen's spans go under the cycle span
+    events = RunEvents(run_id, telemetry.watch(on_event) if telemetry is not None else on_event)
     scrubber = Scrubber(settings.secrets())  # the recorder's rule: digests are of scrubbed text
     cassette = settings.cassette or task.cassette_path
     player: CassettePlayer | None = None
@@ -179,6 +199,8 @@ def _wire(
     # Knowledge: search_knowledge if the task has knowledge/; injection on new runs; traced retrievals.
     knowledge = RunKnowledge(task.knowledge_dir, settings, query=task.config.goal if trace is None else None)
     task_message = knowledge.brief(task_message)
+    mcp = start_mcp(task, settings, workspace, knowledge.registry)  # their tools, before the policy
+    started += [mcp] if mcp is not None else []
     verification = task.config.verification
     policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
     if trace is not None and trace.answers:  # a person's widenings for this run (`pse answer --grant`)
@@ -210,6 +232,8 @@ def _wire(
         runner=runner,
         approver=approvals,
         replay=again.tool_calls if again is not None else (),
+        sandbox=mcp.sandbox if mcp is not None else None,
+        redactor=mcp.redactor if mcp is not None else None,
     )
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).
@@ -252,6 +276,9 @@ def _wire(
         extra[Role.PLANNER] = questions_prompt()
     if task.config.execution == "steps" and settings.team == "pse":
         extra[Role.PLANNER] = "\n\n".join(filter(None, [extra.get(Role.PLANNER), steps_prompt()]))
+    for role in speakers if mcp is not None else ():
+        if has_mcp_tools(role, policy, knowledge.registry):
+            extra[role] = "\n\n".join(filter(None, [extra.get(role), mcp_prompt()]))
     system = {
         role: task.system_prompt(role, settings.protocol)
         + (f"\n{extra[role]}\n" if role in extra else "")
@@ -330,6 +357,8 @@ def _wire(
         clients=clients,
         player=player,
         defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
+        telemetry=telemetry,
+        mcp=mcp,
     )
 
 

@@ -43,14 +43,19 @@ class RunSummary(BaseModel):
 
 
 async def run_to_end(prepared: PreparedRun) -> RunSummary:
-    """Run the engine, then extract the report, save a recording and close the clients."""
+    """Run the engine, then close the clients, save a recording, export the spans (PSE_OTEL) and
+    extract the report."""
     try:
         trace = await prepared.engine.run()
     finally:
+        if prepared.mcp is not None:  # joins each server's thread: off the event loop
+            await asyncio.to_thread(prepared.mcp.servers.stop)
         for client in prepared.clients.values():
             await client.close()
         if prepared.recorder is not None:
             prepared.recorder.save()
+        if prepared.telemetry is not None:  # whatever the outcome; a failed export is logged, never raised
+            await prepared.telemetry.export(prepared.engine.trace)
     last_report = next(
         (
             m.content

@@ -56,6 +56,8 @@ def bwrap_argv(
     tmp_bytes: int,
     fds: dict[str, int],
     masks: Sequence[str] = (),
+    network: bool = False,
+    chdir: str | None = None,
 ) -> list[str]:
     """The bwrap command that runs a command with `workspace_source` mounted at `workspace`.
 
@@ -71,9 +73,14 @@ def bwrap_argv(
         masks: host paths the command must not read although they lie in a mounted directory (an
             evaluation's hidden checks, a package's answer data): an empty tmpfs over a directory,
             /dev/null over a file. Those outside every mount are not there to read anyway.
+        network: keep the host's network namespace (an MCP server the task lets reach the network;
+            tool commands never do).
+        chdir: where the command starts (default: the workspace).
     """
     exe = shutil.which("bwrap") or "bwrap"
     argv = [exe, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+    if network:
+        argv.append("--share-net")
     if identity.switch:
         argv += ["--userns-block-fd", str(fds["block"]), "--info-fd", str(fds["info"])]
         # setpriv needs these three to switch uid and empty the bounding set; it drops them itself.
@@ -103,7 +110,7 @@ def bwrap_argv(
             argv += ["--perms", "0000", "--tmpfs", path]
         else:
             argv += ["--ro-bind", "/dev/null", path]
-    argv += ["--chdir", workspace, "--"]
+    argv += ["--chdir", chdir or workspace, "--"]
     return argv + (drop_privileges(identity) if identity.switch else [])
 
 

@@ -24,7 +24,16 @@ from pse.exceptions import SandboxViolation, ToolInfrastructureError
 from pse.sandbox._identity import Identity
 from pse.sandbox._paths import resolve_in_workspace
 
-__all__ = ["MAX_SYNC_BYTES", "MAX_SYNC_CHANGES", "Accept", "Copy", "Synced", "copy_workspace", "sync_back"]
+__all__ = [
+    "MAX_SYNC_BYTES",
+    "MAX_SYNC_CHANGES",
+    "Accept",
+    "Copy",
+    "Synced",
+    "copy_workspace",
+    "refresh_copy",
+    "sync_back",
+]
 
 MAX_SYNC_CHANGES = 10_000
 """Most changed paths one command may bring back; the rest are refused and reported."""
@@ -84,10 +93,35 @@ def copy_workspace(workspace: Path, target: Path, identity: Identity) -> Copy:
     Raises:
         ToolInfrastructureError: the copy could not be made.
     """
-    copy = Copy(target)
     try:
         target.mkdir(mode=0o755)
         identity.chown(target)
+    except OSError as exc:
+        raise ToolInfrastructureError(f"could not copy the workspace for a command: {exc}") from exc
+    return _fill(workspace, Copy(target), identity)
+
+
+def refresh_copy(workspace: Path, target: Path, identity: Identity) -> Copy:
+    """Make the existing copy `target` equal to `workspace` again, in place: a long-lived process (an MCP
+    server) keeps its view of the workspace mounted at that directory, so it cannot be replaced.
+
+    Raises:
+        ToolInfrastructureError: the copy could not be made.
+    """
+    try:
+        for entry in os.scandir(target):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    except OSError as exc:
+        raise ToolInfrastructureError(f"could not refresh a workspace copy: {exc}") from exc
+    return _fill(workspace, Copy(target), identity)
+
+
+def _fill(workspace: Path, copy: Copy, identity: Identity) -> Copy:
+    target = copy.root
+    try:
         for rel, st in sorted(_walk(workspace).items()):
             source, dest = workspace / rel, target / rel
             if stat.S_ISDIR(st.st_mode):

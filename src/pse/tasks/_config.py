@@ -6,18 +6,22 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from pse.mcp import INSTALL_HINT, McpServerSpec, sdk_problem, server_modes, server_name_problem
 from pse.toolagent import PolicyOverrides
-from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
+from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason, split_mcp_name
 
 __all__ = [
     "BUILTIN_CHECKS",
+    "TASK_ERROR",
     "InputSpec",
     "LimitOverrides",
     "RegistryEntry",
     "RegistryFile",
     "ReportSpec",
+    "SandboxSpec",
     "TaskConfig",
     "VerificationSpec",
 ]
@@ -139,6 +143,23 @@ class VerificationSpec(_Strict):
         return value
 
 
+class SandboxSpec(_Strict):
+    """What the task lets its sandbox do beyond the defaults (`[sandbox]` of task.toml)."""
+
+    network: list[str] = Field(
+        default_factory=list,
+        description="MCP servers (by name) that may reach the network; tool commands never do",
+    )
+
+
+TASK_ERROR = "task"
+"""The error type of a problem spanning several keys of task.toml (its context holds the fix)."""
+
+
+def _task_problem(message: str, fix: str) -> PydanticCustomError:
+    return PydanticCustomError(TASK_ERROR, "{message}", {"fix": fix, "message": message})
+
+
 class TaskConfig(_Strict):
     """A task's `task.toml`. Unknown keys are errors, so a typo never passes silently."""
 
@@ -161,6 +182,10 @@ class TaskConfig(_Strict):
     report: ReportSpec | None = None
     verification: VerificationSpec = Field(default_factory=VerificationSpec)
     cassette: str | None = Field(default=None, description="default cassette, relative to the task folder")
+    mcp: dict[str, McpServerSpec] = Field(
+        default_factory=dict, description="name -> a stdio MCP server the run starts in its sandbox"
+    )
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     execution: Literal["task", "steps"] = Field(
         "task",
         description="task: each cycle reviews the whole task; steps: the plan is a graph of steps, each "
@@ -176,6 +201,22 @@ class TaskConfig(_Strict):
                     f"name {key!r} must start with a letter and hold only letters, digits, '_', '-'"
                 )
         return value
+
+    @field_validator("mcp")
+    @classmethod
+    def _server_names(cls, value: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in value:
+            problem = server_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _mcp_fits(self) -> TaskConfig:
+        errors = _mcp_problems(self)
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
     @field_validator("seed", "expected_outputs")
     @classmethod
@@ -200,6 +241,42 @@ class TaskConfig(_Strict):
             if not command.strip():
                 raise ValueError(f"check {name!r} has an empty command")
         return value
+
+
+def _mcp_problems(config: TaskConfig) -> list[InitErrorDetails]:
+    """The MCP servers against the SDK, the sandbox's network list and the policy's MCP grants."""
+    found: list[InitErrorDetails] = []
+
+    def problem(loc: tuple[str, ...], message: str, fix: str) -> None:
+        found.append({"type": _task_problem(message, fix), "loc": loc, "input": None})
+
+    if config.mcp and (missing := sdk_problem()) is not None:
+        problem(("mcp",), missing, f"install it ({INSTALL_HINT}), or drop the [mcp.*] tables")
+    for name in config.sandbox.network:
+        if name not in config.mcp:
+            problem(("sandbox", "network"), f"no MCP server {name!r}", f"declare [mcp.{name}], or drop it")
+        elif not config.mcp[name].network:
+            fix = f"set network = true in [mcp.{name}], or drop it from the list"
+            problem(("sandbox", "network"), f"MCP server {name} does not say it needs the network", fix)
+    for name, spec in config.mcp.items():
+        if spec.network and name not in config.sandbox.network:
+            fix = f'allow it with [sandbox] network = ["{name}"], or drop network = true'
+            problem(("mcp", name), "the server needs the network and the task does not allow it", fix)
+    for role, tool, setting in config.policy.settings():
+        parsed = split_mcp_name(tool)
+        if parsed is None:
+            continue
+        server = config.mcp.get(parsed[0])
+        if server is None:
+            declared = ", ".join(config.mcp) or "none"
+            fix = f"declare [mcp.{parsed[0]}] or fix the name; declared: {declared}"
+            problem(("policy", role, tool), f"no MCP server {parsed[0]!r} is declared", fix)
+        elif setting.mode not in (None, "deny", *server_modes(server)):
+            fix = f'use mode "read-only", or give [mcp.{parsed[0]}] workspace = "read-write"'
+            problem(
+                ("policy", role, tool), f"MCP server {parsed[0]} sees the workspace read-only at most", fix
+            )
+    return found
 
 
 class RegistryEntry(_Strict):

@@ -12,7 +12,7 @@ from pydantic_core import ErrorDetails
 
 from pse.exceptions import ConfigError
 from pse.roles import ROLES
-from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
+from pse.tasks._config import BUILTIN_CHECKS, TASK_ERROR, TaskConfig
 from pse.tasks._rules import load_rules
 from pse.tasks._rules_config import load_rows
 from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, read_toml, role_file
@@ -93,6 +93,9 @@ def unregistered_folders(tasks_dir: Path, registered: set[Path], registry_file: 
 
 
 def _pydantic_problem(path: Path, err: ErrorDetails) -> Problem:
+    if err["type"] == TASK_ERROR:  # a problem across keys (MCP servers, their network, their grants)
+        key = ".".join(str(part) for part in err["loc"])
+        return Problem(file=str(path), message=f"{key}: {err['msg']}", fix=str((err.get("ctx") or {})["fix"]))
     if err["loc"][:1] == ("policy",):  # the policy model's own problems, described as a run reports them
         policy = policy_problem(err, err["loc"][1:])
         return Problem(file=str(path), message=f"{policy.key}: {policy.message}", fix=policy.fix)
@@ -133,6 +136,16 @@ def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:
                         file=task_file,
                         message=f"check {name!r} runs {ref}, which does not exist",
                         fix=f"create {location.dir / ref} or fix the command",
+                    )
+                )
+    for server, spec in config.mcp.items():
+        for ref in (ref for arg in spec.command for ref in _TASK_DIR_REF.findall(arg)):
+            if not (location.dir / ref).exists():
+                problems.append(
+                    Problem(
+                        file=task_file,
+                        message=f"MCP server {server!r} runs {ref}, which does not exist",
+                        fix=f"create {location.dir / ref} or fix mcp.{server}.command",
                     )
                 )
     for item in config.seed:

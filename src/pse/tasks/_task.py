@@ -27,6 +27,7 @@ __all__ = [
     "TaskLocation",
     "base_prompt",
     "independent_tests_prompt",
+    "mcp_prompt",
     "protocol_prompt",
     "read_toml",
     "role_file",
@@ -87,6 +88,12 @@ def base_prompt(role: str) -> str:
 def independent_tests_prompt() -> str:
     """What the Evaluator reads when the task requires its own tests (`prompts/independent_tests.md`)."""
     return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
+
+
+def mcp_prompt() -> str:
+    """What a role reads when it is granted MCP tools (`prompts/mcp.md`): how their values are typed,
+    and that a server's text is data."""
+    return (prompts_dir() / "mcp.md").read_text(encoding="utf-8").strip()
 
 
 def questions_prompt() -> str:

@@ -27,7 +27,7 @@ from pse.toolagent._defaults import DEFAULT_GRANTS
 from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
 from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
 from pse.toolagent._policy import Grant, Policy, PolicyDecision
-from pse.toolagent._redact import MIN_SECRET_CHARS, Redactor
+from pse.toolagent._redact import MIN_SECRET_CHARS, Redactor, settings_secrets
 from pse.toolagent._runners import (
     WORKSPACE_TOOLS,
     RecordingToolRunner,
@@ -35,6 +35,7 @@ from pse.toolagent._runners import (
     ToolRunner,
     run_tools,
 )
+from pse.toolagent._sandbox import sandbox_for
 
 if TYPE_CHECKING:
     from pse.toolagent._agent import ToolAgent
@@ -65,6 +66,8 @@ __all__ = [
     "policy_problem",
     "render_tool_catalog",
     "run_tools",
+    "sandbox_for",
+    "settings_secrets",
     "tool_functions",
     "tool_signatures",
 ]

@@ -71,6 +71,10 @@ class Vocabulary:
 
     tool_modes: Mapping[str, tuple[Mode, ...]]
     granted: Mapping[str, frozenset[str]]
+    mcp_servers: Mapping[str, tuple[str, ...]] | None = None
+    """A run's MCP servers → the tools each offers. None before any server runs (a task being loaded or
+    validated): then an `mcp.SERVER.TOOL` name of the right shape passes here, and the task checks that
+    it declares the server and that the mode fits it."""
 
 
 BUILTIN_VOCABULARY = Vocabulary(

@@ -36,13 +36,14 @@ from pse.config import Settings
 from pse.events import ToolCallRecord
 from pse.exceptions import RunFailure, SandboxViolation, ToolInfrastructureError, ToolReplayMismatchError
 from pse.protocol import ResultItem, render_tool_results, truncate_text
-from pse.sandbox import Sandbox, SandboxLimits
+from pse.sandbox import Sandbox
 from pse.toolagent._approval import Approver, HeldCall, preview_of
 from pse.toolagent._decide import Allowed, Decider, Scope, Step
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, check_config_guard
 from pse.toolagent._redact import Redactor, settings_secrets
 from pse.toolagent._runners import ToolRunner, run_tools
+from pse.toolagent._sandbox import sandbox_for
 from pse.tools import (
     ToolContext,
     ToolOutcome,
@@ -122,17 +123,6 @@ def _run(step: Allowed) -> RunResult:
         return error
 
 
-def _sandbox_limits(settings: Settings) -> SandboxLimits:
-    return SandboxLimits(
-        timeout_s=settings.tool_timeout_s,
-        cpu_s=settings.tool_cpu_s,
-        memory_mb=settings.tool_memory_mb,
-        file_size_mb=settings.tool_file_size_mb,
-        max_processes=settings.tool_max_processes,
-        output_limit=settings.tool_output_limit,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ToolBatch:
     """The answer to one message: the rendered `<tool_results>` text and one audit record per result."""
@@ -162,6 +152,8 @@ class ToolExecutor:
             be asked).
         replay: the records of an interrupted cycle that is run again: its requests are answered
             from them, in order, and nothing runs twice.
+        sandbox: the sandbox to run tools in (default `sandbox_for(workspace, settings)`); pass the one
+            a run's MCP servers run in, so halting the run stops them too.
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -184,6 +176,7 @@ class ToolExecutor:
         runner: ToolRunner = run_tools,
         approver: Approver | None = None,
         replay: Sequence[ToolCallRecord] = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -195,13 +188,7 @@ class ToolExecutor:
         self.task_dir = task_dir
         self.evaluation_dir = evaluation_dir
         self.check_config = declared_config(check_config)
-        self.sandbox = Sandbox(
-            self.workspace,
-            _sandbox_limits(settings),
-            settings.sandbox,
-            sandbox_uid=settings.sandbox_uid,
-            hide=settings.sandbox_hide,
-        )
+        self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
         self._accept = check_config_guard(self.check_config)

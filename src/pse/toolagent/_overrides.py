@@ -41,6 +41,7 @@ from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError, P
 
 from pse.toolagent._approval import approval_problem
 from pse.toolagent._defaults import BUILTIN_VOCABULARY, Vocabulary
+from pse.tools import MCP_PREFIX, MCP_WILDCARD, split_mcp_name
 
 __all__ = ["MODE_WORDS", "ModeWord", "PolicyOverrides", "PolicyProblem", "ToolOverride", "policy_problem"]
 
@@ -74,10 +75,35 @@ def _known_role(name: str, info: ValidationInfo) -> str:
     raise _problem(f"unknown role {name!r}", fix)
 
 
+def _known_mcp_tool(name: str, vocabulary: Vocabulary) -> str:
+    parsed = split_mcp_name(name)
+    if parsed is None:
+        fix = "write mcp.SERVER.TOOL or mcp.SERVER.* (SERVER as in [mcp.SERVER] of task.toml)"
+        raise _problem(f"{name!r} is no MCP tool name", fix)
+    if vocabulary.mcp_servers is None:
+        return name  # no server runs yet: the task checks the server is declared (TaskConfig)
+    server, tool = parsed
+    offered = vocabulary.mcp_servers.get(server)
+    if offered is None:
+        running = ", ".join(vocabulary.mcp_servers) or "none"
+        raise _problem(
+            f"no MCP server {server!r} runs in this run",
+            f"declare [mcp.{server}]; the servers are: {running}",
+        )
+    near = difflib.get_close_matches(tool, list(offered), n=1, cutoff=0.8)
+    listed = f"its tools are {', '.join(offered) or 'none'}"
+    what = "no tools" if tool == MCP_WILDCARD else f"no tool {tool!r}"
+    raise _problem(
+        f"MCP server {server} offers {what}", f"did you mean {near[0]}? {listed}" if near else listed
+    )
+
+
 def _known_tool(name: str, info: ValidationInfo) -> str:
     tools = _vocabulary(info).tool_modes
     if name in tools:
         return name
+    if name.startswith(MCP_PREFIX):
+        return _known_mcp_tool(name, _vocabulary(info))
     near = difflib.get_close_matches(name, list(tools), n=1, cutoff=0.8)
     listed = f"tools are {', '.join(tools)}"
     raise _problem(f"unknown tool {name!r}", f"did you mean {near[0]}? {listed}" if near else listed)
@@ -168,14 +194,16 @@ class PolicyOverrides(RootModel[dict[RoleName, RoleOverrides]]):
         vocabulary = _vocabulary(info)
         errors: list[InitErrorDetails] = []
         for role, tool, setting in self.settings():
-            modes = vocabulary.tool_modes[tool]
-            if setting.mode not in (None, "deny", *modes):
+            known = vocabulary.tool_modes.get(tool)  # None: an MCP tool no server offers yet (TaskConfig)
+            modes = known or ("read-only",)
+            if known is not None and setting.mode not in (None, "deny", *modes):
                 message = f"{tool} can be granted {' or '.join(modes)} only, not {setting.mode}"
                 problem = _problem(message, f'use mode "{modes[0]}", or "deny"')
             elif setting.mode is None and tool not in vocabulary.granted[role]:
                 what = "budget" if setting.budget is not None else "approve"
                 extra = f"budget = {setting.budget}" if setting.budget is not None else "approval = …"
-                grant = f'{tool} = {{ mode = "{modes[0]}", {extra} }}'
+                key = f'"{tool}"' if "." in tool else tool
+                grant = f'{key} = {{ mode = "{modes[0]}", {extra} }}'
                 problem = _problem(f"{role} has no {tool} grant to {what}", f"grant it: {grant}")
             else:
                 continue

@@ -18,7 +18,7 @@ from pse.roles import ROLES, Role
 from pse.toolagent._approval import ApprovalRule, parse_approval
 from pse.toolagent._defaults import DEFAULT_GRANTS, EVALUATOR_AREAS, Area, Vocabulary, tool_modes
 from pse.toolagent._overrides import PolicyOverrides, policy_problem
-from pse.tools import Mode, Tool, ToolRegistry, builtin_tools
+from pse.tools import MCP_WILDCARD, Mode, Tool, ToolRegistry, builtin_tools, split_mcp_name
 
 __all__ = ["Grant", "Policy", "PolicyDecision"]
 
@@ -128,6 +128,7 @@ class Policy:
         data = (
             overrides.model_dump(exclude_none=True) if isinstance(overrides, PolicyOverrides) else overrides
         )
+        data, origins = self._expand_wildcards(data)
         try:
             checked = PolicyOverrides.model_validate(data, context=self._vocabulary())
         except ValidationError as exc:
@@ -153,12 +154,49 @@ class Policy:
                 grants[role][tool] = Grant(
                     setting.mode,
                     self._default_budget if budget is None else budget,
-                    f"task.{role}.{tool}",
+                    f"task.{role}.{origins.get((role, tool), tool)}",
                     old.areas if old else ("workspace",),
                     approval,
                 )
                 denied[role].discard(tool)
         return Policy(grants, self._tool_modes, self._default_budget, denied)
+
+    def _mcp_servers(self) -> dict[str, tuple[str, ...]]:
+        """Each MCP server of this policy's tools → the tools it offers (`mcp.SERVER.TOOL` names)."""
+        servers: dict[str, list[str]] = {}
+        for name in self._tool_modes:
+            parsed = split_mcp_name(name)
+            if parsed is not None:
+                servers.setdefault(parsed[0], []).append(parsed[1])
+        return {server: tuple(tools) for server, tools in servers.items()}
+
+    def _expand_wildcards(self, data: Any) -> tuple[Any, dict[tuple[str, str], str]]:
+        """`mcp.SERVER.*` of each role as one entry per tool the server offers, where the role names no
+        such tool itself (a tool named on its own line wins over the wildcard, whatever the order); and
+        which key each expanded tool came from (its grant's rule cites the wildcard)."""
+        servers = self._mcp_servers()
+        if not servers or not isinstance(data, Mapping):
+            return data, {}
+        origins: dict[tuple[str, str], str] = {}
+        expanded: dict[str, Any] = {}
+        for role, table in data.items():
+            if not isinstance(table, Mapping):
+                expanded[role] = table
+                continue
+            named = set(table)
+            out: dict[str, Any] = {}
+            for key, setting in table.items():
+                parsed = split_mcp_name(str(key))
+                if parsed is None or parsed[1] != MCP_WILDCARD or parsed[0] not in servers:
+                    out[key] = setting
+                    continue
+                for tool in servers[parsed[0]]:
+                    name = f"{key[: -len(MCP_WILDCARD)]}{tool}"
+                    if name not in named:
+                        out[name] = setting
+                        origins[(role, name)] = key
+            expanded[role] = out
+        return expanded, origins
 
     def decide(self, role: str, tool: str) -> PolicyDecision:
         """May `role` call `tool`? (Budgets are counted by the executor, per cycle.)"""
@@ -205,4 +243,5 @@ class Policy:
         return self._grants.get(role, {}).get(tool)
 
     def _vocabulary(self) -> Vocabulary:
-        return Vocabulary(self._tool_modes, {role: frozenset(tools) for role, tools in self._grants.items()})
+        granted = {role: frozenset(tools) for role, tools in self._grants.items()}
+        return Vocabulary(self._tool_modes, granted, self._mcp_servers())

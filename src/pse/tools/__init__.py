@@ -11,13 +11,29 @@ from pse.protocol import ParamSpec
 from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
 from pse.tools._commands import bash, run_check
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
-from pse.tools._names import BUILTIN_CHECKS, Tool, check_tool
+from pse.tools._names import (
+    BUILTIN_CHECKS,
+    MCP_NAME,
+    MCP_PREFIX,
+    MCP_SERVER_NAME,
+    MCP_TOOL_NAME,
+    MCP_WILDCARD,
+    Tool,
+    check_tool,
+    mcp_tool_name,
+    split_mcp_name,
+)
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 
 __all__ = [
     "BUILTIN_CHECKS",
     "EVALUATION_PREFIX",
+    "MCP_NAME",
+    "MCP_PREFIX",
+    "MCP_SERVER_NAME",
+    "MCP_TOOL_NAME",
+    "MCP_WILDCARD",
     "Author",
     "Mode",
     "ParamSpec",
@@ -33,6 +49,7 @@ __all__ = [
     "check_tool",
     "declared_config",
     "list_files",
+    "mcp_tool_name",
     "normalize_target",
     "parse_pytest_summary",
     "read_file",
@@ -40,6 +57,7 @@ __all__ = [
     "run_check",
     "run_pytest",
     "run_ruff",
+    "split_mcp_name",
     "write_file",
 ]
 
