@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.mcp_support import MODES, SERVER_DIR, calls, mcp_executor, notes_spec
 
+from mcp_support import MODES, SERVER_DIR, calls, mcp_executor, notes_spec
 from pse.config import Settings
 from pse.events import ToolCallRecord
 from pse.exceptions import ToolInfrastructureError

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.mcp_support import SERVER_DIR
 
+from mcp_support import SERVER_DIR
 from pse.config import load_settings
 from pse.exceptions import ConfigError
 from pse.protocol import render_tool_calls

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from tests.mcp_support import MODES, SERVER_DIR, calls, mcp_executor, needs_bwrap, notes_spec
 
+from mcp_support import MODES, SERVER_DIR, calls, mcp_executor, needs_bwrap, notes_spec
 from pse.config import Settings
 from pse.events import ToolCallRecord
 from pse.exceptions import ConfigError
