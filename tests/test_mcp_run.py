@@ -57,7 +57,7 @@ def _task(tmp_path: Path, extra: str = SERVER) -> Path:
 
 @pytest.mark.parametrize("mode", ["bwrap", "fallback"])
 def test_a_run_offers_audits_and_stops_an_mcp_server(tmp_path: Path, mode: str) -> None:
-    from tests.mcp_support import BWRAP_MISSING
+    from mcp_support import BWRAP_MISSING
 
     if mode == "bwrap" and BWRAP_MISSING is not None:
         pytest.skip(BWRAP_MISSING)
