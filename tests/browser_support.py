@@ -54,3 +54,51 @@ def serving(app: Any, name: str = "pse-web-test-server") -> Iterator[str]:
     finally:
         srv.should_exit = True
         thread.join(timeout=30)
+
+
+AXE = Path(__file__).parents[1] / "web" / "node_modules" / "axe-core" / "axe.min.js"
+"""axe-core from the front-end's npm dev dependencies (`make setup` installs it; nothing is downloaded here)."""
+needs_axe = pytest.mark.skipif(
+    not AXE.is_file(), reason="axe-core is not installed: run `make setup` (npm ci in web/)"
+)
+SERIOUS = ("serious", "critical")
+
+
+def axe_violations(page: Any) -> list[str]:
+    """The serious and critical accessibility violations axe-core finds on the page as it is now.
+
+    axe is evaluated through the DevTools protocol, so the dashboard's CSP (scripts from 'self' only)
+    stays as it is for the page itself."""
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.evaluate(AXE.read_text(encoding="utf-8") + "\n;0")
+    found: list[dict[str, Any]] = page.evaluate(
+        """async () => (await axe.run(document, { resultTypes: ["violations"] })).violations
+            .map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(" ")).slice(0, 5) }))"""
+    )
+    return [f"{v['id']} ({v['impact']}): {v['nodes']}" for v in found if v["impact"] in SERIOUS]
+
+
+def sideways_overflow(page: Any) -> int:
+    """How many pixels the document is wider than the viewport (0: no horizontal scroll)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
+
+class Watch:
+    """What a page did that it must not: console errors, uncaught exceptions, dialogs (an alert fired).
+
+    `allow` lists console messages a test expects (a 404 the not-found page asks for)."""
+
+    def __init__(self, page: Any, allow: tuple[str, ...] = ()) -> None:
+        self.problems: list[str] = []
+        self.allow = allow
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.problems.append(f"pageerror: {exc}"))
+        page.on("dialog", self._dialog)
+
+    def _console(self, msg: Any) -> None:
+        if msg.type == "error" and not any(a in msg.text for a in self.allow):
+            self.problems.append(f"console: {msg.text}")
+
+    def _dialog(self, dialog: Any) -> None:
+        self.problems.append(f"dialog: {dialog.message}")
+        dialog.dismiss()

@@ -130,7 +130,8 @@ def test_the_live_page_follows_step_events(tmp_path: Path) -> None:
         expect(page.locator('.step-node[data-step="S3"]')).to_contain_text("2 attempts")
 
         # applyEvent keeps a cycle's attempts: a begun attempt, then its end replaces it
-        seen = page.evaluate("""() => {
+        seen = page.evaluate("""async () => {
+            const { emptyRun, applyEvent, stepsPanel, eventLine } = window.pseDebug;
             const run = emptyRun({ run_id: "r", task: "t" });
             applyEvent(run, { kind: "cycle_start", cycle: 1, cycle_kind: "initial", first_speaker: "Planner" });
             const begun = { step: "S2", attempt: 1, started_at: "2026-01-01T00:00:00+00:00", result: "" };
@@ -139,7 +140,7 @@ def test_the_live_page_follows_step_events(tmp_path: Path) -> None:
             const after = run.cycles[0].steps.length;
             const ended = Object.assign({}, begun, { result: "PASS", result_reason: "ALL_MET" });
             applyEvent(run, { kind: "step", cycle: 1, attempt: ended });
-            const panel = stepsPanel(run);
+            const panel = await stepsPanel(run);
             return { after, steps: run.cycles[0].steps.map((a) => `${a.step}/${a.attempt}/${a.result}`),
                      nodes: panel.querySelectorAll(".step-node").length,
                      running: panel.querySelector('.step-node[data-step="S3"] .step-status').textContent,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -442,7 +443,12 @@ def test_with_a_token_the_ui_itself_loads_and_any_host_is_served(guarded: TestCl
     page = guarded.get("/", headers={"Host": "dash.example:8080"})
     assert page.status_code == 200 and "PSE dashboard" in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert guarded.get("/static/app.js").status_code == 200
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page.text)
+    assert any(a.endswith(".js") for a in assets) and any(a.endswith(".css") for a in assets), assets
+    for asset in assets:  # the built front-end loads without the token, under the same CSP
+        response = guarded.get(asset)
+        assert response.status_code == 200, asset
+        assert "script-src 'self'" in response.headers["content-security-policy"]
     auth = {"Authorization": f"Bearer {TOKEN}", "Host": "dash.example:8080"}
     assert guarded.get("/api/tasks", headers=auth).status_code == 200
     assert guarded.get("/api/openapi.json").status_code == 401  # no schema browsing without the token

@@ -74,15 +74,23 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
             page.uncheck("#role-filter input[data-role=ToolAgent]")
             expect(page.locator("#cycle-1 .msg.ToolAgent")).to_have_count(0)
             expect(page.locator("#cycle-1 .msg.Planner")).not_to_have_count(0)
-            page.locator("#files a", has_text="quicksort.py").first.click()
+            page.locator("#files button", has_text="quicksort.py").first.click()
             expect(page.locator(".file-view pre")).to_contain_text("def quicksort")
             page.screenshot(path=shots / "3-run-page.png", full_page=True)
 
             page.click("#nav-metrics")
             expect(page.locator("#metric-cards")).to_contain_text("finished runs")
+            expect(page.locator("#card-runs b")).to_have_text("1")
+            # five charts drawn (tokens over time, per role, per cycle, outcomes, cycles to pass); the
+            # scripted model is unpriced, so the cost chart is a note, not a flat line
             expect(page.locator("#charts svg.chart")).to_have_count(5)
-            expect(page.locator("#charts circle")).to_have_count(2)  # one run, on two time series
+            expect(page.locator("#cost-note")).to_contain_text("unpriced")
+            point = page.locator("#chart-tokens a")
+            expect(point).to_have_count(1)  # one run: one point, a link to it
+            expect(page.locator("#chart-tokens circle")).to_have_count(1)
             page.screenshot(path=shots / "4-metrics.png", full_page=True)
+            point.click()
+            expect(page.locator("#run-outcome")).to_have_text("PASSED")
             assert errors == [], errors
         finally:
             browser.close()

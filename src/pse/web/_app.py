@@ -8,13 +8,15 @@ from importlib.resources import files
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pse.config import Settings, load_settings
 from pse.history import RunHistory
 from pse.web._api import router
+from pse.web._catalog import TraceCatalog
 from pse.web._evals import router as evals_router
+from pse.web._live import router as live_router
 from pse.web._runs import RunManager, runs_root
 from pse.web._security import GuardMiddleware, check_bind
 
@@ -23,7 +25,14 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "STATIC_DIR", "create_app", "serve"]
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 STATIC_DIR = Path(str(files("pse.web") / "static"))
-"""The UI: plain HTML, CSS and JavaScript shipped as package data (no third-party front-end code)."""
+"""The UI as Vite builds it from `web/` (`make setup`; never committed), shipped inside the wheel."""
+NOT_BUILT = (
+    "<!doctype html><html lang=en><meta charset=utf-8><title>PSE dashboard: front-end not built</title>"
+    "<h1>The dashboard's front-end is not built</h1><p>This checkout has no <code>src/pse/web/static/"
+    "index.html</code>. Run <code>make setup</code> (it runs <code>npm ci</code> and <code>npm run build"
+    "</code> in <code>web/</code>; Node.js 18 or later is needed), then reload. The API under "
+    "<code>/api</code> works without it.</p></html>"
+)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -59,13 +68,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.runs_root = root
     app.state.evals_root = evals
     app.state.history = RunHistory(root, app.state.settings)
+    app.state.catalog = TraceCatalog(root)
     app.include_router(router)
+    app.include_router(live_router)
     app.include_router(evals_router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
 
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+    def index() -> Response:
+        page = STATIC_DIR / "index.html"
+        if not page.is_file():
+            return HTMLResponse(NOT_BUILT, status_code=503, headers={"Cache-Control": "no-store"})
+        return FileResponse(page, headers={"Cache-Control": "no-store"})
 
     app.add_middleware(GuardMiddleware, token=token or None)
     return app

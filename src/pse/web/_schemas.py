@@ -12,6 +12,7 @@ from pse.config import ProviderName
 from pse.evals import EvalSummary, ResultRow
 from pse.events import ApprovalRecord
 from pse.history import RunEntry, Stats
+from pse.web._catalog import RunFacts, SearchHit
 from pse.web._security import is_loopback_host
 
 __all__ = [
@@ -113,9 +114,15 @@ class TaskInfo(BaseModel):
 
 
 class RunListItem(RunEntry):
-    """A history line plus whether it is executing in this server now."""
+    """A history line plus whether it is executing in this server now, and what its trace says."""
 
     live: bool = False
+    duration_s: float | None = Field(None, description="from started_at to ended_at; None while it runs")
+    infrastructure_error: bool = Field(
+        False, description="ERROR for a reason outside the run: the model down, cancelled, ... (metrics)"
+    )
+    facts: RunFacts | None = Field(None, description="provider, model, sandbox...; None: trace unreadable")
+    match: SearchHit | None = Field(None, description="with `q`: where the search matched")
 
 
 class AnswerRequest(BaseModel):
@@ -168,13 +175,26 @@ class RunPage(BaseModel):
     offset: int
     limit: int
     runs: list[RunListItem]
+    query: str | None = Field(None, description="the search, when there was one")
+    text_searched: int | None = Field(
+        None, description="with `q`: how many runs' message text was read (the newest, at most 1000)"
+    )
+    text_search_limit: int | None = None
 
 
 class MetricsResponse(Stats):
     """`GET /api/stats`: the aggregates plus the series the metrics page draws."""
 
     cycles_to_pass: dict[str, int] = Field(description="passed runs by number of cycles")
-    series: list[RunEntry] = Field(description="finished runs, oldest first (at most the last 500)")
+    series: list[RunListItem] = Field(description="finished runs, oldest first (at most the last 500)")
+    infrastructure_errors: int = Field(
+        0, description="finished runs that ended ERROR for a reason outside the run (model down, cancelled)"
+    )
+    judged_runs: int = Field(0, description="finished runs minus the infrastructure errors")
+    pass_rate: float | None = Field(None, description="PASSED of the judged runs")
+    judged_first_cycle_pass_rate: float | None = Field(
+        None, description="passed in their first cycle, of the judged runs"
+    )
 
 
 class EvalArmRates(BaseModel):
