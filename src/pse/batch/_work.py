@@ -24,7 +24,7 @@ from pse.config import Settings
 from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
 from pse.store import BatchStore, StoreUnavailable, open_store
 
-__all__ = ["ItemResult", "Stop", "WorkItem", "new_owner", "work_item"]
+__all__ = ["ItemResult", "Stop", "WorkItem", "new_owner", "trace_of", "work_item"]
 
 
 class Stop(asyncio.Event):
@@ -80,7 +80,8 @@ class ItemResult:
     unstarted: bool = False  # the run could not be prepared (`error` says why)
 
 
-def _trace_of(settings: Settings, run_id: str | None) -> dict[str, Any] | None:
+def trace_of(settings: Settings, run_id: str | None) -> dict[str, Any] | None:
+    """The JSON of a run's trace in the settings' runs folder, or None (no run, unreadable)."""
     if run_id is None:
         return None
     try:
@@ -181,10 +182,10 @@ async def _work(
     work, settings = lease.work, lease.work.settings
     if not await lease.take(cancel):
         run_id = lease.earlier_run()
-        trace = _trace_of(settings, run_id) or {}
+        trace = trace_of(settings, run_id) or {}
         return ItemResult(work.item, run_id, trace.get("outcome"), str(trace.get("state", "")), skipped=True)
     earlier_id = lease.earlier_run()
-    earlier = _trace_of(settings, earlier_id)
+    earlier = trace_of(settings, earlier_id)
     try:
         if earlier is not None and not interrupted(earlier):  # it ended; its holder died before saying so
             lease.finish(done=True)
@@ -224,7 +225,7 @@ async def _work(
             task.cancel()
         if running is not None:
             running.pop(work.item, None)
-    trace = _trace_of(settings, prepared.run_id) or {}
+    trace = trace_of(settings, prepared.run_id) or {}
     done = bool(trace) and not interrupted(trace)
     lease.finish(done=done)
     return ItemResult(

@@ -29,7 +29,7 @@ from typing import Any
 from pse._run_entry import RunEntry
 from pse.batch import Executor, ItemResult, LocalExecutor, WorkItem
 from pse.batch._batch import portable
-from pse.batch._work import Stop
+from pse.batch._work import Stop, trace_of
 from pse.config import Settings, with_overrides
 from pse.evals._hidden import run_hidden_check
 from pse.evals._results import EvalSummary, HiddenResult, ResultRow, latest_rows, summarize_rows
@@ -250,7 +250,7 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
     async def judge(result: ItemResult) -> None:
         instance, arm, settings = pairs[result.item]
         wall = time.monotonic() - begun.get(result.item, time.monotonic())
-        trace = _trace_json(settings, result.run_id)
+        trace = trace_of(settings, result.run_id)
         if trace is None or (plan._cancelled is not None and result.cancelled):
             return  # cancelled: no result; the next run of this evaluation resumes it
         run_dir = settings.runs_dir.resolve() / str(result.run_id)
@@ -287,16 +287,6 @@ def _runs_in_store(plan: EvalRun) -> dict[tuple[str, str], str]:
         if "instance" in entry.tags and "arm" in entry.tags:
             found[(entry.tags["instance"], entry.tags["arm"])] = entry.run_id
     return found
-
-
-def _trace_json(settings: Settings, run_id: str | None) -> dict[str, Any] | None:
-    if run_id is None:
-        return None
-    try:
-        data = json.loads((settings.runs_dir.resolve() / run_id / "trace.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _open_folder(out: Path) -> None:
