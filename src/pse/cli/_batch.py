@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -12,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pse.batch import BatchProgress, BatchRun, BatchSummary, LocalExecutor, RayExecutor, read_rows, run_batch
 from pse.batch._batch import Executor, check_concurrency, source_of
-from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, shown
+from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, run_interruptible, shown
 from pse.exceptions import UserError
 from pse.runner import registry_for
 
@@ -75,16 +73,8 @@ def batch_cmd(
         on_progress=bar.update,
     )
 
-    async def go() -> BatchSummary:
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, plan.cancel)  # runs end cleanly and resume next time
-        try:
-            return await run_batch(plan)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-
     with bar:
-        summary = asyncio.run(go())
+        summary = run_interruptible(run_batch(plan), plan.cancel)  # Ctrl-C: runs resume next time
     if as_json:
         print(summary.model_dump_json(indent=1))
     else:

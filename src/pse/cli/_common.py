@@ -3,15 +3,17 @@ them, task-name hints and safe printing."""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import logging
 import os
+import signal
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -23,6 +25,8 @@ from pse.config._settings import load_settings_given
 from pse.engine import check_run_id, is_run_id
 from pse.exceptions import TaskNotFoundError, UserError
 
+T = TypeVar("T")
+
 __all__ = [
     "LAST_RUN",
     "RunsDir",
@@ -33,6 +37,7 @@ __all__ = [
     "option_names",
     "out",
     "resolve_run_id",
+    "run_interruptible",
     "shown",
     "suggesting_tasks",
 ]
@@ -146,3 +151,18 @@ def suggesting_tasks(task: str, settings: Settings) -> Iterator[None]:
         raise TaskNotFoundError(
             f"no task named {task!r}; did you mean {close[0]!r}? (available: {', '.join(names)})"
         ) from exc
+
+
+def run_interruptible(main: Coroutine[Any, Any, T], cancel: Callable[[], object]) -> T:
+    """`asyncio.run(main)` with Ctrl-C calling `cancel` (runs end at their cycle boundary and resume
+    next time) instead of killing the loop: what `pse batch` and `pse eval` do."""
+
+    async def go() -> T:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, cancel)
+        try:
+            return await main
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    return asyncio.run(go())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import time
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from pse.batch import RayExecutor
-from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, shown
+from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, run_interruptible, shown
 from pse.evals import ArmSummary, EvalSummary, ResultRow
 from pse.evals._harness import ARMS, EvalRun, parse_arms, run_eval, select_instances
 from pse.evals._suite import load_suite, suite_problems
@@ -104,16 +102,8 @@ def eval_cmd(
         else None,
     )
 
-    async def go() -> EvalSummary:
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, plan.cancel)  # runs end cleanly and resume next time
-        try:
-            return await run_eval(plan)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
-
     with progress:
-        summary = asyncio.run(go())
+        summary = run_interruptible(run_eval(plan), plan.cancel)  # Ctrl-C: runs resume next time
     if plan.cancelled:
         err.print(f"interrupted: run the same command again (same --out {folder}) to go on", highlight=False)
         raise typer.Exit(130)

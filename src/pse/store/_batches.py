@@ -134,50 +134,34 @@ class BatchStore(RunStore):
             row = conn.execute(sa.select(batch_items).where(key)).first() if taken else None
         return None if row is None else _item(row)
 
+    def _update_held(
+        self, batch_id: str, item: int, holder: str, *, running: bool = False, **values: Any
+    ) -> bool:
+        """Update the row `holder` holds (and, with `running`, still runs); False when it does not hold it."""
+        where = [
+            batch_items.c.batch_id == batch_id,
+            batch_items.c.item == item,
+            batch_items.c.owner == holder,
+        ]
+        if running:
+            where.append(batch_items.c.status == RUNNING)
+        with self._write() as conn:
+            return bool(conn.execute(batch_items.update().where(*where).values(**values)).rowcount)
+
     def renew(self, batch_id: str, item: int, owner: str, ttl_s: float) -> bool:
         """Extend a lease this owner holds; False when it lost it (it must stop working on the item)."""
-        with self._write() as conn:
-            return bool(
-                conn.execute(
-                    batch_items.update()
-                    .where(
-                        batch_items.c.batch_id == batch_id,
-                        batch_items.c.item == item,
-                        batch_items.c.owner == owner,
-                        batch_items.c.status == RUNNING,
-                    )
-                    .values(lease_until=time.time() + ttl_s)
-                ).rowcount
-            )
+        return self._update_held(batch_id, item, owner, running=True, lease_until=time.time() + ttl_s)
 
     def assign_run(self, batch_id: str, item: int, owner: str, run_id: str) -> None:
         """Note the run an item's owner started for it (a later claimer resumes that run)."""
-        with self._write() as conn:
-            conn.execute(
-                batch_items.update()
-                .where(
-                    batch_items.c.batch_id == batch_id,
-                    batch_items.c.item == item,
-                    batch_items.c.owner == owner,
-                )
-                .values(run_id=run_id)
-            )
+        self._update_held(batch_id, item, owner, run_id=run_id)
 
     def finish(self, batch_id: str, item: int, owner: str, *, done: bool) -> bool:
         """Release the lease: the item is done (its run has an outcome) or back to pending (interrupted).
         False when the owner no longer held it."""
-        with self._write() as conn:
-            return bool(
-                conn.execute(
-                    batch_items.update()
-                    .where(
-                        batch_items.c.batch_id == batch_id,
-                        batch_items.c.item == item,
-                        batch_items.c.owner == owner,
-                    )
-                    .values(status=DONE if done else PENDING, owner=None, lease_until=None)
-                ).rowcount
-            )
+        return self._update_held(
+            batch_id, item, owner, status=DONE if done else PENDING, owner=None, lease_until=None
+        )
 
     def save_summary(self, batch_id: str, summary: dict[str, Any]) -> None:
         with self._write() as conn:
