@@ -288,3 +288,36 @@ def test_the_model_rate_limit_holds_across_ray_workers(tmp_path: Path, ray_clust
     assert max(sum(1 for t in times if start <= t < start + 1.0) for start in times) <= 3, times
     waited = [load_trace(tmp_path / "runs" / r["run_id"]).rate_limit for r in summary.runs]
     assert sum(1 for w in waited if w is not None and w.waited_s > 0) >= 6  # most runs had to wait their turn
+
+
+def test_a_worker_archive_cannot_write_outside_its_run_folder(tmp_path: Path) -> None:
+    """The run folder a Ray worker sends back was written by tools: a member with `..`, an absolute
+    name, a symlink or a device is never unpacked; regular files land inside the target only."""
+    import io
+    import tarfile
+
+    from pse.batch._ray import _pack, _unpack
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in [("../evil.txt", b"x"), ("/tmp/abs-evil.txt", b"x"), ("workspace/ok.py", b"ok")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("workspace/link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(link)
+        device = tarfile.TarInfo("workspace/dev")
+        device.type = tarfile.CHRTYPE
+        archive.addfile(device)
+    target = tmp_path / "runs" / "r1"
+    _unpack(buffer.getvalue(), target)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*")) == ["workspace", "workspace/ok.py"]
+    assert not (tmp_path / "runs" / "evil.txt").exists() and not Path("/tmp/abs-evil.txt").exists()
+    # and the worker side never packs a link a tool made
+    run = tmp_path / "run"
+    (run / "workspace").mkdir(parents=True)
+    (run / "trace.json").write_text("{}")
+    (run / "workspace" / "secret").symlink_to("/etc/passwd")
+    with tarfile.open(fileobj=io.BytesIO(_pack(run)), mode="r:gz") as packed:
+        assert sorted(packed.getnames()) == ["trace.json", "workspace"]
