@@ -105,6 +105,30 @@ def test_bad_values_and_unknown_keys_name_the_field(tasks_dir: Path) -> None:
     )
 
 
+def test_pytest_plugins_must_be_names_and_installed(tasks_dir: Path, tmp_path: Path) -> None:
+    toml = tasks_dir / "demo" / "task.toml"
+    with toml.open("a") as handle:
+        handle.write('\n[verification]\npytest_plugins = ["asyncio", "no:asyncio", "not_installed_xyz"]\n')
+    messages = _messages(validate([tasks_dir]))
+    assert len(messages) == 1 and "'no:asyncio' is not a plugin name" in messages[0], messages
+    _edit(toml, '"no:asyncio", ', "")
+    [problem] = validate([tasks_dir])
+    assert (
+        problem.message
+        == "pytest plugin 'not_installed_xyz' ([verification] pytest_plugins) is not installed"
+    )
+    assert problem.fix == "install it next to PSE, or remove it from pytest_plugins"
+    # A run of it is refused before anything starts, with the same fix.
+    from pse.config import load_settings
+    from pse.exceptions import ConfigError
+    from pse.runner import prepare_run
+
+    settings = load_settings(tasks_dir=tasks_dir, runs_dir=tmp_path / "runs", sandbox="fallback")
+    with pytest.raises(ConfigError, match=r"'not_installed_xyz' .* is not installed\s+fix: install it"):
+        prepare_run("demo", settings)
+    assert not any((tmp_path / "runs").glob("*/trace.json"))
+
+
 def test_registry_entry_without_folder_and_folder_without_entry(tasks_dir: Path) -> None:
     with (tasks_dir / "registry.toml").open("a") as handle:
         handle.write('\n[tasks.ghost]\npath = "ghost"\n')

@@ -190,6 +190,39 @@ def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
     }
 
 
+# Installed next to PSE (the dev extra): hypothesis's and anyio's plugins, pytest-asyncio.
+_LOADED_PLUGINS = """import sys
+
+
+def test_plugins():
+    assert "_hypothesis_pytestplugin" not in sys.modules
+    assert "anyio.pytest_plugin" not in sys.modules
+"""
+_ASYNC_TEST = "import pytest\n\n\n@pytest.mark.asyncio\nasync def test_async():\n    assert True\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_run_pytest_loads_no_installed_plugin_the_task_did_not_name(tmp_path: Path, mode: str) -> None:
+    # A plugin merely installed next to PSE (a rerun-on-failure one would turn a flaky failure into a
+    # pass) never shapes a verdict: only the ones [verification] pytest_plugins names are loaded.
+    bare = project(tmp_path / "bare", {"test_plugins.py": _LOADED_PLUGINS, "test_async.py": _ASYNC_TEST})
+    out = call("run_pytest", context(bare, mode))
+    assert {k: out.facts[k] for k in ("passed", "failed")} == {"passed": 1, "failed": 1}, out.output
+    assert "async def functions are not natively supported" in out.output
+    named = call("run_pytest", context(bare, mode, pytest_plugins=("asyncio",)))
+    assert {k: named.facts[k] for k in ("passed", "failed")} == {"passed": 2, "failed": 0}, named.output
+    assert "asyncio_default_fixture_loop_scope" not in named.output  # its deprecation notice is silenced
+
+
+def test_a_task_naming_an_uninstalled_pytest_plugin_is_refused(tmp_path: Path) -> None:
+    from pse.tools import pytest_plugin_missing
+
+    assert not pytest_plugin_missing("asyncio")  # an entry-point name
+    assert not pytest_plugin_missing("pytest_asyncio.plugin")  # a module
+    assert pytest_plugin_missing("no_such_plugin_xyz")
+    assert pytest_plugin_missing("no_such_package.plugin")
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
     good = project(tmp_path / "good", PASSING)

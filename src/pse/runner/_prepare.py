@@ -227,6 +227,7 @@ def _wire_run(
         task_dir=task.dir,
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,
+        pytest_plugins=task.config.verification.pytest_plugins,
         history=[call for cycle in past for call in cycle.tool_calls],
         on_record=events.tool_call,
         runner=runner,

@@ -29,6 +29,9 @@ __all__ = [
 KNOWN_TOOLS: tuple[str, ...] = tuple(Tool)
 """Every tool the ToolAgent knows."""
 
+_PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+"""A pytest plugin as `-p` takes it: an entry-point name or a module path (never `no:NAME`)."""
+
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
@@ -119,6 +122,11 @@ class VerificationSpec(_Strict):
         default_factory=dict,
         description="pytest / ruff -> the workspace path their last run must cover (default '.')",
     )
+    pytest_plugins: list[str] = Field(
+        default_factory=list,
+        description="pytest plugins run_pytest loads, by entry-point or module name (e.g. 'asyncio'); "
+        "no other installed plugin is loaded",
+    )
 
     @field_validator("check_config_files")
     @classmethod
@@ -129,6 +137,17 @@ class VerificationSpec(_Strict):
                 raise ValueError(
                     f"{item!r} is not a check-configuration file (roles may write it anyway); "
                     "list only files such as conftest.py, pytest.ini, ruff.toml"
+                )
+        return value
+
+    @field_validator("pytest_plugins")
+    @classmethod
+    def _plugin_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _PLUGIN_NAME.fullmatch(name):
+                raise ValueError(
+                    f"pytest_plugins: {name!r} is not a plugin name; give an entry-point or module name "
+                    "such as 'asyncio' or 'pytest_asyncio.plugin'"
                 )
         return value
 

@@ -17,6 +17,7 @@ from pse.tasks._rules import load_rules
 from pse.tasks._rules_config import load_rows
 from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, read_toml, role_file
 from pse.toolagent import policy_problem
+from pse.tools import pytest_plugin_missing
 
 __all__ = ["load_task_config", "task_problems", "unregistered_folders"]
 
@@ -148,6 +149,14 @@ def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:
                         fix=f"create {location.dir / ref} or fix mcp.{server}.command",
                     )
                 )
+    for plugin in filter(pytest_plugin_missing, config.verification.pytest_plugins):
+        problems.append(
+            Problem(
+                file=task_file,
+                message=f"pytest plugin {plugin!r} ([verification] pytest_plugins) is not installed",
+                fix="install it next to PSE, or remove it from pytest_plugins",
+            )
+        )
     for item in config.seed:
         if not (location.dir / item).exists():
             problems.append(

@@ -145,6 +145,7 @@ class ToolExecutor:
         on_record: called with every audit record as it is decided (on the caller's thread/loop).
         evaluation_dir: the Evaluator's evaluation area, when the task has independent tests.
         check_config: check-configuration files the task lets roles write.
+        pytest_plugins: the pytest plugins the task's checks load (`[verification] pytest_plugins`).
         history: the audit records of the run so far (a resumed run), for who wrote which file.
         redactor: replaces secret values in outputs; default the secrets of `settings`.
         runner: gives each allowed call's record: executes it (default), records or replays it.
@@ -171,6 +172,7 @@ class ToolExecutor:
         on_record: Callable[[ToolCallRecord], None] | None = None,
         evaluation_dir: Path | None = None,
         check_config: Iterable[str] = (),
+        pytest_plugins: Iterable[str] = (),
         history: Iterable[ToolCallRecord] = (),
         redactor: Redactor | None = None,
         runner: ToolRunner = run_tools,
@@ -188,6 +190,7 @@ class ToolExecutor:
         self.task_dir = task_dir
         self.evaluation_dir = evaluation_dir
         self.check_config = declared_config(check_config)
+        self.pytest_plugins = tuple(pytest_plugins)
         self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
@@ -416,6 +419,7 @@ class ToolExecutor:
             evaluation_writable=read_write and evaluation is not None,
             accept=self._accept,
             check_config=self.check_config,
+            pytest_plugins=self.pytest_plugins,
             author=self.provenance.author,
         )
 

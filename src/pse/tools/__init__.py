@@ -8,7 +8,13 @@ functions are exported as `ToolFunction`s of the same names, which `builtin_tool
 """
 
 from pse.protocol import ParamSpec
-from pse.tools._checks import normalize_target, parse_pytest_summary, run_pytest, run_ruff
+from pse.tools._checks import (
+    normalize_target,
+    parse_pytest_summary,
+    pytest_plugin_missing,
+    run_pytest,
+    run_ruff,
+)
 from pse.tools._commands import bash, run_check
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
 from pse.tools._names import (
@@ -52,6 +58,7 @@ __all__ = [
     "mcp_tool_name",
     "normalize_target",
     "parse_pytest_summary",
+    "pytest_plugin_missing",
     "read_file",
     "resolve_path",
     "run_check",

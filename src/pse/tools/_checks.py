@@ -1,13 +1,15 @@
 """The check tools: run_pytest and run_ruff, run so that the code under review cannot steer them.
 
 Each runs isolated from the workspace: `python -I` (no workspace on `sys.path` at start-up, no PYTHON*
-variables, no user site), no configuration discovered from the workspace unless the task declares it
-(`-c /dev/null` for pytest, `--isolated` for ruff, which then also ignores `# noqa` comments), pytest's
-*append* import mode (a workspace module never shadows the standard library or pytest), no cache. Their
-verdict comes from a machine-readable report written outside the workspace (pytest's JUnit XML, ruff's
-JSON), never from what they print. Facts always say which `target` ran, whether the `report` was read,
-and, for pytest, how many tests each author's files held and how they ended (`by_author`), so the
-gates can demand a full run and tests the Specialist did not write.
+variables, no user site), no configuration discovered from the workspace unless the task declares it (`-c
+/dev/null` for pytest, `--isolated` for ruff, which then also ignores `# noqa` comments), no pytest plugin
+but PSE's own and those the task names (an installed plugin such as a rerun-on-failure one never shapes a
+verdict unasked, and none costs start-up time), pytest's *append* import mode (a workspace module never
+shadows the standard library or pytest), no cache. Their verdict comes from a machine-readable report
+written outside the workspace (pytest's JUnit XML, ruff's JSON), never from what they print. Facts always
+say which `target` ran, whether the `report` was read, and, for pytest, how many tests each author's files
+held and how they ended (`by_author`), so the gates can demand a full run and tests the Specialist did not
+write.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import re
 import sys
 from dataclasses import replace
+from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,7 +30,14 @@ from pse.tools._junit import JUNIT_LIMIT, parse_junit
 from pse.tools._protected import PYTEST_CONFIG_FILES, RUFF_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
 
-__all__ = ["command_outcome", "normalize_target", "parse_pytest_summary", "run_pytest", "run_ruff"]
+__all__ = [
+    "command_outcome",
+    "normalize_target",
+    "parse_pytest_summary",
+    "pytest_plugin_missing",
+    "run_pytest",
+    "run_ruff",
+]
 
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
 _PYTEST_SUMMARY = re.compile(
@@ -126,6 +136,16 @@ def _has_tests(folder: Path) -> bool:
     return any(name.endswith(".py") for _, _, files in os.walk(folder) for name in files)
 
 
+def pytest_plugin_missing(name: str) -> bool:
+    """No installed plugin answers to `-p name`: neither a `pytest11` entry point nor a module."""
+    if name in {entry.name for entry in entry_points(group="pytest11")}:
+        return False
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):  # a dotted name whose parent package is not installed
+        return True
+
+
 def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     """Run pytest on a workspace path (and the Evaluator's own tests, when it has some).
 
@@ -134,11 +154,12 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     """
     where = _target(ctx, target)
     config = _declared(ctx, PYTEST_CONFIG_FILES)
-    argv = [sys.executable, "-I", "-m", "pytest", "-p", "no:cacheprovider", "-p", "pse.tools._pytest_plugin"]
+    argv = [sys.executable, "-I", "-m", "pytest", "--disable-plugin-autoload", "-p", "no:cacheprovider"]
+    argv += ["-p", "pse._pytest_plugin", *(a for name in ctx.pytest_plugins for a in ("-p", name))]
     argv += ["-q", "--color=no", "--rootdir=.", "--confcutdir=.", "--import-mode=append"]
     argv += ["-c", config[0] if config else "/dev/null"]  # never a configuration the task did not declare
     argv += [f"--junitxml={OUTBOX}/{_JUNIT}", "-o", "junit_family=xunit1"]
-    if importlib.util.find_spec("pytest_asyncio") is not None:
+    if {"asyncio", "pytest_asyncio", "pytest_asyncio.plugin"} & set(ctx.pytest_plugins):
         argv += ["-o", "asyncio_default_fixture_loop_scope=function"]  # silences a plugin deprecation notice
     private = {}
     if ctx.evaluation is not None and _has_tests(ctx.evaluation):

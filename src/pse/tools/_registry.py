@@ -38,6 +38,7 @@ class ToolContext:
         evaluation_writable: this grant may write the evaluation area.
         accept: decides whether a changed path may be kept (check-configuration files are refused).
         check_config: the check-configuration files the task declares (they are used, and reported).
+        pytest_plugins: the pytest plugins `run_pytest` loads besides PSE's (no other is loaded).
         author: who wrote a file, for the reports of check runs.
     """
 
@@ -50,6 +51,7 @@ class ToolContext:
     evaluation_writable: bool = False
     accept: Accept | None = None
     check_config: frozenset[str] = frozenset()
+    pytest_plugins: tuple[str, ...] = ()
     author: Author = _seeded
 
 

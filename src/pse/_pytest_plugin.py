@@ -1,4 +1,4 @@
-"""PSE's pytest plugin, loaded by `run_pytest` with `-p pse.tools._pytest_plugin`.
+"""PSE's pytest plugin, loaded by `run_pytest` with `-p pse._pytest_plugin`.
 
 pytest runs with the append import mode, so no module of the workspace can shadow the standard library
 or pytest itself. The Evaluator's own tests live outside the workspace and still need to import the
