@@ -74,6 +74,10 @@ def retry_tokens(tmp: Path) -> dict[str, Any]:
             assert trace.outcome == "PASSED", (mode, retries, trace.outcome_reason)
             row[f"{mode}_prompt_tokens"] = trace.tokens.prompt
             row[f"{mode}_last_cycle_prompt_tokens"] = sum(t.prompt for t in trace.cycles[-1].tokens.values())
+            roles = trace.tokens.by_role.values()
+            row[f"{mode}_reusable_prefix"] = round(
+                sum(t.prefix_reusable for t in roles) / sum(t.prefix_counted for t in roles), 3
+            )
         row["history_over_step_buffer"] = round(
             row["history_prompt_tokens"] / row["step_buffer_prompt_tokens"], 3
         )

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from autogen_core.models import AssistantMessage, SystemMessage, UserMessage
 
 from pse.config import load_settings
 from pse.history import compute_stats
 from pse.models import PrefixMeter, common_prefix_tokens
+from pse.models._digest import normalize
 from pse.runner import prepare_run, run_to_end
 from pse.tokens import count_message_tokens, count_tokens
 
@@ -49,10 +52,43 @@ def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_shar
     assert {r: c for r, (c, _) in by_role.items()} == {
         r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
     }
-    assert by_role == {"Planner": (1518, 0), "Specialist": (8269, 5546), "Evaluator": (9735, 6492)}
+    assert by_role == {"Planner": (1518, 0), "Specialist": (8285, 5883), "Evaluator": (9727, 6830)}
     per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
     assert per_cycle == [
         {"Planner": 0, "Specialist": 2270, "Evaluator": 2723},
-        {"Specialist": 3276, "Evaluator": 3769},
+        {"Specialist": 3613, "Evaluator": 4107},
     ]
-    assert compute_stats(tmp_path).reusable_prefix_share == round((5546 + 6492) / (1518 + 8269 + 9735), 4)
+    assert compute_stats(tmp_path).reusable_prefix_share == round((5883 + 6830) / (1518 + 8285 + 9727), 4)
+
+
+def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stable parts first: each role's first revise prompt repeats its first-cycle opening (system, task,
+    the plan as the Planner's) whole, and only then what is new: the step_buffer, the new report."""
+    sent: list[tuple[str, list[tuple[str, str]]]] = []
+    observe = PrefixMeter.observe
+
+    def spy(self: PrefixMeter, model: str, role: str, messages: Any) -> tuple[int, int]:
+        sent.append((role, normalize(messages)))
+        return observe(self, model, role, messages)
+
+    monkeypatch.setattr(PrefixMeter, "observe", spy)
+    settings = load_settings(runs_dir=tmp_path, sandbox="fallback")
+    summary = asyncio.run(run_to_end(prepare_run("code-delivery", settings)))
+    trace = json.loads(Path(summary.trace).read_text())
+    plan = trace["cycles"][0]["messages"][0]["content"]
+    buffer = trace["cycles"][1]["step_buffer"]
+    assert buffer.startswith("## Revision request (cycle 2)") and "<plan>" not in buffer  # not sent twice
+    firsts: dict[str, list[list[tuple[str, str]]]] = {}
+    for role, prompt in sent:
+        if len(prompt) <= 4:  # a phase's first prompt (its later ones hold its turns and results)
+            firsts.setdefault(role, []).append(prompt)
+    (s1, s2), (e1, e2) = firsts["Specialist"], firsts["Evaluator"]
+    assert [speaker for speaker, _ in s1] == ["system", "user:user", "user:Planner"] and s1[2][1] == plan
+    assert s2 == [*s1, ("user:user", buffer)]
+    assert e2[:3] == e1[:3] and [speaker for speaker, _ in e2] == [s for s, _ in e1]
+    assert e2[3][0] == "user:Specialist" and e2[3][1] != e1[3][1]  # the revised report: the only new part
+    # So the revise cycle's first Specialist prompt is served whole from the cache, but its step_buffer.
+    first_specialist_call = next(c for r, c in sent if r == "Specialist")
+    assert common_prefix_tokens(s2, first_specialist_call) == count_message_tokens(t for _, t in s1)

@@ -4,6 +4,10 @@
 SelectorGroupChat with scoped contexts and routing callbacks) for the two reference tasks and for
 code-delivery in the `history` baseline mode. The same runs today must give the same traces: every
 message, tool call and its output, gate, verdict, transition, token count and counter.
+
+Regenerated once, on purpose (issue 17, cache-friendly prompts): a revise cycle's step_buffer stopped
+repeating the fixed plan, which now travels ahead of it as its own message. That regeneration changed
+only the revise cycles' `step_buffer`, `step_buffer_tokens` and prompt token counts, nothing else.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from pse.events import (
     VerdictRecord,
 )
 from pse.exceptions import ProtocolError, RunFailure, ToolInfrastructureError
-from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict
+from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict, render_plan
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
@@ -79,7 +79,11 @@ class NextCycle:
         roles: the phases, in order.
         packet: the task message of the cycle (the task, plus the step_buffer after the first cycle).
         step_buffer: what crossed from the previous cycle (None on the first).
-        briefs: role → the text that replaces the packet in its context (the fixed plan on a revise).
+        briefs: role → the text that replaces the packet in its context (the bare task on a revise).
+        carried: final messages of an earlier cycle that still hold, placed before this cycle's own
+            (the fixed plan on a revise, as the Planner's: the same text the first cycle's roles saw).
+        notes: role → a message placed after the finals in its context (the step_buffer for the
+            Specialist on a revise), so everything before it is a prefix an earlier prompt sent.
     """
 
     kind: CycleKind
@@ -87,6 +91,8 @@ class NextCycle:
     packet: str
     step_buffer: str | None = None
     briefs: Mapping[str, str] = field(default_factory=dict)
+    carried: tuple[tuple[str, str], ...] = ()
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,7 +157,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     """Run the phases of `spec` in order, filling `record`; return what the cycle came to."""
     outcome = CycleOutcome()
     box = FailureBox(admit=run.ledger.admits)
-    finals: list[tuple[str, str]] = []
+    finals: list[tuple[str, str]] = list(spec.carried)
     expired = False
 
     def expire() -> None:
@@ -170,7 +176,9 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 break
             for state, why in _ENTRY.get(role, ()):
                 run.machine.enter(state, why)
-            opening = crew.contexts.opening(role, CycleOpening(spec.packet, spec.briefs, tuple(finals)))
+            opening = crew.contexts.opening(
+                role, CycleOpening(spec.packet, spec.briefs, tuple(finals), spec.notes)
+            )
             while True:
                 start = len(record.messages)
                 phase = Phase(
@@ -203,7 +211,10 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 opening = [*opening, *seen, UserMessage(content=request, source=TASK_SOURCE)]
             if not _conclude(role, final, problem, outcome):
                 break
-            finals.append((role, final))
+            # The plan crosses as PSE read it, rendered: what it enforces, and the very text a revise
+            # cycle sends again (a prefix a provider's cache can serve), never the Planner's prose.
+            shown = render_plan(outcome.plan) if role == Role.PLANNER and outcome.plan is not None else final
+            finals.append((role, shown))
     finally:
         alarm.cancel()
     return _closed(outcome, box)

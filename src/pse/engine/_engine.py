@@ -214,8 +214,17 @@ class Engine:
                 artifacts=artifact_list(self.setup.workspace),
                 cap=cap,
             )
-            brief: dict[str, str] = {Role.EVALUATOR: f"{task}\n\n## The plan (fixed)\n{render_plan(plan)}"}
-            return NextCycle("revise", phase_order(Role.SPECIALIST), f"{task}\n\n{buffer}", buffer, brief)
+            # Scoped contexts open as the first cycle's did (task, then the plan as the Planner's),
+            # and only then the step_buffer: all before it is a prefix a provider's cache can serve.
+            return NextCycle(
+                "revise",
+                phase_order(Role.SPECIALIST),
+                f"{task}\n\n{buffer}",
+                buffer,
+                briefs={Role.SPECIALIST: task, Role.EVALUATOR: task},
+                carried=((Role.PLANNER, render_plan(plan)),),
+                notes={Role.SPECIALIST: buffer},
+            )
         if state == State.REPLANNING and last is not None:
             buffer = note + replan_packet(
                 cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
@@ -251,6 +260,7 @@ class Engine:
                 spec,
                 packet=f"{self.setup.task_message}\n\n{again.step_buffer}",
                 step_buffer=again.step_buffer,
+                notes={role: again.step_buffer for role in spec.notes},
             )
         cycle = CycleRecord(
             index=len(self.trace.cycles) + 1,

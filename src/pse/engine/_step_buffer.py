@@ -1,9 +1,11 @@
 """step_buffer: the only thing that crosses from one cycle to the next, built from structured data and capped.
 
-Every cycle starts from fresh agents. A PARTIAL sends the Specialist the fixed plan, the failed criteria
-with the Evaluator's findings, the gate failures and the artifact list; a FAIL sends the Planner the
-failure reason. The packet is capped at `PSE_STEP_BUFFER_TOKENS` (counted with `pse.tokens`), trimming the
-least useful parts first, so a retry costs the same number of prompt tokens however many came before.
+Every cycle starts from fresh agents. A PARTIAL sends the Specialist the failed criteria with the
+Evaluator's findings, the gate failures and the artifact list (the fixed plan travels ahead of it, as its
+own message, the same text the first cycle's roles saw: a prefix a provider's cache serves); a FAIL sends
+the Planner the failure reason. The packet is capped at `PSE_STEP_BUFFER_TOKENS` (counted with
+`pse.tokens`), trimming the least useful parts first, so a retry costs the same number of prompt tokens
+however many came before.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pse.events import GateRecord, PlanRecord, VerdictRecord
-from pse.protocol import render_plan
 from pse.tokens import count_tokens
 
 __all__ = ["artifact_list", "fit_to_tokens", "replan_packet", "revise_packet"]
@@ -76,7 +77,7 @@ def revise_packet(
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
-        f"The Evaluator's review came back {status}. The plan below is fixed: do not change its criteria.\n"
+        f"The Evaluator's review came back {status}. The plan above is fixed: do not change its criteria.\n"
         "Fix what failed, keep what passed, then report as before."
     )
     failed = [c for c in (verdict.criteria if verdict else []) if not c.met]
@@ -90,9 +91,7 @@ def revise_packet(
 
     def assemble(findings: list[str], artifacts_block: list[str]) -> str:
         crit = ["Failed criteria:", *findings] if findings else []
-        return _build(
-            [head, render_plan(plan), "\n".join(crit), summary, "\n".join(gates), "\n".join(artifacts_block)]
-        )
+        return _build([head, "\n".join(crit), summary, "\n".join(gates), "\n".join(artifacts_block)])
 
     packet = assemble(findings_full, arts)
     if count_tokens(packet) > cap:  # trim the least useful parts first

@@ -32,12 +32,15 @@ class CycleOpening:
     Attributes:
         packet: the cycle's task message (the task, plus the step_buffer after the first cycle).
         briefs: role → the text that replaces the packet in that role's context.
-        finals: (role, text) of every earlier phase's final message in this cycle, in order.
+        finals: (role, text) of every earlier phase's final message in this cycle, in order (first the
+            ones carried from an earlier cycle: the fixed plan on a revise).
+        notes: role → a message that follows the finals in that role's context (the step_buffer).
     """
 
     packet: str
     briefs: Mapping[str, str] = field(default_factory=dict)
     finals: Sequence[tuple[str, str]] = ()
+    notes: Mapping[str, str] = field(default_factory=dict)
 
 
 class ContextFactory(Protocol):
@@ -56,9 +59,15 @@ class ScopedContexts:
     """Each role sees its brief or the packet, then the final messages of this cycle's earlier phases."""
 
     def opening(self, role: str, cycle: CycleOpening) -> list[LLMMessage]:
-        """The packet (or `role`'s brief) and the earlier phases' final messages, as user turns."""
+        """The packet (or `role`'s brief), the earlier phases' final messages, then `role`'s note, as
+        user turns: what stays the same from cycle to cycle comes first."""
         first = UserMessage(content=cycle.briefs.get(role, cycle.packet), source=TASK_SOURCE)
-        return [first, *(UserMessage(content=text, source=who) for who, text in cycle.finals)]
+        note = cycle.notes.get(role)
+        return [
+            first,
+            *(UserMessage(content=text, source=who) for who, text in cycle.finals),
+            *([UserMessage(content=note, source=TASK_SOURCE)] if note else []),
+        ]
 
     def record(self, source: str, text: str) -> None:
         """Nothing crosses between phases but the finals, and between cycles but the packet."""
