@@ -29,7 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, SystemMessage, UserMessage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, UserMessage
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import ConfigError, ModelUnavailableError
@@ -45,9 +45,12 @@ from pse.protocol import (
     turn_grammar,
     turn_schema,
 )
-from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
+from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
+
+_PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
+"""Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""
@@ -155,8 +158,10 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
 
     def shape(self, messages: Sequence[LLMMessage]) -> TurnShape:
         """What the role may send in answer to `messages`."""
-        texts = message_texts([m for m in messages if not isinstance(m, SystemMessage)])
-        criteria = plan_criteria(texts) if self.spec.role == Role.EVALUATOR else None
+        # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
+        # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
+        authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
+        criteria = plan_criteria(message_texts(authored)) if self.spec.role == Role.EVALUATOR else None
         # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
         own = f'<tool_results for="{self.spec.role}"'
         evidence = any(
