@@ -134,7 +134,8 @@ def orchestration_overhead(tmp: Path) -> dict[str, Any]:
         cassette=cassette, runs_dir=tmp / "runs-o", tasks_dir=tasks_dir, sandbox="fallback"
     )
     pse_times, setup_times = [], []
-    for _ in range(20):
+
+    def pse() -> None:
         started = time.perf_counter()
         prepared = prepare_run("bench-light", settings)
         ready = time.perf_counter()
@@ -160,7 +161,11 @@ def orchestration_overhead(tmp: Path) -> dict[str, Any]:
         await team.run(task="bench")
         return (time.perf_counter() - started) / len(bare_turns)
 
-    bare_times = [asyncio.run(bare()) for _ in range(20)]
+    # Interleaved, 60 of each: a shared machine's drift then weighs on both sides alike.
+    bare_times = []
+    for _ in range(60):
+        pse()
+        bare_times.append(asyncio.run(bare()))
     pse_ms, bare_ms = statistics.median(pse_times) * 1000, statistics.median(bare_times) * 1000
     return {
         "pse_ms_per_turn_p50": round(pse_ms, 2),

@@ -74,6 +74,25 @@ def _bash_latency_ms(
     }
 
 
+def _pytest_start_ms(mode: str, rounds: int = 10) -> dict[str, float]:
+    """`run_pytest` on a project of one trivial test: what a check costs beyond its tests (interpreter,
+    pytest and its plugins starting in the sandbox, the JUnit report read back)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp)
+        workspace.chmod(0o755)  # as root, commands run as the sandbox uid: it must enter the workspace
+        (workspace / "test_one.py").write_text("def test_one():\n    assert True\n")
+        settings = Settings(sandbox=mode, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
+        executor = ToolExecutor(workspace, settings, Policy.default(settings))
+        message = render_tool_calls([("run_pytest", {"target": "."})])
+        samples = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            batch = executor.execute_sync("Evaluator", message)
+            samples.append((time.perf_counter() - started) * 1000)
+            assert batch.records[0].status == "ok", batch.records[0].output
+        return {"p50_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
+
+
 def _checks_block_s(
     mode: str, parallel: int, rounds: int = 3, *, second_check: bool = False
 ) -> dict[str, float]:
@@ -123,6 +142,10 @@ def run() -> dict[str, object]:
         workspace = Path(tmp)
         (workspace / "README.md").write_text("# bench\n")
         figures["noop_call_overhead_us"] = round(_noop_overhead_us(workspace), 1)
+        figures["run_pytest_one_test_fallback"] = _pytest_start_ms("fallback")
+        figures["run_pytest_one_test_bwrap"] = (
+            _pytest_start_ms("bwrap") if bwrap_problem() is None else {"skipped": bwrap_problem()}
+        )
         figures["bash_true_fallback"] = _bash_latency_ms(workspace, "fallback")
         problem = bwrap_problem()
         figures["bash_true_bwrap"] = (
