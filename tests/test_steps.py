@@ -273,12 +273,12 @@ def _held_steps(tmp_path: Path, rule: str) -> Settings:
     return load_settings(runs_dir=tmp_path / "runs", tasks_dir=tasks, sandbox="fallback")
 
 
-def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
+def test_a_steps_run_stopped_while_a_call_waits_resumes_mid_cycle_without_a_turn_or_a_call_repeated(
     tmp_path: Path,
 ) -> None:
-    from pse.exceptions import UserError
     from pse.runner import prepare_resume
 
+    reference = _run(tmp_path / "reference", DEMO)  # the same plan, never stopped
     settings = _held_steps(tmp_path, '{ path = "test_*" }')
 
     def interrupt_when_held(event: Event) -> None:
@@ -288,15 +288,41 @@ def test_a_steps_run_stopped_while_a_call_waits_says_it_cannot_resume_mid_cycle(
     prepared = prepare_run("held-steps", settings, on_event=interrupt_when_held)
     summary = asyncio.run(run_to_end(prepared))
     assert (summary.outcome, summary.state) == (None, "AWAITING_APPROVAL")
-    trace = json.loads(Path(summary.trace).read_text())
-    assert [a["requester"] + "/" + a["arguments"]["path"] for a in trace["approvals"]] == [
+    held = json.loads(Path(summary.trace).read_text())
+    assert [a["requester"] + "/" + a["arguments"]["path"] for a in held["approvals"]] == [
         "Specialist/test_textstats.py"
     ]
+    done_before = [c["arguments"].get("path") for c in held["cycles"][0]["tool_calls"]]
+    assert "textstats.py" in done_before and "test_textstats.py" not in done_before
     write_decision(
-        prepared.run_dir, ApprovalDecision(id=trace["approvals"][0]["id"], decision="approved", by="t")
+        prepared.run_dir, ApprovalDecision(id=held["approvals"][0]["id"], decision="approved", by="t")
     )
-    with pytest.raises(UserError, match="resuming a steps cycle from its middle is not supported yet"):
-        prepare_resume(summary.run_id, settings)
+    resumed = prepare_resume(summary.run_id, settings)
+    summary = asyncio.run(run_to_end(resumed))
+    trace = json.loads(Path(summary.trace).read_text())
+    assert (trace["outcome"], trace["resumed"], len(trace["cycles"])) == ("PASSED", 1, 1)
+    # Every step's turns came back from the trace in its own stream, and only what came after the stop
+    # reached the cassette: each turn was served once, as in the run that never stopped.
+    assert trace["cassette_positions"] == reference["cassette_positions"]
+    calls = {r: (t["calls"], t["completion"]) for r, t in trace["tokens"]["by_role"].items()}
+    assert calls == {r: (t["calls"], t["completion"]) for r, t in reference["tokens"]["by_role"].items()}
+    assert _attempts(trace) == _attempts(reference)
+    # Nothing ran twice: each file was written once, the held one once it was approved.
+    writes = [c["arguments"]["path"] for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "write_file"]
+    assert sorted(writes) == sorted(
+        c["arguments"]["path"] for c in reference["cycles"][0]["tool_calls"] if c["tool"] == "write_file"
+    )
+    # The calls made before the stop came back from the trace (their records, times included), per step.
+    again = {
+        (c["step"], c["tool"], json.dumps(c["arguments"]), c["at"]) for c in trace["cycles"][0]["tool_calls"]
+    }
+    before = {
+        (c["step"], c["tool"], json.dumps(c["arguments"]), c["at"]) for c in held["cycles"][0]["tool_calls"]
+    }
+    assert before and before <= again
+    [approval] = trace["approvals"]
+    assert approval["decision"] == "approved"
+    assert (resumed.workspace / "test_textstats.py").is_file()
 
 
 def test_calls_held_by_steps_running_at_once_are_each_decided_and_the_run_waits_for_all(

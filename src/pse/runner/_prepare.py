@@ -257,16 +257,21 @@ def _wire_run(
     prefixes = PrefixMeter()  # what a prefix cache could serve of each prompt (not of replayed turns)
     for role in speakers:
         clients[role] = PrefixClient(clients[role], role, specs[role].model, prefixes)
-    if again is not None:
-        for role in speakers:
-            turns = [
-                Turn(m.content, m.prompt_tokens, m.completion_tokens, m.thought)
-                for m in again.messages
-                if m.source == role and not m.late
-            ]
-            clients[role] = ResumedTurnsClient(
-                clients[role], turns, seen=functools.partial(prefixes.remember, specs[role].model)
-            )
+
+    def resumed(client: ChatCompletionClient, role: str, step: str | None) -> ChatCompletionClient:
+        """`client`, answering first with the turns `role` gave in the interrupted cycle (in `step`'s
+        stream for a steps plan: the Planner and the final review have none)."""
+        if again is None:
+            return client
+        turns = [
+            Turn(m.content, m.prompt_tokens, m.completion_tokens, m.thought)
+            for m in again.messages
+            if m.source == role and m.step == step and not m.late
+        ]
+        return ResumedTurnsClient(client, turns, seen=functools.partial(prefixes.remember, specs[role].model))
+
+    for role in speakers:
+        clients[role] = resumed(clients[role], role, None)
     extra: dict[str, str] = {Role.EVALUATOR: independent_tests_prompt()} if evaluation_dir is not None else {}
     if settings.planner_questions:
         if settings.protocol != "dsml":
@@ -295,16 +300,12 @@ def _wire_run(
                 f'task {task.name!r} runs in steps (execution = "steps"), where each step has a context of '
                 "its own; PSE_CONTEXT_MODE=history cannot apply: unset it, or use a task-mode task"
             )
-        if again is not None:
-            raise UserError(
-                f"run {run_id} (execution = steps) stopped in the middle of a cycle while a call waited for "
-                "approval; resuming a steps cycle from its middle is not supported yet: start the task again"
-            )
 
         def step_role(role: str, step: str) -> RoleSetup:
             key = f"{role}@{step}"  # each step has its own client: its own cassette stream `ROLE@STEP`
             if key not in clients:
-                clients[key] = PrefixClient(client_for(role, step), role, specs[role].model, prefixes)
+                metered = PrefixClient(client_for(role, step), role, specs[role].model, prefixes)
+                clients[key] = resumed(metered, role, step)  # a resumed cycle: the step's turns first
             return RoleSetup(name=role, system_message=system[role], client=clients[key])
 
         step_crew = StepCrew(role=step_role, tool_agent=lambda scope: ToolAgent(executor, scope=scope))

@@ -199,7 +199,11 @@ class ToolExecutor:
         self._on_record = on_record
         self._runner = runner
         self.approver = approver
-        self._replay = deque(replay)
+        # One queue per step of a steps plan (None: the Planner and whole-task phases): steps run at
+        # once, so only within a step is the order of its calls the recording's.
+        self._replay: dict[str | None, deque[ToolCallRecord]] = {}
+        for record in replay:
+            self._replay.setdefault(record.step, deque()).append(record)
         self._records: list[ToolCallRecord] = []
         self._infrastructure_error: RunFailure | None = None
 
@@ -271,8 +275,9 @@ class ToolExecutor:
             position += 1
             if isinstance(step, Allowed) and (step.context.writable or step.context.evaluation_writable):
                 wrote = True
-            if self._replay and self._infrastructure_error is None:
-                record = self._replayed(step)
+            queue = self._replay.get(scope.step if scope is not None else None)
+            if queue and self._infrastructure_error is None:
+                record = self._replayed(step, queue)
             elif isinstance(step, ToolCallRecord):
                 record = step
             elif self._infrastructure_error is not None:
@@ -297,7 +302,8 @@ class ToolExecutor:
     def _independent(self, steps: Sequence[Step], start: int) -> list[Allowed]:
         """The read-only calls from `start` on that may run at the same time (none held for a person,
         none writing); empty when tools are recorded or replayed, whose order is the recording's."""
-        if self.settings.tool_parallel_calls < 2 or self._runner is not run_tools or self._replay:
+        replaying = any(self._replay.values())
+        if self.settings.tool_parallel_calls < 2 or self._runner is not run_tools or replaying:
             return []
         together: list[Allowed] = []
         for step in steps[start:]:
@@ -365,11 +371,11 @@ class ToolExecutor:
         record = ToolCallRecord.denied(**step.request, rule=held.rule, reason=why)
         return record.model_copy(update={"approval": verdict.id}), verdict.id
 
-    def _replayed(self, step: Step) -> ToolCallRecord:
-        """The next record of the interrupted cycle, for the same request; nothing runs again.
-
-        A request that differs from the recorded one stops the run (a replay must not guess)."""
-        recorded = self._replay.popleft()
+    def _replayed(self, step: Step, queue: deque[ToolCallRecord]) -> ToolCallRecord:
+        """The next record of the interrupted cycle in `queue` (the step's), for the same request;
+        nothing runs again. A request that differs from the recorded one stops the run (a replay must
+        not guess)."""
+        recorded = queue.popleft()
         request = step.request if isinstance(step, Allowed) else step
         asked = (
             (request["requester"], request["tool"], request["arguments"], request["index"])
@@ -383,7 +389,7 @@ class ToolExecutor:
                 "nothing was run: resume from the cycle before (see docs/human.md)"
             )
             self.report_infrastructure_error(error)
-            self._replay.clear()
+            self._replay.clear()  # every step's: the run stops
             if isinstance(step, ToolCallRecord):
                 return step
             return ToolCallRecord.not_run(**step.request, rule=step.rule, reason=f"not run: {error}")
