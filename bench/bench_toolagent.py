@@ -52,6 +52,18 @@ def _noop_overhead_us(workspace: Path) -> float:
     return (time.perf_counter() - started) / rounds * 1e6
 
 
+def _call_ms(executor: ToolExecutor, call: tuple[str, dict[str, str]], rounds: int) -> list[float]:
+    """Milliseconds of one Evaluator call through the executor, `rounds` times (each must succeed)."""
+    message = render_tool_calls([call])
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        batch = executor.execute_sync("Evaluator", message)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert batch.records[0].status == "ok", batch.records[0].output
+    return samples
+
+
 def _bash_latency_ms(
     workspace: Path, mode: str, rounds: int = 40, *, writable: bool = False
 ) -> dict[str, float]:
@@ -60,14 +72,7 @@ def _bash_latency_ms(
         {"Evaluator": {"bash": "read-write"}} if writable else None
     )
     executor = ToolExecutor(workspace, settings, policy)
-    message = render_tool_calls([("bash", {"command": "true"})])
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        batch = executor.execute_sync("Evaluator", message)
-        samples.append((time.perf_counter() - started) * 1000)
-        assert batch.records[0].status == "ok", batch.records[0].output
-    samples.sort()
+    samples = sorted(_call_ms(executor, ("bash", {"command": "true"}), rounds))
     return {
         "p50_ms": round(statistics.median(samples), 2),
         "p95_ms": round(samples[int(len(samples) * 0.95) - 1], 2),
@@ -83,13 +88,7 @@ def _pytest_start_ms(mode: str, rounds: int = 10) -> dict[str, float]:
         (workspace / "test_one.py").write_text("def test_one():\n    assert True\n")
         settings = Settings(sandbox=mode, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
         executor = ToolExecutor(workspace, settings, Policy.default(settings))
-        message = render_tool_calls([("run_pytest", {"target": "."})])
-        samples = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            batch = executor.execute_sync("Evaluator", message)
-            samples.append((time.perf_counter() - started) * 1000)
-            assert batch.records[0].status == "ok", batch.records[0].output
+        samples = _call_ms(executor, ("run_pytest", {"target": "."}), rounds)
         return {"p50_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
 
 
