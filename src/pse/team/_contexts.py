@@ -4,10 +4,12 @@ A phase is one role working with the ToolAgent until its final message. Its mode
 an *opening*, and then holds only that phase: the role's own turns and the ToolAgent's results for it.
 
 * `ScopedContexts` (step_buffer mode, the default) gives each role only what its job needs: the task
-  message (or the role's own brief, e.g. the fixed plan on a revise cycle) and the *final* messages of
-  the earlier phases of this cycle — the plan for the Specialist; the plan and the Specialist's report
-  for the Evaluator. The Evaluator never sees the Specialist's intermediate turns or tool traffic, and
-  no cycle sees an earlier one: what crosses is the step_buffer inside the packet.
+  message (or the role's own brief) and the *final* messages of the earlier phases of this cycle — the
+  plan for the Specialist; the plan and the Specialist's report for the Evaluator — then the role's
+  note. On a revise cycle the fixed plan is carried in as the Planner's final and the step_buffer is
+  the Specialist's note, so every cycle opens with the same task and plan text (a prefix a provider's
+  cache serves). The Evaluator never sees the Specialist's intermediate turns or tool traffic, and no
+  cycle sees an earlier one: what crosses is the plan and the step_buffer.
 * `HistoryContexts` is the plain-AutoGen baseline, kept for comparison: every role sees the whole run,
   every message of every cycle, in order (its own as assistant turns, the others' as user turns).
 """
