@@ -209,9 +209,11 @@ def test_run_pytest_loads_no_installed_plugin_the_task_did_not_name(tmp_path: Pa
     out = call("run_pytest", context(bare, mode))
     assert {k: out.facts[k] for k in ("passed", "failed")} == {"passed": 1, "failed": 1}, out.output
     assert "async def functions are not natively supported" in out.output
+    assert "[verification] pytest_plugins" in out.output  # the fix, named where the failure shows
     named = call("run_pytest", context(bare, mode, pytest_plugins=("asyncio",)))
     assert {k: named.facts[k] for k in ("passed", "failed")} == {"passed": 2, "failed": 0}, named.output
     assert "asyncio_default_fixture_loop_scope" not in named.output  # its deprecation notice is silenced
+    assert "[note]" not in named.output
 
 
 def test_a_task_naming_an_uninstalled_pytest_plugin_is_refused(tmp_path: Path) -> None:

@@ -136,6 +136,19 @@ def _has_tests(folder: Path) -> bool:
     return any(name.endswith(".py") for _, _, files in os.walk(folder) for name in files)
 
 
+_WANTS_A_PLUGIN = ("async def functions are not natively supported", "PytestUnknownMarkWarning")
+"""What pytest says when a test needs a plugin it did not load (pytest-asyncio's, for one)."""
+
+
+def _plugin_hint(output: str) -> str:
+    if not any(sign in output for sign in _WANTS_A_PLUGIN):
+        return ""
+    return (
+        "\n[note] this pytest loads only the plugins the task names in [verification] pytest_plugins of "
+        "its task.toml; a test that needs another (async tests, a plugin's marks) fails here"
+    )
+
+
 def pytest_plugin_missing(name: str) -> bool:
     """No installed plugin answers to `-p name`: neither a `pytest11` entry point nor a module."""
     if name in {entry.name for entry in entry_points(group="pytest11")}:
@@ -174,7 +187,7 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         accept=ctx.accept,
     )
     facts: dict[str, Any] = {"target": normalize_target(where), "report": None}
-    shown = _note(_authored_config(ctx)) + _without_duration(result.output)
+    shown = _note(_authored_config(ctx)) + _without_duration(result.output) + _plugin_hint(result.output)
     report = parse_junit(result.outbox.get(_JUNIT, b"")[:JUNIT_LIMIT]) if not result.timed_out else None
     if report is None:
         facts.update(passed=0, failed=0, errors=0, skipped=0, by_author={})
