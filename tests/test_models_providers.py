@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from autogen_core.models import ChatCompletionClient, CreateResult, SystemMessage, UserMessage
@@ -12,7 +14,10 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 from pse.config import Settings, load_settings
 from pse.exceptions import ConfigError, ModelAuthError, ModelUnavailableError
 from pse.models import ResilientChatCompletionClient, create_model_client, public_url
+from pse.runner import prepare_run, run_to_end
+from pse.tasks import TaskRegistry
 from pse.tokens import count_message_tokens, count_tokens
+from pse.trace import load_trace
 from standins import ChatStandIn, Reply
 
 ASK = [SystemMessage(content="You are the Planner."), UserMessage(content="Sort a list.", source="user")]
@@ -248,3 +253,24 @@ def test_public_url_hides_credentials() -> None:
         == "https://host.example:8443/v1"
     )
     assert public_url(None, "openai") == "https://api.openai.com/v1"
+
+
+async def test_each_message_of_a_run_says_why_its_model_stopped_and_how_long_it_took(
+    stand_in: ChatStandIn, tmp_path: Path
+) -> None:
+    turns = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
+    replies = [Reply(content=t["content"]) for t in turns]
+    replies[0] = Reply(content=turns[0]["content"], finish_reason="length", delay_s=0.05)  # a cut plan
+    stand_in.script(*replies)
+    settings = _settings(stand_in, runs_dir=tmp_path, sandbox="fallback")
+    summary = await run_to_end(prepare_run("code-delivery", settings))
+    assert summary.outcome == "PASSED"
+    messages = [m for c in load_trace(Path(summary.trace).parent).cycles for m in c.messages]
+    said = [(m.source, m.finish_reason) for m in messages if m.source != "ToolAgent"]
+    # AutoGen's Ollama client maps every done_reason but stop and tool_calls to "unknown": the trace
+    # records what the client said, not a guess.
+    cut = "length" if stand_in.api == "openai" else "unknown"
+    assert said[0] == ("Planner", cut) and {f for _, f in said[1:]} == {"stop"}
+    assert len(said) == len(turns)
+    assert messages[0].model_ms is not None and messages[0].model_ms >= 50  # the reply's delay, at least
+    assert all(m.model_ms is None and m.finish_reason is None for m in messages if m.source == "ToolAgent")

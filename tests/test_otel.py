@@ -210,6 +210,9 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
             m.completion_tokens,
         )
         assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.request.model"] == "m-test"
+        assert list(a["gen_ai.response.finish_reasons"]) == [m.finish_reason] == ["stop"]
+        assert m.model_ms is not None  # the span starts when the model's answering attempt did
+        assert r.span.end_time_unix_nano - r.span.start_time_unix_nano <= (m.model_ms + 1) * 1_000_000
         assert a["gen_ai.provider.name"] == a["gen_ai.system"] == "openai"
         assert (a["server.address"], a["server.port"]) == ("127.0.0.1", port)
         assert (
@@ -392,7 +395,7 @@ def test_the_genai_names_are_the_semantic_conventions_own() -> None:
     from pse.telemetry import _attributes as ours
 
     names = [n for n in ours.__all__ if n.startswith("GEN_AI_")]
-    assert len(names) == 16
+    assert len(names) == 17
     for name in names:
         assert getattr(ours, name) == getattr(semconv, name), name
     operations = {op.value for op in semconv.GenAiOperationNameValues}

@@ -51,8 +51,9 @@ ADDED_SINCE = {
     "rate_limit": None,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
-MEASURED_SINCE = {"prefix_counted", "prefix_reusable"}
-"""Figures added since that depend on the run (measured in tests/test_prefix.py): dropped here."""
+MEASURED_SINCE = {"prefix_counted", "prefix_reusable", "model_ms", "finish_reason"}
+"""Figures added since that depend on the run, dropped here: the prefix figures (tests/test_prefix.py),
+a message's model time and finish reason (tests/test_models_providers.py)."""
 
 
 def _without_additions(value: Any) -> Any:

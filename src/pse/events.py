@@ -85,6 +85,12 @@ class MessageRecord(_Record):
     )
     late: bool = Field(False, description="produced after the cycle was stopped: kept, not acted on")
     step: str | None = Field(None, description='execution = "steps": the step of the plan it belongs to')
+    finish_reason: str | None = Field(
+        None, description="why the model stopped (stop, length, function_calls…), when its client said"
+    )
+    model_ms: int | None = Field(
+        None, description="milliseconds the model took to answer (its answering attempt; no waiting)"
+    )
 
 
 class PlanItem(_Record):

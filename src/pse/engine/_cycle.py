@@ -378,6 +378,9 @@ def _record(
     usage = item.models_usage
     prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
     text = item.to_text()
+    finish, model_ms = (
+        run.ledger.claim_reply(item.source, text) if item.source != TOOL_AGENT else (None, None)
+    )
     message = MessageRecord(
         source=item.source,
         content=text,
@@ -386,6 +389,8 @@ def _record(
         thought=thought,
         thought_tokens=count_tokens(thought) if thought else 0,
         step=step,
+        finish_reason=finish,
+        model_ms=model_ms,
     )
     record.messages.append(message)
     record.turns += 1

@@ -42,6 +42,8 @@ class Ledger:
         self.cycle: CycleRecord | None = None
         """The cycle being run: calls are charged to it too."""
         self._replies: list[tuple[str, str]] = []
+        self._facts: list[tuple[str, str, str | None, int | None]] = []
+        """(role, text, finish reason, model ms) of each reply no message of the trace has claimed."""
 
     def record_call(self, usage: CallUsage) -> None:
         """Book one model call (the meter's sink), and what it waited (`trace.rate_limit`)."""
@@ -63,6 +65,17 @@ class Ledger:
             self.trace.cost.add(self._price(usage.role, prompt, completion, cached))
         if usage.text is not None:
             self._replies.append((usage.role, usage.text))
+            self._facts.append((usage.role, usage.text, usage.finish_reason, usage.model_ms))
+
+    def claim_reply(self, role: str, text: str) -> tuple[str | None, int | None]:
+        """The finish reason and model time of `role`'s first unclaimed reply with this text, or
+        (None, None): a message that no model call of this process produced (a replayed or resumed turn,
+        a ToolAgent message), or whose text the client changed."""
+        for i, (who, said, finish, ms) in enumerate(self._facts):
+            if who == role and said == text:
+                del self._facts[i]
+                return finish, ms
+        return None, None
 
     def record_prefix(self, role: str, counted: int, reusable: int) -> None:
         """Book how much of one prompt repeats a prefix sent before (the prefix meter's sink)."""
@@ -77,6 +90,7 @@ class Ledger:
         """A cycle starts: its calls are charged to it."""
         self.cycle = cycle
         self._replies = []
+        self._facts = []
 
     def late_messages(self, cycle: CycleRecord) -> list[MessageRecord]:
         """Replies of this cycle that never became a message of it (they came after the stop)."""

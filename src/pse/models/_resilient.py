@@ -181,9 +181,11 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 used: int | None = None
                 failure: Exception | None = None
                 try:
+                    asked = time.monotonic()
                     result = await asyncio.wait_for(
                         self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
                     )
+                    model_ms = round((time.monotonic() - asked) * 1000)
                     used = _used(result)
                 except asyncio.CancelledError:
                     self._estimate(messages, "cancelled while the provider was answering", waits)
@@ -198,7 +200,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 if failure is not None:
                     retry = await self._after_failure(failure, retry, waits)
                     continue
-                return self._answered(result, messages, slot.tokens or 0, waits)
+                return self._answered(result, messages, slot.tokens or 0, waits, model_ms)
         finally:
             self._report_waits(waits)
 
@@ -215,7 +217,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + self.policy.timeout_s
                 stream = self.inner.create_stream(messages, **options.as_kwargs())
-                started, used = False, None
+                started, used, asked = False, None, time.monotonic()
                 try:
                     while True:
                         remaining = max(0.0, deadline - loop.time())
@@ -225,7 +227,8 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                             return
                         if isinstance(item, CreateResult):
                             used = _used(item)
-                            item = self._answered(item, messages, waits=waits)
+                            ms = round((time.monotonic() - asked) * 1000)
+                            item = self._answered(item, messages, waits=waits, model_ms=ms)
                         started = True
                         yield item
                 except Exception as exc:
@@ -325,6 +328,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         messages: Sequence[LLMMessage],
         cached: int = 0,
         waits: _Waits | None = None,
+        model_ms: int | None = None,
     ) -> CreateResult:
         """Check an answer, count what it cost (estimated if the provider said nothing), pass it on."""
         reported = result.usage.prompt_tokens or result.usage.completion_tokens
@@ -345,6 +349,8 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                     cached=cached if reported else 0,
                     waited_s=waited,
                     retry_after_pauses=pauses,
+                    finish_reason=result.finish_reason,
+                    model_ms=model_ms,
                 )
             )
         return result

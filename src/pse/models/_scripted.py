@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -271,6 +272,7 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
+        started = time.perf_counter()
         if self.player.latency_s > 0:
             await asyncio.sleep(self.player.latency_s)
         turn = self.player.next_turn(self.key, messages)
@@ -289,7 +291,12 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
             self._total.completion_tokens + usage.completion_tokens,
         )
         if self.meter is not None:
-            self.meter(CallUsage(self.role, usage.prompt_tokens, usage.completion_tokens, text=turn.content))
+            finish = "function_calls" if calls is not None else "stop"
+            ms = round((time.perf_counter() - started) * 1000)
+            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+            self.meter(
+                CallUsage(self.role, prompt, completion, text=turn.content, finish_reason=finish, model_ms=ms)
+            )
         if calls is not None:
             thought = turn.content or None
             return CreateResult(

@@ -54,6 +54,8 @@ class CallUsage:
         retry_after_pauses: times a provider's Retry-After paused the call.
         calls: 1, or 0 for a report of waiting only (the call then failed or was cancelled before it was
             sent): no tokens, no call to count.
+        finish_reason: why the model stopped, as the client said (stop, length, function_calls…).
+        model_ms: milliseconds the answering attempt took (model time: no waiting, no failed attempt).
     """
 
     role: str
@@ -66,6 +68,8 @@ class CallUsage:
     waited_s: float = 0.0
     retry_after_pauses: int = 0
     calls: int = 1
+    finish_reason: str | None = None
+    model_ms: int | None = None
 
 
 UsageSink = Callable[[CallUsage], None]

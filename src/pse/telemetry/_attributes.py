@@ -18,6 +18,7 @@ __all__ = [
     "GEN_AI_OUTPUT_MESSAGES",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_SYSTEM",
     "GEN_AI_TOOL_CALL_ARGUMENTS",
     "GEN_AI_TOOL_CALL_ID",
@@ -37,6 +38,7 @@ GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_SYSTEM: Final = "gen_ai.system"
 """Deprecated by `gen_ai.provider.name`; still what several backends (and AutoGen's own spans) read."""
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"

@@ -199,18 +199,19 @@ class _Builder:
             attributes |= _server(spec.base_url)
         if m.step is not None:
             attributes["pse.step.id"] = m.step
+        if m.finish_reason is not None:
+            attributes[A.GEN_AI_RESPONSE_FINISH_REASONS] = (m.finish_reason,)
         if self.content:
             parts = [{"type": "reasoning", "content": m.thought}] if m.thought else []
             parts.append({"type": "text", "content": m.content})
             attributes[A.GEN_AI_OUTPUT_MESSAGES] = json.dumps([{"role": "assistant", "parts": parts}])
         model = spec.model if spec is not None else m.source
         end = ns(m.at)
+        start = min(start, end)  # since the event before it, or the model's own time when known
+        if m.model_ms is not None:
+            start = max(start, end - m.model_ms * 1_000_000)
         path = f"cycle/{c.index}/message/{index + 1}"
-        self.add(
-            Draft(
-                f"{A.OP_CHAT} {model}", path, parent.path, min(start, end), end, attributes, SpanKind.CLIENT
-            )
-        )
+        self.add(Draft(f"{A.OP_CHAT} {model}", path, parent.path, start, end, attributes, SpanKind.CLIENT))
 
     def tool(self, c: CycleRecord, index: int, parent: Draft) -> None:
         call = c.tool_calls[index]
