@@ -167,6 +167,24 @@ def test_the_run_header_says_why_each_run_ended(site: tuple[Any, str], runs: Run
         assert shown == causal.causal_line(trace), run_id
 
 
+def test_a_message_bar_spans_its_models_own_time_when_the_trace_has_it(site: tuple[Any, str]) -> None:
+    browser, url = site
+    page = _page(browser)
+    page.goto(f"{url}/")
+    bars = page.evaluate(
+        """() => window.pseDebug.timelineOf({
+            index: 1, started_at: "2026-01-01T00:00:00.000+00:00", ended_at: null, tool_calls: [],
+            messages: [
+              { source: "Planner", content: "<plan/>", at: "2026-01-01T00:00:01.000+00:00", model_ms: 300 },
+              { source: "Specialist", content: "hi", at: "2026-01-01T00:00:02.000+00:00" },
+            ],
+          }, Date.parse("2026-01-01T00:00:03.000+00:00")).items.map((i) => [i.start % 10000, i.end % 10000])"""
+    )
+    # The Planner's bar is its 0.3 s of model time, not the second since the cycle began; without a
+    # model time a bar runs from the event before it.
+    assert bars == [[700, 1000], [1000, 2000]]
+
+
 def test_the_live_view_appends_and_keeps_what_the_person_opened(tmp_path: Path) -> None:
     from playwright.sync_api import expect
 

@@ -244,6 +244,7 @@ export function timelineOf(c, now) {
   let previous = t0;
   for (const item of items) {
     if (item.kind === "tool") item.start = Math.max(t0, item.at - (item.record.ms || 0));
+    else if (item.record.model_ms != null) item.start = Math.max(t0, item.at - item.record.model_ms); // the model's own time
     else item.start = Math.min(previous, item.at);
     item.end = item.at;
     item.tokens = item.kind === "message" ? (item.record.prompt_tokens || 0) + (item.record.completion_tokens || 0) : 0;
