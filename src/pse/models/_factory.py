@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import Any
 
-from autogen_core.models import ChatCompletionClient, ModelFamily, ModelInfo
+from autogen_core.models import ChatCompletionClient, CreateResult, ModelFamily, ModelInfo
 from autogen_ext.models.ollama import OllamaChatCompletionClient
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -164,8 +165,40 @@ def _ollama(settings: Settings, spec: ModelSpec) -> ChatCompletionClient:
     return _OllamaClient(**kwargs)
 
 
+_DONE_REASON: contextvars.ContextVar[list[str | None] | None] = contextvars.ContextVar(
+    "pse_ollama_done", default=None
+)
+"""Where `_OllamaClient.create` finds the `done_reason` Ollama sent (the HTTP call runs in a task)."""
+
+
 class _OllamaClient(OllamaChatCompletionClient):
-    """AutoGen 0.7.5's Ollama client never closes its HTTP connections (`close` is a no-op); this one does."""
+    """AutoGen 0.7.5's Ollama client never closes its HTTP connections (`close` is a no-op), and it turns
+    every `done_reason` but stop and tool_calls into "unknown": a reply cut at the token limit must still
+    say `length` (the trace records it, and an empty cut reply is then named as such). This one does both."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        chat = self._client.chat
+
+        async def chat_noting_done_reason(*args: Any, **options: Any) -> Any:
+            response = await chat(*args, **options)
+            holder = _DONE_REASON.get()
+            if holder is not None and not options.get("stream"):
+                holder.append(getattr(response, "done_reason", None))
+            return response
+
+        self._client.chat = chat_noting_done_reason  # type: ignore[method-assign]
+
+    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:
+        holder: list[str | None] = []
+        token = _DONE_REASON.set(holder)
+        try:
+            result = await super().create(*args, **kwargs)
+        finally:
+            _DONE_REASON.reset(token)
+        if result.finish_reason == "unknown" and holder and holder[-1] == "length":
+            result = result.model_copy(update={"finish_reason": "length"})
+        return result
 
     async def close(self) -> None:
         await self._client.close()  # type: ignore[no-untyped-call]
