@@ -264,7 +264,12 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
     # AutoGen's own spans of a cycle hang under that cycle's span.
     by_id = {r.span.span_id: r for r in receiver.spans}
     foreign = [r for r in receiver.spans if r.scope != "pse"]
-    assert len(foreign) > 50 and Counter(r.span.name for r in foreign)[f"invoke_agent {Role.SPECIALIST}"] == 4
+    # One AutoGen `invoke_agent` span per turn of every agent (the ToolAgent's too), and one
+    # `create_agent` per role phase: what AutoGen's own agents emit, whoever drives them.
+    turns = Counter(f"invoke_agent {m.source}" for c in trace.cycles for m in c.messages)
+    invoked = Counter(r.span.name for r in foreign if r.span.name.startswith("invoke_agent"))
+    assert invoked == turns and turns[f"invoke_agent {Role.SPECIALIST}"] == 4
+    assert {r.span.name.split()[0] for r in foreign} == {"invoke_agent", "create_agent"}
 
     def cycle_of(r: Received) -> str:
         while r.scope != "pse":
@@ -331,7 +336,6 @@ def test_content_is_exported_only_when_asked(receiver: OtlpReceiver, tmp_path: P
     write = next(r for r in own if r.attributes.get("gen_ai.tool.call.id") == "1.1").attributes
     assert json.loads(write["gen_ai.tool.call.arguments"]) == trace.cycles[0].tool_calls[0].arguments
     assert write["gen_ai.tool.call.result"] == trace.cycles[0].tool_calls[0].output
-    assert any(r.attributes.get("message") for r in receiver.spans if r.scope != "pse")  # AutoGen's, kept
     assert b"quicksort" in b"".join(receiver.bodies)
     # The same trace without content: none of it.
     bare = trace_spans(trace)

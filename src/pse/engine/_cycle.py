@@ -40,7 +40,7 @@ from pse.events import (
     PlanRecord,
     VerdictRecord,
 )
-from pse.exceptions import ProtocolError, RunFailure, ToolInfrastructureError
+from pse.exceptions import ProtocolError, RunCancelled, RunFailure, ToolInfrastructureError
 from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict, render_plan
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.team import ContextFactory, CycleOpening, FailureBox, Phase, RoleSetup
@@ -332,10 +332,8 @@ async def _run_phase(
     final = ""
     thoughts: dict[str, str] = {}
     try:
-        # aclosing: a phase stopped early (break) must close AutoGen's stream now, not at garbage collection.
-        async with contextlib.aclosing(
-            phase.team.run_stream(task=None, cancellation_token=run.token)
-        ) as stream:
+        # aclosing: a phase stopped early (break) must close its stream now, not at garbage collection.
+        async with contextlib.aclosing(phase.run_stream(run.token)) as stream:
             async for item in stream:
                 if isinstance(item, ThoughtEvent):
                     thoughts[item.source] = item.content  # it comes just before its message
@@ -363,9 +361,9 @@ async def _run_phase(
             outcome.stop = CycleStop("ERROR", f"CANCELLED: {reason}")
         elif outcome.stop is None and box.closed is None:
             outcome.stop = CycleStop("ERROR", "cycle cancelled")
-    except RuntimeError:
-        # AutoGen re-raises an agent's exception as a bare RuntimeError; the box has the typed failure,
-        # or the box was closed and the error is a call refused after the stop.
+    except (RunFailure, RunCancelled):
+        # A model failure the box holds (the cycle ends ERROR with it), or a call refused once the
+        # box was closed (the stop already says why). Anything else is a bug and propagates.
         if box.failure is None and box.closed is None:
             raise
     return final

@@ -16,10 +16,10 @@ __all__ = ["FailureBox", "FailureTrackingClient"]
 class FailureBox:
     """Holds the first infrastructure failure of a cycle, and whether the cycle was closed to new calls.
 
-    AutoGen's group chat re-raises an agent's exception as a bare RuntimeError with only its text,
-    so the engine learns the typed failure (model unavailable, cassette exhausted, ...) from here.
-    Once the engine stops a cycle (deadline, budget, cancellation) it closes the box: no model call
-    starts after that, whatever AutoGen's group chat still schedules while it winds down.
+    The engine learns the typed failure of a phase (model unavailable, cassette exhausted, ...) from
+    here, whichever exception reached it through AutoGen's agent. Once the engine stops a cycle
+    (deadline, budget, cancellation) it closes the box: no model call starts after that, whatever is
+    still in flight while the phase winds down.
     """
 
     def __init__(self, admit: Callable[[int], str | None] | None = None) -> None:

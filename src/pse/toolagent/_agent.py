@@ -22,14 +22,14 @@ class ToolAgent(BaseChatAgent):
     """Executes the tool requests of the latest message and answers `<tool_results for="ROLE">`.
 
     Only the LAST message of the delta counts (a delta may hold several); its `source` is the requester
-    the policy judges. The agent never raises into the group chat: any failure becomes an error result.
+    the policy judges. The agent never raises into its phase: any failure becomes an error result.
     A failure of the tool machinery is reported to the executor (`executor.infrastructure_error`), which
-    the engine checks after the team returns to end the run as ERROR.
+    the engine checks after each ToolAgent message to end the run as ERROR.
 
     Args:
         executor: decides, runs and audits the requests.
-        name: the agent's name in the group chat.
-        description: what the team is told about it.
+        name: the agent's name (the `source` of its messages).
+        description: what AutoGen is told about it (its spans carry it).
         scope: the step of a steps plan this agent serves (its budgets, records, write scope).
     """
 
@@ -64,7 +64,7 @@ class ToolAgent(BaseChatAgent):
         except ToolInfrastructureError as exc:
             self.executor.report_infrastructure_error(exc)
             content = self._error(requester, f"the tool machinery failed, not your request: {exc}")
-        except Exception as exc:  # never let a bug of ours kill the group chat; the engine sees the error
+        except Exception as exc:  # never let a bug of ours kill the phase; the engine sees the error
             error = ToolInfrastructureError(f"ToolAgent failed: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
             self.executor.report_infrastructure_error(error)
