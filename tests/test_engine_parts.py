@@ -242,6 +242,32 @@ def test_prune_keeps_recent_running_and_foreign_folders(tmp_path: Path) -> None:
     assert prune_runs(tmp_path, 0) == []
 
 
+def test_a_run_start_sweeps_expired_runs_once_an_hour_not_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pse.config import load_settings
+    from pse.runner import _prepare, prepare_run
+
+    monkeypatch.setattr(_prepare, "_swept", {})
+    runs, old = tmp_path / "runs", time.time() - 10 * 86400
+    settings = load_settings(runs_dir=runs, trace_retention_days=7)
+
+    def expired(name: str) -> None:
+        write_trace(Trace(run_id=name, task="t", started_at="x"), runs / name)
+        os.utime(runs / name / "trace.json", (old, old))
+
+    expired("old-1")
+    first = prepare_run("code-delivery", settings)
+    assert not (runs / "old-1").exists()  # the first start of the process sweeps
+    expired("old-2")
+    second = prepare_run("code-delivery", settings)
+    assert (runs / "old-2").exists()  # within the hour: no second sweep of every folder
+    assert {first.run_id, second.run_id} <= {p.name for p in runs.iterdir()}
+    monkeypatch.setattr(_prepare, "_SWEEP_EVERY_S", 0.0)
+    prepare_run("code-delivery", settings)
+    assert not (runs / "old-2").exists()
+
+
 # ---- team clients -------------------------------------------------------------------------------------
 
 

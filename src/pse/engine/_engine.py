@@ -315,7 +315,8 @@ class Engine:
         self._apply(cycle, outcome)
         if self.setup.positions is not None:
             self.trace.cassette_positions = self.setup.positions()
-        self._save()
+        if not self.machine.terminal:
+            self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
 
     # ---- decisions ----------------------------------------------------------------------------
 
@@ -517,10 +518,12 @@ class Engine:
         trace = self.trace
         if self._suspended:
             return  # on disk: the trace of the moment the call was held
-        if self.machine.terminal:
-            trace.outcome = OUTCOME_OF[self.machine.state]  # type: ignore[assignment]
-            trace.ended_at = utc_now()
-            if self.machine.state == State.ESCALATED:
-                trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
-            self.events.emit(outcome_event(trace))
-        self._save()
+        try:
+            if self.machine.terminal:
+                trace.outcome = OUTCOME_OF[self.machine.state]  # type: ignore[assignment]
+                trace.ended_at = utc_now()
+                if self.machine.state == State.ESCALATED:
+                    trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
+                self.events.emit(outcome_event(trace))
+        finally:
+            self._save()  # the last cycle's only save too: whatever fails above, the trace is on disk

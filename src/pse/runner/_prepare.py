@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,6 +415,25 @@ def _positions(
     return positions
 
 
+_SWEEP_EVERY_S = 3600.0
+"""A process sweeps a runs folder for expired runs at most this often (retention counts in days)."""
+
+_swept: dict[Path, float] = {}
+_sweep_lock = threading.Lock()
+
+
+def _sweep(runs_dir: Path, retention_days: int, run_id: str) -> None:
+    """Prune the runs folder's expired runs (PSE_TRACE_RETENTION_DAYS), once an hour per process: a
+    sweep reads every run folder, so sweeping before each run made a run's start grow with the folder."""
+    now = time.monotonic()
+    with _sweep_lock:
+        last = _swept.get(runs_dir)
+        if last is not None and now - last < _SWEEP_EVERY_S:
+            return
+        _swept[runs_dir] = now
+        prune_runs(runs_dir, retention_days, keep={run_id})
+
+
 def prepare_run(
     task_name: str,
     settings: Settings,
@@ -442,7 +463,7 @@ def prepare_run(
     runs_dir = settings.runs_dir.resolve()
     run_dir = runs_dir / run_id
     workspace = run_dir / "workspace"
-    prune_runs(runs_dir, settings.trace_retention_days, keep={run_id})
+    _sweep(runs_dir, settings.trace_retention_days, run_id)
     workspace.mkdir(parents=True)
     try:
         task.seed_workspace(workspace, resolved)
