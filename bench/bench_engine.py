@@ -30,9 +30,17 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 
 from pse.config import load_settings
 from pse.engine import load_trace
-from pse.models import Cassette, CassettePlayer, ScriptedChatCompletionClient
+from pse.models import (
+    Cassette,
+    CassettePlayer,
+    PrefixMeter,
+    ScriptedChatCompletionClient,
+    common_prefix_tokens,
+    normalize,
+)
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
+from pse.tokens import count_tokens
 
 _TASK = TaskRegistry.discover(None).get("code-delivery")
 _TURNS = [(t["role"], t["content"]) for t in json.loads(_TASK.cassette_path.read_text())["turns"]]  # type: ignore[union-attr]
@@ -123,6 +131,25 @@ def _light_tasks_dir(tmp: Path) -> Path:
     return root
 
 
+# Round robin P→S→E→P→S: five model turns, the same replies PSE's roles give.
+_BARE_TURNS = [_LIGHT_PLAN, _LIGHT_WRITE, _LIGHT_READ, _LIGHT_PLAN, _LIGHT_REPORT]
+
+
+async def _bare_run(latency_s: float = 0.0) -> None:
+    """A bare AutoGen RoundRobinGroupChat of three AssistantAgents on the scripted client, built and run."""
+    cassette = Cassette.model_validate(
+        {"version": 1, "turns": [{"role": r, "content": c} for r, c in _BARE_TURNS]}
+    )
+    player = CassettePlayer(cassette, strict=False)
+    player.latency_s = latency_s
+    agents = [
+        AssistantAgent(name, ScriptedChatCompletionClient(player, name), system_message="bench")
+        for name in ("Planner", "Specialist", "Evaluator")
+    ]
+    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(len(_BARE_TURNS) + 1))
+    await team.run(task="bench")
+
+
 def orchestration_overhead(tmp: Path) -> dict[str, Any]:
     """Framework time per agent turn: the engine's run (every turn of the cycle, ToolAgent turns with real
     file tools, gates, trace and store writes) against a bare AutoGen round robin's run, both timed
@@ -144,22 +171,10 @@ def orchestration_overhead(tmp: Path) -> dict[str, Any]:
         pse_times.append((time.perf_counter() - ready) / trace.cycles[0].turns)
         setup_times.append(ready - started)
 
-    # Round robin P→S→E→P→S: five model turns, the same replies PSE's roles give.
-    bare_turns = [_LIGHT_PLAN, _LIGHT_WRITE, _LIGHT_READ, _LIGHT_PLAN, _LIGHT_REPORT]
-
     async def bare() -> float:
-        cassette = Cassette.model_validate(
-            {"version": 1, "turns": [{"role": r, "content": c} for r, c in bare_turns]}
-        )
-        player = CassettePlayer(cassette, strict=False)
-        agents = [
-            AssistantAgent(name, ScriptedChatCompletionClient(player, name), system_message="bench")
-            for name in ("Planner", "Specialist", "Evaluator")
-        ]
-        team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(len(bare_turns) + 1))
         started = time.perf_counter()
-        await team.run(task="bench")
-        return (time.perf_counter() - started) / len(bare_turns)
+        await _bare_run()
+        return (time.perf_counter() - started) / len(_BARE_TURNS)
 
     # Interleaved, 60 of each: a shared machine's drift then weighs on both sides alike.
     bare_times = []
@@ -231,7 +246,9 @@ def profile_breakdown(tmp: Path, runs: int = 20) -> dict[str, Any]:
 
 def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, Any]:
     """50 runs at once in one process against one alone, each with a simulated model latency; timed
-    without tracemalloc (it slows Python several-fold), memory measured in a second, separate pass."""
+    without tracemalloc (it slows Python several-fold), memory measured in a second, separate pass.
+    The same for a bare AutoGen round robin of as many model turns, and the CPU time a concurrent PSE
+    run costs: one process runs one turn at a time, so 50 runs take at least 50 runs' CPU time."""
     tasks_dir = _light_tasks_dir(tmp)
     cassette = _write(tmp / "light.json", _LIGHT)
     settings = load_settings(
@@ -246,15 +263,26 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
     async def many() -> list[str]:
         return await asyncio.gather(*(one() for _ in range(runs)))
 
-    singles, walls = [], []
+    async def bare_many() -> None:
+        await asyncio.gather(*(_bare_run(latency_s) for _ in range(runs)))
+
+    singles, walls, cpus, bare_singles, bare_walls = [], [], [], [], []
     for _ in range(3):
         started = time.perf_counter()
         asyncio.run(one())
         singles.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         outcomes = asyncio.run(many())
         walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+        started = time.perf_counter()
+        asyncio.run(_bare_run(latency_s))
+        bare_singles.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        asyncio.run(bare_many())
+        bare_walls.append(time.perf_counter() - started)
     single, wall = statistics.median(singles), statistics.median(walls)
+    bare_single, bare_wall = statistics.median(bare_singles), statistics.median(bare_walls)
     tracemalloc.start()
     asyncio.run(many())
     _, peak = tracemalloc.get_traced_memory()
@@ -265,26 +293,69 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
         "one_run_wall_s": round(single, 2),
         "concurrent_wall_s": round(wall, 2),
         "concurrent_over_one": round(wall / single, 2),
+        "cpu_ms_per_concurrent_run": round(statistics.median(cpus) / runs * 1000, 1),
+        "bare_autogen_concurrent_over_one": round(bare_wall / bare_single, 2),
         "passed": outcomes.count("PASSED"),
         "peak_python_memory_mb": round(peak / 2**20, 1),
         "peak_python_memory_per_run_mb": round(peak / 2**20 / runs, 2),
     }
 
 
+class _NovelContent:
+    """While active, counts every prompt's tokens that no earlier prompt of the run held: the tokens of
+    each message new to the run, less its longest common start with an earlier message of the same
+    speaker. A prefix cache serves only what was sent before, so however PSE ordered the same messages,
+    at least this many prompt tokens are fresh: 1 - novel / counted bounds the reusable-prefix share."""
+
+    def __init__(self) -> None:
+        self.novel = 0
+        self._seen: set[tuple[str, str]] = set()
+        self._observe = PrefixMeter.observe
+
+    def __enter__(self) -> _NovelContent:
+        counter, observe = self, self._observe
+
+        def observing(meter: PrefixMeter, model: str, role: str, messages: Any) -> tuple[int, int]:
+            for speaker, text in normalize(messages):
+                if (speaker, text) in counter._seen:
+                    continue
+                shared = max(
+                    (
+                        common_prefix_tokens([(speaker, text)], [was])
+                        for was in counter._seen
+                        if was[0] == speaker
+                    ),
+                    default=0,
+                )
+                counter._seen.add((speaker, text))
+                counter.novel += max(0, count_tokens(text) - shared)
+            return observe(meter, model, role, messages)
+
+        PrefixMeter.observe = observing  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        PrefixMeter.observe = self._observe  # type: ignore[method-assign]
+
+
 def reusable_prefix(tmp: Path) -> dict[str, Any]:
-    """Per reference task and context mode: each role's reusable-prefix share and the run's."""
+    """Per reference task and context mode: each role's reusable-prefix share and the run's, and the
+    most any ordering of the same messages could reach (`_NovelContent`)."""
     rows: dict[str, Any] = {}
     for task in ("code-delivery", "incident-review"):
         for mode in ("step_buffer", "history"):
             cassette = TaskRegistry.discover(None).get(task).cassette_path
             assert cassette is not None
-            trace = asyncio.run(_run(cassette, tmp / f"prefix-{task}-{mode}", task, context_mode=mode))
+            with _NovelContent() as novel:
+                trace = asyncio.run(_run(cassette, tmp / f"prefix-{task}-{mode}", task, context_mode=mode))
             roles = trace.tokens.by_role
             counted = sum(t.prefix_counted for t in roles.values())
             rows[f"{task}/{mode}"] = {
                 "by_role": {r: round(t.prefix_reusable / t.prefix_counted, 3) for r, t in roles.items()},
                 "run": round(sum(t.prefix_reusable for t in roles.values()) / counted, 3),
+                "bound_from_novel_content": round(1 - novel.novel / counted, 3),
                 "prompt_tokens": counted,
+                "novel_prompt_tokens": novel.novel,
             }
     return rows
 
