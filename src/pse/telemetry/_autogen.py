@@ -1,11 +1,12 @@
 """AutoGen's own spans: gathered per run, under the cycle span, and exported with the run's spans.
 
-AutoGen's runtime and agents trace through the *global* tracer provider (`SingleThreadedAgentRuntime`
-takes none from its team; `trace_invoke_agent_span` calls `trace.get_tracer`). When no application has
-set one, PSE sets one the first time a run exports (`collector()`): a provider whose sampler records only
-spans of a run being exported, and whose one processor hands each ended span to that run
-(`SpanCollector`). The run takes them when it ends and sends them with its own spans, through its own
-exporter, cleaned like them (`pse.telemetry._export`). Spans of no such run are not even recorded.
+AutoGen's agents trace through the *global* tracer provider (`trace_create_agent_span` and
+`trace_invoke_agent_span` call `trace.get_tracer`; an AutoGen runtime, where one runs, does too).
+When no application has set one, PSE sets one the first time a run exports (`collector()`): a
+provider whose sampler records only spans of a run being exported, and whose one processor hands
+each ended span to that run (`SpanCollector`). The run takes them when it ends and sends them with
+its own spans, through its own exporter, cleaned like them (`pse.telemetry._export`). Spans of no
+such run are not even recorded.
 
 When the application has set a provider of its own, PSE leaves it alone: AutoGen's spans go there,
 still parented to the cycle span (the parent is the current context, which the run sets), and PSE does
@@ -27,7 +28,8 @@ from opentelemetry.util.types import Attributes
 __all__ = ["MAX_FOREIGN_SPANS", "SpanCollector", "collector"]
 
 MAX_FOREIGN_SPANS = 20_000
-"""Most AutoGen spans kept for one run (about 20 per role turn); later ones are dropped and counted."""
+"""Most AutoGen spans kept for one run (a phase makes one per turn and one per phase); later ones are
+dropped and counted."""
 
 
 class SpanCollector(SpanProcessor, Sampler):
