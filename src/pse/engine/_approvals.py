@@ -221,8 +221,9 @@ class ApprovalDesk:
         return f"A{cycle}.{n}"
 
     async def _recorded(self, held: HeldCall) -> None:
-        """Let the message that holds the call reach the cycle's record first (it travels through
-        AutoGen's output stream): a resumed run answers the requester's turns from that record."""
+        """Let the message that holds the call reach the cycle's record first: a resumed run answers
+        the requester's turns from that record. A phase records each message before the ToolAgent's
+        turn starts, so this finds it at once; the wait guards any other driver of the ToolAgent."""
         cycle = self._events.cycle if self._events is not None else None
         for _ in range(400):
             if cycle is None or any(
