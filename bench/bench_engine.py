@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -256,12 +257,25 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
         scripted_latency_s=latency_s,
     )  # fmt: skip
 
+    traces: list[str] = []
+
     async def one() -> str:
         summary = await run_to_end(prepare_run("bench-light", settings))
+        traces.append(summary.trace)
         return summary.outcome or "NONE"
 
     async def many() -> list[str]:
         return await asyncio.gather(*(one() for _ in range(runs)))
+
+    def last_first_call(started: datetime) -> float:
+        """Seconds from the batch's start to the first model call of the run that made it last: each
+        trace's first message arrived `model_ms` after its call began."""
+        firsts = []
+        for path in traces[-runs:]:
+            first = load_trace(Path(path)).cycles[0].messages[0]
+            began = datetime.fromisoformat(first.at) - timedelta(milliseconds=first.model_ms or 0)
+            firsts.append((began - started).total_seconds())
+        return max(firsts)
 
     async def prepared_many() -> float:
         """The engine's share: the runs prepared first (folders, workspaces, wiring), then timed."""
@@ -273,16 +287,17 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
     async def bare_many() -> None:
         await asyncio.gather(*(_bare_run(latency_s) for _ in range(runs)))
 
-    singles, walls, cpus, bare_singles, bare_walls, engine_walls = [], [], [], [], [], []
+    singles, walls, cpus, bare_singles, bare_walls, engine_walls, lasts = [], [], [], [], [], [], []
     for _ in range(3):
         engine_walls.append(asyncio.run(prepared_many()))
         started = time.perf_counter()
         asyncio.run(one())
         singles.append(time.perf_counter() - started)
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu, clock = time.perf_counter(), time.process_time(), datetime.now(UTC)
         outcomes = asyncio.run(many())
         walls.append(time.perf_counter() - started)
         cpus.append(time.process_time() - cpu)
+        lasts.append(last_first_call(clock))
         started = time.perf_counter()
         asyncio.run(_bare_run(latency_s))
         bare_singles.append(time.perf_counter() - started)
@@ -303,6 +318,7 @@ def concurrency(tmp: Path, runs: int = 50, latency_s: float = 0.2) -> dict[str, 
         "concurrent_over_one": round(wall / single, 2),
         "cpu_ms_per_concurrent_run": round(statistics.median(cpus) / runs * 1000, 1),
         "prepared_first_concurrent_over_one": round(statistics.median(engine_walls) / single, 2),
+        "last_run_first_model_call_s": round(statistics.median(lasts), 3),
         "bare_autogen_concurrent_over_one": round(bare_wall / bare_single, 2),
         "passed": outcomes.count("PASSED"),
         "peak_python_memory_mb": round(peak / 2**20, 1),
