@@ -244,7 +244,12 @@ class Settings(BaseSettings):
     hard_gates: bool = Field(
         True, description="Enforce the hard gates on a PASS (false: the Evaluator's word alone; an ablation)."
     )
-    trace_retention_days: int = Field(7, ge=0, description="Runs older than this are pruned (0: keep all).")
+    trace_retention_days: int = Field(
+        7,
+        ge=0,
+        description="Runs older than this many days are pruned: as a run starts (at most once an hour "
+        "per process) and by `pse clean` (0: keep all).",
+    )
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     evals_dir: Path = Field(Path("evals"), description="Where `pse eval` writes evaluations by default.")
     tasks_dir: Path | None = Field(None, description="A second tasks directory, for your own tasks.")
