@@ -24,13 +24,17 @@ from approval_cli_support import (
     with_calls,
     write_cassette,
 )
+from approval_support import HELD_TASK, guarded_settings
 from cli_support import pse
 from pse.config import load_settings
+from pse.engine._approvals import ApprovalDecision, write_decision
+from pse.events import ApprovalEvent, Event
 from pse.exceptions import UserError
 from pse.protocol import render_tool_calls
 from pse.runner import approve_call, prepare_run, run_to_end
 from pse.sandbox import bwrap_problem
 from pse.tasks import TaskRegistry, validate
+from pse.team import _phase as phase_module
 from pse.toolagent import ApprovalRule, Policy, PolicyOverrides
 from pse.toolagent._overrides import policy_problem
 
@@ -545,3 +549,35 @@ def test_no_role_can_approve_its_own_call_through_a_tool(tmp_path: Path, mode: s
     assert (approval["decision"], approval["via"]) == ("denied", "timeout"), (approval, output)
     assert not (runs / summary["run_id"] / "approvals").exists()
     assert not (runs / summary["run_id"] / "workspace" / "NOTES.md").exists()
+
+
+async def test_a_call_held_when_the_run_hits_its_deadline_never_runs_after_the_run_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's wall-clock limit passes while a write waits for a person. The run ends TIMEOUT; an
+    approval given after that (the live desk, or a decision file) must not write anything: the run's
+    side effects end with the run, and the ToolAgent turn the stopped phase left behind ends too."""
+    monkeypatch.setattr(phase_module, "WIND_DOWN_S", 0.1)
+    settings = guarded_settings(tmp_path, run_timeout_s=1.0)
+    held: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, ApprovalEvent) and event.approval.decision is None:
+            held.append(event.approval.id)
+
+    prepared = prepare_run(HELD_TASK, settings, on_event=on_event)
+    summary = await run_to_end(prepared)
+    assert summary.outcome == "TIMEOUT" and held
+    late = ApprovalDecision(id=held[0], decision="approved", by="late")
+    write_decision(prepared.run_dir, late)
+    desk = prepared.engine.setup.approvals
+    assert desk is not None and not desk.answer(late)  # nothing waits once the run has ended
+    for _ in range(100):
+        if not phase_module._left_running:
+            break
+        await asyncio.sleep(0.02)
+    assert not phase_module._left_running  # the turn left behind ended with the run
+    await asyncio.sleep(0.5)  # past the desk's poll of decision files
+    assert not (prepared.run_dir / "workspace" / "NOTES.md").exists(), (
+        "the held write ran after the run ended"
+    )

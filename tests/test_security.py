@@ -161,6 +161,28 @@ class TestSandboxAttacks:
         record = _bash(ex, f"echo 'import pytest' > {real}/conftest.py", requester="Specialist")
         assert not (buggy / "conftest.py").exists() and "wrote" not in record.facts
 
+    @pytest.mark.parametrize("mode", MODES)
+    def test_a_halted_executor_runs_no_call_of_any_tool(self, buggy: Path, mode: str) -> None:
+        """Once a run stops (cancelled, or ended), no call acts for it: not a command, and not a file
+        tool either (a ToolAgent turn left running past the run's end must not write)."""
+        ex = _executor(buggy, mode, {"Specialist": {"bash": "read-write"}})
+        ex.halt("the run has ended")
+        before = (buggy / "quicksort.py").read_text()
+        batch = ex.execute_sync(
+            "Specialist",
+            _calls(
+                ("write_file", {"path": "quicksort.py", "content": "pwned\n"}),
+                ("write_file", {"path": "new.txt", "content": "pwned\n"}),
+                ("bash", {"command": "echo pwned > quicksort.py"}),
+                ("read_file", {"path": "quicksort.py"}),
+            ),
+        )
+        assert [(r.tool, r.status, r.output) for r in batch.records] == [
+            (tool, "error", "not run: the run has ended")
+            for tool in ("write_file", "write_file", "bash", "read_file")
+        ]
+        assert (buggy / "quicksort.py").read_text() == before and not (buggy / "new.txt").exists()
+
 
 @pytest.fixture(params=MODES)
 def sandbox_mode(request: pytest.FixtureRequest) -> str:

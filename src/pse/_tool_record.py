@@ -109,7 +109,7 @@ class ToolCallRecord(_Record):
     def not_run(
         cls, *, requester: str, tool: str, arguments: dict[str, str], index: int, rule: str, reason: str
     ) -> ToolCallRecord:
-        """An allowed request left unrun because the tool machinery failed on an earlier one."""
+        """An allowed request left unrun: the tool machinery failed on an earlier one, or the run stopped."""
         return cls(
             requester=requester, tool=tool, arguments=arguments, index=index,
             decision="allowed", rule=rule, status="error", output=reason,

@@ -193,8 +193,18 @@ class Engine:
                 self._move(State.ERROR, f"internal error: {type(exc).__name__}: {exc}", check=False)
             raise
         finally:
+            self._end_side_effects()
             self._finalize()
         return self.trace
+
+    def _end_side_effects(self) -> None:
+        """Nothing acts for the run once it stops: no held call waits for a decision any longer, and
+        no call runs. A phase stopped at the deadline may leave a ToolAgent turn behind (a call held
+        for a person); an approval given after the run ended must not write into its workspace."""
+        reason = "the run has ended"
+        if self.setup.approvals is not None:
+            self.setup.approvals.stop(reason)
+        self.setup.tools.halt(reason)
 
     # ---- one cycle --------------------------------------------------------------------------
 

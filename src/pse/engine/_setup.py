@@ -41,7 +41,7 @@ class ToolRuntime(Protocol):
         ...
 
     def halt(self, reason: str) -> None:
-        """The run was stopped from outside: kill running commands, start none."""
+        """The run was stopped (from outside, or it ended): kill running commands, run no call after."""
         ...
 
     def role_written_config(self) -> Mapping[str, str]:

@@ -230,7 +230,7 @@ class ToolExecutor:
         self.sandbox.stop_at(deadline)
 
     def halt(self, reason: str) -> None:
-        """The run was stopped: kill the commands running now and run none after."""
+        """The run was stopped: kill the commands running now, and run no call after (of any tool)."""
         self.sandbox.halt(reason)
 
     def role_written_config(self) -> dict[str, str]:
@@ -398,7 +398,14 @@ class ToolExecutor:
         return recorded
 
     def _run_step(self, step: Allowed) -> ToolCallRecord:
-        """One allowed call through the runner; a replay that cannot answer it stops the run, unrun."""
+        """One allowed call through the runner; a replay that cannot answer it stops the run, unrun.
+        Once the run was halted (it ended, or was cancelled) no call runs, whatever its tool: a
+        ToolAgent turn still going after its run stopped (a call held past the deadline, then
+        approved) must not act for a run whose trace is already written."""
+        halted = self.sandbox.halted
+        if halted is not None:
+            self._decider.give_back(step)
+            return ToolCallRecord.not_run(**step.request, rule=step.rule, reason=f"not run: {halted}")
         try:
             return self._runner(step, self._execute)
         except ToolReplayMismatchError as exc:
