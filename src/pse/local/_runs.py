@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pse.config import Settings, load_settings
 
-__all__ = ["SHORT_RUN", "local_run_settings"]
+__all__ = ["QWEN_RUN", "SHORT_RUN", "local_run_settings"]
 
 SHORT_RUN: Mapping[str, object] = MappingProxyType(
     {
@@ -33,6 +33,28 @@ SHORT_RUN: Mapping[str, object] = MappingProxyType(
     }
 )
 """Settings of a short run on the local models (every limit named, as keyword overrides)."""
+
+QWEN_RUN: Mapping[str, object] = MappingProxyType(
+    {
+        # A turn may write one file of ~280 lines (the grammar is sized to 3072 tokens at 3 characters a
+        # token, `pse.protocol.USEFUL_VALUE`); at 9-13 tokens a second on 2 cores a looping turn is cut
+        # by the grammar within about five minutes.
+        "model_max_tokens": 3072,
+        "constrain_chars_per_token": 3,
+        "model_temperature": 0,
+        "model_timeout_s": 600,
+        "model_max_retries": 0,  # the same prompt at temperature 0 loops again: no retry of a timeout
+        "turns_per_cycle": 12,
+        "max_partial_retries": 2,
+        "max_fail_retries": 1,
+        "format_retries": 1,
+        "run_timeout_s": 1800,
+        "tool_output_limit": 4000,
+        "model_context_tokens": 16384,  # the server's n_ctx for the Qwen models
+    }
+)
+"""Settings of a run on the packaged Qwen2.5-Coder models: long enough to do the work (code-delivery,
+a HumanEval problem), bounded everywhere (every limit named, as keyword overrides)."""
 
 
 def local_run_settings(base_url: str, model: str, runs_dir: Path, **overrides: object) -> Settings:

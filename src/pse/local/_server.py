@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -23,6 +24,7 @@ import httpx
 
 from pse.exceptions import ModelUnavailableError
 from pse.local._models import LOCAL_MODELS, LocalModel
+from pse.models import note_started_server
 
 __all__ = ["DEFAULT_THREADS", "STARTUP_TIMEOUT_S", "STOP_TIMEOUT_S", "LocalServer", "server_config"]
 
@@ -62,8 +64,21 @@ def server_config(
         }
         if model.chat_format is not None:
             entry["chat_format"] = model.chat_format
+        if model.prompt_cache_bytes:
+            entry.update(cache=True, cache_type="ram", cache_size=model.prompt_cache_bytes)
         entries.append(entry)
     return {"host": host, "port": port, "models": entries}
+
+
+def _last_line(log: Path | None) -> str:
+    """The last non-empty line of the server's log, for a message ("its log is empty" if none)."""
+    try:
+        with log.open("rb") as handle:  # type: ignore[union-attr]
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            lines = [line for line in handle.read().decode(errors="replace").splitlines() if line.strip()]
+    except (OSError, AttributeError):
+        return "its log could not be read"
+    return f"its log's last line: {lines[-1].strip()[:300]!r}" if lines else f"its log ({log}) is empty"
 
 
 def _free_port(host: str) -> int:
@@ -78,7 +93,8 @@ class LocalServer:
     Args:
         models: the models it serves (the first is loaded at start).
         threads: threads per model.
-        log: where the server's output goes (default: discarded).
+        log: where the server's output goes (default: a temporary file, removed when it stops). A run
+            whose calls find the server gone reports its exit status and the log's last line.
         cache_dir: where chunked models are assembled (default: under the virtual environment).
     """
 
@@ -99,6 +115,8 @@ class LocalServer:
         self.startup_s = 0.0
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
+        self._own_log: Path | None = None
+        self._forget: Callable[[], None] | None = None
 
     @property
     def url(self) -> str:
@@ -119,36 +137,55 @@ class LocalServer:
         command += ["--threads", str(self.threads), "--models", ",".join(m.alias for m in self.models)]
         if self.cache_dir is not None:
             command += ["--cache-dir", str(self.cache_dir)]
-        self._log_file = self.log.open("ab") if self.log is not None else None
-        output = self._log_file if self._log_file is not None else subprocess.DEVNULL
+        if self.log is None:
+            handle, name = tempfile.mkstemp(prefix="pse-local-", suffix=".log")
+            os.close(handle)
+            self.log = self._own_log = Path(name)
+        self._log_file = self.log.open("ab")
         started = time.monotonic()
-        self._process = subprocess.Popen(command, stdout=output, stderr=output, start_new_session=True)
+        self._process = subprocess.Popen(
+            command, stdout=self._log_file, stderr=self._log_file, start_new_session=True
+        )
         self._wait_ready(started)
         self.startup_s = time.monotonic() - started
+        self._forget = note_started_server(self.url, self._last_words)
         return self
 
+    def _last_words(self) -> str | None:
+        """How the server ended, if it did: its exit status and the last line of its log."""
+        process = self._process
+        code = process.poll() if process is not None else None
+        if process is None or code is None:
+            return None
+        how = f"signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"status {code}"
+        return f"PSE's local server (pid {process.pid}) exited with {how}; {_last_line(self.log)}"
+
     def _wait_ready(self, started: float) -> None:
-        where = f"; its log: {self.log}" if self.log is not None else ""
+        where = f"; its log: {self.log}" if self._own_log is None else ""
         assert self._process is not None
         while time.monotonic() - started < STARTUP_TIMEOUT_S:
-            code = self._process.poll()
-            if code is not None:
+            if self._process.poll() is not None:
+                ended = self._last_words()
                 self.stop()
-                raise ModelUnavailableError(f"the local model server exited with status {code}{where}")
+                raise ModelUnavailableError(f"the local model server did not start: {ended}{where}")
             try:
                 if httpx.get(f"{self.url}/models", timeout=2.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.25)
+        last = _last_line(self.log)
         self.stop()
         raise ModelUnavailableError(
             f"the local model server did not answer within {STARTUP_TIMEOUT_S:.0f} s "
-            f"(STARTUP_TIMEOUT_S){where}"
+            f"(STARTUP_TIMEOUT_S); {last}{where}"
         )
 
     def stop(self) -> None:
         """Stop the server (SIGTERM to its process group, SIGKILL after `STOP_TIMEOUT_S`)."""
+        if self._forget is not None:
+            self._forget()  # stopped on purpose: no run should take it for a crash
+            self._forget = None
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -160,6 +197,9 @@ class LocalServer:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+        if self._own_log is not None:
+            self._own_log.unlink(missing_ok=True)
+            self.log = self._own_log = None
 
     def __enter__(self) -> LocalServer:
         return self.start()

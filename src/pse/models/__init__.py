@@ -62,7 +62,8 @@ from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, pu
 from pse.models._resumed import ResumedTurnsClient, Turn
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
-from pse.models._usage import CallUsage, Cost, UsageMeter, UsageSink, price_of
+from pse.models._servers import crash_note, note_answered, note_started_server
+from pse.models._usage import SETTLE_S, CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "RETRY_AFTER_CAP_S",
     "SCRIPTED_MODEL_INFO",
     "SERVER_PROBES",
+    "SETTLE_S",
     "TOOL_OUTPUT_SPEAKERS",
     "WINDOW_S",
     "Admission",
@@ -115,12 +117,15 @@ __all__ = [
     "WrapperChatCompletionClient",
     "common_prefix_tokens",
     "compare_request",
+    "crash_note",
     "create_model_client",
     "install_limiter_backend",
     "limiter_backend",
     "limiter_for",
     "message_texts",
     "normalize",
+    "note_answered",
+    "note_started_server",
     "price_of",
     "probe_server",
     "public_url",

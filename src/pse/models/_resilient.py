@@ -24,6 +24,7 @@ call's own retry waits at least that long instead of its shorter backoff (a Retr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import re
 import time
@@ -43,7 +44,8 @@ from pse.models._cached import CachedSlot, cached_slot
 from pse.models._context import context_window_error, is_context_overflow
 from pse.models._digest import message_texts
 from pse.models._ratelimit import Grant, LimitKey, RateLimiter, retry_after_s
-from pse.models._usage import CallUsage, UsageSink
+from pse.models._servers import crash_note, note_answered
+from pse.models._usage import CallUsage, UsageMeter, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.tokens import count_message_tokens, count_tokens
 
@@ -99,6 +101,14 @@ def _classify(exc: BaseException) -> tuple[_Kind, str] | None:
     if isinstance(exc, openai.OpenAIError | ollama.RequestError | httpx.HTTPError):
         return "fatal", _short(str(exc) or type(exc).__name__)
     return None
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """The server was not there (or hung up): a refused or dropped connection, not a timeout or an HTTP
+    error."""
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return False
+    return isinstance(exc, openai.APIConnectionError | ConnectionError | httpx.TransportError)
 
 
 def _by_status(status: int, message: str) -> tuple[_Kind, str]:
@@ -180,15 +190,26 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 reset = cached_slot.set(slot)
                 used: int | None = None
                 failure: Exception | None = None
-                try:
-                    asked = time.monotonic()
-                    result = await asyncio.wait_for(
-                        self.inner.create(messages, **options.as_kwargs()), timeout=self.policy.timeout_s
+                asked = time.monotonic()
+                # The run's stop (its token, or the task being cancelled) stops the wait, not the request:
+                # an answer that comes while the run settles is booked in full (`_stopped`).
+                unlinked = dataclasses.replace(options, cancellation_token=None)
+                request = asyncio.ensure_future(
+                    asyncio.wait_for(
+                        self.inner.create(messages, **unlinked.as_kwargs()), timeout=self.policy.timeout_s
                     )
+                )
+                waiter = asyncio.shield(request)
+                if options.cancellation_token is not None:
+                    options.cancellation_token.link_future(waiter)
+                try:
+                    result = await waiter
                     model_ms = round((time.monotonic() - asked) * 1000)
                     used = _used(result)
+                    if self.spec.base_url:
+                        note_answered(self.spec.base_url)
                 except asyncio.CancelledError:
-                    self._estimate(messages, "cancelled while the provider was answering", waits)
+                    self._stopped(request, messages, waits, slot, asked)
                     raise
                 except Exception as exc:
                     if isinstance(exc, TimeoutError):
@@ -316,6 +337,13 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 f"PSE_{role}_API_KEY or PSE_API_KEY (or OPENAI_API_KEY); not retried."
             ) from exc
         tries = self.attempts
+        crashed = crash_note(self.spec.base_url) if _lost_connection(exc) and self.spec.base_url else None
+        if crashed is not None:
+            raise ModelUnavailableError(
+                f"{self._where()}: {crashed}; last error: {detail}. A grammar llama.cpp refuses kills "
+                "llama-cpp-python's server: `pse doctor` sends the largest grammar a run sends; lower "
+                f"PSE_MODEL_MAX_TOKENS or set PSE_{role}_CONSTRAIN=off, and start the server again."
+            ) from exc
         raise ModelUnavailableError(
             f"{self._where()} gave no usable answer after {tries} attempt(s); last error: {detail}. "
             f"Check that the server is up and the base URL and model name are right (PSE_{role}_BASE_URL, "
@@ -354,6 +382,39 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 )
             )
         return result
+
+    def _stopped(
+        self,
+        request: asyncio.Future[CreateResult],
+        messages: Sequence[LLMMessage],
+        waits: _Waits,
+        slot: CachedSlot,
+        asked: float,
+    ) -> None:
+        """The run stopped this call while the provider answered it. The request goes on: the meter
+        settles it when the run ends, in full if the answer came by then (the provider served it), else
+        as the estimate of a call really in flight."""
+        note = "cancelled while the provider was answering"
+        waited, pauses = waits.take()
+        cut_waits = _Waits(waited, pauses)
+
+        def cut() -> None:
+            self._estimate(messages, note, cut_waits)
+
+        def answered(result: CreateResult) -> None:
+            if self.spec.base_url:
+                note_answered(self.spec.base_url)
+            ms = round((time.monotonic() - asked) * 1000)
+            try:
+                self._answered(result, messages, slot.tokens or 0, cut_waits, ms)
+            except ModelUnavailableError:  # an empty answer: nothing was served but the prompt
+                cut()
+
+        if not isinstance(self.meter, UsageMeter):  # no run settles it: estimated now, as before
+            request.cancel()
+            cut()
+            return
+        self.meter.stopped(request, answered, cut)
 
     def _estimate(self, messages: Sequence[LLMMessage], note: str, waits: _Waits) -> None:
         """A call the provider may have worked on but never answered: its prompt, estimated, counts."""

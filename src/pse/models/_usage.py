@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pse.config import Settings
 from pse.events import Cost
 
-__all__ = ["CallUsage", "Cost", "UsageMeter", "UsageSink", "price_of"]
+__all__ = ["SETTLE_S", "CallUsage", "Cost", "UsageMeter", "UsageSink", "price_of"]
+
+SETTLE_S = 1.0
+"""Longest a stopped run waits for the calls it stopped while their provider was answering (`settle`)."""
 
 
 def price_of(
@@ -83,6 +88,7 @@ class UsageMeter:
     def __init__(self) -> None:
         self._sink: UsageSink | None = None
         self._held: list[CallUsage] = []
+        self._stopped: list[tuple[asyncio.Future[Any], Callable[[Any], None], Callable[[], None]]] = []
 
     def attach(self, sink: UsageSink) -> None:
         """From now on, every report goes to `sink` (held ones first)."""
@@ -96,3 +102,29 @@ class UsageMeter:
             self._held.append(usage)
         else:
             self._sink(usage)
+
+    def stopped(
+        self, request: asyncio.Future[Any], answered: Callable[[Any], None], cut: Callable[[], None]
+    ) -> None:
+        """A call the run stopped while its provider was answering: `request` goes on until `settle`, which
+        books it with `answered(result)` when the answer came by then, else cancels it and books `cut()`
+        (the estimate)."""
+        self._stopped.append((request, answered, cut))
+
+    async def settle(self, grace_s: float = SETTLE_S) -> None:
+        """Book every stopped call: in full when its answer came within `grace_s` (the server served it:
+        every token counts), as an estimate when it is still in flight (then it is cancelled)."""
+        stopped, self._stopped = self._stopped, []
+        if not stopped:
+            return
+        pending = [request for request, _, _ in stopped if not request.done()]
+        if pending and grace_s > 0:
+            await asyncio.wait(pending, timeout=grace_s)
+        for request, answered, cut in stopped:
+            if not request.done():
+                request.cancel()
+                cut()
+            elif request.cancelled() or request.exception() is not None:
+                cut()
+            else:
+                answered(request.result())
