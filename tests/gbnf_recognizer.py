@@ -11,6 +11,11 @@ match, advanced one character at a time. Groups and repetitions become generated
 llama.cpp expands them (`x*` is `r ::= x r | ""`, `x{0,3}` three nested optionals), and a reference in
 tail position is replaced, not pushed, so right recursion keeps stacks flat. Left recursion is not
 supported (llama.cpp rejects it too).
+
+It also refuses what llama.cpp's parser refuses or silently changes: a repetition whose item's rules
+(one for a rule reference, class or literal; a group's own rule and every rule made inside it) times its
+bound exceed `LLAMA_REPETITION_THRESHOLD`, or a bound above it (which llama.cpp turns into `*`). llama-cpp-python's
+server dies on such a grammar.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Grammar", "GrammarSyntaxError"]
+__all__ = ["LLAMA_REPETITION_THRESHOLD", "Grammar", "GrammarSyntaxError"]
+
+LLAMA_REPETITION_THRESHOLD = 2000
+"""llama.cpp's `MAX_REPETITION_THRESHOLD` (src/llama-grammar.cpp)."""
 
 
 class GrammarSyntaxError(ValueError):
@@ -103,8 +111,9 @@ class Grammar:
             pos = _skip_space(text, pos)
             if pos >= len(text) or text[pos] in "|)":
                 return sequence, pos
+            before = len(self._rules)
             atom, pos = self._atom(text, pos)
-            atom, pos = self._repeated(atom, text, pos)
+            atom, pos = self._repeated(atom, text, pos, max(1, len(self._rules) - before))
             sequence.extend(atom)
 
     def _atom(self, text: str, pos: int) -> tuple[list[_Element], int]:
@@ -125,7 +134,7 @@ class Grammar:
             raise GrammarSyntaxError(f"unexpected {text[pos : pos + 20]!r}")
         return [self._index(name.group(0))], name.end()
 
-    def _repeated(self, atom: list[_Element], text: str, pos: int) -> tuple[list[_Element], int]:
+    def _repeated(self, atom: list[_Element], text: str, pos: int, made: int) -> tuple[list[_Element], int]:
         if pos >= len(text):
             return atom, pos
         if text[pos] in "*+?":
@@ -137,6 +146,12 @@ class Grammar:
             pos = bounds.end()
         else:
             return atom, pos
+        total = high if high else (low or 1)
+        if max(low, high or 0, made * total) > LLAMA_REPETITION_THRESHOLD:
+            raise GrammarSyntaxError(
+                f"llama.cpp refuses {text[:pos]!r}...: an item of {made} rule(s) repeated up to "
+                f"{high or low} times makes more than {LLAMA_REPETITION_THRESHOLD}"
+            )
         result: list[_Element] = atom * low
         if high is None:
             star = self._new_rule([])

@@ -10,17 +10,19 @@ would be cut at the limit is not in the grammar at all.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from autogen_core.models import CreateResult, RequestUsage, UserMessage
 
-from gbnf_recognizer import Grammar
+from gbnf_recognizer import Grammar, GrammarSyntaxError
 from pse.config import ModelSpec
 from pse.exceptions import ConfigError
 from pse.models._constrained import ConstrainedChatCompletionClient
 from pse.models._probe import ConstraintSupport
 from pse.protocol import TurnShape, turn_grammar, turn_schema
 from pse.protocol._budget import TEXT_CHARS, USEFUL_TEXT, fit_sizes
+from pse.protocol._gbnf import REPEAT_LIMIT
 from pse.roles import Role
 from reference_turns import role_tools
 
@@ -169,4 +171,69 @@ def test_a_budgeted_json_schema_takes_the_grammar_s_bounds() -> None:
         200, sizes.short or 0
     )
     plan = turn_schema(TurnShape(Role.PLANNER, (), None, 16, 3072))["anyOf"][0]["properties"]
-    assert plan["criteria"]["maxItems"] == fit_sizes(Role.PLANNER, (), None, 3072, 16).items == 7
+    assert plan["criteria"]["maxItems"] == fit_sizes(Role.PLANNER, (), None, 3072, 16).items == 4
+
+
+# Issue 29: a real model's budget. PSE_MODEL_MAX_TOKENS=4096 at 3 characters a token, and larger.
+LARGE_BUDGETS = (12288, 24576, 49152)
+
+
+@pytest.mark.parametrize("max_chars", LARGE_BUDGETS)
+@pytest.mark.parametrize("role", [Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR])
+def test_every_large_budget_grammar_stays_within_llama_cpp_s_repetition_limit(
+    role: str, max_chars: int
+) -> None:
+    """`Grammar` refuses what llama.cpp refuses (an item's rules times its bound over 2000): before
+    issue 29 the Specialist's value rule `( [^<] | "<" "<"? [^<!/] ){0,1249}` at 1,300 tokens killed
+    llama-cpp-python's server."""
+    grammar = _grammar(role, max_chars)  # raises GrammarSyntaxError on a repetition llama.cpp refuses
+    assert max_chars * 0.5 <= grammar.longest() <= max_chars
+    assert (
+        max(
+            int(n)
+            for n in re.findall(
+                r"\{(?:\d+,)?(\d+)\}",
+                turn_grammar(TurnShape(role, role_tools(role, "code-delivery"), None, 16, max_chars)),
+            )
+        )
+        <= REPEAT_LIMIT
+    )
+
+
+def test_the_recognizer_refuses_what_llama_cpp_refuses() -> None:
+    value = '( [^<] | "<" "<"? [^<!/] ){{0,{}}}'
+    Grammar(f"root ::= {value.format(913)}")  # accepted by llama.cpp (measured)
+    with pytest.raises(GrammarSyntaxError, match=r"llama\.cpp refuses"):
+        Grammar(f"root ::= {value.format(1013)}")  # refused by llama.cpp (measured): 2 rules × 1013
+    with pytest.raises(GrammarSyntaxError, match=r"llama\.cpp refuses"):
+        Grammar("root ::= [a]{0,2001}")  # llama.cpp would quietly make it unbounded
+
+
+def _module(lines: int) -> str:
+    """A Python module of `lines` lines, ~30 characters each, with the `<` and `<<` of real code."""
+    body = [f"def f{i}(a, b):\n    return a << 1 if a < b else b  # {i:04}\n" for i in range(lines // 2)]
+    return "".join(body)
+
+
+def test_a_file_of_a_few_hundred_lines_fits_one_write_file_at_6144_tokens() -> None:
+    """The local Qwen runs' limit (`pse.local.QWEN_RUN`): two files of 250 lines in one message."""
+    shape = TurnShape(Role.SPECIALIST, role_tools(Role.SPECIALIST, "code-delivery"), None, 16, 6144 * 3)
+    sizes, grammar = shape.sizes(), Grammar(turn_grammar(shape))
+    call = '<tool_calls><invoke name="write_file"><parameter name="path">m.py</parameter><parameter name="content">{}</parameter></invoke></tool_calls>'
+    module = _module(250)
+    assert len(module.splitlines()) == 250 and len(module) <= sizes.value and sizes.invokes == 2
+    assert grammar.accepts(call.format(module))
+    assert not grammar.accepts(call.format(_module(2 * 250 + 100)))  # and the budget still holds
+
+
+def test_plan_texts_are_whole_sentences_at_a_real_budget() -> None:
+    """Before issue 29 a plan's texts got 68-74 characters at these budgets: plans cut mid-sentence."""
+    tools = role_tools(Role.PLANNER, "code-delivery")
+    for max_chars in (6144, 12288):
+        sizes = fit_sizes(Role.PLANNER, tools, None, max_chars, 16)
+        assert sizes.text >= USEFUL_TEXT >= 160 and sizes.goal == 2 * sizes.text
+    sentence = "test_quicksort.py has one pytest test each for an empty list, one element, duplicates, a sorted and a reversed list, and negative numbers"
+    grammar = _grammar(Role.PLANNER, 6144)
+    assert grammar.accepts(
+        f'<plan><goal>{sentence} {sentence}</goal><criterion id="AC1">{sentence}</criterion></plan>'
+    )

@@ -49,6 +49,11 @@ class ToolCallRecord(_Record):
         None, description="the id of the approval that held the call for a person (trace.approvals)"
     )
     step: str | None = Field(None, description='execution = "steps": the step of the plan it belongs to')
+    normalised: dict[str, str] = Field(
+        default_factory=dict,
+        description="parameters whose raw value was taken as the model meant it before the call ran (an "
+        "enclosing Markdown fence unwrapped, the XML nesting's indentation removed), each with what changed",
+    )
     at: str = Field(default_factory=utc_now)
 
     # One named constructor per way a request ends (the who-and-what first, then the decision).

@@ -7,8 +7,13 @@ the number of plan items, each path and tool-parameter value, the invokes of one
 that the *longest* message the grammar accepts is at most `TurnShape.max_chars` characters.
 `tests/test_grammar_budget.py` measures that longest message on the generated grammar itself.
 
-The split favours several short items over one long one: the most plan items (up to
-`MAX_PLAN_ITEMS`) whose texts can still hold `USEFUL_TEXT` characters each, the rest to the texts.
+The split keeps what a small model writes whole: the most plan items (up to `MAX_PLAN_ITEMS`) whose
+texts can still hold `USEFUL_TEXT` characters each (a sentence: a plan cut mid-sentence is worse than a
+shorter one), the rest to the texts; and the most invokes per message whose values can still hold
+`USEFUL_VALUE` characters each (for a role that writes deliverables, a file of two hundred lines in one
+`write_file`; for the others, a command or a test file), else one invoke with the whole room. Tool
+values are counted in characters (`_gbnf.chunked`), so the room is used, not divided by the three
+characters a `<<x` piece could take.
 Without a budget (`max_chars` None) the bounds are generous (`TEXT_CHARS` a text, 16 items), tool
 values unbounded: a looping model still closes its tags.
 """
@@ -26,6 +31,7 @@ __all__ = [
     "MAX_PLAN_ITEMS",
     "PROSE_CHARS",
     "TEXT_CHARS",
+    "USEFUL_CHECK_VALUE",
     "USEFUL_TEXT",
     "USEFUL_VALUE",
     "GrammarSizes",
@@ -38,17 +44,20 @@ MAX_PLAN_ITEMS = 16
 """Most steps, criteria and outputs of one plan under the grammar (ids S1..S16, AC1..AC16)."""
 TEXT_CHARS = 1000
 """Most characters of one text (a goal, step, criterion, reason, summary or report line), unbudgeted."""
-USEFUL_TEXT = 60
-"""Fewest characters a plan item's text is given while the budget allows more items."""
-USEFUL_VALUE = 600
-"""Fewest units each tool-parameter value is given while the budget allows more invokes per message."""
+USEFUL_TEXT = 160
+"""Fewest characters a plan item's text is given while the budget allows more items (a sentence)."""
+USEFUL_VALUE = 6000
+"""Fewest characters each tool-parameter value of a Specialist (or the single agent) is given while the
+budget allows more invokes per message: about 200 lines of code (with fewer invokes, more)."""
+USEFUL_CHECK_VALUE = 1500
+"""The same for the Planner and the Evaluator, whose long values are commands and their own tests: more
+calls of one message (a check, a lint, a read) matter more to them than a long value."""
 _MIN_TEXT = 8
 _MAX_BUDGETED_TEXT = 300
 _PATH_UNITS = 40  # a budgeted output path: at most 2 + 2*40 characters
 _WS = 16  # `ws`: at most 16 whitespace characters
 _END = 2  # `end`: at most 2
 _VALUE_WRAP = 2 * _WS + len("<![CDATA[") + len("]]>")  # a CDATA value's characters beyond its units
-_UNIT = 3  # a value unit (`x`, `<x`, `<<x`; `]x`, `]]x` in CDATA) is at most three characters
 
 
 @dataclass(frozen=True)
@@ -61,9 +70,10 @@ class GrammarSizes:
         items: most steps, most criteria and most outputs of a plan (and criteria of a verdict without
             a known plan).
         path: most units of an output path (two characters each).
-        value: most units of one tool-parameter value (up to three characters each); None: unbounded.
+        value: most characters of one tool-parameter value; None: unbounded.
         invokes: most invokes in one message.
         short: most characters of a short value (a parameter with `max_chars`: at most that many).
+        goal: most characters of a plan's goal, which says the whole task in a sentence (None: `text`).
     """
 
     prose: int
@@ -73,6 +83,7 @@ class GrammarSizes:
     value: int | None
     invokes: int
     short: int | None = None
+    goal: int | None = None
 
 
 def fit_sizes(
@@ -88,7 +99,9 @@ def fit_sizes(
         ValueError: no message of this role fits in `max_chars` (the message says how many it needs).
     """
     if max_chars is None:
-        return GrammarSizes(PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, max_invokes)
+        return GrammarSizes(
+            PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, max_invokes, goal=2 * TEXT_CHARS
+        )
     sizes = _fit(role, tools, criteria, max_chars, max_invokes)
     if sizes is None:
         need = next(
@@ -124,15 +137,17 @@ def _fit(
         return None
     invokes, value, short = 1, None, max(_MIN_TEXT, room // 8)
     if tools:
-        calls = _calls(room, tools, max_invokes, short)
+        useful = USEFUL_VALUE if role in (Role.SPECIALIST, SINGLE_AGENT) else USEFUL_CHECK_VALUE
+        calls = _calls(room, tools, max_invokes, short, useful)
         if calls is None:
             return None
         invokes, value = calls
-    return GrammarSizes(prose, text, items, path, value, invokes, short)
+    goal = 2 * text if role == Role.PLANNER else None
+    return GrammarSizes(prose, text, items, path, value, invokes, short, goal)
 
 
 # Longest texts of the fixed parts (see `_grammar.py`): `<plan>` ws `<goal>` … `</goal>` ws … `</plan>`.
-_PLAN_OVERHEAD = len("<plan>") + _WS + len("<goal></goal>") + _WS + len("</plan>")
+_PLAN_OVERHEAD = len("<plan>") + _WS + len("<goal></goal>") + _WS + len("</plan>")  # the goal: two texts
 _STEP = len(f'<step id="S{MAX_PLAN_ITEMS}"></step>') + _WS
 _CRITERION = len(f'<criterion id="AC{MAX_PLAN_ITEMS}"></criterion>') + _WS
 _OUTPUT = len('<output path=""/>') + 2 + _WS  # and two characters per path unit
@@ -145,11 +160,12 @@ _BLOCKED = len('<blocked reason_code=""></blocked>') + max(map(len, BLOCKED_REAS
 
 
 def _plan(room: int, path: int) -> tuple[int, int]:
-    """(items, text) of a plan: each of `items` steps, criteria and outputs, and the goal, in `room`."""
+    """(items, text) of a plan: each of `items` steps, criteria and outputs, and the goal (twice a text),
+    in `room`."""
 
     def text_for(items: int) -> int:
         fixed = _PLAN_OVERHEAD + items * (_STEP + _CRITERION + _OUTPUT + 2 * path)
-        return (room - fixed) // (2 * items + 1)  # the goal and each step and criterion hold a text
+        return (room - fixed) // (2 * items + 2)  # the goal (two texts) and each step and criterion
 
     items = next((n for n in range(MAX_PLAN_ITEMS, 0, -1) if text_for(n) >= USEFUL_TEXT), 1)
     return items, min(_MAX_BUDGETED_TEXT, text_for(items))
@@ -206,17 +222,19 @@ def _long(tool: ToolSignature) -> int:
     return sum(1 for p in tool.params if p.max_chars is None)
 
 
-def _calls(room: int, tools: Sequence[ToolSignature], max_invokes: int, short: int) -> tuple[int, int] | None:
-    """(invokes, value units): the most invokes whose every value can still hold `USEFUL_VALUE` units
-    (a file's content is what a Specialist's budget is for), else one invoke of at least 8 units."""
+def _calls(
+    room: int, tools: Sequence[ToolSignature], max_invokes: int, short: int, useful: int
+) -> tuple[int, int] | None:
+    """(invokes, value characters): the most invokes whose every value can still hold `useful`
+    characters (a file's content is what a Specialist's budget is for), else one invoke of at least 8."""
 
     def units_for(invokes: int) -> int:
         per_invoke = (room - _CALLS_OVERHEAD) // invokes
         free = [(per_invoke - _invoke_overhead(t, short), _long(t)) for t in tools]
         if any(chars < 0 for chars, _ in free):
             return -1
-        return min(((chars // n - _VALUE_WRAP) // _UNIT for chars, n in free if n), default=_MIN_TEXT)
+        return min((chars // n - _VALUE_WRAP for chars, n in free if n), default=_MIN_TEXT)
 
-    invokes = next((n for n in range(max_invokes, 1, -1) if units_for(n) >= USEFUL_VALUE), 1)
+    invokes = next((n for n in range(max_invokes, 1, -1) if units_for(n) >= useful), 1)
     units = units_for(invokes)
     return (invokes, units) if units >= _MIN_TEXT else None

@@ -16,6 +16,9 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
 * A body that (after optional whitespace) starts with `<![CDATA[` is one or more adjacent CDATA sections
   followed by optional whitespace and `</parameter>`; the value is their concatenated content. This is how a
   value holding `</parameter>` is written, and `]]>` inside a value is split as `]]]]><![CDATA[>`.
+* A raw body is taken as the model meant it (`_normalise`): one Markdown fence around the whole value is
+  unwrapped, and a body that starts on the line after its tag loses the indentation of the XML nesting.
+  The call says which values were changed and how (`ToolCall.normalised`); CDATA is never changed.
 * `string="true"` (and any other attribute but `name`) on a parameter is accepted and ignored: every value
   is text; tools convert.
 * `error="why"` on an invoke marks a request whose arguments could not be read where it was made (a native
@@ -37,6 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pse.protocol._normalise import normalise_value
 from pse.protocol._scan import AttributeScanner, Cursor
 from pse.protocol._types import DsmlError, ParamSpec, ParsedMessage, ToolCall, ToolSignature
 
@@ -146,8 +150,9 @@ def has_tool_calls(text: str) -> bool:
     return _Requests(text).next_block(0) is not None
 
 
-def _read_value(text: str, pos: int, pname: str) -> tuple[str, int]:
-    """Read a parameter body from `pos` (just after its open tag); return (value, position after it)."""
+def _read_value(text: str, pos: int, pname: str) -> tuple[str, int, str | None]:
+    """Read a parameter body from `pos` (just after its open tag); return (value, position after it, what
+    normalising the raw body changed)."""
     lead = _WS.match(text, pos)
     assert lead is not None
     if text.startswith(_CDATA_OPEN, lead.end()):
@@ -169,13 +174,14 @@ def _read_value(text: str, pos: int, pname: str) -> tuple[str, int]:
                 f"parameter {pname!r}: text after its CDATA section; put the whole value inside "
                 "<![CDATA[ ... ]]> followed directly by </parameter>"
             )
-        return "".join(parts), m.end()
+        return "".join(parts), m.end(), None
     m = _PARAM_CLOSE.search(text, pos)
     if m is None:
         raise _SyntaxProblem(
             f"unclosed <parameter name={pname!r}> (no </parameter> before the end of the message)"
         )
-    return text[pos : m.start()], m.end()
+    value, note = normalise_value(text[pos : m.start()])
+    return value, m.end(), note
 
 
 @dataclass(slots=True)
@@ -183,6 +189,7 @@ class _RawInvoke:
     name: str
     params: list[tuple[str, str]]
     error: str | None = None
+    normalised: dict[str, str] | None = None
 
 
 def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
@@ -197,11 +204,13 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
     if tag.rstrip(">").rstrip().endswith("/"):
         return _RawInvoke(name, [], error), end
     params: list[tuple[str, str]] = []
+    normalised: dict[str, str] = {}
     cur = end
     while True:
         cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
         if _INVOKE_CLOSE.match(text, cur):
-            return _RawInvoke(name, params, error), _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
+            closed = _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
+            return _RawInvoke(name, params, error, normalised), closed
         if _PARAM_OPEN.match(text, cur):
             ptag_end = _tag_end(text, cur, "parameter")
             ptag = text[cur:ptag_end]
@@ -214,8 +223,10 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
                 params.append((pname, ""))
                 cur = ptag_end
                 continue
-            value, cur = _read_value(text, ptag_end, pname)
+            value, cur, note = _read_value(text, ptag_end, pname)
             params.append((pname, value))
+            if note is not None:
+                normalised[pname] = note
             continue
         if cur >= len(text):
             raise _SyntaxProblem(
@@ -317,7 +328,8 @@ def _check_invoke(
             )
         else:
             arguments[p.name] = p.default if p.default is not None else ""
-    return ToolCall(index, raw.name, arguments)
+    notes = {name: note for name, note in (raw.normalised or {}).items() if name in arguments}
+    return ToolCall(index, raw.name, arguments, notes)
 
 
 def parse_tool_calls(
@@ -378,8 +390,9 @@ def _cdata(value: str) -> str:
 def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
     """Render requests as one `<tool_calls>` block that `parse_tool_calls` reads back exactly.
 
-    A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`);
-    then it is written as CDATA sections with every `]]>` split.
+    A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`, or
+    the parser would normalise it: a fenced or block-indented value); then it is written as CDATA
+    sections with every `]]>` split.
     """
     invokes = [render_invoke(name, arguments) for name, arguments in calls]
     return "\n".join(["<tool_calls>", *invokes, "</tool_calls>"])
@@ -392,7 +405,7 @@ def render_invoke(name: str, arguments: Mapping[str, str], *, error: str | None 
     """
     lines = [f'<invoke name="{name}" error="{error}">' if error is not None else f'<invoke name="{name}">']
     for pname, value in arguments.items():
-        raw_ok = _CDATA_OPEN not in value and "</parameter" not in value
+        raw_ok = _CDATA_OPEN not in value and "</parameter" not in value and normalise_value(value)[1] is None
         body = value if raw_ok else _cdata(value)
         lines.append(f'<parameter name="{pname}">{body}</parameter>')
     lines.append("</invoke>")

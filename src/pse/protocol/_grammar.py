@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from pse.exceptions import ProtocolError
 from pse.protocol._budget import MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_sizes
-from pse.protocol._gbnf import avoiding, char_class, literal
+from pse.protocol._gbnf import avoiding, char_class, chunked, literal, repeat
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
 from pse.roles import SINGLE_AGENT, Role
@@ -52,11 +52,15 @@ _PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 def _common(sizes: GrammarSizes) -> list[str]:
     """The rules every role's grammar shares. `text` is a body without `<` that starts with a visible
     character."""
+    prose, prose_rules = repeat("[^<]", sizes.prose, "prose")
+    text, text_rules = repeat("[^<]", sizes.text - 1, "text")
     return [
-        f"prose ::= [^<]{{0,{sizes.prose}}}",
+        f"prose ::= {prose}",
         "ws ::= [ \\t\\r\\n]{0,16}",
         "end ::= [ \\t\\r\\n]{0,2}",
-        f"text ::= [^< \\t\\r\\n] [^<]{{0,{sizes.text - 1}}}",
+        f"text ::= [^< \\t\\r\\n] {text}",
+        *prose_rules,
+        *text_rules,
     ]
 
 
@@ -188,8 +192,11 @@ def _numbered(rule: str, tag: str, prefix: str, items: int, *, first_required: b
 
 def _plan_rules(sizes: GrammarSizes) -> list[str]:
     first = char_class('"<>/. \t\r\n', negate=True)
+    goal, goal_rules = repeat("[^<]", (sizes.goal or sizes.text) - 1, "goal-text")
     return [
-        f"plan ::= {_tag('plan')} ws {_tag('goal')} text {literal('</goal>')} ws "
+        f"goal-text ::= [^< \\t\\r\\n] {goal}",
+        *goal_rules,
+        f"plan ::= {_tag('plan')} ws {_tag('goal')} goal-text {literal('</goal>')} ws "
         f"step-1 criterion-1 ( output ws ){{0,{sizes.items}}} {literal('</plan>')}",
         *_numbered("step", "step", "S", sizes.items, first_required=False),
         *_numbered("criterion", "criterion", "AC", sizes.items, first_required=True),
@@ -218,9 +225,11 @@ _REPORT_LABELS = ("Artifacts", "Evidence", "Assumptions", "Unresolved")
 
 def _report_rules(sizes: GrammarSizes) -> list[str]:
     sections = " ".join(f"{literal(label + ':')} line" for label in _REPORT_LABELS)
+    line, more = repeat("[^<\\n]", sizes.text, "line")
     return [
         f'report ::= {_tag("report")} "\\n"? {sections} {literal("</report>")}',
-        f'line ::= [^<\\n]{{0,{sizes.text}}} "\\n"',
+        f'line ::= {line} "\\n"',
+        *more,
     ]
 
 
@@ -253,26 +262,32 @@ def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> lis
 def _call_rules(tools: tuple[ToolSignature, ...], sizes: GrammarSizes) -> list[str]:
     more = f" ( invoke ws ){{0,{sizes.invokes - 1}}}" if sizes.invokes > 1 else ""
     names = [f"tool-{i}-{_RULE_CHARS.sub('-', t.name).strip('-')}" for i, t in enumerate(tools, 1)]
+    short = sizes.short if sizes.value is not None else None
     rules = [
         f"calls ::= {_tag('tool_calls')} ws invoke ws{more} {literal('</tool_calls>')}",
         f"invoke ::= {' | '.join(names)}",
         *_value_rules(sizes.value),
+        *_short_rules(tools, short),
     ]
     for name, tool in zip(names, tools, strict=True):
         rules += _invoke_rules(name, tool, sizes.short if sizes.value is not None else None)
     return rules
 
 
-def _value_rules(units: int | None) -> list[str]:
-    """`value`: a parameter's raw text, or CDATA sections; at most `units` units when bounded.
+_RAW_PIECES = (("[^<]", 1), ('"<" [^<!/]', 2), ('"<<" [^<!/]', 3))
+_CDATA_PIECES = (("[^\\]]", 1), ('"]" [^\\]>]', 2), ('"]]" [^\\]>]', 3))
+
+
+def _value_rules(chars: int | None) -> list[str]:
+    """`value`: a parameter's raw text, or CDATA sections; at most `chars` characters when bounded.
 
     Unbounded, raw text never holds `</parameter` or `<![CDATA[` and CDATA never `]]>` (automata).
-    Bounded, each unit is one of up to three characters: raw text holds no `</` or `<!` at all
-    (`x`, `<x`, `<<x`: a heredoc's `<<` stays possible) and one CDATA section no `]]>` (`x`, `]x`,
-    `]]x`).
+    Bounded, raw text holds no `</` or `<!` at all, and each `<` or `<<` is followed by another character
+    (a heredoc's `<<` stays possible); one CDATA section holds no `]]>`. Both are counted in characters
+    (`chunked`), so a bound of a few thousand characters needs no repetition llama.cpp refuses.
     """
     space = "[ \\t\\r\\n]{0,16}"
-    if units is None:
+    if chars is None:
         return [
             f'value ::= raw | {space} ( "<![CDATA[" cdata "]]>" )+ {space}',
             *avoiding("raw", ["</parameter", "<![CDATA["]),
@@ -280,8 +295,8 @@ def _value_rules(units: int | None) -> list[str]:
         ]
     return [
         f'value ::= raw | {space} "<![CDATA[" cdata "]]>" {space}',
-        f'raw ::= ( [^<] | "<" "<"? [^<!/] ){{0,{units}}}',
-        f'cdata ::= ( [^\\]] | "]" "]"? [^\\]>] ){{0,{units}}}',
+        *chunked("raw", _RAW_PIECES, chars),
+        *chunked("cdata", _CDATA_PIECES, chars),
     ]
 
 
@@ -290,7 +305,18 @@ def _value(param: ParamSpec, short: int | None) -> str:
     first visible: a path, a name or a count given is never empty (an optional one may be left out)."""
     if short is None or param.max_chars is None:
         return "value"
-    return f"[^< \\t\\r\\n] [^<]{{0,{min(param.max_chars, short) - 1}}}"
+    return f"short-{min(param.max_chars, short)}"
+
+
+def _short_rules(tools: tuple[ToolSignature, ...], short: int | None) -> list[str]:
+    """`short-N` for each bound of a short parameter: a visible character, then up to N - 1 but `<`."""
+    if short is None:
+        return []
+    rules = []
+    for most in sorted({min(p.max_chars, short) for t in tools for p in t.params if p.max_chars is not None}):
+        rest, more = repeat("[^<]", most - 1, f"short-{most}-rest")
+        rules += [f"short-{most} ::= [^< \\t\\r\\n] {rest}", *more]
+    return rules
 
 
 def _invoke_rules(name: str, tool: ToolSignature, short: int | None) -> list[str]:

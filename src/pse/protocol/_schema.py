@@ -90,7 +90,7 @@ def _plan(sizes: GrammarSizes) -> JsonObject:
     return _kind(
         "plan",
         {
-            "goal": text,
+            "goal": {**text, "maxLength": sizes.goal or sizes.text},
             "steps": _list(text, sizes, least=0),
             "criteria": _list(text, sizes, least=1),
             "outputs": _list(path, sizes, least=0),

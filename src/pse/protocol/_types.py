@@ -37,11 +37,14 @@ class ToolSignature:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A well-formed request. `arguments` has every parameter, defaults filled in."""
+    """A well-formed request. `arguments` has every parameter, defaults filled in; `normalised` names each
+    parameter whose raw value was taken as the model meant it (a fence unwrapped, the XML nesting's
+    indentation removed) and says what was changed."""
 
     index: int
     name: str
     arguments: dict[str, str]
+    normalised: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

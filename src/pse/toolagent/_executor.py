@@ -416,7 +416,10 @@ class ToolExecutor:
         """Run the call for real and keep its audit record."""
         started = time.perf_counter()
         result = _run(step)
-        return self._record(step, result, int((time.perf_counter() - started) * 1000))
+        record = self._record(step, result, int((time.perf_counter() - started) * 1000))
+        if step.call.normalised:  # what ran is not the message's raw text: the record says how it differs
+            record = record.model_copy(update={"normalised": dict(step.call.normalised)})
+        return record
 
     def _context(self, grant: Grant) -> ToolContext:
         """What one call may use: the workspace and, if the grant reaches it, the evaluation area."""
