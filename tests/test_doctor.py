@@ -10,7 +10,8 @@ import pytest
 
 from pse.cli import main
 from pse.config import load_settings
-from pse.doctor import WireFeatures, diagnose, pse_sends
+from pse.doctor import WireFeatures, diagnose, largest_grammar, pse_sends
+from pse.roles import ROLES
 from standins import ChatStandIn, ModelServerStandIn, Reply
 
 TOOL_CALL = '<tool_calls>\n<invoke name="read_file">\n<parameter name="path">notes.txt</parameter>\n</invoke>\n</tool_calls>'
@@ -61,11 +62,51 @@ async def test_a_model_that_keeps_the_protocol_is_usable_for_every_role() -> Non
     # ("Say OK.") and both exchanges again, each carrying its role's grammar: the tool call a grammar
     # with the one tool offered, the verdict the Evaluator's without tools: a verdict is all it may write.
     assert [("grammar" in c, "tools" in c) for c in chats[:2]] == [(True, False), (False, True)]
-    assert report.pse_constraint == "grammar" and len(chats) == 7
-    tool_grammar, verdict_grammar = (c["grammar"] for c in chats[5:])
+    assert report.pse_constraint == "grammar" and len(chats) == 10
+    tool_grammar, verdict_grammar = (c["grammar"] for c in chats[5:7])
     assert '"<invoke name=\\"read_file\\">"' in tool_grammar and "<verdict" not in tool_grammar
     assert "<verdict status=" in verdict_grammar and "<tool_calls>" not in verdict_grammar
     assert check.tool_call["constrained"].valid is True and check.verdict["constrained"].valid is True
+    # Last, the largest grammar each role sends in a run (every tool, no token limit: unbounded values),
+    # each in a one-token request.
+    largest = chats[7:]
+    expected = [largest_grammar(load_settings(), role)[0] for role in ROLES]
+    assert [(c["max_tokens"], c["grammar"]) for c in largest] == [(1, g) for g in expected]
+    assert "<report>" in expected[1] and '"<invoke name=\\"write_file\\">"' in expected[1]
+    assert check.largest_grammar == "yes"
+    assert check.largest_grammar_detail == "it took " + "; ".join(
+        f"{role}'s largest grammar ({len(g):,} characters, no token limit)"
+        for role, g in zip(ROLES, expected, strict=True)
+    )
+
+
+async def test_a_server_that_refuses_or_dies_on_the_largest_grammar_is_unusable_with_it() -> None:
+    """llama.cpp refuses a grammar over its repetition limit and llama-cpp-python's server dies; the
+    doctor used to say "usable" because its probe grammars are tiny."""
+    refused = ModelServerStandIn({"good": keeps_the_protocol})
+    with refused as server:
+        server.refuse_grammars_over = 5000  # a 400 for any grammar longer than this
+        report = await diagnose(
+            load_settings(provider="openai", base_url=server.url, model="good", model_max_tokens=4096)
+        )
+    [check] = report.checks
+    assert report.exit_code == 1 and not check.usable and check.largest_grammar == "no"
+    assert check.problems == [
+        f"{check.largest_grammar_detail}; lower PSE_MODEL_MAX_TOKENS, or set PSE_CONSTRAIN=off"
+    ]
+    assert (
+        check.largest_grammar_detail.startswith("the server rejected the Planner's largest grammar (")
+        and "PSE_MODEL_MAX_TOKENS=4096): HTTP 400" in check.largest_grammar_detail
+    )
+    with ModelServerStandIn({"good": keeps_the_protocol}) as server:
+        server.die_on_grammars_over = 5000  # the whole server stops, as llama-cpp-python's does
+        report = await diagnose(
+            load_settings(provider="openai", base_url=server.url, model="good", model_max_tokens=4096)
+        )
+    [check] = report.checks
+    assert not check.usable and check.largest_grammar == "no"
+    assert "the server crashed on the Planner's largest grammar" in check.largest_grammar_detail
+    assert "(grammar rejected?)" in check.largest_grammar_detail
 
 
 async def test_an_evaluator_that_writes_prose_is_unusable_and_the_doctor_says_why() -> None:

@@ -32,6 +32,10 @@ class ModelServerStandIn:
     tools: bool = False
     context: int | None = 8192
     requests: list[RecordedRequest] = field(default_factory=list)
+    refuse_grammars_over: int | None = None
+    """A grammar longer than this gets HTTP 400, as llama.cpp's server answers a grammar it cannot parse."""
+    die_on_grammars_over: int | None = None
+    """A grammar longer than this stops the whole server without an answer, as llama-cpp-python's does."""
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -66,6 +70,14 @@ class ModelServerStandIn:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 stand_in.requests.append(RecordedRequest("POST", self.path, dict(self.headers), body))
+                grammar = str(body.get("grammar") or "")
+                if stand_in.die_on_grammars_over is not None and len(grammar) > stand_in.die_on_grammars_over:
+                    self.close_connection = True
+                    stand_in._die()
+                    return
+                if stand_in.refuse_grammars_over is not None and len(grammar) > stand_in.refuse_grammars_over:
+                    self._send(400, {"error": {"message": "failed to parse grammar"}})
+                    return
                 answer = stand_in.models.get(str(body.get("model")))
                 if answer is None:
                     self._send(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
@@ -85,7 +97,14 @@ class ModelServerStandIn:
     ) -> None:
         if self._server is not None:
             self._server.shutdown()
-            self._server.server_close()
+            self._server.server_close()  # closing an already closed socket (`_die`) is harmless
+
+    def _die(self) -> None:
+        """Stop listening at once (later connections are refused), from a handler's thread."""
+        server = self._server
+        if server is not None:
+            threading.Thread(target=server.shutdown, daemon=True).start()
+            server.socket.close()
 
     def _completion(self, body: dict[str, Any], answer: Answer) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": answer(body)}

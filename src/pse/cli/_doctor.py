@@ -54,7 +54,7 @@ def _row(check: ModelCheck) -> list[str]:
         f"{_shown(check.model)}\n[dim]{_shown(check.url)}[/]",
         reach,
         str(check.context_tokens) if check.context_tokens else "[dim]?[/]",
-        _support(check.grammar),
+        _support(check.grammar) + ("\n[red]largest: no[/]" if check.largest_grammar == "no" else ""),
         _support(check.native_tools),
         f"{check.tokens_per_s:.1f}" if check.tokens_per_s is not None else "[dim]–[/]",
         _pair(check.tool_call),

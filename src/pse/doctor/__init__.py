@@ -9,13 +9,21 @@ wire = await pse_sends(settings)         # does this PSE send a grammar / native
 ```
 """
 
-from pse.doctor._diagnose import DOCTOR_MAX_TOKENS, DoctorReport, ExchangeResult, ModelCheck, diagnose
+from pse.doctor._diagnose import (
+    DOCTOR_MAX_TOKENS,
+    DoctorReport,
+    ExchangeResult,
+    ModelCheck,
+    diagnose,
+    largest_grammar,
+)
 from pse.doctor._exchange import Exchange, tool_call_exchange, verdict_exchange
 from pse.doctor._server import (
     GRAMMAR_PROBE,
     Probe,
     ServerFacts,
     grammar_support,
+    largest_grammar_support,
     native_tool_support,
     server_facts,
 )
@@ -48,6 +56,8 @@ __all__ = [
     "WireFeatures",
     "diagnose",
     "grammar_support",
+    "largest_grammar",
+    "largest_grammar_support",
     "native_tool_support",
     "parse_share",
     "parse_turns",

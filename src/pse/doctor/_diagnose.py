@@ -17,13 +17,21 @@ from pydantic import BaseModel, Field, computed_field
 
 from pse.config import ModelSpec, Settings, with_overrides
 from pse.doctor._exchange import EXCHANGE_TOOL, Exchange, tool_call_exchange, verdict_exchange
-from pse.doctor._server import Probe, grammar_support, native_tool_support, server_facts
+from pse.doctor._server import (
+    Probe,
+    grammar_support,
+    largest_grammar_support,
+    native_tool_support,
+    server_facts,
+)
 from pse.doctor._wire import WireFeatures, pse_sends
 from pse.exceptions import PSEError, UserError
 from pse.models import create_model_client
+from pse.protocol import TurnShape, turn_grammar
 from pse.roles import ROLES, Role
+from pse.tools import builtin_tools
 
-__all__ = ["DOCTOR_MAX_TOKENS", "DoctorReport", "ExchangeResult", "ModelCheck", "diagnose"]
+__all__ = ["DOCTOR_MAX_TOKENS", "DoctorReport", "ExchangeResult", "ModelCheck", "diagnose", "largest_grammar"]
 
 DOCTOR_MAX_TOKENS = 200
 """Completion-token cap of each exchange (a tool call or a one-criterion verdict needs under 100)."""
@@ -50,6 +58,9 @@ class ModelCheck(BaseModel):
     context_tokens: int | None = None
     grammar: str = "unknown"
     grammar_detail: str = ""
+    largest_grammar: str = "unknown"
+    """Whether the server took the largest grammar a run of these roles sends: yes, no, unknown."""
+    largest_grammar_detail: str = ""
     native_tools: str = "unknown"
     native_tools_detail: str = ""
     tokens_per_s: float | None = None
@@ -135,8 +146,48 @@ async def diagnose(settings: Settings) -> DoctorReport:
     report.pse_constraint = constrained.constraint if constrained is not None else None
     report.pse_native_tools = native.tools if native is not None else False
     for key, roles in groups.items():
-        report.checks.append(await _check(quick, specs[key], roles, report.pse_constraint))
+        check = await _check(quick, specs[key], roles, report.pse_constraint)
+        if check.grammar == "yes" and report.pse_constraint == "grammar" and specs[key].constrain != "off":
+            await _largest_grammar(check, settings, specs[key])
+        report.checks.append(check)
     return report
+
+
+def largest_grammar(settings: Settings, role: str) -> tuple[str, str]:
+    """The largest GBNF grammar `role` sends in a run with these settings (every built-in tool granted, any
+    criteria, values sized to `PSE_MODEL_MAX_TOKENS`), and what it is, for messages ("" when no message
+    fits the limit: the run itself says so)."""
+    signatures = tuple(builtin_tools().signatures().values())
+    limit = settings.model_max_tokens
+    chars = limit * settings.constrain_chars_per_token if limit is not None else None
+    shape = TurnShape(role, signatures, None, settings.max_invokes_per_message, chars)
+    try:
+        grammar = turn_grammar(shape)
+    except ValueError:
+        return "", f"no grammar for the {role} (no message fits PSE_MODEL_MAX_TOKENS={limit})"
+    sized = f"PSE_MODEL_MAX_TOKENS={limit}" if limit is not None else "no token limit"
+    return grammar, f"the {role}'s largest grammar ({len(grammar):,} characters, {sized})"
+
+
+async def _largest_grammar(check: ModelCheck, settings: Settings, spec: ModelSpec) -> None:
+    """Send each role's largest grammar; a server that refuses one (or dies on it) is unusable with the
+    grammar: a run would end as ERROR at the first turn that sends it."""
+    took = []
+    for role in check.roles:
+        grammar, what = largest_grammar(settings, role)
+        if not grammar:
+            continue
+        probe = await largest_grammar_support(spec, settings.model_timeout_s, grammar, what)
+        check.largest_grammar, check.largest_grammar_detail = probe.support, probe.detail
+        if probe.support != "yes":
+            if probe.support == "no":
+                constrain = _variable(check.roles, "CONSTRAIN")
+                check.problems.append(f"{probe.detail}; lower PSE_MODEL_MAX_TOKENS, or set {constrain}=off")
+                check.usable = False
+            return
+        took.append(what.removeprefix("the "))
+    if took:
+        check.largest_grammar_detail = "it took " + "; ".join(took)
 
 
 async def _wire(settings: Settings, **overrides: object) -> WireFeatures | None:

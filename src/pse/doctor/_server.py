@@ -18,7 +18,15 @@ from pse.config import ModelSpec
 from pse.models import public_url
 from pse.tools import Tool
 
-__all__ = ["GRAMMAR_PROBE", "Probe", "ServerFacts", "grammar_support", "native_tool_support", "server_facts"]
+__all__ = [
+    "GRAMMAR_PROBE",
+    "Probe",
+    "ServerFacts",
+    "grammar_support",
+    "largest_grammar_support",
+    "native_tool_support",
+    "server_facts",
+]
 
 Support = Literal["yes", "no", "unknown"]
 GRAMMAR_PROBE = "pse-grammar-ok"
@@ -165,6 +173,30 @@ async def grammar_support(spec: ModelSpec, timeout_s: float) -> Probe:
     if text == GRAMMAR_PROBE:
         return Probe("yes", "the reply followed the grammar")
     return Probe("no", f"the server ignored the grammar field (replied {text[:40]!r})")
+
+
+async def largest_grammar_support(spec: ModelSpec, timeout_s: float, grammar: str, what: str) -> Probe:
+    """Does the server take `grammar`, the largest a run will send (`what` names it)? One 1-token request.
+
+    llama.cpp refuses a grammar over its repetition limit, and llama-cpp-python's server then dies: a
+    request that gets no HTTP answer, after which the server no longer answers either, is reported as
+    the server crashing on it.
+    """
+    status, _, error = await _chat(
+        spec,
+        timeout_s,
+        messages=[{"role": "user", "content": "Say anything."}],
+        max_tokens=1,
+        grammar=grammar,
+    )
+    if not error:
+        return Probe("yes", f"it took {what}")
+    if status == 0:
+        after = await server_facts(spec, min(timeout_s, 5.0))
+        if not after.reachable:
+            return Probe("no", f"the server crashed on {what} (grammar rejected?): {error}")
+        return Probe("unknown", f"no answer to {what}: {error}")
+    return Probe("no", f"the server rejected {what}: {error}")
 
 
 async def native_tool_support(spec: ModelSpec, timeout_s: float) -> Probe:
