@@ -57,6 +57,18 @@ def test_n_larger_than_the_vocabulary() -> None:
     assert top_words("one two", 10) == [("one", 1), ("two", 1)]
 '''
 
+CLI_TESTS = '''"""Tests for cli."""
+
+from cli import main
+
+
+def test_main_prints_the_count_and_the_top_words(tmp_path, capsys) -> None:
+    sample = tmp_path / "sample.txt"
+    sample.write_text("the cat and the hat and the bat", encoding="utf-8")
+    assert main([str(sample), "--top", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["words: 8", "the 3", "and 2"]
+'''
+
 CLI_BAD = '''"""Command line: word statistics of a text file."""
 
 import sys
@@ -105,7 +117,7 @@ PLAN = """<plan>
   <goal>textstats.py with word_count and top_words, its pytest tests, and cli.py printing the counts</goal>
   <step id="S1">Write textstats.py with word_count and top_words as the task specifies</step>
   <step id="S2" depends_on="S1">Write test_textstats.py covering empty text, punctuation, case, ties and n larger than the vocabulary</step>
-  <step id="S3" depends_on="S1">Write cli.py whose main(argv) prints "words: N" and the top words (--top N, default 3)</step>
+  <step id="S3" depends_on="S1">Write cli.py whose main(argv) prints "words: N" and the top words (--top N, default 3), and test_cli.py testing main on a sample file</step>
   <criterion id="AC1" step="S1">word_count and top_words behave as specified (case, punctuation, ties)</criterion>
   <criterion id="AC2" step="S2">test_textstats.py tests every listed case and its tests pass</criterion>
   <criterion id="AC3" step="S3">main(argv) prints "words: N" then one "WORD COUNT" line per top word, honours --top, returns 0</criterion>
@@ -113,6 +125,7 @@ PLAN = """<plan>
   <output path="textstats.py" step="S1"/>
   <output path="test_textstats.py" step="S2"/>
   <output path="cli.py" step="S3"/>
+  <output path="test_cli.py" step="S3"/>
 </plan>"""
 
 CHECK_MODULE = (
@@ -120,8 +133,8 @@ CHECK_MODULE = (
     "print(word_count(\\\"Hello, hello! It's me.\\\"), top_words('b a c b a c', 2), top_words('', 3))\""
 )
 CHECK_CLI = (
-    "printf 'the cat and the hat and the bat' > /tmp/sample.txt && "
-    "python -c \"import cli; print(cli.main(['/tmp/sample.txt', '--top', '2']))\""
+    "printf 'the cat and the hat and the bat' > \"$TMPDIR/sample.txt\" && "
+    "python -c \"import cli, os; print(cli.main([os.environ['TMPDIR'] + '/sample.txt', '--top', '2']))\""
 )
 
 
@@ -207,11 +220,16 @@ def main() -> None:
         ),
         turn(
             "Specialist",
-            "I will write the command line.\n"
-            + render_tool_calls([("write_file", {"path": "cli.py", "content": CLI_BAD})]),
+            "I will write the command line and its test.\n"
+            + render_tool_calls(
+                [
+                    ("write_file", {"path": "cli.py", "content": CLI_BAD}),
+                    ("write_file", {"path": "test_cli.py", "content": CLI_TESTS}),
+                ]
+            ),
             "S3",
         ),
-        turn("Specialist", report("cli.py", "main reads the file and prints the counts"), "S3"),
+        turn("Specialist", report("cli.py, test_cli.py", "main reads the file and prints the counts"), "S3"),
         turn(
             "Evaluator",
             "I will run the command line on a sample.\n"
@@ -273,7 +291,7 @@ def main() -> None:
             verdict(
                 "PASS",
                 "ALL_MET",
-                [("AC4", True, "pytest: 4 passed; ruff: all checks passed, over the whole workspace")],
+                [("AC4", True, "pytest: 5 passed; ruff: all checks passed, over the whole workspace")],
                 "every step passed its review and the task's checks pass",
             ),
         ),

@@ -23,7 +23,7 @@ from pse.protocol import ToolCall, parse_tool_calls, render_tool_calls
 from pse.runner import prepare_run, run_to_end
 from pse.sandbox import bwrap_problem
 from pse.toolagent import Policy, ToolExecutor
-from pse.tools import builtin_tools
+from pse.tools import EvidenceRules, builtin_tools
 
 BWRAP_MISSING = bwrap_problem()
 needs_bwrap = pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"bwrap unusable here: {BWRAP_MISSING}")
@@ -42,8 +42,13 @@ def _demo_files() -> dict[str, str]:
 BUGGY = _demo_files()
 
 
+DEMO_OUTPUTS = EvidenceRules(expected_outputs=("quicksort.py", "test_quicksort.py"))
+"""The demo's declared outputs: the files a check sees besides what the task seeded."""
+
+
 def _executor(ws: Path, mode: str, policy: dict[str, Any] | None = None, **kw: Any) -> ToolExecutor:
     settings = Settings(sandbox=mode, tool_timeout_s=60)  # type: ignore[arg-type]
+    kw.setdefault("evidence", DEMO_OUTPUTS)
     return ToolExecutor(ws, settings, Policy.default(settings).with_overrides(policy), **kw)
 
 
@@ -330,18 +335,31 @@ class TestCheckAttacks:
         (ws / "quicksort.py").write_text(BUGGY["quicksort.py"])
         settings = Settings(sandbox=sandbox_mode)  # type: ignore[arg-type]
         ex = ToolExecutor(
-            ws, settings, Policy.default(settings).with_independent_tests(), evaluation_dir=evaluation
+            ws,
+            settings,
+            Policy.default(settings).with_independent_tests(),
+            evaluation_dir=evaluation,
+            evidence=EvidenceRules(expected_outputs=("quicksort.py", "test_q.py")),
         )
         ex.execute_sync(
             "Specialist",
             _calls(("write_file", {"path": "test_q.py", "content": "def test_x():\n    assert True\n"})),
         )
         own = self._pytest(ex)
-        assert own.status == "ok"
-        gate = self._gate([own], ws, independent_tests=True)
-        assert gate.failures == [
-            "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
+        # It passes, and proves nothing: the delivered quicksort.py never ran.
+        assert (own.status, own.facts["passed"], own.facts["coverage"]["quicksort.py"]["imported"]) == (
+            "error",
+            1,
+            False,
+        )
+        assert own.facts["unproven"] == [
+            "quicksort.py: the tests never ran its code from that path (imported and executed, measured by "
+            "coverage); tests that do not exercise the delivered file prove nothing about it"
         ]
+        gate = self._gate([own], ws, independent_tests=True)
+        assert gate.failures[-1] == (
+            "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
+        )
         mine = "from quicksort import quicksort\n\n\ndef test_duplicates():\n    assert quicksort([2, 1, 2]) == [1, 2, 2]\n"
         spy = ex.execute_sync(
             "Specialist", _calls(("write_file", {"path": "@evaluation/test_spy.py", "content": "x"}))

@@ -279,7 +279,7 @@ def test_a_steps_run_stopped_while_a_call_waits_resumes_mid_cycle_without_a_turn
     from pse.runner import prepare_resume
 
     reference = _run(tmp_path / "reference", DEMO)  # the same plan, never stopped
-    settings = _held_steps(tmp_path, '{ path = "test_*" }')
+    settings = _held_steps(tmp_path, '{ path = "test_text*" }')
 
     def interrupt_when_held(event: Event) -> None:
         if isinstance(event, ApprovalEvent) and event.approval.decision is None:
@@ -342,7 +342,7 @@ def test_calls_held_by_steps_running_at_once_are_each_decided_and_the_run_waits_
     assert summary.outcome == "PASSED"
     trace = json.loads(Path(summary.trace).read_text())
     held = sorted(a["arguments"]["path"] for a in trace["approvals"])
-    assert held == ["cli.py", "cli.py", "test_textstats.py", "textstats.py"]
+    assert held == ["cli.py", "cli.py", "test_cli.py", "test_textstats.py", "textstats.py"]
     assert all(a["decision"] == "approved" and a["by"] == "lead" for a in trace["approvals"])
     assert max(waiting) == 2  # S2's and S3's writes waited at the same time
     moves = [(t["from"], t["to"]) for t in trace["transitions"]]

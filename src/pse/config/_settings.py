@@ -187,6 +187,14 @@ class Settings(BaseSettings):
     sandbox_uid: int = Field(
         65534, ge=1, le=2**31 - 2, description="The uid and gid tool commands run as when PSE runs as root."
     )
+    sandbox_uids: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Fallback as root: each command runs as its own uid, leased from this many uids after "
+        "PSE_SANDBOX_UID, and every process of that uid is killed when the command ends; none of them may "
+        "belong to a real user.",
+    )
     tool_output_limit: int = Field(20_000, ge=256, description="Characters of tool output a role sees.")
     tool_memory_mb: int = Field(2048, ge=64, description="Address-space limit of a tool command, MiB.")
     tool_cpu_s: int = Field(120, ge=1, description="CPU-time limit of a tool command, seconds.")

@@ -4,9 +4,12 @@ A PASS stands only if, in this cycle:
 
 * every expected output exists in the workspace (a regular file or folder, reached through no symlink);
 * every check the task requires was run by the Evaluator itself through the ToolAgent, and its *last*
-  run: succeeded by its machine-readable report (pytest's JUnit XML, ruff's JSON; a task check's exit
-  code), covered the whole target the task declares (not one test node, not a sub-folder), and came
-  after the last write to the workspace or the evaluation area (a later write makes it stale);
+  run: ran over a sealed snapshot of the evidence, succeeded by its machine-readable report (pytest's
+  JUnit XML and PSE's plugin record, ruff's JSON; a task check's exit code), is positive evidence (for
+  pytest: tests collected, every one run and passed, none skipped, each declared Python output executed
+  from its own path; for ruff: files checked), covered the whole target the task declares (not one test
+  node, not a sub-folder), and came after the last write to the workspace or the evaluation area (a
+  later write makes it stale);
 * no check-configuration file a role wrote is in the workspace unless the task declares it;
 * when the task requires independent tests, that last full pytest run held tests the Evaluator wrote
   in its evaluation area, and they all passed;
@@ -109,6 +112,11 @@ def _check_gate(
     wanted = _REPORTS.get(tool)
     if wanted is not None and last.facts.get("report") != wanted:
         problems.append(f"no {wanted} report was read (printed output does not count)")
+    if "evidence" not in last.facts:
+        problems.append("it did not run over a sealed snapshot of the evidence")
+    unproven = last.facts.get("unproven")
+    if wanted is not None and (unproven is None or unproven):
+        problems.append("not positive evidence: " + ("; ".join(map(str, unproven)) if unproven else "unknown"))
     if tool != Tool.RUN_CHECK:
         target, declared = str(last.facts.get("target", "?")), policy.target(check)
         if target != declared:

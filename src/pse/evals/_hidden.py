@@ -52,7 +52,12 @@ def run_hidden_check(
     )
     try:
         box = Sandbox(
-            workspace, limits, settings.sandbox, sandbox_uid=settings.sandbox_uid, hide=secret_paths
+            workspace,
+            limits,
+            settings.sandbox,
+            sandbox_uid=settings.sandbox_uid,
+            hide=secret_paths,
+            uid_pool=settings.sandbox_uids,
         )
         done = box.run(
             list(instance.hidden_check),

@@ -72,6 +72,7 @@ from pse.toolagent import (
     tool_functions,
     tool_signatures,
 )
+from pse.tools import EvidenceRules
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -237,6 +238,11 @@ def _wire_run(
         replay=again.tool_calls if again is not None else (),
         sandbox=mcp.sandbox if mcp is not None else None,
         redactor=mcp.redactor if mcp is not None else None,
+        evidence=EvidenceRules(
+            expected_outputs=tuple(task.config.expected_outputs),
+            evidence=tuple(verification.evidence),
+            plan_outputs=approvals.declared_outputs,
+        ),
     )
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pse.exceptions import ConfigError
 
-__all__ = ["DEFAULT_SANDBOX_UID", "Identity", "check_fallback_identity"]
+__all__ = ["DEFAULT_SANDBOX_UID", "Identity", "check_fallback_identity", "closed_ancestor"]
 
 DEFAULT_SANDBOX_UID = 65534
 """`nobody` on Debian and most distributions: owns nothing, belongs to no group."""
@@ -32,6 +32,8 @@ class Identity:
     uid: int
     gid: int
     switch: bool
+    leased: bool = False
+    """A uid leased for one command (fallback as root): every process of it dies with the command."""
 
     @classmethod
     def for_commands(cls, sandbox_uid: int = DEFAULT_SANDBOX_UID) -> Identity:
@@ -67,7 +69,7 @@ def _interpreter_runs_as(uid: int, gid: int) -> str | None:
     return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
 
 
-def _closed_ancestor(path: Path) -> Path | None:
+def closed_ancestor(path: Path) -> Path | None:
     """The first directory above `path` that other users cannot enter, if any."""
     for parent in reversed(path.parents):
         try:
@@ -96,7 +98,7 @@ def check_fallback_identity(identity: Identity) -> None:
     if problem is None:
         return
     real = Path(os.path.realpath(sys.executable))
-    closed = _closed_ancestor(real)
+    closed = closed_ancestor(real)
     where = f" ({closed} is closed to other users)" if closed is not None else ""
     raise ConfigError(
         f"PSE runs as root without bubblewrap, so tool commands run as uid {identity.uid} (PSE_SANDBOX_UID), "

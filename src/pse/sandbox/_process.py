@@ -14,6 +14,7 @@ from pse.sandbox._types import SandboxLimits
 __all__ = [
     "GROUP_EXIT_WAIT_S",
     "OUTBOX_FILE_LIMIT",
+    "STARTED",
     "kill_group",
     "limits_prefix",
     "read_capped",
@@ -27,12 +28,26 @@ OUTBOX_FILE_LIMIT = 16 * 1024 * 1024
 """Largest outbox file PSE reads back; a bigger one is dropped."""
 
 
-def limits_prefix(limits: SandboxLimits) -> list[str]:
+STARTED = b"S"
+"""What the launcher writes to its marker descriptor once the sandbox is set up, just before the command."""
+
+
+def limits_prefix(limits: SandboxLimits, marker_fd: int | None = None) -> list[str]:
+    """The launcher every command starts through: it sets the rlimits, then execs the command.
+
+    With `marker_fd`, it writes `STARTED` there first and closes it for the command: a run that never
+    wrote it did not get past the sandbox's own set-up (bwrap's mounts, setpriv's switch), which is the
+    machinery failing, not the command.
+    """
     # bash's ulimit units: -v in KiB, -f in 1024-byte blocks. Failing to set a limit refuses to run.
-    script = (
+    limits_set = (
         f"ulimit -t {limits.cpu_s} -v {limits.memory_mb * 1024} -f {limits.file_size_mb * 1024} "
-        f'-u {limits.max_processes} || exit 125; exec "$@"'
+        f"-u {limits.max_processes} || exit 125; "
     )
+    if marker_fd is None:
+        script = limits_set + 'exec "$@"'
+    else:
+        script = limits_set + f'printf {STARTED.decode()} >&{marker_fd}; exec "$@" {marker_fd}>&-'
     return ["/bin/bash", "--noprofile", "--norc", "-c", script, "pse-sandbox"]
 
 

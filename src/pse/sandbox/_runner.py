@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Literal
@@ -57,10 +57,12 @@ from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, drop_privileges,
 from pse.sandbox._copies import Accept, copy_workspace, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._hidden import check_hidden
-from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity
-from pse.sandbox._process import kill_group, limits_prefix, read_capped, read_outbox, wait_gone
+from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity, closed_ancestor
+from pse.sandbox._process import STARTED, kill_group, limits_prefix, read_capped, read_outbox, wait_gone
 from pse.sandbox._seccomp import seccomp_problem, write_filter
+from pse.sandbox._snapshot import build_snapshot, unseal
 from pse.sandbox._types import OUTBOX, CommandResult, SandboxLimits
+from pse.sandbox._uids import DEFAULT_UID_POOL, lease_uid, sweep_uid
 
 __all__ = ["OUTBOX", "CommandResult", "Sandbox", "SandboxLimits", "bwrap_problem"]
 
@@ -117,6 +119,8 @@ class _Launch:
     status_fd: int = -1
     info_fd: int = -1
     block_fd: int = -1
+    marker_r: int = -1
+    sweep_uid: int | None = None
 
 
 class Sandbox:
@@ -142,8 +146,13 @@ class Sandbox:
         sandbox_uid: int = DEFAULT_SANDBOX_UID,
         probe: bool = False,
         hide: Sequence[Path] = (),
+        uid_pool: int = DEFAULT_UID_POOL,
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
+        self.uid_pool = uid_pool
+        """Fallback as root: how many uids from `sandbox_uid` on commands lease (see `_uids`)."""
+        self.unreachable: str | None = None
+        """Why commands cannot be run for this workspace at all (every command then raises it)."""
         self.hide = tuple(Path(os.path.realpath(p)) for p in hide)
         """Paths no command may read: masked under bwrap; under fallback, checked unreadable."""
         self.limits = limits
@@ -164,6 +173,26 @@ class Sandbox:
         if self.mode == "fallback":
             check_fallback_identity(self.identity)
             check_hidden(self.hide, self.identity)
+        elif not probe:
+            self.unreachable = self._reach_workspace()
+
+    def _reach_workspace(self) -> str | None:
+        """None when a command can be started with the workspace mounted; else why not and the fix.
+
+        bwrap mounts the live workspace for commands that read it in place: under a folder the sandbox
+        cannot enter (another user's, mode 0700), every command would fail before it starts. Said once,
+        here, as the run starts, instead of as a failing check."""
+        try:
+            self.run(["/bin/true"], writable=False)
+        except ToolInfrastructureError as exc:
+            closed = closed_ancestor(self.workspace)
+            where = f"{closed} is closed to it" if closed is not None else "a folder above it is closed to it"
+            return (
+                f"the sandbox cannot reach the run workspace {self.workspace} ({where}): {exc}. Fix: put "
+                "the runs folder where every user may enter (--runs-dir DIR or PSE_RUNS_DIR, e.g. under "
+                f"/tmp or /var/tmp){f', or let others through it: chmod o+x {closed}' if closed else ''}"
+            )
+        return None
 
     @property
     def warning(self) -> str | None:
@@ -193,13 +222,14 @@ class Sandbox:
         outbox: bool = False,
         accept: Accept | None = None,
         stdin: bytes | None = None,
+        snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None = None,
     ) -> CommandResult:
         """Run `argv` in the workspace; never raises for the command's own failure.
 
         Args:
             argv: the command and its arguments (no shell unless argv asks for one). `{workspace}`,
-                `{outbox}` and `{NAME}` for each private directory are replaced by where the command
-                sees them.
+                `{outbox}` and `{NAME}` for each private directory or snapshot area are replaced by
+                where the command sees them.
             writable: the command may change the workspace (the grant's mode is read-write); its
                 changes come back through `accept`.
             ro_binds: extra host directories the command may read in place (e.g. the task's folder).
@@ -210,49 +240,91 @@ class Sandbox:
                 `CommandResult.outbox` (a check writes its machine-readable report there).
             accept: decides, for each changed path, whether the change is kept (see `_copies`).
             stdin: what the command reads on its standard input (default: nothing, /dev/null).
+            snapshot: run over a sealed snapshot instead of the live workspace (a check): area →
+                (its live folder, the admitted paths). `workspace` replaces the workspace; every other
+                area is `{NAME}`. The command sees nothing else of either; hashes come back in
+                `CommandResult.snapshot`.
 
         Raises:
-            ToolInfrastructureError: the sandbox itself could not be set up.
+            ToolInfrastructureError: the sandbox itself could not be set up, or the command could not be
+                started in it (a check that could not run is not a check that failed).
+            SnapshotTooLarge: the snapshot's files exceed its size cap (the role's problem).
         """
+        if self.unreachable is not None:
+            raise ToolInfrastructureError(self.unreachable)
+        if snapshot is not None and writable:
+            raise ValueError("a command over a snapshot is read-only")
         cap = output_limit or self.limits.output_limit
-        with tempfile.TemporaryDirectory(prefix="pse-sbx-") as scratch_name:
+        with self._identity() as identity, tempfile.TemporaryDirectory(prefix="pse-sbx-") as scratch_name:
             scratch = Path(scratch_name)
-            if self.identity.switch:
+            if identity.switch:
                 os.chmod(scratch, 0o711)  # the command's uid may enter, not list
             places: dict[str, str] = {}
             binds: list[tuple[str, str, bool]] = []
             for name, source in (private or {}).items():
-                copy = copy_workspace(source, scratch / f"private-{name}", self.identity)
+                copy = copy_workspace(source, scratch / f"private-{name}", identity)
                 places[name] = self._place(copy.root, f"{_INSIDE}/{name}", binds, rw=False)
+            sealed = None
+            if snapshot is not None:
+                try:
+                    sealed = build_snapshot(scratch / "snapshot", snapshot)
+                except OSError as exc:
+                    raise ToolInfrastructureError(f"could not build the check's snapshot: {exc}") from exc
+                for name, root in sealed.roots.items():
+                    if name != "workspace":
+                        places[name] = self._place(root, f"{_INSIDE}/{name}", binds, rw=False)
             box = scratch / "outbox"
             if outbox:
                 box.mkdir(mode=0o700)
-                self.identity.chown(box)
+                identity.chown(box)
                 places["outbox"] = self._place(box, f"{_INSIDE}/outbox", binds, rw=True)
             copied = None
-            if writable or self.mode == "fallback":
-                copied = copy_workspace(self.workspace, scratch / "workspace", self.identity)
-            # `{workspace}`: where the command sees it (its private copy under fallback).
-            places["workspace"] = str(copied.root if self.mode == "fallback" and copied else self.workspace)
+            if sealed is None and (writable or self.mode == "fallback"):
+                copied = copy_workspace(self.workspace, scratch / "workspace", identity)
+            # `{workspace}`: where the command sees it (its private copy or the snapshot under fallback).
+            seen = sealed.roots["workspace"] if sealed is not None else copied.root if copied else None
+            places["workspace"] = str(seen if self.mode == "fallback" and seen else self.workspace)
             command = [_substitute(arg, places) for arg in argv]
             home = scratch / "home"
             home.mkdir(mode=0o700)
-            self.identity.chown(home)
-            if self.mode == "bwrap":
-                source = copied.root if copied is not None else self.workspace
-                launch = self._bwrap(command, source, writable, ro_binds, binds, scratch)
-            else:
-                assert copied is not None
-                label = "fallback-rw" if writable else "fallback-copy"
-                argv = [*drop_privileges(self.identity), *limits_prefix(self.limits), *command]
-                launch = _Launch(argv, copied.root, str(home), label)
-            result = self._execute(launch, cap, stdin)
+            identity.chown(home)
+            try:
+                if self.mode == "bwrap":
+                    source = seen if seen is not None else self.workspace
+                    launch = self._bwrap(command, source, writable, ro_binds, binds, scratch)
+                else:
+                    assert seen is not None
+                    label = "fallback-rw" if writable else "fallback-snapshot" if sealed else "fallback-copy"
+                    launch = _Launch([], seen, str(home), label)
+                    launch.marker_r, marker_w = os.pipe()
+                    launch.pass_fds = (marker_w,)
+                    launch.argv = [
+                        *drop_privileges(identity),
+                        *limits_prefix(self.limits, marker_w),
+                        *command,
+                    ]
+                launch.sweep_uid = identity.uid if identity.leased else None
+                result = self._execute(launch, cap, stdin)
+            finally:
+                if sealed is not None:
+                    unseal(scratch / "snapshot")
             if writable and copied is not None:
                 synced = sync_back(copied, self.workspace, accept)
                 result = _with(result, changes=synced.kept, refused=synced.refused)
             if outbox:
                 result = _with(result, outbox=read_outbox(box))
+            if sealed is not None:
+                result = _with(result, snapshot=sealed.hashes, snapshot_missing=sealed.missing)
             return result
+
+    @contextlib.contextmanager
+    def _identity(self) -> Iterator[Identity]:
+        """Who one command runs as: in fallback as root, a uid leased for it alone (see `_uids`)."""
+        if self.mode != "fallback" or not self.identity.switch:
+            yield self.identity
+            return
+        with lease_uid(self.identity.uid + 1, self.uid_pool) as uid:
+            yield Identity(uid, uid, True, leased=True)
 
     def _place(self, host: Path, inside: str, binds: list[tuple[str, str, bool]], *, rw: bool) -> str:
         """Where the command sees `host`: bound at `inside` under bwrap, at its host path in fallback."""
@@ -272,14 +344,19 @@ class Sandbox:
         *,
         network: bool = False,
         chdir: str | None = None,
+        marker: bool = True,
     ) -> _Launch:
         status_r, status_w = os.pipe()
         filter_file = (scratch / "seccomp.bpf").open("w+b")
         write_filter(filter_file)
         seccomp_fd = os.dup(filter_file.fileno())
         filter_file.close()
-        fds = {"status": status_w, "seccomp": seccomp_fd}
         launch = _Launch([], self.workspace, "/tmp", "bwrap-rw" if writable else "bwrap-ro")
+        fds = {"status": status_w, "seccomp": seccomp_fd}
+        marker_w = None
+        if marker:
+            launch.marker_r, marker_w = os.pipe()
+            fds["marker"] = marker_w
         if self.identity.switch:
             launch.info_fd, fds["info"] = os.pipe()
             fds["block"], launch.block_fd = os.pipe()
@@ -296,7 +373,7 @@ class Sandbox:
             network=network,
             chdir=chdir,
         )
-        launch.argv = [*argv, *limits_prefix(self.limits), *command]
+        launch.argv = [*argv, *limits_prefix(self.limits, marker_w), *command]
         launch.pass_fds = tuple(fds.values())
         launch.status_fd = status_r
         return launch
@@ -327,7 +404,7 @@ class Sandbox:
         timeout, why = self._timeout()
         if self.halted is not None or timeout <= 0:
             reason = self.halted or why
-            _close(launch.status_fd, launch.info_fd, launch.block_fd, *launch.pass_fds)
+            _close(launch.status_fd, launch.info_fd, launch.block_fd, launch.marker_r, *launch.pass_fds)
             return CommandResult(None, f"[not run: {reason}]", True, False, launch.label, 0, str(launch.cwd))
         started = time.perf_counter()
         with tempfile.TemporaryFile(prefix="pse-out-") as out:
@@ -338,7 +415,7 @@ class Sandbox:
                     stderr=subprocess.STDOUT, start_new_session=True, pass_fds=launch.pass_fds,
                 )  # fmt: skip
             except OSError as exc:
-                _close(launch.status_fd, launch.info_fd, launch.block_fd)
+                _close(launch.status_fd, launch.info_fd, launch.block_fd, launch.marker_r)
                 raise ToolInfrastructureError(f"could not start {launch.argv[0]!r}: {exc}") from exc
             finally:
                 _close(*launch.pass_fds)
@@ -348,7 +425,7 @@ class Sandbox:
             except ToolInfrastructureError:
                 kill_group(proc.pid)
                 proc.wait()
-                _close(launch.status_fd, launch.info_fd, launch.block_fd)
+                _close(launch.status_fd, launch.info_fd, launch.block_fd, launch.marker_r)
                 raise
             _close(launch.info_fd, launch.block_fd)
             if stdin is not None and proc.stdin is not None:
@@ -370,12 +447,25 @@ class Sandbox:
                 timed_out, code, why = True, None, self.halted
             # Always kill the group: on timeout, and to end background children a finished command left.
             kill_group(proc.pid)
-            if launch.status_fd >= 0:
-                # bwrap's child runs in a session of its own; it dies with bwrap, and its PID namespace
-                # with it. Its init exits only once every process of the namespace is gone.
-                wait_gone(self._check_bwrap_started(launch.status_fd, out))
+            if launch.sweep_uid is not None:
+                # Fallback as root: the command's uid is its own; no process of it outlives the command,
+                # not even one that left the group (setsid), before anything of the command is read.
+                sweep_uid(launch.sweep_uid)
+            try:
+                if launch.status_fd >= 0:
+                    # bwrap's child runs in a session of its own; it dies with bwrap, and its PID namespace
+                    # with it. Its init exits only once every process of the namespace is gone.
+                    wait_gone(self._check_bwrap_started(launch.status_fd, out))
+                started_ok = _marker(launch.marker_r)
+            finally:
+                _close(launch.marker_r)
             ms = int((time.perf_counter() - started) * 1000)
             output, truncated = read_capped(out, cap)
+        if not started_ok and not timed_out:
+            raise ToolInfrastructureError(
+                f"the sandbox ({launch.label}) could not start the command; it said: "
+                f"{output.strip()[:1500] or f'nothing (exit code {code})'}"
+            )
         if timed_out:
             output += f"\n[killed: {why}]"
         return CommandResult(code, output, timed_out, truncated, launch.label, ms, str(launch.cwd))
@@ -398,6 +488,17 @@ class Sandbox:
         raise ToolInfrastructureError(
             f"bwrap failed to start the command: {out.read(2000).decode(errors='replace')}"
         )
+
+
+def _marker(fd: int) -> bool:
+    """Whether the launcher wrote `STARTED` (its pipe is closed: the command has exited)."""
+    if fd < 0:
+        return True
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 1) == STARTED
+    except (BlockingIOError, OSError):
+        return False
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:

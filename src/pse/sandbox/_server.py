@@ -46,8 +46,10 @@ from pse.exceptions import ToolInfrastructureError
 from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, drop_privileges, write_userns_maps
 from pse.sandbox._copies import Accept, Copy, Synced, copy_workspace, refresh_copy, sync_back
 from pse.sandbox._env import scrubbed_environment
+from pse.sandbox._identity import Identity
 from pse.sandbox._process import kill_group, limits_prefix, wait_gone
 from pse.sandbox._runner import _INSIDE, Sandbox, _close, _Launch, _substitute
+from pse.sandbox._uids import lease_uid
 
 __all__ = ["STDERR_TAIL_CHARS", "SandboxedProcess", "WorkspaceAccess", "start_process"]
 
@@ -85,6 +87,8 @@ class SandboxedProcess:
         self._status_fd = -1  # bwrap's JSON status: the child's pid, then its exit code
         self._exit_code: int | None = None
         self._stopped = False
+        self._lease = contextlib.ExitStack()  # fallback as root: the uid leased for the process's life
+        self._identity = sandbox.identity
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -138,7 +142,7 @@ class SandboxedProcess:
         """
         if self._view is None:
             return None
-        return refresh_copy(self.sandbox.workspace, self._view, self.sandbox.identity)
+        return refresh_copy(self.sandbox.workspace, self._view, self._identity)
 
     def after_call(self, copy: Copy | None, accept: Accept | None, *, keep: bool = True) -> Synced:
         """Bring back what the request changed in the copy, each change only if `accept` keeps it; nothing
@@ -170,6 +174,7 @@ class SandboxedProcess:
                 if stream is not None:
                     stream.close()
         self._scratch.cleanup()
+        self._lease.close()  # fallback as root: every process of the server's uid is gone, the uid free
 
 
 def start_process(
@@ -198,7 +203,13 @@ def start_process(
     """
     if sandbox.halted is not None:
         raise ToolInfrastructureError(f"not started: {sandbox.halted}")
+    lease = contextlib.ExitStack()
     identity = sandbox.identity
+    if sandbox.mode == "fallback" and identity.switch:
+        # A uid of its own for the server's whole life: no command can touch its files, and every
+        # process it started dies with it (see `_uids`).
+        uid = lease.enter_context(lease_uid(identity.uid + 1, sandbox.uid_pool))
+        identity = Identity(uid, uid, True, leased=True)
     scratch = tempfile.TemporaryDirectory(prefix="pse-srv-")
     root = Path(scratch.name)
     launch: _Launch | None = None
@@ -230,7 +241,15 @@ def start_process(
         identity.chown(home)
         if sandbox.mode == "bwrap":
             launch = sandbox._bwrap(
-                command, source_dir, access == "read-write", (), binds, root, network=network, chdir=start_dir
+                command,
+                source_dir,
+                access == "read-write",
+                (),
+                binds,
+                root,
+                network=network,
+                chdir=start_dir,
+                marker=False,
             )
             launch.label = label
         else:
@@ -241,9 +260,17 @@ def start_process(
         if launch is not None:
             _close(launch.status_fd, launch.info_fd, launch.block_fd, *launch.pass_fds)
         scratch.cleanup()
+        lease.close()
         raise
     environment = {**scrubbed_environment(launch.home), **(env or {})}
-    return _spawn(sandbox, launch, environment, scratch, view, stderr, access)
+    try:
+        handle = _spawn(sandbox, launch, environment, scratch, view, stderr, access)
+    except BaseException:
+        lease.close()
+        raise
+    handle._lease = lease
+    handle._identity = identity
+    return handle
 
 
 def _spawn(

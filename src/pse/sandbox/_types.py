@@ -28,7 +28,9 @@ class CommandResult:
     """What a command did. `exit_code` is None when it timed out; `sandbox` names the mode that ran it.
 
     `changes` are the workspace paths a read-write command changed and PSE kept; `refused` the ones it
-    did not keep, with why; `outbox` the files the command left in its outbox.
+    did not keep, with why; `outbox` the files the command left in its outbox; `snapshot` the sha256 of
+    every file of the sealed snapshot it ran over (area → path → digest), and `snapshot_missing` the
+    admitted paths that could not be copied into it.
     """
 
     exit_code: int | None
@@ -41,3 +43,5 @@ class CommandResult:
     changes: tuple[str, ...] = ()
     refused: tuple[tuple[str, str], ...] = ()
     outbox: Mapping[str, bytes] = field(default_factory=dict)
+    snapshot: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    snapshot_missing: tuple[str, ...] = ()

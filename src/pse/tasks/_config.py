@@ -127,6 +127,23 @@ class VerificationSpec(_Strict):
         description="pytest plugins run_pytest loads, by entry-point or module name (e.g. 'asyncio'); "
         "no other installed plugin is loaded",
     )
+    evidence: list[str] = Field(
+        default_factory=list,
+        description="workspace paths or globs (fnmatch: '*' also crosses folders, 'pkg/*') of files roles "
+        "write that checks may see besides the outputs (support modules, fixtures); every other file a "
+        "role wrote is left out of the checks' snapshot",
+    )
+
+    @field_validator("evidence")
+    @classmethod
+    def _evidence_globs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            _relative_path(item, "evidence")
+            if check_config_reason(item) is not None:
+                raise ValueError(
+                    f"evidence: {item!r} is a check-configuration file; list it in check_config_files instead"
+                )
+        return value
 
     @field_validator("check_config_files")
     @classmethod

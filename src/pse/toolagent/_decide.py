@@ -2,7 +2,8 @@
 
 A request is refused here when the protocol cannot read it (`protocol.<kind>`), the policy denies it
 (`policy.*`, `task.ROLE.TOOL`), its per-cycle budget is spent (`budget.ROLE.TOOL`) or it would write a
-check-configuration file the task did not declare (`protect.check_config`). Every other request becomes
+check-configuration file the task did not declare (`protect.check_config`) or change a file the task
+seeded (`protect.input`). Every other request becomes
 an `Allowed` step and has taken one call of its budget.
 """
 
@@ -21,12 +22,24 @@ from pse.protocol import DsmlError, ToolCall, parse_tool_calls, truncate_text
 from pse.sandbox import Accept
 from pse.toolagent._approval import ApprovalRule
 from pse.toolagent._policy import Grant, Policy
-from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, resolve_path
+from pse.toolagent._provenance import INPUT_REASON
+from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, check_config_reason, resolve_path
 
-__all__ = ["PROTECT_RULE", "RECORD_ARGUMENT_CHARS", "Allowed", "Decider", "Request", "Step", "request_of"]
+__all__ = [
+    "INPUT_RULE",
+    "PROTECT_RULE",
+    "RECORD_ARGUMENT_CHARS",
+    "Allowed",
+    "Decider",
+    "Request",
+    "Step",
+    "request_of",
+]
 
 PROTECT_RULE = "protect.check_config"
 """The rule that denies writing a check-configuration file the task did not declare."""
+INPUT_RULE = "protect.input"
+"""The rule that denies changing a file the task seeded (its inputs and visible tests are evidence)."""
 RECORD_ARGUMENT_CHARS = 4000
 """Audit records keep each argument up to this many characters (written files are in the workspace)."""
 NO_TOOL_CALLS_MESSAGE = (
@@ -170,7 +183,7 @@ class Decider:
             context = replace(context, accept=_within(scope, context.accept))
         refusal = self._write_refusal(context, call) if call.name == Tool.WRITE_FILE else None
         if refusal is not None:
-            rule = SCOPE_RULE if SCOPE_RULE in refusal else PROTECT_RULE
+            rule = next((r for r in (SCOPE_RULE, INPUT_RULE) if f"(policy: {r})" in refusal), PROTECT_RULE)
             return ToolCallRecord.denied(**request, rule=rule, reason=refusal)
         self._used[key] += 1
         spec = self._registry.get(call.name)
@@ -183,13 +196,21 @@ class Decider:
         """Why a write_file request is refused before it runs (a check-configuration file), if it is."""
         path = call.arguments.get("path", "")
         try:
-            _, real, root = resolve_path(context, path)
+            area, real, root = resolve_path(context, path)
         except SandboxViolation:
             return None  # the tool itself answers a bad path, with its own message
-        reason = (context.accept or self._accept)(real.relative_to(root).as_posix())
+        rel = real.relative_to(root).as_posix()
+        accept = context.accept or self._accept
+        reason = accept(rel) if area == "workspace" else check_config_reason(rel)
         if reason is None:
             return None
-        rule = SCOPE_RULE if reason.startswith("step ") else PROTECT_RULE
+        rule = (
+            SCOPE_RULE
+            if reason.startswith("step ")
+            else INPUT_RULE
+            if reason.startswith(INPUT_REASON)
+            else PROTECT_RULE
+        )
         return f"{path.strip()} may not be written: {reason} (policy: {rule})"
 
 

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
@@ -40,14 +40,17 @@ from pse.sandbox import Sandbox
 from pse.toolagent._approval import Approver, HeldCall, preview_of
 from pse.toolagent._decide import Allowed, Decider, Scope, Step
 from pse.toolagent._policy import Grant, Policy
-from pse.toolagent._provenance import Provenance, check_config_guard
+from pse.toolagent._provenance import Provenance, evidence_guard
 from pse.toolagent._redact import Redactor, settings_secrets
 from pse.toolagent._runners import ToolRunner, run_tools
 from pse.toolagent._sandbox import sandbox_for
 from pse.tools import (
+    EvidenceRules,
+    Manifest,
     ToolContext,
     ToolOutcome,
     ToolRegistry,
+    build_manifest,
     builtin_tools,
     check_config_reason,
     declared_config,
@@ -155,6 +158,9 @@ class ToolExecutor:
             from them, in order, and nothing runs twice.
         sandbox: the sandbox to run tools in (default `sandbox_for(workspace, settings)`); pass the one
             a run's MCP servers run in, so halting the run stops them too.
+        evidence: what the task declares as evidence (expected outputs, `[verification] evidence` globs,
+            the plan's outputs as the run goes): each check's manifest is built from it (`pse.tools`'s
+            `build_manifest`). Default: no declared output, so every file a role wrote is left out.
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -179,6 +185,7 @@ class ToolExecutor:
         approver: Approver | None = None,
         replay: Sequence[ToolCallRecord] = (),
         sandbox: Sandbox | None = None,
+        evidence: EvidenceRules | None = None,
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -194,7 +201,10 @@ class ToolExecutor:
         self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
-        self._accept = check_config_guard(self.check_config)
+        self.evidence = replace(evidence or EvidenceRules(), check_config=self.check_config)
+        self._accept = evidence_guard(
+            self.check_config, self.evidence.expected_outputs, self.provenance, self.workspace
+        )
         self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record
         self._runner = runner
@@ -232,6 +242,11 @@ class ToolExecutor:
     def halt(self, reason: str) -> None:
         """The run was stopped: kill the commands running now, and run no call after (of any tool)."""
         self.sandbox.halt(reason)
+
+    def manifest(self, evaluation: bool = True) -> Manifest:
+        """The files a check would see now (the evaluation area's too, when the run has one)."""
+        area = self.evaluation_dir if evaluation else None
+        return build_manifest(self.workspace, area, self.evidence, self.provenance.author)
 
     def role_written_config(self) -> dict[str, str]:
         """Check-configuration files still in the workspace that a role wrote: path → author."""
@@ -437,6 +452,7 @@ class ToolExecutor:
             check_config=self.check_config,
             pytest_plugins=self.pytest_plugins,
             author=self.provenance.author,
+            evidence=partial(self.manifest, evaluation is not None),
         )
 
     def _record(self, step: Allowed, result: RunResult, ms: int) -> ToolCallRecord:

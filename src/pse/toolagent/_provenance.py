@@ -7,14 +7,18 @@ audit records when a run resumes, so it covers the whole run, not one process.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from pse.events import ToolCallRecord
 from pse.sandbox import Accept
 from pse.tools import Tool, check_config_reason
 
-__all__ = ["TASK_AUTHOR", "Provenance", "check_config_guard"]
+__all__ = ["INPUT_REASON", "TASK_AUTHOR", "Provenance", "check_config_guard", "evidence_guard"]
+
+INPUT_REASON = "it is one of the task's own files"
+"""How a refusal to change a task's file starts (the decider names its rule, `protect.input`, by it)."""
 
 TASK_AUTHOR = "task"
 """The author of every file nobody wrote through the ToolAgent: the task seeded it."""
@@ -49,6 +53,49 @@ class Provenance:
     def written_by_roles(self, area: str = "workspace") -> dict[str, str]:
         """path → author of every file of `area` a role wrote."""
         return {path: who for (a, path), who in sorted(self._authors.items()) if a == area}
+
+
+def evidence_guard(
+    declared: frozenset[str], outputs: Iterable[str], provenance: Provenance, workspace: Path
+) -> Accept:
+    """The rule for every change a role makes to the workspace: check-configuration files only where the
+    task declares them, and no change to the task's own files (its inputs, its visible tests: the evidence
+    the work is judged on) unless the task lists them in `expected_outputs`."""
+    config = check_config_guard(declared)
+    allowed = frozenset(str(PurePosixPath(p.strip())) for p in outputs)
+
+    def seeded(path: str) -> str | None:
+        """A file under `path` the task put there and no role wrote since, if any."""
+        target = workspace / path
+        if target.is_symlink() or target.is_file():
+            return path if provenance.author("workspace", path) == TASK_AUTHOR else None
+        if not target.is_dir():
+            return None
+        for folder, dirs, files in os.walk(target):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+            for name in files:
+                rel = (Path(folder) / name).relative_to(workspace).as_posix()
+                if provenance.author("workspace", rel) == TASK_AUTHOR:
+                    return rel
+        return None
+
+    def accept(path: str) -> str | None:
+        reason = config(path)
+        if reason is not None:
+            return reason
+        normal = str(PurePosixPath(path.strip()))
+        if normal in allowed:
+            return None
+        found = seeded(normal)
+        if found is None:
+            return None
+        return (
+            f"{INPUT_REASON} ({found}): the evidence the work is judged on may not be changed by a role; "
+            "a task whose roles must change it lists it in expected_outputs "
+            f'(e.g. expected_outputs = ["{normal}"])'
+        )
+
+    return accept
 
 
 def check_config_guard(declared: frozenset[str]) -> Accept:

@@ -34,4 +34,5 @@ def sandbox_for(workspace: Path, settings: Settings) -> Sandbox:
         settings.sandbox,
         sandbox_uid=settings.sandbox_uid,
         hide=settings.sandbox_hide,
+        uid_pool=settings.sandbox_uids,
     )

@@ -16,6 +16,14 @@ from pse.tools._checks import (
     run_ruff,
 )
 from pse.tools._commands import bash, run_check
+from pse.tools._evidence import (
+    CoverageRule,
+    EvidenceFile,
+    EvidenceRules,
+    Manifest,
+    build_manifest,
+    is_test_file,
+)
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
 from pse.tools._names import (
     BUILTIN_CHECKS,
@@ -41,6 +49,10 @@ __all__ = [
     "MCP_TOOL_NAME",
     "MCP_WILDCARD",
     "Author",
+    "CoverageRule",
+    "EvidenceFile",
+    "EvidenceRules",
+    "Manifest",
     "Mode",
     "ParamSpec",
     "Tool",
@@ -50,10 +62,12 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "bash",
+    "build_manifest",
     "builtin_tools",
     "check_config_reason",
     "check_tool",
     "declared_config",
+    "is_test_file",
     "list_files",
     "mcp_tool_name",
     "normalize_target",

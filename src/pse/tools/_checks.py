@@ -1,42 +1,56 @@
 """The check tools: run_pytest and run_ruff, run so that the code under review cannot steer them.
 
-Each runs isolated from the workspace: `python -I` (no workspace on `sys.path` at start-up, no PYTHON*
-variables, no user site), no configuration discovered from the workspace unless the task declares it (`-c
-/dev/null` for pytest, `--isolated` for ruff, which then also ignores `# noqa` comments), no pytest plugin
-but PSE's own and those the task names (an installed plugin such as a rerun-on-failure one never shapes a
-verdict unasked, and none costs start-up time), pytest's *append* import mode (a workspace module never
-shadows the standard library or pytest), no cache. Their verdict comes from a machine-readable report
-written outside the workspace (pytest's JUnit XML, ruff's JSON), never from what they print. Facts always
-say which `target` ran, whether the `report` was read, and, for pytest, how many tests each author's files
-held and how they ended (`by_author`), so the gates can demand a full run and tests the Specialist did not
-write.
+Sealed verification (docs/security.md): a check never sees the live workspace. It runs over a fresh,
+read-only snapshot of exactly the files the manifest admits (`pse.tools._evidence`), hashed as copied;
+whatever else a role wrote is absent, and the Evaluator is told what was left out and who wrote it.
+
+Only PSE's configuration applies: `python -I`; pytest with explicit test files (no collection rule
+chooses them), `-c` the task's declared ini-file or `/dev/null`, `--noconftest` unless the task declares a
+conftest.py, `--rootdir`/`--confcutdir` at the snapshot, the append import mode, no plugin but PSE's and
+the task's; ruff with explicit files, `--no-respect-gitignore`, and `--config` the task's file or
+`--isolated --ignore-noqa`. Their verdict comes from machine-readable reports written outside the
+snapshot (pytest's JUnit XML and PSE's plugin record, ruff's JSON), never from what they print.
+
+A pytest run is **positive evidence** only when it collected tests, every collected test ran and passed
+(a skip or an xfail proves nothing and may hide a failure; a session cut short leaves tests without a
+result), and each declared Python output was imported from its own path and executed while the tests
+ran (coverage, measured by PSE's plugin). Otherwise its status is `error` and `facts["unproven"]` says
+why. The Evaluator's own tests run in a session of their own, so who wrote a test comes from PSE's write
+records (which files a session was given), never from what the test process reports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pse.roles import Role
+from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import OUTBOX, CommandResult, read_inside, resolve_in_workspace
-from pse.tools._junit import JUNIT_LIMIT, parse_junit
+from pse.tools._evidence import EvidenceRules, Manifest, build_manifest
+from pse.tools._junit import JUNIT_LIMIT, JunitReport, parse_junit
 from pse.tools._protected import PYTEST_CONFIG_FILES, RUFF_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = [
     "command_outcome",
+    "coverage_of",
+    "evidence_facts",
+    "manifest_of",
     "normalize_target",
     "parse_pytest_summary",
     "pytest_plugin_missing",
     "run_pytest",
     "run_ruff",
+    "snapshot_areas",
 ]
 
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
@@ -49,6 +63,10 @@ _PYTEST_SUMMARY = re.compile(
 _PYTEST_DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?=\W*$)")
 _RUFF_JSON_LIMIT = 8_000_000
 _JUNIT = "junit.xml"
+_EVIDENCE = "evidence.json"
+_LISTED = 200
+"""Most files, tests or left-out paths one check's facts list (the counts are always whole)."""
+Areas = dict[str, tuple[Path, dict[str, str]]]
 _PSE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder that holds the `pse` package
 _RUFF_REPORT = "ruff.json"
 
@@ -107,19 +125,15 @@ def parse_pytest_summary(output: str) -> dict[str, int]:
     return counts
 
 
-def _declared(ctx: ToolContext, names: tuple[str, ...]) -> list[str]:
-    """Declared check-configuration files of these names that exist in the workspace, shallowest first."""
-    found = [p for p in ctx.check_config if PurePosixPath(p).name in names and (ctx.workspace / p).is_file()]
+def _declared(manifest: Manifest, names: tuple[str, ...]) -> list[str]:
+    """Declared check-configuration files of these names in the snapshot, shallowest first."""
+    found = [f.path for f in manifest.files if f.kind == "config" and PurePosixPath(f.path).name in names]
     return sorted(found, key=lambda p: (len(PurePosixPath(p).parts), p))
 
 
-def _authored_config(ctx: ToolContext) -> list[str]:
+def _authored_config(manifest: Manifest) -> list[str]:
     """Declared check-configuration files a role (not the task) wrote: the Evaluator is told about them."""
-    return [
-        f"{p} ({ctx.author('workspace', p)})"
-        for p in sorted(ctx.check_config)
-        if ctx.author("workspace", p) != "task"
-    ]
+    return [f"{f.path} ({f.author})" for f in manifest.files if f.kind == "config" and f.author != "task"]
 
 
 def _note(authored: list[str]) -> str:
@@ -130,10 +144,6 @@ def _note(authored: list[str]) -> str:
         + ", ".join(authored)
         + ". Read them before you trust this run.\n"
     )
-
-
-def _has_tests(folder: Path) -> bool:
-    return any(name.endswith(".py") for _, _, files in os.walk(folder) for name in files)
 
 
 _WANTS_A_PLUGIN = ("async def functions are not natively supported", "PytestUnknownMarkWarning")
@@ -159,81 +169,344 @@ def pytest_plugin_missing(name: str) -> bool:
         return True
 
 
-def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
-    """Run pytest on a workspace path (and the Evaluator's own tests, when it has some).
+def manifest_of(ctx: ToolContext) -> Manifest:
+    """The check's manifest: the executor's, or (a bare context) one from the context's own rules."""
+    if ctx.evidence is not None:
+        return ctx.evidence()
+    return build_manifest(
+        ctx.workspace, ctx.evaluation, EvidenceRules(check_config=ctx.check_config), ctx.author
+    )
 
-    Facts: exit_code, passed, failed, errors, skipped (from the JUnit report), target, report
-    (`junit`, or None when pytest wrote none: the run then counts as failed), by_author.
-    """
-    where = _target(ctx, target)
-    config = _declared(ctx, PYTEST_CONFIG_FILES)
-    argv = [sys.executable, "-I", "-m", "pytest", "--disable-plugin-autoload", "-p", "no:cacheprovider"]
-    argv += ["-p", "pse._pytest_plugin", *(a for name in ctx.pytest_plugins for a in ("-p", name))]
-    argv += ["-q", "--color=no", "--rootdir=.", "--confcutdir=.", "--import-mode=append"]
-    argv += ["-c", config[0] if config else "/dev/null"]  # never a configuration the task did not declare
-    argv += [f"--junitxml={OUTBOX}/{_JUNIT}", "-o", "junit_family=xunit1"]
+
+def snapshot_areas(ctx: ToolContext, manifest: Manifest, areas: tuple[str, ...] = ("workspace",)) -> Areas:
+    """What `Sandbox.run(snapshot=…)` copies: each area's live folder and its admitted files."""
+    live = {"workspace": ctx.workspace, "evaluation": ctx.evaluation}
+    return {
+        area: (folder, dict.fromkeys(manifest.area(area), ""))
+        for area in areas
+        if (folder := live.get(area)) is not None
+    }
+
+
+def evidence_facts(manifest: Manifest, results: Sequence[CommandResult]) -> dict[str, Any]:
+    """The manifest as the trace keeps it: each file with kind, author and the hash it was run with."""
+    hashes: dict[str, str] = {}
+    missing: list[str] = []
+    for result in results:
+        for area, files in result.snapshot.items():
+            prefix = "@evaluation/" if area == "evaluation" else ""
+            for path, digest in files.items():
+                hashes[prefix + path] = digest
+        missing += result.snapshot_missing
+    return {
+        "files": [
+            {"path": f.path, "kind": f.kind, "author": f.author, "sha256": hashes.get(f.path)}
+            for f in manifest.files[:_LISTED]
+            if f.path in hashes
+        ],
+        "count": len(hashes),
+        "left_out": [{"path": path, "author": who} for path, who in manifest.left_out[:_LISTED]],
+        "missing": sorted(set(missing)),
+    }
+
+
+def _pytest_argv(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) -> list[str]:
+    """pytest over the snapshot with PSE's configuration only: each flag stands for one discovery rule
+    of pytest's that the files under review could otherwise steer (tests/test_check_discovery.py pins
+    each one)."""
+    config = _declared(manifest, PYTEST_CONFIG_FILES)
+    conftest = any(f.kind == "config" and PurePosixPath(f.path).name == "conftest.py" for f in manifest.files)
+    argv = [sys.executable, "-I", "-m", "pytest"]  # -I: no PYTHON* variables, no user site, no cwd on path
+    argv += ["--disable-plugin-autoload", "-p", "no:cacheprovider", "-p", "pse._pytest_plugin"]
+    argv += [a for name in ctx.pytest_plugins for a in ("-p", name)]  # the task's plugins, no other
+    argv += ["-q", "--color=no", "--rootdir={workspace}", "--confcutdir={workspace}", "--import-mode=append"]
+    argv += ["-c", "{workspace}/" + config[0] if config else "/dev/null"]  # never an undeclared ini-file
+    if own or not conftest:
+        argv.append("--noconftest")  # conftest.py only when the task declares one, never for its own tests
+    argv += [
+        f"--junitxml={OUTBOX}/{_JUNIT}",
+        "-o",
+        "junit_family=xunit1",
+        f"--pse-evidence={OUTBOX}/{_EVIDENCE}",
+    ]
     if {"asyncio", "pytest_asyncio", "pytest_asyncio.plugin"} & set(ctx.pytest_plugins):
         argv += ["-o", "asyncio_default_fixture_loop_scope=function"]  # silences a plugin deprecation notice
-    private = {}
-    if ctx.evaluation is not None and _has_tests(ctx.evaluation):
-        private["evaluation"] = ctx.evaluation
-    argv += [where, *(["{evaluation}"] if private else [])]
+    modules = sorted({m for rule in manifest.coverage for m in rule.modules})
+    argv += [f"--pse-cover={{workspace}}/{m}" for m in modules]
+    place = "{evaluation}/" if own else "{workspace}/"
+    return [*argv, "--", *(place + t for t in tests)]  # explicit files: no collection rule applies
+
+
+def _tests_for(manifest: Manifest, target: str) -> list[str]:
+    """The admitted workspace test files (or node ids) a target names; every one for `.`."""
+    path, sep, node = target.partition("::")
+    path = str(PurePosixPath(path or "."))
+    admitted = manifest.tests("workspace")
+    if path == ".":
+        return admitted
+    chosen = [t for t in admitted if t == path or t.startswith(path.rstrip("/") + "/")]
+    if not chosen:
+        who = dict(manifest.left_out).get(path)
+        why = (
+            f"it was written by {who} but is not declared as an output or evidence"
+            if who
+            else "no such test file"
+        )
+        raise ValueError(
+            f"target {target!r} holds no admitted test file ({why}); run_pytest runs only evidence"
+        )
+    return [chosen[0] + sep + node] if sep else chosen
+
+
+@dataclass(slots=True)
+class _Session:
+    """One pytest process's readings: its report, PSE's evidence record, and what it ran."""
+
+    result: CommandResult
+    report: JunitReport | None
+    record: dict[str, Any] | None
+    author: Callable[[str], str]
+
+
+def _session(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) -> _Session:
+    areas = snapshot_areas(ctx, manifest, ("workspace", "evaluation") if own else ("workspace",))
     result = ctx.sandbox.run(
-        argv,
-        writable=ctx.writable,
+        _pytest_argv(ctx, manifest, tests, own),
+        writable=False,
         ro_binds=[_PSE_ROOT],  # the plugin's package: an editable install lives outside the venv
-        private=private,
         outbox=True,
-        accept=ctx.accept,
+        snapshot=areas,
     )
-    facts: dict[str, Any] = {"target": normalize_target(where), "report": None}
-    shown = _note(_authored_config(ctx)) + _without_duration(result.output) + _plugin_hint(result.output)
     report = parse_junit(result.outbox.get(_JUNIT, b"")[:JUNIT_LIMIT]) if not result.timed_out else None
-    if report is None:
+    record = None
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        loaded = json.loads(result.outbox.get(_EVIDENCE, b"null")[:JUNIT_LIMIT])
+        record = loaded if isinstance(loaded, dict) else None
+    if own:
+        authors = {f.relative: f.author for f in manifest.files if f.area == "evaluation"}
+        return _Session(result, report, record, lambda file: _own_author(authors))
+    authors = {f.path: f.author for f in manifest.files if f.area == "workspace"}
+    return _Session(result, report, record, lambda file: authors.get(str(PurePosixPath(file)), "unknown"))
+
+
+def _own_author(authors: dict[str, str]) -> str:
+    """Tests of the evaluation-area run belong to whoever wrote that area (only the Evaluator can)."""
+    who = set(authors.values())
+    return who.pop() if len(who) == 1 else "unknown"
+
+
+def _unproven(
+    sessions: list[_Session], manifest: Manifest, full: bool, where: Mapping[str, str]
+) -> list[str]:
+    """Why these runs are not positive evidence, however they exited (empty: they are)."""
+    problems: list[str] = []
+    collected = passed = 0
+    for s in sessions:
+        if s.record is None or s.record.get("collected") is None:
+            problems.append(
+                "PSE's pytest plugin left no record of what was collected (the session broke early)"
+            )
+            continue
+        ids = list(s.record["collected"])
+        results = dict(s.record.get("results") or {})
+        collected += len(ids)
+        passed += sum(1 for i in ids if results.get(i) == "passed")
+        unfinished = [i for i in ids if i not in results]
+        if unfinished:
+            problems.append(
+                f"{len(unfinished)} collected test(s) have no result (the session ended early): "
+                f"{unfinished[0]}"
+            )
+        skipped = [i for i in ids if results.get(i) == "skipped"]
+        if skipped:
+            problems.append(
+                f"{len(skipped)} test(s) skipped or xfailed ({skipped[0]}): a skipped test proves nothing "
+                "and may hide a failure"
+            )
+        cases = len(s.report.cases) if s.report is not None else 0
+        if s.report is not None and cases != len(ids):
+            problems.append(f"the report lists {cases} test(s) where {len(ids)} were collected")
+    if collected == 0:
+        problems.append("no test was collected: a run of no test proves nothing")
+    elif passed == 0:
+        problems.append("no test passed")
+    if full:
+        problems += _coverage_problems(sessions, manifest, where)
+    return problems
+
+
+def _coverage_problems(sessions: list[_Session], manifest: Manifest, where: Mapping[str, str]) -> list[str]:
+    problems = []
+    for rule in manifest.coverage:
+        if not any(_executed(sessions, where.get(m, m)) for m in rule.modules):
+            shown = rule.output if rule.modules == (rule.output,) else f"{rule.output} (no module in it)"
+            problems.append(
+                f"{shown}: the tests never ran its code from that path (imported and executed, measured "
+                "by coverage); tests that do not exercise the delivered file prove nothing about it"
+            )
+    return problems
+
+
+def coverage_of(record: Mapping[str, Any] | None, path: str) -> dict[str, Any] | None:
+    """One module's coverage from a plugin record: imported, statements, lines run at import and in tests."""
+    if not record:
+        return None
+    entry = (record.get("coverage") or {}).get(path)
+    return entry if isinstance(entry, dict) else None
+
+
+def _executed(sessions: list[_Session], path: str) -> bool:
+    """The module at `path` (as the command saw it) was imported from there and ran during the tests:
+    a line ran while the tests ran, or import alone ran every statement it has."""
+    for s in sessions:
+        entry = coverage_of(s.record, path)
+        if not entry or not entry.get("imported"):
+            continue
+        statements = set(entry.get("statements") or [])
+        at_import, in_tests = set(entry.get("import") or []), set(entry.get("tests") or [])
+        if in_tests or statements <= at_import:
+            return True
+    return False
+
+
+def _coverage_facts(sessions: list[_Session], manifest: Manifest, where: Mapping[str, str]) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for module in sorted({m for rule in manifest.coverage for m in rule.modules}):
+        entries = [e for s in sessions if (e := coverage_of(s.record, where.get(module, module)))]
+        imported = any(e.get("imported") for e in entries)
+        statements = set().union(*(set(e.get("statements") or []) for e in entries)) if entries else set()
+        ran = (
+            set().union(*(set(e.get("import") or []) | set(e.get("tests") or []) for e in entries))
+            if entries
+            else set()
+        )
+        in_tests = set().union(*(set(e.get("tests") or []) for e in entries)) if entries else set()
+        facts[module] = {
+            "imported": imported,
+            "statements": len(statements),
+            "executed": len(ran & statements) if statements else len(ran),
+            "in_tests": len(in_tests),
+            "percent": round(100 * len(ran & statements) / len(statements), 1) if statements else 100.0,
+            "proven": _executed(sessions, where.get(module, module)),
+        }
+    return facts
+
+
+def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
+    """Run pytest over a sealed snapshot of the evidence: the workspace's admitted tests, and the
+    Evaluator's own tests (when it has some) in a second process of their own.
+
+    Facts: exit_code, passed, failed, errors, skipped (from the JUnit reports), target, report (`junit`,
+    or None when a run wrote none: the run then counts as failed), by_author, tests, coverage, evidence,
+    unproven (why the run is not positive evidence; the run then counts as failed).
+    """
+    where = _target(ctx, target)
+    full = PurePosixPath(where.partition("::")[0] or ".") == PurePosixPath(".")
+    manifest = manifest_of(ctx)
+    shown = manifest.describe() + _note(_authored_config(manifest))
+    runs: list[tuple[list[str], bool]] = []
+    workspace_tests = _tests_for(manifest, where)
+    if workspace_tests:
+        runs.append((workspace_tests, False))
+    own = manifest.tests("evaluation")
+    if own and ctx.evaluation is not None:
+        runs.append((own, True))
+    facts: dict[str, Any] = {"target": normalize_target(where), "report": None}
+    if not runs:
+        facts.update(
+            passed=0, failed=0, errors=0, skipped=0, by_author={}, unproven=["no test file is evidence"]
+        )
+        facts["evidence"] = evidence_facts(manifest, [])
+        left = "; the test files a role wrote but nobody declared were left out" if manifest.left_out else ""
+        return ToolOutcome("error", shown + f"[no test file is evidence here{left}: nothing ran]", facts)
+    sessions = [_session(ctx, manifest, tests, own) for tests, own in runs]
+    hashes = [s.result.snapshot.get("workspace") for s in sessions]
+    if any(h != hashes[0] for h in hashes):
+        raise ToolInfrastructureError("the workspace changed between the two pytest sessions of one check")
+    texts = [_without_duration(s.result.output) for s in sessions]
+    shown += "\n".join(
+        (f"[the Evaluator's own tests, in a session of their own]\n{t}" if own else t)
+        for t, (_, own) in zip(texts, runs, strict=True)
+    ) + "".join(_plugin_hint(t) for t in texts)
+    facts["evidence"] = evidence_facts(manifest, [s.result for s in sessions])
+    timed_out = next((s.result for s in sessions if s.result.timed_out), None)
+    if timed_out is not None or any(s.report is None for s in sessions):
         facts.update(passed=0, failed=0, errors=0, skipped=0, by_author={})
+        first = timed_out or next(s.result for s in sessions if s.report is None)
         outcome = command_outcome(
-            result, facts, shown + "\n[pytest wrote no readable report: this run does not count]"
+            first, facts, shown + "\n[pytest wrote no readable report: this run does not count]"
         )
         return outcome if outcome.status == "timeout" else replace(outcome, status="error")
     facts["report"] = "junit"
-    facts.update(report.counts)
+    counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
     by_author: dict[str, dict[str, int]] = {}
-    for case in report.cases:
-        who = _test_author(ctx, case.file)
-        counts = by_author.setdefault(who, dict.fromkeys(("passed", "failed", "errors", "skipped"), 0))
-        counts[case.outcome] += 1
-    facts["by_author"] = by_author
-    return command_outcome(result, facts, shown)
+    tests: list[dict[str, str]] = []
+    for s in sessions:
+        assert s.report is not None
+        for case in s.report.cases:
+            counts[case.outcome] += 1
+            who = s.author(case.file)
+            mine = by_author.setdefault(who, dict.fromkeys(("passed", "failed", "errors", "skipped"), 0))
+            mine[case.outcome] += 1
+            if len(tests) < _LISTED:
+                tests.append({"test": f"{case.file}::{case.name}", "outcome": case.outcome, "author": who})
+    facts.update(counts, by_author=by_author, tests=tests)
+    # Where each delivered module sat as the command saw it: the snapshot's path under fallback.
+    root = sessions[0].result.cwd if ctx.sandbox.mode == "fallback" else str(ctx.workspace)
+    located = {m: os.path.realpath(f"{root}/{m}") for rule in manifest.coverage for m in rule.modules}
+    facts["coverage"] = _coverage_facts(sessions, manifest, located)
+    unproven = _unproven(sessions, manifest, full, located)
+    facts["unproven"] = unproven
+    exit_code = next((s.result.exit_code for s in sessions if s.result.exit_code != 0), 0)
+    worst = next((s.result for s in sessions if s.result.exit_code != 0), sessions[0].result)
+    if unproven:
+        shown += "\n[this run is not positive evidence, whatever pytest said: " + "; ".join(unproven) + "]"
+    outcome = command_outcome(replace(worst, exit_code=exit_code), facts, shown)
+    return replace(outcome, status="error") if unproven and outcome.status == "ok" else outcome
 
 
-def _test_author(ctx: ToolContext, file: str) -> str:
-    """Who wrote the test file a JUnit case names (relative to the workspace, or `../` out of it)."""
-    pure = PurePosixPath(file)
-    if pure.is_absolute() or ".." in pure.parts:
-        return Role.EVALUATOR if ctx.evaluation is not None else "unknown"
-    return ctx.author("workspace", str(pure))
-
-
-def _ruff_config(ctx: ToolContext) -> list[str]:
-    declared = _declared(ctx, RUFF_CONFIG_FILES)
-    if declared and any(
-        PurePosixPath(p).name != "pyproject.toml"
-        or b"[tool.ruff" in (read_inside(ctx.workspace, p, 1_000_000) or b"")
-        for p in declared
-    ):
-        return []  # the task's own configuration, found by ruff's discovery; noqa comments count
-    return ["--isolated", "--ignore-noqa"]  # no configuration the code under review could have written
+def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
+    """The task's own ruff configuration, named explicitly, or none at all (`--isolated`)."""
+    for path in _declared(manifest, RUFF_CONFIG_FILES):
+        if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
+            read_inside(ctx.workspace, path, 1_000_000) or b""
+        ):
+            return ["--config", "{workspace}/" + path]
+    return ["--isolated", "--ignore-noqa"]  # no configuration, and no `# noqa` the code under review wrote
 
 
 def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
-    """Run ruff check on a workspace path; facts: exit_code, findings, target, report."""
+    """Run ruff check over a sealed snapshot: the admitted Python files under `target`, named one by one.
+
+    Facts: exit_code, findings, files (how many were checked), target, report, evidence, unproven.
+    """
     where = _target(ctx, target)
+    manifest = manifest_of(ctx)
+    base = str(PurePosixPath(where.partition("::")[0] or "."))
+    files = sorted(
+        path for path in manifest.area("workspace")
+        if path.endswith((".py", ".pyi")) and (base == "." or path == base or path.startswith(base + "/"))
+    )  # fmt: skip
+    facts: dict[str, Any] = {"target": normalize_target(where), "report": None, "files": len(files)}
+    shown = manifest.describe() + _note(_authored_config(manifest))
+    if not files:
+        facts.update(findings=None, unproven=["ruff had no Python file to check"])
+        facts["evidence"] = evidence_facts(manifest, [])
+        return ToolOutcome(
+            "error", shown + "[no Python file is evidence under this target: nothing checked]", facts
+        )
+    # Explicit files: no discovery, no exclusion, no ignore file (.gitignore, .ignore) decides what is read.
     argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--output-format=json"]
-    argv += [f"--output-file={OUTBOX}/{_RUFF_REPORT}", *_ruff_config(ctx), "--", where]
+    argv += [f"--output-file={OUTBOX}/{_RUFF_REPORT}", "--no-respect-gitignore", *_ruff_config(ctx, manifest)]
+    argv += ["--", *(f"{{workspace}}/{f}" for f in files)]
     result = ctx.sandbox.run(
-        argv, writable=ctx.writable, output_limit=_RUFF_JSON_LIMIT, outbox=True, accept=ctx.accept
+        argv,
+        writable=False,
+        output_limit=_RUFF_JSON_LIMIT,
+        outbox=True,
+        snapshot=snapshot_areas(ctx, manifest),
     )
-    facts: dict[str, Any] = {"target": normalize_target(where), "report": None}
+    facts["evidence"] = evidence_facts(manifest, [result])
     if result.timed_out:
         return command_outcome(result, facts)
     try:
@@ -243,12 +516,14 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     except ValueError:
         return command_outcome(result, {**facts, "findings": None})  # ruff failed (bad path...): its text
     facts["report"] = "json"
+    facts["unproven"] = []
     prefix = result.cwd.rstrip("/") + "/"
     lines = []
     for f in findings:
         name = str(f.get("filename", "")).removeprefix(prefix)
         loc = f.get("location") or {}
         lines.append(f"{name}:{loc.get('row')}:{loc.get('column')}: {f.get('code')} {f.get('message')}")
-    lines.append(f"Found {len(findings)} finding(s)." if findings else "All checks passed!")
-    text = _note(_authored_config(ctx)) + "\n".join(lines)
-    return command_outcome(result, {**facts, "findings": len(findings)}, text)
+    lines.append(
+        f"Found {len(findings)} finding(s)." if findings else f"All checks passed! ({len(files)} file(s))"
+    )
+    return command_outcome(result, {**facts, "findings": len(findings)}, shown + "\n".join(lines))

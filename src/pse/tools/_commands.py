@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pse.sandbox import CommandResult
-from pse.tools._checks import command_outcome
+from pse.tools._checks import command_outcome, evidence_facts, manifest_of, snapshot_areas
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["bash", "run_check"]
@@ -45,7 +45,8 @@ def bash(ctx: ToolContext, command: str) -> ToolOutcome:
 
 
 def run_check(ctx: ToolContext, name: str) -> ToolOutcome:
-    """Run one of the task's declared check commands, always read-only; facts: exit_code, check.
+    """Run one of the task's declared check commands over a sealed snapshot of the evidence, read-only;
+    facts: exit_code, check, evidence.
 
     `{task_dir}` in the command names a private read-only copy of the task's folder.
     """
@@ -54,5 +55,9 @@ def run_check(ctx: ToolContext, name: str) -> ToolOutcome:
         declared = ", ".join(sorted(ctx.checks)) or "none (this task declares no checks)"
         raise ValueError(f"no check named {key!r}; the declared checks are: {declared}")
     private = {"task_dir": ctx.task_dir} if ctx.task_dir is not None else {}
-    result = ctx.sandbox.run([*_BASH, ctx.checks[key]], writable=False, private=private)
-    return command_outcome(result, {"check": key})
+    manifest = manifest_of(ctx)
+    result = ctx.sandbox.run(
+        [*_BASH, ctx.checks[key]], writable=False, private=private, snapshot=snapshot_areas(ctx, manifest)
+    )
+    facts = {"check": key, "evidence": evidence_facts(manifest, [result])}
+    return command_outcome(result, facts, manifest.describe() + result.output)

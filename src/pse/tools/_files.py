@@ -119,9 +119,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             f"write_file needs a read-write grant for {where}; this role's grant does not allow it"
         )
     rel = real.relative_to(root).as_posix()
-    reason = ctx.accept(rel) if ctx.accept is not None else check_config_reason(rel)
+    reason = ctx.accept(rel) if ctx.accept is not None and area == "workspace" else check_config_reason(rel)
     if reason is not None:
-        raise SandboxViolation(f"{rel} is a check-configuration file ({reason})")
+        raise SandboxViolation(f"{rel} may not be written: {reason}")
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; give a file path")
     real.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pse.events import OutcomeStatus
 from pse.protocol import ParamSpec, ToolSignature
 from pse.sandbox import Accept, Sandbox
+from pse.tools._evidence import Manifest
 
 __all__ = ["Author", "Mode", "ToolContext", "ToolFunction", "ToolOutcome", "ToolRegistry", "ToolSpec"]
 
@@ -40,6 +41,8 @@ class ToolContext:
         check_config: the check-configuration files the task declares (they are used, and reported).
         pytest_plugins: the pytest plugins `run_pytest` loads besides PSE's (no other is loaded).
         author: who wrote a file, for the reports of check runs.
+        evidence: the manifest of a check, built at the moment of the check (None: one from this
+            context's own rules, every file no role wrote plus the declared configuration).
     """
 
     workspace: Path
@@ -53,6 +56,7 @@ class ToolContext:
     check_config: frozenset[str] = frozenset()
     pytest_plugins: tuple[str, ...] = ()
     author: Author = _seeded
+    evidence: Callable[[], Manifest] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,201 @@
+"""The verification manifest: which files are evidence for a check, decided by PSE, never by the files.
+
+At every check PSE lists the files a check may see, from the task, the plan and its own write records:
+
+* **outputs**: the plan's `<output>`s and the task's `expected_outputs` (a folder output: every file
+  under it), whoever wrote them;
+* **tests**: test files (`test_*.py`, `*_test.py`) among the outputs and the inputs, and every file of the
+  Evaluator's evaluation area;
+* **inputs**: every file no role wrote (the task seeded it: its data, its visible tests);
+* **config**: the check-configuration files the task declares (`[verification] check_config_files`);
+  no other one, whoever wrote it, not even one the task seeded (it would steer the check);
+* **evidence**: role-written files matching the task's `[verification] evidence` globs.
+
+Everything else a role wrote is **left out**: absent from the check's snapshot, and named to the
+Evaluator with its author. Bytecode (`__pycache__`, `*.pyc`) and VCS folders are never evidence.
+
+A check also owes **positive evidence** for its Python outputs: each declared `.py` output (a folder
+output: at least one module in it) must have been imported from its own path and had lines executed
+while the tests ran (`CoverageRule`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from pse._run_files import regular_files_beneath
+from pse.tools._protected import check_config_reason
+
+__all__ = [
+    "EVIDENCE_LIMIT",
+    "CoverageRule",
+    "EvidenceFile",
+    "EvidenceRules",
+    "Manifest",
+    "build_manifest",
+    "is_test_file",
+]
+
+EVIDENCE_LIMIT = 20_000
+"""Most files of an area one manifest lists; beyond it, files are neither evidence nor listed."""
+_NEVER = frozenset({"__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
+_MAX_DEPTH = 40
+TASK_AUTHOR = "task"
+
+
+def is_test_file(path: str) -> bool:
+    """pytest's default test-file names: `test_*.py` and `*_test.py`."""
+    name = PurePosixPath(path).name
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceFile:
+    """One admitted file: its path (`@evaluation/…` for the evaluation area), kind and author."""
+
+    path: str
+    kind: str
+    author: str
+
+    @property
+    def area(self) -> str:
+        return "evaluation" if self.path.startswith("@evaluation/") else "workspace"
+
+    @property
+    def relative(self) -> str:
+        """The path inside its area."""
+        return self.path.removeprefix("@evaluation/")
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageRule:
+    """A declared Python output the tests must execute: `path` itself, or any module of a folder output."""
+
+    output: str
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRules:
+    """What the task declares about evidence (the plan's outputs are read at each check)."""
+
+    expected_outputs: tuple[str, ...] = ()
+    check_config: frozenset[str] = frozenset()
+    evidence: tuple[str, ...] = ()
+    plan_outputs: Callable[[], Sequence[str]] = field(default=lambda: ())
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The files a check may see, those left out (path, author), and what its tests must execute."""
+
+    files: tuple[EvidenceFile, ...]
+    left_out: tuple[tuple[str, str], ...] = ()
+    coverage: tuple[CoverageRule, ...] = ()
+
+    def area(self, name: str) -> dict[str, EvidenceFile]:
+        """The admitted files of one area, by their path inside it."""
+        return {f.relative: f for f in self.files if f.area == name}
+
+    def tests(self, area: str) -> list[str]:
+        """The admitted test files of one area (paths inside it), sorted."""
+        return sorted(f.relative for f in self.files if f.area == area and f.kind == "test")
+
+    def author(self, path: str) -> str:
+        """Who wrote an admitted file (`unknown` for a path the manifest does not hold)."""
+        for f in self.files:
+            if f.path == path:
+                return f.author
+        return "unknown"
+
+    def describe(self) -> str:
+        """Two lines for the Evaluator: what the check saw, and what it did not."""
+        kinds: dict[str, list[str]] = {}
+        for f in self.files:
+            kinds.setdefault(f.kind, []).append(f.path)
+        parts = []
+        for kind in ("output", "test", "input", "config", "evidence"):
+            paths = kinds.get(kind, [])
+            if paths:
+                shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+                parts.append(f"{kind}s: {shown}")
+        text = f"[evidence] this check ran over a sealed snapshot of {len(self.files)} file(s)"
+        text += f" ({'; '.join(parts)})" if parts else ""
+        if self.left_out:
+            gone = ", ".join(f"{path} ({who})" for path, who in self.left_out[:12])
+            more = f" and {len(self.left_out) - 12} more" if len(self.left_out) > 12 else ""
+            text += (
+                f"\n[evidence] left out, written by a role but not declared as an output or evidence: "
+                f"{gone}{more}"
+            )
+        return text + "\n"
+
+
+def _declared(path: str, outputs: Iterable[str]) -> bool:
+    return any(path == o or path.startswith(o.rstrip("/") + "/") for o in outputs if o not in ("", "."))
+
+
+def _files(root: Path | None) -> list[str]:
+    if root is None or not root.is_dir():
+        return []
+    found = regular_files_beneath(
+        root, [], max_files=EVIDENCE_LIMIT, max_depth=_MAX_DEPTH, skip_dir=lambda name: name in _NEVER
+    )
+    return [path for path, _ in found if not path.endswith((".pyc", ".pyo"))]
+
+
+def build_manifest(
+    workspace: Path,
+    evaluation: Path | None,
+    rules: EvidenceRules,
+    author: Callable[[str, str], str],
+) -> Manifest:
+    """The manifest of one check, from the live folders, the rules and who wrote each file.
+
+    Args:
+        workspace: the run workspace.
+        evaluation: the Evaluator's evaluation area, when the check's grant reaches it.
+        rules: what the task declares.
+        author: (area, path) → who wrote it (`task` when no role did).
+    """
+    outputs = [str(PurePosixPath(p.strip())) for p in (*rules.expected_outputs, *rules.plan_outputs())]
+    files: list[EvidenceFile] = []
+    left_out: list[tuple[str, str]] = []
+    for path in _files(workspace):
+        who = author("workspace", path)
+        if check_config_reason(path) is not None:
+            if path in rules.check_config:
+                files.append(EvidenceFile(path, "config", who))
+            elif who != TASK_AUTHOR:
+                left_out.append((path, who))
+            continue
+        test = is_test_file(path)
+        if _declared(path, outputs):
+            files.append(EvidenceFile(path, "test" if test else "output", who))
+        elif who == TASK_AUTHOR:
+            files.append(EvidenceFile(path, "test" if test else "input", who))
+        elif any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
+            files.append(EvidenceFile(path, "test" if test else "evidence", who))
+        else:
+            left_out.append((path, who))
+    for path in _files(evaluation):
+        if check_config_reason(path) is not None:
+            continue
+        kind = "test" if is_test_file(path) else "evidence"
+        files.append(EvidenceFile(f"@evaluation/{path}", kind, author("evaluation", path)))
+    admitted = {f.path for f in files if f.area == "workspace"}
+    coverage = []
+    for output in dict.fromkeys(outputs):
+        if output.endswith(".py") and not is_test_file(output) and check_config_reason(output) is None:
+            coverage.append(CoverageRule(output, (output,)))
+        elif not output.endswith(".py"):
+            modules = tuple(
+                p for p in sorted(admitted)
+                if _declared(p, [output]) and p.endswith(".py") and not is_test_file(p)
+            )  # fmt: skip
+            if modules:
+                coverage.append(CoverageRule(output, modules))
+    return Manifest(tuple(files), tuple(left_out), tuple(coverage))
