@@ -90,7 +90,7 @@ test: setup
 
 # Real models: the tests start llama.cpp's server on loopback with both models and stop it after.
 test-models: $(LOCAL)
-	$(BIN)/pytest -q -rs -m real_model tests/real_models
+	$(BIN)/pytest -q -rs -m real_model --timeout=5400 tests/real_models
 
 # The seeds' experiment on a real local model (Qwen2.5-Coder-1.5B): HumanEval 0-19 by the bare model
 # (`direct`, one request each), pse and single, grammar on. Hours on 2 cores; re-running resumes it.

@@ -8,6 +8,7 @@ import asyncio
 import json
 import shlex
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -281,7 +282,9 @@ def test_approve_all_such_calls_answers_the_later_ones_of_the_same_rule_at_once(
     async def go() -> str:
         prepared = prepare_run("guarded", settings)
         task = asyncio.create_task(run_to_end(prepared))
+        deadline = time.monotonic() + 60
         while prepared.engine.machine.state != "AWAITING_APPROVAL":
+            assert time.monotonic() < deadline and not task.done(), "the run never held the call"
             await asyncio.sleep(0.02)
         await asyncio.to_thread(approve_call, prepared.run_id, settings, scope="run", by="lead@example")
         summary = await task

@@ -121,7 +121,9 @@ def test_an_interrupted_batch_resumes_its_runs_from_their_last_cycle(tmp_path: P
 
     async def stop_soon() -> None:
         task = asyncio.create_task(run_batch(plan))
+        deadline = time.monotonic() + 120
         while not _started(tmp_path / "runs", cycles=1, count=3):
+            assert time.monotonic() < deadline and not task.done(), "the batch's runs never started a cycle"
             await asyncio.sleep(0.05)
         plan.cancel()  # each run ends at its next cycle boundary, CANCELLED
         summary = await task
@@ -217,7 +219,9 @@ def test_ray_batch_survives_a_killed_worker(tmp_path: Path, ray_cluster: object)
 
     async def go() -> object:
         batch = asyncio.create_task(run_batch(plan))
+        deadline = time.monotonic() + 180
         while not _started(tmp_path / "runs", cycles=1, count=6):
+            assert time.monotonic() < deadline and not batch.done(), "the batch's runs never started a cycle"
             await asyncio.sleep(0.05)
         pids = await executor.worker_pids()
         os.kill(pids[0], signal.SIGKILL)

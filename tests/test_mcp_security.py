@@ -106,7 +106,9 @@ class TestMcpServerAttacks:
         seen = json.loads(record.output)
         # As root: bwrap's sandbox uid, or in fallback a uid leased for the server alone (after it).
         leased = range(65535, 65535 + Settings().sandbox_uids)
-        assert seen["uid"] != 0 and (os.geteuid() != 0 or seen["uid"] in ({65534} if mode == "bwrap" else leased))
+        assert seen["uid"] != 0 and (
+            os.geteuid() != 0 or seen["uid"] in ({65534} if mode == "bwrap" else leased)
+        )
         assert seen["caps"] == ["0000000000000000", "0000000000000000"]  # effective and bounding: none
         assert "OPENAI_API_KEY" not in seen["env"] and "PSE_CANARY_SETTING" not in seen["env"]
         assert seen["env"]["NOTES_LANG"] == "en"  # what the task gives it

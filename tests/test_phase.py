@@ -10,6 +10,7 @@ calls are being ended by the stop itself, and their records belong to the cycle)
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -165,7 +166,9 @@ async def test_cancelling_the_task_that_runs_a_phase_cancels_the_tool_agent_turn
     tools = FakeToolAgent(asyncio.Event())  # never released
     phase = _phase([CALL, "never asked"], tools)
     running = asyncio.ensure_future(_collect(phase, CancellationToken()))
+    deadline = time.monotonic() + 30
     while not tools.heard:
+        assert time.monotonic() < deadline, "the ToolAgent never got its turn"
         await asyncio.sleep(0.01)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -30,7 +30,9 @@ from pse.tools import builtin_tools
 
 BWRAP_MISSING = bwrap_problem()
 MODES = [
-    pytest.param("bwrap", marks=pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"no bwrap: {BWRAP_MISSING}")),
+    pytest.param(
+        "bwrap", marks=pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"no bwrap: {BWRAP_MISSING}")
+    ),
     "fallback",
 ]
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,9 +46,11 @@ def _demo_files() -> dict[str, str]:
 
 
 BUGGY = _demo_files()  # quicksort.py drops values equal to the pivot: 2 of its 7 tests fail
-FIXED = BUGGY["quicksort.py"].replace(
-    "larger = [", "equal = [i for i in items if i == pivot]\n    larger = ["
-).replace("pivot, *quicksort(larger)", "*equal, *quicksort(larger)")
+FIXED = (
+    BUGGY["quicksort.py"]
+    .replace("larger = [", "equal = [i for i in items if i == pivot]\n    larger = [")
+    .replace("pivot, *quicksort(larger)", "*equal, *quicksort(larger)")
+)
 TESTS = BUGGY["test_quicksort.py"]
 
 
@@ -64,7 +68,12 @@ def _cassette(tmp_path: Path, files: dict[str, str], *batches: Calls) -> Path:
     batches = batches or ([("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})],)
     turns = [
         {"role": "Planner", "content": PLAN},
-        {"role": "Specialist", "content": render_tool_calls([("write_file", {"path": p, "content": c}) for p, c in files.items()])},
+        {
+            "role": "Specialist",
+            "content": render_tool_calls(
+                [("write_file", {"path": p, "content": c}) for p, c in files.items()]
+            ),
+        },
         {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
         *({"role": "Evaluator", "content": render_tool_calls(batch)} for batch in batches),
         {"role": "Evaluator", "content": EVALUATOR_PASS},
@@ -74,7 +83,9 @@ def _cassette(tmp_path: Path, files: dict[str, str], *batches: Calls) -> Path:
     return path
 
 
-def _run(tmp_path: Path, mode: str, cassette: Path, task: str = "code-delivery", **extra: Any) -> dict[str, Any]:
+def _run(
+    tmp_path: Path, mode: str, cassette: Path, task: str = "code-delivery", **extra: Any
+) -> dict[str, Any]:
     settings = Settings(
         provider="scripted", cassette=cassette, runs_dir=tmp_path / "runs", sandbox=mode,
         max_partial_retries=0, max_fail_retries=0, replay_strict=False, **extra,
@@ -96,7 +107,9 @@ def _calls(trace: dict[str, Any], tool: str) -> list[dict[str, Any]]:
 class TestSteeredByAFile:
     """Class 1: a file the Specialist wrote, on no denylist, changes how a check runs."""
 
-    def test_a_plugin_module_named_by_the_tests_cannot_rewrite_results(self, tmp_path: Path, mode: str) -> None:
+    def test_a_plugin_module_named_by_the_tests_cannot_rewrite_results(
+        self, tmp_path: Path, mode: str
+    ) -> None:
         plugin = (
             "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
             "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
@@ -146,23 +159,37 @@ class TestSteeredByAFile:
 class TestOtherCodeRan:
     """Class 2: outputs_exist holds, but what the tests imported under that name was something else."""
 
-    def test_a_package_of_the_same_name_does_not_stand_in_for_the_module(self, tmp_path: Path, mode: str) -> None:
+    def test_a_package_of_the_same_name_does_not_stand_in_for_the_module(
+        self, tmp_path: Path, mode: str
+    ) -> None:
         files = {**BUGGY, "quicksort/__init__.py": FIXED}  # a package wins over a module of the same name
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         run = _calls(trace, "run_pytest")[-1]
         assert (run["facts"]["passed"], run["facts"]["failed"]) == (5, 2)  # the delivered file ran
-        assert {"path": "quicksort/__init__.py", "author": "Specialist"} in run["facts"]["evidence"]["left_out"]
+        assert {"path": "quicksort/__init__.py", "author": "Specialist"} in run["facts"]["evidence"][
+            "left_out"
+        ]
 
     def test_a_vendored_copy_put_first_on_the_path_is_not_there(self, tmp_path: Path, mode: str) -> None:
-        tests = "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), 'vendor'))\n" + TESTS
-        files = {"quicksort.py": BUGGY["quicksort.py"], "test_quicksort.py": tests, "vendor/quicksort.py": FIXED}
+        tests = (
+            "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), 'vendor'))\n"
+            + TESTS
+        )
+        files = {
+            "quicksort.py": BUGGY["quicksort.py"],
+            "test_quicksort.py": tests,
+            "vendor/quicksort.py": FIXED,
+        }
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         run = _calls(trace, "run_pytest")[-1]
         assert run["facts"]["failed"] == 2
         assert run["facts"]["coverage"]["quicksort.py"]["proven"] is True  # the declared file is what ran
 
     def test_tests_that_never_touch_the_delivered_file_prove_nothing(self, tmp_path: Path, mode: str) -> None:
-        files = {"quicksort.py": BUGGY["quicksort.py"], "test_quicksort.py": "def test_sorted():\n    assert sorted([2, 1]) == [1, 2]\n"}
+        files = {
+            "quicksort.py": BUGGY["quicksort.py"],
+            "test_quicksort.py": "def test_sorted():\n    assert sorted([2, 1]) == [1, 2]\n",
+        }
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         run = _calls(trace, "run_pytest")[-1]
         assert (run["status"], run["facts"]["passed"], run["facts"]["failed"]) == ("error", 1, 0)
@@ -197,11 +224,17 @@ class TestNoMeaningfulTest:
     def test_the_delivered_code_cannot_turn_failures_into_silence(
         self, tmp_path: Path, mode: str, suffix: str, why: str
     ) -> None:
-        code = SKIP_AT_IMPORT + BUGGY["quicksort.py"] if suffix is SKIP_AT_IMPORT else BUGGY["quicksort.py"] + "\n\n" + suffix
+        code = (
+            SKIP_AT_IMPORT + BUGGY["quicksort.py"]
+            if suffix is SKIP_AT_IMPORT
+            else BUGGY["quicksort.py"] + "\n\n" + suffix
+        )
         trace = _run(tmp_path, mode, _cassette(tmp_path, {"quicksort.py": code, "test_quicksort.py": TESTS}))
         run = _calls(trace, "run_pytest")[-1]
         assert run["facts"]["failed"] == 0  # no test failed: pytest itself saw nothing wrong
-        assert run["status"] == "error" and any(why in p for p in run["facts"]["unproven"]), run["facts"]["unproven"]
+        assert run["status"] == "error" and any(why in p for p in run["facts"]["unproven"]), run["facts"][
+            "unproven"
+        ]
         assert any(f.startswith("check:pytest:") and "not positive evidence" in f for f in _failures(trace))
 
 
@@ -218,7 +251,9 @@ def _independent_task(tmp_path: Path) -> Path:
 class TestAuthorship:
     """Class 4: a test the Specialist wrote presents itself as the Evaluator's."""
 
-    def test_a_test_reporting_an_evaluation_path_is_still_the_specialists(self, tmp_path: Path, mode: str) -> None:
+    def test_a_test_reporting_an_evaluation_path_is_still_the_specialists(
+        self, tmp_path: Path, mode: str
+    ) -> None:
         forged = (
             "\n\nfor _where in ('/pse/evaluation/test_acceptance.py', '../evaluation/test_acceptance.py'):\n"
             "    _code = compile('def f():\\n    pass\\n', _where, 'exec').co_consts[0]\n"
@@ -284,7 +319,9 @@ class TestOutlivedItsCommand:
         later = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
         trace = _run(tmp_path, mode, _cassette(tmp_path, files, [("run_pytest", {"target": "."})], later))
         first, second = _calls(trace, "run_pytest")
-        assert first["facts"]["failed"] == second["facts"]["failed"] == 2  # nobody fixed the second one's files
+        assert (
+            first["facts"]["failed"] == second["facts"]["failed"] == 2
+        )  # nobody fixed the second one's files
         if mode == "fallback" and os.geteuid() == 0:
             pool = range(Settings().sandbox_uid + 1, Settings().sandbox_uid + 1 + Settings().sandbox_uids)
             assert [uid for uid in pool if processes_of(uid)] == []
@@ -293,3 +330,35 @@ class TestOutlivedItsCommand:
             time.sleep(0.3)
             assert os.path.getmtime(beat) == last, "the daemon still runs"
             os.unlink(beat)
+
+
+class TestCouldNotRun:
+    """A check that could not run is not a check that failed: the run ends ERROR, with the cause and the fix,
+    and no retry is spent on a PARTIAL the Specialist did not earn."""
+
+    @pytest.mark.skipif(os.geteuid() != 0, reason="a folder the sandbox uid cannot enter needs another owner")
+    def test_a_runs_folder_the_sandbox_cannot_reach_ends_the_run_as_error_in_its_first_cycle(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        closed = tmp_path / "closed"
+        closed.mkdir(mode=0o700)
+        os.chown(closed, 1000, 1000)  # another user's folder: not even bwrap's setup may enter it
+        settings = Settings(
+            provider="scripted", runs_dir=closed / "runs", sandbox=mode,
+            cassette=ROOT / "tasks" / "code-delivery" / "cassette.json",
+        )  # type: ignore[arg-type]  # fmt: skip
+        prepared = prepare_run("code-delivery", settings)
+        summary = asyncio.run(run_to_end(prepared))
+        if mode == "fallback":
+            # Fallback runs every command on a copy PSE makes outside the runs folder: it can run, so it does.
+            assert summary.outcome == "PASSED", summary.outcome_reason
+            return
+        assert (summary.outcome, summary.cycles) == ("ERROR", 1)
+        assert f"{closed} is closed to it" in summary.outcome_reason
+        assert "Fix: put the runs folder where every user may enter" in summary.outcome_reason
+        assert prepared.engine.setup.sandbox.warning is not None  # said at the start of the run, too
+        trace = json.loads(Path(summary.trace).read_text())
+        assert [c["result"] for c in trace["cycles"]] == ["ERROR"]
+        assert not [
+            c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest" and c["status"] == "ok"
+        ]

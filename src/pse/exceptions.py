@@ -5,6 +5,7 @@ Hierarchy::
     PSEError                      base of everything below
     ├── UserError                 the user's configuration or input is wrong; fix it, run again (exit 2)
     │   ├── ConfigError           a setting, .env value or task config is invalid
+    │   │   └── FallbackUnusable  fallback as root: the sandbox uid cannot start the interpreter
     │   ├── TaskNotFoundError     no task of that name in any tasks directory
     │   └── CassetteError         a cassette file is missing, unreadable or not of the cassette format
     ├── RunFailure                the run cannot go on; the engine records it as outcome ERROR (CLI exit 3)
@@ -51,6 +52,7 @@ __all__ = [
     "ContextWindowError",
     "ControlSignal",
     "EmbeddingBackendError",
+    "FallbackUnusable",
     "IllegalTransition",
     "InternalError",
     "ModelAuthError",
@@ -83,6 +85,11 @@ class UserError(PSEError):
 
 class ConfigError(UserError):
     """A setting, a `.env` value or a task configuration is invalid."""
+
+
+class FallbackUnusable(ConfigError):
+    """PSE runs as root without bubblewrap, and the sandbox uid cannot start the Python interpreter (one
+    under a folder other users cannot enter): no tool command could run."""
 
 
 class TaskNotFoundError(UserError):

@@ -116,7 +116,9 @@ def _check_gate(
         problems.append("it did not run over a sealed snapshot of the evidence")
     unproven = last.facts.get("unproven")
     if wanted is not None and (unproven is None or unproven):
-        problems.append("not positive evidence: " + ("; ".join(map(str, unproven)) if unproven else "unknown"))
+        problems.append(
+            "not positive evidence: " + ("; ".join(map(str, unproven)) if unproven else "unknown")
+        )
     if tool != Tool.RUN_CHECK:
         target, declared = str(last.facts.get("target", "?")), policy.target(check)
         if target != declared:

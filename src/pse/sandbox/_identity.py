@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pse.exceptions import ConfigError
+from pse.exceptions import ConfigError, FallbackUnusable
 
 __all__ = ["DEFAULT_SANDBOX_UID", "Identity", "check_fallback_identity", "closed_ancestor"]
 
@@ -69,13 +69,15 @@ def _interpreter_runs_as(uid: int, gid: int) -> str | None:
     return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
 
 
-def closed_ancestor(path: Path) -> Path | None:
-    """The first directory above `path` that other users cannot enter, if any."""
+def closed_ancestor(path: Path, mapped: tuple[int, ...] = ()) -> Path | None:
+    """The first directory above `path` that other users cannot enter, if any; one owned by a uid in
+    `mapped` does not count (bwrap's set-up enters it as its owner)."""
     for parent in reversed(path.parents):
         try:
-            if not os.stat(parent).st_mode & 0o001:
-                return parent
+            info = os.stat(parent)
         except OSError:
+            return parent
+        if not info.st_mode & 0o001 and info.st_uid not in mapped:
             return parent
     return None
 
@@ -100,7 +102,7 @@ def check_fallback_identity(identity: Identity) -> None:
     real = Path(os.path.realpath(sys.executable))
     closed = closed_ancestor(real)
     where = f" ({closed} is closed to other users)" if closed is not None else ""
-    raise ConfigError(
+    raise FallbackUnusable(
         f"PSE runs as root without bubblewrap, so tool commands run as uid {identity.uid} (PSE_SANDBOX_UID), "
         f"and that uid cannot start the Python interpreter {real}{where}: {problem}. Fix one of: install "
         "bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and use PSE_SANDBOX=auto or bwrap; run PSE "

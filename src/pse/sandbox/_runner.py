@@ -185,7 +185,8 @@ class Sandbox:
         try:
             self.run(["/bin/true"], writable=False)
         except ToolInfrastructureError as exc:
-            closed = closed_ancestor(self.workspace)
+            # bwrap's set-up enters folders as root (mapped into its namespace) or as the user it runs as
+            closed = closed_ancestor(self.workspace, mapped=(os.geteuid(), self.identity.uid))
             where = f"{closed} is closed to it" if closed is not None else "a folder above it is closed to it"
             return (
                 f"the sandbox cannot reach the run workspace {self.workspace} ({where}): {exc}. Fix: put "
@@ -196,7 +197,13 @@ class Sandbox:
 
     @property
     def warning(self) -> str | None:
-        """One line a run prints at its start when commands are not isolated (None under bwrap)."""
+        """One line a run prints at its start when commands are not isolated or cannot run at all (None
+        under a working bwrap)."""
+        if self.unreachable is not None:
+            return (
+                "warning: no tool command can run in this run; its first one will end it as ERROR: "
+                + self.unreachable
+            )
         if self.mode == "bwrap":
             return None
         why = (
