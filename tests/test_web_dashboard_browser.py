@@ -588,3 +588,23 @@ def test_theme_skip_link_and_labels(site: tuple[Any, str], runs: Runs) -> None:
     colour = page.locator("#run-outcome .badge").evaluate("b => getComputedStyle(b).color")
     assert colour == "rgb(255, 255, 255)"
     assert page.watch.problems == []
+
+
+def test_a_cycle_shows_the_evidence_its_checks_ran_over(site: tuple[Any, str], runs: Runs) -> None:
+    """Sealed verification, readable: each check's snapshot (files, kinds, authors, hashes), the tests by
+    author and the delivered module's coverage."""
+    from playwright.sync_api import expect
+
+    browser, url = site
+    page = _page(browser)
+    page.goto(f"{url}/#/run/{runs.passed}")
+    evidence = page.locator("#cycle-2 .evidence")
+    expect(evidence.locator("h3")).to_have_text("Evidence")
+    pytest_run = evidence.locator(".evidence-run").first
+    expect(pytest_run.locator("summary")).to_have_text("run_pytest (last run): 2 file(s) sealed")
+    pytest_run.locator("summary").click()
+    expect(pytest_run.locator("tbody tr td:first-child")).to_have_text(["quicksort.py", "test_quicksort.py"])
+    expect(pytest_run.locator("tbody tr td:nth-child(3)")).to_have_text(["Specialist", "Specialist"])
+    expect(pytest_run.locator(".coverage li")).to_have_text(
+        ["✓ quicksort.py: 100% of 8 lines ran, 7 while the tests ran"]
+    )

@@ -34,7 +34,8 @@ from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
 from pse.history import list_runs
 from pse.runner import registry_for, user_tasks_dir
 from pse.store import open_store
-from pse.tasks import run_rules, scaffold_task, validate
+from pse.tasks import Task, run_rules, scaffold_task, validate
+from pse.tools import is_test_file
 
 __all__ = ["app", "main"]
 
@@ -74,10 +75,40 @@ def validate_cmd(
         problems = validate(registry_for(settings), task)
     if not problems:
         out.print(f"[green]ok[/]: {task or 'all tasks'} valid")
+        if task is not None:
+            for line in evidence_rules_of(registry_for(settings).get(task)):
+                out.print(line, highlight=False, markup=False)
         return
     for problem in problems:
         err.print(f"[red]✗[/] {problem}", highlight=False)
     raise typer.Exit(EXIT_USAGE)
+
+
+def evidence_rules_of(task: Task) -> list[str]:
+    """What every check of a run of `task` may see (its manifest, before the plan adds its outputs)."""
+    outputs = list(task.config.expected_outputs)
+    python = [p for p in outputs if p.endswith(".py") and not is_test_file(p)]
+    config = sorted(task.check_config_files)
+    verification = task.config.verification
+    lines = [
+        "evidence: every check runs over a sealed snapshot of these files only (docs/security.md):",
+        "  outputs (the task's; the plan may add more): " + (", ".join(outputs) or "none"),
+        "  inputs (the task's own files; no role may change them): "
+        + (", ".join(task.seed_listing()) or "none"),
+        "  check configuration: "
+        + (
+            ", ".join(config)
+            if config
+            else "none declared (pytest -c /dev/null --noconftest; ruff --isolated)"
+        ),
+        "  evidence globs ([verification] evidence): " + (", ".join(verification.evidence) or "none"),
+    ]
+    if verification.independent_tests:
+        lines.append("  the Evaluator's own tests (@evaluation/), in a pytest session of their own")
+    if python:
+        lines.append("  a pytest run must execute, from its own path: " + ", ".join(python))
+    lines.append("  every other file a role writes is left out of the checks, and the Evaluator is told")
+    return lines
 
 
 def new_cmd(

@@ -21,7 +21,7 @@ from pse.exceptions import ProtocolError
 from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict, strip_tool_traffic
 from pse.tools import Tool
 
-__all__ = ["CallKind", "describe_call", "describe_message", "flat"]
+__all__ = ["CallKind", "describe_call", "describe_evidence", "describe_message", "flat"]
 
 CallKind = Literal["ok", "finding", "failed", "denied"]
 """ok: it did what was asked; finding: a check ran and found problems; failed: the tool could not do
@@ -75,11 +75,13 @@ def describe_call(call: ToolCallRecord) -> tuple[str, CallKind]:
         return f"{tool} timed out after {_duration(call.ms)}", "failed"
     took = f" ({_duration(call.ms)})" if call.ms >= 100 else ""
     found: CallKind = "ok" if call.status == "ok" else "finding"
+    unproven = facts.get("unproven") or []
+    proof = f" · not evidence: {flat(str(unproven[0]), 90)}" if unproven else ""
     if tool == Tool.RUN_PYTEST and facts.get("report") == "junit":
-        return f"pytest: {_counts(facts, ('passed', 'failed', 'errors', 'skipped'))}{took}", found
+        return f"pytest: {_counts(facts, ('passed', 'failed', 'errors', 'skipped'))}{proof}{took}", found
     if tool == Tool.RUN_RUFF and isinstance(facts.get("findings"), int):
         n = int(facts["findings"])
-        return f"ruff: {n or 'no'} finding{'' if n == 1 else 's'}{took}", found
+        return f"ruff: {n or 'no'} finding{'' if n == 1 else 's'}{proof}{took}", found
     if tool == Tool.RUN_CHECK and "exit_code" in facts:
         name = facts.get("check") or args.get("name", "")
         verdict = "passed" if call.status == "ok" else f"failed (exit code {facts['exit_code']})"
@@ -97,6 +99,63 @@ def describe_call(call: ToolCallRecord) -> tuple[str, CallKind]:
     if tool == Tool.SEARCH_KNOWLEDGE:
         return f'searched the knowledge base for "{flat(args.get("query", ""), 60)}"{took}', "ok"
     return f"{tool} ok{took}", "ok"
+
+
+_CHECKS = (Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK)
+
+
+def describe_evidence(calls: list[ToolCallRecord]) -> list[str]:
+    """What the last run of each check saw and proved: its sealed files, what was left out (and who wrote
+    it), the tests by author, each delivered module's coverage, and why it is not evidence, if it is not."""
+    last: dict[str, ToolCallRecord] = {}
+    for call in calls:
+        if (
+            call.tool in _CHECKS
+            and call.decision == "allowed"
+            and isinstance(call.facts.get("evidence"), dict)
+        ):
+            key = (
+                call.tool if call.tool != Tool.RUN_CHECK else f"{call.tool}({call.arguments.get('name', '')})"
+            )
+            last[key] = call
+    lines: list[str] = []
+    for key, call in last.items():
+        evidence, facts = call.facts["evidence"], call.facts
+        kinds: dict[str, list[str]] = {}
+        for entry in evidence.get("files") or []:
+            kinds.setdefault(str(entry.get("kind")), []).append(str(entry.get("path")))
+        held = "; ".join(
+            f"{kind}s: {', '.join(paths[:6])}{f' +{len(paths) - 6}' if len(paths) > 6 else ''}"
+            for kind, paths in kinds.items()
+        )
+        line = f"Evidence of the last {key}: {evidence.get('count', 0)} file(s) sealed" + (
+            f" ({held})" if held else ""
+        )
+        left = evidence.get("left_out") or []
+        if left:
+            line += " · left out: " + ", ".join(f"{e.get('path')} ({e.get('author')})" for e in left[:6])
+        lines.append(flat(line))
+        authors = facts.get("by_author") or {}
+        if authors:
+            who = ", ".join(
+                f"{author}: {_counts(counts, ('passed', 'failed', 'errors', 'skipped'))}"
+                for author, counts in authors.items()
+                if isinstance(counts, dict)
+            )
+            lines.append(flat(f"  tests by author (PSE's write records): {who}"))
+        for module, cov in (facts.get("coverage") or {}).items():
+            if isinstance(cov, dict):
+                mark = "✓" if cov.get("proven") else "✗"
+                ran = (
+                    f"{cov.get('percent')}% of {cov.get('statements')} lines, "
+                    f"{cov.get('in_tests')} while tests ran"
+                    if cov.get("imported")
+                    else "never imported from its path"
+                )
+                lines.append(flat(f"  coverage {mark} {module}: {ran}"))
+        for why in facts.get("unproven") or []:
+            lines.append(flat(f"  not positive evidence: {why}"))
+    return lines
 
 
 def _without_blocks(text: str) -> str:

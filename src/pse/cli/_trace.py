@@ -20,7 +20,7 @@ from pse._causal import causal_line, first_sentence, reviewer_of
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.cli._common import LAST_RUN, RunsDir, command_settings, out, resolve_run_id, shown
 from pse.cli._control import strip_control
-from pse.cli._describe import describe_call, flat
+from pse.cli._describe import describe_call, describe_evidence, flat
 from pse.cli._live import CALL_STYLE, outcome_style, token_summary
 from pse.engine import Trace, load_trace
 from pse.events import PlanRecord
@@ -159,6 +159,8 @@ def _print_cycle(cycle: CycleRecord, reviewer: str) -> None:
             out.print(f"  gate [red]✗[/] {shown(flat(failure))}", highlight=False)
         if not cycle.gate.enforced:
             out.print("  [dim]gates recorded, not enforced (PSE_HARD_GATES=false or the single team)[/]")
+    for said in describe_evidence(cycle.tool_calls):
+        out.print(Text("  " + said, "dim" if said.startswith("  ") else ""))
     for drift in cycle.drifts:
         out.print(
             f"  [yellow]drift[/] {shown(drift.role)} turn {drift.turn}, message {drift.message} "
