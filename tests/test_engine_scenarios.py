@@ -335,8 +335,8 @@ async def test_token_budget_stops_the_run_as_timeout(tmp_path: Path) -> None:
     trace, _ = await _run(tmp_path, [(t["role"], t["content"]) for t in _TURNS], token_budget=3000)
     assert trace.outcome == "TIMEOUT"
     # The call that would overrun the budget never starts: the budget holds.
-    assert trace.outcome_reason.startswith("token budget cannot cover the next prompt: 1839 used + about")
-    assert trace.tokens.total == 1839 < 3000 and len(trace.cycles) == 1
+    assert trace.outcome_reason.startswith("token budget cannot cover the next prompt: 1896 used + about")
+    assert trace.tokens.total == 1896 < 3000 and len(trace.cycles) == 1
 
 
 async def test_cost_budget_stops_the_run_as_timeout(tmp_path: Path) -> None:

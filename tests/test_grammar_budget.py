@@ -216,7 +216,7 @@ def _module(lines: int) -> str:
 
 
 def test_a_file_of_a_few_hundred_lines_fits_one_write_file_at_6144_tokens() -> None:
-    """The local Qwen runs' limit (`pse.local.QWEN_RUN`): two files of 250 lines in one message."""
+    """At PSE_MODEL_MAX_TOKENS=6144 (3 characters a token): two files of 250 lines in one message."""
     shape = TurnShape(Role.SPECIALIST, role_tools(Role.SPECIALIST, "code-delivery"), None, 16, 6144 * 3)
     sizes, grammar = shape.sizes(), Grammar(turn_grammar(shape))
     call = '<tool_calls><invoke name="write_file"><parameter name="path">m.py</parameter><parameter name="content">{}</parameter></invoke></tool_calls>'

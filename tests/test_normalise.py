@@ -92,6 +92,12 @@ def test_a_fenced_value_indented_by_the_nesting_is_the_code_inside() -> None:
             "removed the line break after the opening tag and 4 spaces of indentation common to every line",
         ),
         ("````md\n```python\nx\n```\n````", "```python\nx\n```\n", "unwrapped the enclosing ````md fence"),
+        (  # the value the token limit cut inside the model's block (Qwen2.5-Coder-1.5B, a looping test file)
+            "\n```python\nimport pytest\n\ndef test_quicksort():\n    assert quicksort([1, 2, 3",
+            "import pytest\n\ndef test_quicksort():\n    assert quicksort([1, 2, 3\n",
+            "removed the opening ```python line of a fence never closed; removed the line break after the "
+            "opening tag",
+        ),
     ],
 )
 def test_what_is_normalised(value: str, expected: str, note: str) -> None:
@@ -106,7 +112,6 @@ def test_what_is_normalised(value: str, expected: str, note: str) -> None:
         "```python\nx = 1\n```\nprint(x)\n",  # a fence and text after it: not one fenced block
         "Intro\n```\nx\n```",  # text before the fence
         "```\na\n```\n\n```\nb\n```",  # two blocks
-        "```python\nx = 1\n",  # a fence never closed
         "quicksort.py",
         "",
     ],

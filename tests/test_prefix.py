@@ -52,13 +52,13 @@ def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_shar
     assert {r: c for r, (c, _) in by_role.items()} == {
         r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
     }
-    assert by_role == {"Planner": (1518, 0), "Specialist": (8285, 5883), "Evaluator": (9727, 6830)}
+    assert by_role == {"Planner": (1575, 0), "Specialist": (9657, 6961), "Evaluator": (10307, 7338)}
     per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
     assert per_cycle == [
-        {"Planner": 0, "Specialist": 2270, "Evaluator": 2723},
-        {"Specialist": 3613, "Evaluator": 4107},
+        {"Planner": 0, "Specialist": 2710, "Evaluator": 2941},
+        {"Specialist": 4251, "Evaluator": 4397},
     ]
-    assert compute_stats(tmp_path).reusable_prefix_share == round((5883 + 6830) / (1518 + 8285 + 9727), 4)
+    assert compute_stats(tmp_path).reusable_prefix_share == round((6961 + 7338) / (1575 + 9657 + 10307), 4)
 
 
 def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffer(
@@ -85,10 +85,15 @@ def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffe
         if len(prompt) <= 4:  # a phase's first prompt (its later ones hold its turns and results)
             firsts.setdefault(role, []).append(prompt)
     (s1, s2), (e1, e2) = firsts["Specialist"], firsts["Evaluator"]
-    assert [speaker for speaker, _ in s1] == ["system", "user:user", "user:Planner"] and s1[2][1] == plan
-    assert s2 == [*s1, ("user:user", buffer)]
+    # The first cycle's Specialist also gets the note of the outputs it is to write (none on the revise:
+    # they exist); what both cycles share comes first.
+    assert [speaker for speaker, _ in s1] == ["system", "user:user", "user:Planner", "user:user"]
+    assert s1[2][1] == plan and s1[3][1].startswith(
+        "Not in the workspace yet, for you to write with write_file:"
+    )
+    assert s2 == [*s1[:3], ("user:user", buffer)]
     assert e2[:3] == e1[:3] and [speaker for speaker, _ in e2] == [s for s, _ in e1]
     assert e2[3][0] == "user:Specialist" and e2[3][1] != e1[3][1]  # the revised report: the only new part
     # So the revise cycle's first Specialist prompt is served whole from the cache, but its step_buffer.
     first_specialist_call = next(c for r, c in sent if r == "Specialist")
-    assert common_prefix_tokens(s2, first_specialist_call) == count_message_tokens(t for _, t in s1)
+    assert common_prefix_tokens(s2, first_specialist_call) == count_message_tokens(t for _, t in s1[:3])

@@ -53,11 +53,12 @@ async def test_a_changed_prompt_fails_strict_replay_with_a_diff(tmp_path: Path) 
 OLD_RECORDING = Path(__file__).parent / "data" / "recorded-before-drift.json"
 """A cassette in the format from before cassettes kept tool output and tool runs (scripted provider,
 --record). Re-recorded once, in that format, when a revise cycle's prompt layout changed on purpose (the
-fixed plan ahead of the step_buffer, issue 17): strict replay rightly refused the old requests."""
+fixed plan ahead of the step_buffer, issue 17), and again when the prompts lost their worked examples and
+the Specialist got the note of the outputs to write (issue 29)."""
 
 
 @pytest.mark.parametrize(
-    ("cassette", "total_tokens"), [(OLD_RECORDING, 21681), (SAMPLE, 18879)], ids=["old-recording", "sample"]
+    ("cassette", "total_tokens"), [(OLD_RECORDING, 23690), (SAMPLE, 20888)], ids=["old-recording", "sample"]
 )
 async def test_an_old_cassette_still_replays_strictly(
     cassette: Path, total_tokens: int, tmp_path: Path

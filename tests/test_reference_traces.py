@@ -8,6 +8,8 @@ message, tool call and its output, gate, verdict, transition, token count and co
 Regenerated once, on purpose (issue 17, cache-friendly prompts): a revise cycle's step_buffer stopped
 repeating the fixed plan, which now travels ahead of it as its own message. That regeneration changed
 only the revise cycles' `step_buffer`, `step_buffer_tokens` and prompt token counts, nothing else.
+Regenerated again (issue 29): the prompts lost their worked examples and the Specialist's first phase
+opens with a note of the outputs it is to write; only prompt token counts changed.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ ADDED_SINCE = {
     "output_steps": {},
     "steps": [],
     "rate_limit": None,
+    "normalised": {},
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 MEASURED_SINCE = {"prefix_counted", "prefix_reusable", "model_ms", "finish_reason"}

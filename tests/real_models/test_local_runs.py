@@ -127,7 +127,9 @@ async def test_the_run_limit_holds_against_a_real_model_and_every_answered_reque
     # Usually the Planner's turn is answered (8 s here, with the model's first load); on a slower
     # machine none may be, and then no reported token may appear either.
     assert reported == sum(p + c for p, c in proxy.delivered), proxy.delivered
-    assert sum(t.estimated for t in by_role) > 0  # the call cut at the deadline: estimated, not dropped
+    # The call the deadline cut is estimated, not dropped; unless its answer came while the run settled
+    # its calls (SETTLE_S): then the proxy delivered it and it is counted in full, like every other.
+    assert sum(t.estimated for t in by_role) > 0 or sum(t.calls for t in by_role) == len(proxy.delivered)
     FIGURES.append(
         {"run_limit": {"limit_s": 10, "wall_s": round(elapsed, 2), "answered": len(proxy.delivered)}}
     )

@@ -179,8 +179,12 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 break
             for state, why in _ENTRY.get(role, ()):
                 run.machine.enter(state, why)
+            notes = spec.notes
+            todo = _to_write(record.plan, spec) if role == Role.SPECIALIST and spec.kind != "revise" else None
+            if todo is not None:  # the one thing a small model must not mistake for missing data
+                notes = {**notes, role: "\n\n".join(filter(None, [notes.get(role), todo]))}
             opening = crew.contexts.opening(
-                role, CycleOpening(spec.packet, spec.briefs, tuple(finals), spec.notes)
+                role, CycleOpening(spec.packet, spec.briefs, tuple(finals), notes)
             )
             while True:
                 start = len(record.messages)
@@ -196,10 +200,12 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.stop is not None or box.failure is not None:
                     return _closed(outcome, box)
                 problem = _read_final(role, final, outcome, run, questions=crew.questions, steps=crew.steps)
-                # A report before every output exists goes back once; after that the gates judge it.
+                # A report before every output exists goes back once, and so does a block on missing data
+                # while outputs are unwritten (what is missing may be the Specialist's own files); after
+                # that the gates judge the report, and a block stands: the honest exit stays open.
                 early = _unwritten(crew, record.plan) if role == Role.SPECIALIST and problem is None else None
                 if outcome.blocked is not None:
-                    early = None
+                    early = _blocked_early(early, outcome.blocked.reason_code)
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
@@ -228,6 +234,47 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     return _closed(outcome, box)
 
 
+_SEEDED = "## Files already in the workspace\n"
+
+
+def _seeded(packet: str) -> set[str] | None:
+    """The files the task message lists as already in the workspace (None: the list was cut short)."""
+    if _SEEDED not in packet:
+        return set()
+    listing = packet.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
+    if any(line.startswith("- … and ") for line in listing):
+        return None
+    return {line[2:] for line in listing if line.startswith("- ")}
+
+
+def _to_write(plan: PlanRecord | None, spec: NextCycle) -> str | None:
+    """The Specialist's note of what it is to write, from the plan and the task message alone (so a resumed
+    cycle opens as the interrupted one did): a small model read the outputs first, found none, and blocked
+    on missing data."""
+    if plan is None or not plan.outputs:
+        return None
+    seeded = _seeded(spec.packet)
+    if spec.kind == "initial" and seeded is not None:
+        new = [path for path in plan.outputs if path not in seeded]
+        if new:
+            return (
+                f"Not in the workspace yet, for you to write with write_file: {', '.join(new)}. "
+                "They are yours to create, not missing data."
+            )
+    return (
+        f"The plan's outputs, for you to write with write_file: {', '.join(plan.outputs)}. "
+        "An output you have not written yet is not missing data."
+    )
+
+
+def _blocked_early(unwritten: str | None, reason_code: str) -> str | None:
+    """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
+    unwritten (a small model read an output it had to create, found none, and blocked)."""
+    if unwritten is None or reason_code != "MISSING_DATA":
+        return None
+    return f"you blocked on missing data, but {unwritten}; block again only if data the task needs is missing"
+
+
 def _unwritten(crew: Crew, plan: PlanRecord | None) -> str | None:
     """Why a Specialist's report comes too early: outputs of the plan that are not in the workspace."""
     if crew.missing is None or plan is None or not plan.outputs:
@@ -236,8 +283,8 @@ def _unwritten(crew: Crew, plan: PlanRecord | None) -> str | None:
     if not absent:
         return None
     return (
-        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: write each with write_file "
-        "before you report"
+        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: they are yours to create, "
+        "write each with write_file before you report"
     )
 
 

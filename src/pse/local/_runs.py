@@ -36,11 +36,13 @@ SHORT_RUN: Mapping[str, object] = MappingProxyType(
 
 QWEN_RUN: Mapping[str, object] = MappingProxyType(
     {
-        # A turn may write one file of ~280 lines (the grammar is sized to 3072 tokens at 3 characters a
-        # token, `pse.protocol.USEFUL_VALUE`); at 9-13 tokens a second on 2 cores a looping turn is cut
-        # by the grammar within about five minutes.
-        "model_max_tokens": 3072,
-        "constrain_chars_per_token": 3,
+        # The grammar allows one character a token: Qwen's tokenizer spends a token on every digit, and
+        # the 1.5B model at temperature 0 can loop on lists of numbers (`[1, 2, 3, ...]`), which a grammar
+        # sized at 3 characters a token let run into the token limit, cut in the middle of its value (the
+        # file never written). At 4096 a turn may write a file of ~3,700 characters (~120 lines) and a
+        # looping one is closed by the grammar within about five minutes on 2 cores.
+        "model_max_tokens": 4096,
+        "constrain_chars_per_token": 1,
         "model_temperature": 0,
         "model_timeout_s": 600,
         "model_max_retries": 0,  # the same prompt at temperature 0 loops again: no retry of a timeout

@@ -20,7 +20,8 @@ return 1\\n`), and says what it changed, so the trace can record it:
 * **Fence.** A body whose whole text, spaces aside, is one fenced block (a line of three or more
   backticks or tildes with an optional info word, the content, and a line closing that fence, no other
   closing line between) becomes the content, without the fence's own indentation, ending with one
-  line break.
+  line break. A body that opens a fence and never closes it (a value the token limit cut inside the
+  model's block) loses the opening line.
 
 Nothing else is ever changed: a value that starts on the tag's line is not dedented, a fence with text
 before or after it is kept, and CDATA is the model's exact text (never normalised). `render_tool_calls`
@@ -91,7 +92,11 @@ def _unfence(value: str) -> tuple[str, str | None]:
     fence = opening["fence"]
     closing = re.compile(rf"[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?")
     if closing.fullmatch(lines[-1]) is None:
-        return value, None
+        if any(closing.fullmatch(line) for line in lines[1:]):
+            return value, None  # a block closed before the end: text follows it
+        # Opened and never closed: the value was cut (at the token limit) inside the model's block.
+        body = "\n".join(lines[1:]) + "\n"
+        return body, f"removed the opening {fence}{opening['info']} line of a fence never closed"
     inner = lines[1:-1]
     if any(closing.fullmatch(line) for line in inner):
         return value, None  # two blocks, or a block and text: not one fenced block
