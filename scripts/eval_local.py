@@ -1,53 +1,81 @@
-"""`make eval-local`: the humaneval suite by arms pse and single on the packaged local models, grammar on.
+"""`make eval-local`: the seeds' experiment on a packaged local model, with the bare model beside it.
 
-Starts llama.cpp's server on loopback with one packaged model (`pse[local]`), runs
-`pse eval humaneval --limit N --arms pse,single` against it with the short-run settings of the
-real-model suite and constrained decoding for every role, and prints the summary and how long it took.
-The evaluation folder is `evals/humaneval-local-<model>` (re-running resumes it; delete it to start
-over). Nothing is downloaded: the models come inside their PyPI packages.
+Starts llama.cpp's server on loopback with one packaged model (`pse[local]`; Qwen2.5-Coder-1.5B by
+default), then:
 
-    python scripts/eval_local.py [--limit 20] [--arms pse,single] [--model smollm2-135m] [--out DIR]
+1. **direct**: the bare model, one chat request per instance at temperature 0, the code block of its
+   answer judged by the instance's hidden check (`pse.evals._direct`): the reference column;
+2. `pse eval humaneval --limit N --arms pse,single` against it, grammar-constrained decoding for every
+   role, the run limits of `pse.local.QWEN_RUN` (or `SHORT_RUN` for the tiny models).
+
+It prints one line per finished row and, at the end, the table of the README: claimed, true and false
+pass rates with 95 % intervals, outcomes, tokens, prompt tokens served from llama.cpp's cache, and wall
+time per true pass, per arm. The evaluation folder is `evals/humaneval-local-<model>` (re-running
+resumes it, the direct column included; delete it to start over). Nothing is downloaded: the models come
+inside their PyPI packages.
+
+    python scripts/eval_local.py [--limit 20] [--arms pse,single] [--model qwen2.5-coder-1.5b] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from pse.evals._harness import EvalRun, parse_arms, run_eval, select_instances
-from pse.evals._suite import load_suite
-from pse.local import LOCAL_MODELS, LocalServer, local_run_settings
+from pse.engine import load_trace
+from pse.evals._direct import DirectRow, ask_direct, direct_summary, judge_direct
+from pse.evals._harness import EvalRun, _stage_hidden, parse_arms, read_rows, run_eval, select_instances
+from pse.evals._results import ResultRow
+from pse.evals._suite import Instance, Suite, load_suite
+from pse.local import LOCAL_MODELS, QWEN_CODER_1_5B, QWEN_RUN, SHORT_RUN, LocalServer, local_run_settings
 from pse.roles import ROLES
 from pse.runner import registry_for
 
 ROOT = Path(__file__).resolve().parents[1]
+DIRECT_FILE = "direct.jsonl"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--arms", default="pse,single")
-    parser.add_argument("--model", default=LOCAL_MODELS[0].alias, choices=[m.alias for m in LOCAL_MODELS])
+    parser.add_argument("--model", default=QWEN_CODER_1_5B.alias, choices=[m.alias for m in LOCAL_MODELS])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs")
+    parser.add_argument("--no-direct", action="store_true", help="skip the bare model's reference column")
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="use this running server (python -m pse.local) instead of starting one",
+    )
     args = parser.parse_args(argv)
     model = next(m for m in LOCAL_MODELS if m.alias == args.model)
-    out = args.out or ROOT / "evals" / f"humaneval-local-{model.alias}"
+    out = (args.out or ROOT / "evals" / f"humaneval-local-{model.alias}").resolve()
+    limits = QWEN_RUN if model.family == "qwen2.5" else SHORT_RUN
     grammar = {"constrain": "grammar", **{f"{r.lower()}_constrain": "grammar" for r in ROLES}}
     started = time.monotonic()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with LocalServer([model], log=out.parent / f".{out.name}-server.log") as server:
-        settings = local_run_settings(server.url, model.alias, args.runs_dir, **grammar)
+    out.mkdir(parents=True, exist_ok=True)
+    server = LocalServer([model], log=out.parent / f".{out.name}-server.log")
+    with contextlib.nullcontext(server) if args.base_url else server:
+        url = args.base_url or server.url
+        settings = local_run_settings(url, model.alias, args.runs_dir, **{**limits, **grammar})
         suite = load_suite("humaneval", registry_for(settings))
+        instances = select_instances(suite, limit=args.limit)
+        direct = (
+            [] if args.no_direct else asyncio.run(_direct(url, model.alias, suite, instances, settings, out))
+        )
+        arms = parse_arms(args.arms)
         plan = EvalRun(
             suite=suite,
             settings=settings,
-            arms=parse_arms(args.arms),
-            instances=select_instances(suite, limit=args.limit),
+            arms=arms,
+            instances=instances,
             out_dir=out,
             on_row=lambda row: print(
                 f"{row.arm:<8} {row.instance:<14} claimed {row.claimed_outcome} · hidden "
@@ -58,36 +86,105 @@ def main(argv: list[str]) -> int:
         )
         summary = asyncio.run(run_eval(plan))
     elapsed = time.monotonic() - started
-    figures = {
-        arm: {
-            k: getattr(s, k)
-            for k in (
-                "instances",
-                "claimed_pass_rate",
-                "true_pass_rate",
-                "false_pass_rate",
-                "escaped_defects",
-                "first_pass_rate",
-                "mean_rework_cycles",
-                "handoff_failure_rate",
-                "unauthorized_call_rate",
-                "tokens_per_true_pass",
-                "wall_s_per_instance",
-                "outcomes",
-            )
-        }
+    rows = [r for r in read_rows(out) if r.instance in {i.id for i in instances}]
+    table = {
+        arm: _arm_figures(s.model_dump(), [r for r in rows if r.arm == arm], settings.runs_dir)
         for arm, s in summary.arms.items()
     }
-    print(json.dumps({"model": model.alias, "elapsed_s": round(elapsed, 1), "arms": figures}, indent=1))
-    (out / "local.json").write_text(
-        json.dumps(
-            {"model": model.alias, "elapsed_s": round(elapsed, 1), "server_startup_s": server.startup_s}
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    if direct:
+        table["direct"] = direct_summary(direct)
+    result = {
+        "model": model.alias,
+        "elapsed_s": round(elapsed, 1),
+        "server_startup_s": round(server.startup_s, 2),
+        "arms": table,
+    }
+    print(json.dumps(result, indent=1))
+    (out / "local.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"report: {out / 'report.html'}")
     return 0
+
+
+async def _direct(
+    url: str, model: str, suite: Suite, instances: list[Instance], settings: Any, out: Path
+) -> list[DirectRow]:
+    """The bare model's answer to each instance, judged; rows already in `direct.jsonl` are kept."""
+    path = out / DIRECT_FILE
+    done = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = DirectRow.model_validate_json(line)
+                done[row.instance] = row
+    hidden = _stage_hidden(suite, out)
+    rows = []
+    for instance in instances:
+        if instance.id in done:
+            rows.append(done[instance.id])
+            continue
+        asked = time.monotonic()
+        answer, prompt, completion = await ask_direct(
+            url, model, instance.inputs["PROBLEM"], timeout_s=settings.model_timeout_s
+        )
+        wall = time.monotonic() - asked
+        row = await asyncio.to_thread(
+            judge_direct,
+            instance,
+            answer,
+            settings,
+            hidden_dir=hidden,
+            secret_paths=[*suite.secret_paths, out],
+            timeout_s=suite.config.hidden_check_timeout_s,
+            tokens=(prompt, completion),
+            wall_s=wall,
+        )
+        with path.open("a", encoding="utf-8") as stream:
+            stream.write(row.model_dump_json() + "\n")
+        print(
+            f"direct   {row.instance:<14} hidden {'pass' if row.passed else 'fail'} · "
+            f"{prompt + completion} tokens · {wall:.0f} s",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def _arm_figures(summary: dict[str, Any], rows: list[ResultRow], runs_dir: Path) -> dict[str, Any]:
+    """An arm's README figures: the summary's rates, plus wall time per true pass and the prompt tokens
+    llama.cpp served from its cache (read from the runs' traces)."""
+    keep = (
+        "instances",
+        "claimed_passes",
+        "true_passes",
+        "escaped_defects",
+        "claimed_pass_rate",
+        "claimed_pass_rate_ci95",
+        "true_pass_rate",
+        "true_pass_rate_ci95",
+        "false_pass_rate",
+        "false_pass_rate_ci95",
+        "mean_rework_cycles",
+        "tokens",
+        "tokens_per_true_pass",
+        "wall_s_per_instance",
+        "outcomes",
+    )
+    figures = {k: summary[k] for k in keep}
+    wall = sum(r.wall_s for r in rows)
+    figures["wall_s"] = round(wall, 1)
+    figures["wall_s_per_true_pass"] = (
+        round(wall / summary["true_passes"], 1) if summary["true_passes"] else None
+    )
+    prompt = cached = 0
+    for row in rows:
+        trace_dir = runs_dir.resolve() / row.run_id
+        if (trace_dir / "trace.json").is_file():
+            tokens = load_trace(trace_dir).tokens
+            prompt += tokens.prompt
+            cached += sum(count.cached for count in tokens.by_role.values())
+    figures["prompt_tokens"] = prompt
+    figures["prompt_tokens_cached"] = cached
+    return figures
 
 
 if __name__ == "__main__":
