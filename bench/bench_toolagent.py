@@ -92,6 +92,44 @@ def _pytest_start_ms(mode: str, rounds: int = 10) -> dict[str, float]:
         return {"p50_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
 
 
+def _sealed_check_ms(mode: str, rounds: int = 10) -> dict[str, float]:
+    """What sealed verification costs one check: `run_pytest` over a snapshot when the tested module is a
+    declared output (its coverage measured by PSE's plugin) against the same files as task inputs (a
+    snapshot, no coverage), and building the snapshot alone (2 files, and 200 files of 4 KB)."""
+    from pse.sandbox._snapshot import build_snapshot, unseal
+    from pse.tools import EvidenceRules
+
+    module = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(50))
+    tests = "from mod import f1\n\n\ndef test_f():\n    assert f1(1) == 2\n"
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, rules in (("no_coverage", EvidenceRules()), ("with_coverage", EvidenceRules(("mod.py",)))):
+            workspace = Path(tmp) / label
+            workspace.mkdir(mode=0o755)
+            (workspace / "mod.py").write_text(module)
+            (workspace / "test_mod.py").write_text(tests)
+            settings = Settings(sandbox=mode, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
+            executor = ToolExecutor(workspace, settings, Policy.default(settings), evidence=rules)
+            samples = _call_ms(executor, ("run_pytest", {"target": "."}), rounds)
+            figures[f"run_pytest_{label}_p50_ms"] = round(statistics.median(samples), 1)
+        for count in (2, 200):
+            live = Path(tmp) / f"live{count}"
+            live.mkdir()
+            for i in range(count):
+                (live / f"m{i}.py").write_text("x = 1\n" * 680)
+            samples = []
+            for n in range(rounds * 2):
+                target = Path(tmp) / f"snap{count}-{n}"
+                started = time.perf_counter()
+                build_snapshot(
+                    target, {"workspace": (live, dict.fromkeys((f"m{i}.py" for i in range(count)), ""))}
+                )
+                samples.append((time.perf_counter() - started) * 1000)
+                unseal(target)
+            figures[f"snapshot_{count}_files_p50_ms"] = round(statistics.median(samples), 2)
+    return figures
+
+
 def _checks_block_s(
     mode: str, parallel: int, rounds: int = 3, *, second_check: bool = False
 ) -> dict[str, float]:
@@ -144,6 +182,10 @@ def run() -> dict[str, object]:
         figures["run_pytest_one_test_fallback"] = _pytest_start_ms("fallback")
         figures["run_pytest_one_test_bwrap"] = (
             _pytest_start_ms("bwrap") if bwrap_problem() is None else {"skipped": bwrap_problem()}
+        )
+        figures["sealed_check_fallback"] = _sealed_check_ms("fallback")
+        figures["sealed_check_bwrap"] = (
+            _sealed_check_ms("bwrap") if bwrap_problem() is None else {"skipped": bwrap_problem()}
         )
         figures["bash_true_fallback"] = _bash_latency_ms(workspace, "fallback")
         problem = bwrap_problem()

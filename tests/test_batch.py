@@ -22,6 +22,7 @@ from pse.exceptions import UserError
 from pse.runner import registry_for
 from pse.store import RunFilter, RunStore, open_store
 from pse.trace import load_trace
+from sandbox_support import needs_fallback
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'pse[ray]')")
 
@@ -151,6 +152,7 @@ def _started(runs: Path, *, cycles: int, count: int) -> bool:
     return done >= count
 
 
+@needs_fallback
 def test_a_killed_driver_leaves_rows_the_next_call_takes_over(tmp_path: Path) -> None:
     """`pse batch` killed with SIGKILL (no chance to release its leases): the next call waits for them
     to lapse, resumes the runs it had started, and every row ends done exactly once."""
@@ -176,6 +178,7 @@ def test_a_killed_driver_leaves_rows_the_next_call_takes_over(tmp_path: Path) ->
     assert [r["attempts"] for r in summary["runs"]] == [2, 2, 2]
 
 
+@needs_fallback
 def test_pse_batch_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from rich.console import Console
 from pse.cli import main
 from pse.cli._live import LiveView
 from pse.events import GateRecord, ToolCallEvent, ToolCallRecord, VerdictEvent, VerdictRecord
+from sandbox_support import needs_fallback
 
 _DEMO_CAUSE = (
     "cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator PASS → PASSED"
@@ -379,6 +380,7 @@ def test_new_never_edits_the_checkouts_own_registry(
     assert "is PSE's own tasks directory" in err and "pass --tasks-dir DIR or set PSE_TASKS_DIR" in err
 
 
+@needs_fallback
 def test_a_reader_that_leaves_early_does_not_end_the_run(tmp_path: Path) -> None:
     """`pse run … | head -1`: the pipe closes after the first line; the run goes on to its outcome
     (rich's default on a broken pipe exits the process, which ended the run as ERROR)."""

