@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,11 @@ def _attack(calls: list[tuple[str, dict[str, str]]]) -> dict[str, Any]:
     }
 
 
-def _suite(root: Path) -> Path:
+def _suite(root: Path, task: str = "incident-review") -> Path:
     folder = root / "suite"
     (folder / "hidden").mkdir(parents=True)
     (folder / "hidden" / "check_secret.py").write_text(CHECK)
-    (folder / "suite.toml").write_text('task = "incident-review"\n')
+    (folder / "suite.toml").write_text(f'task = "{task}"\n')
     line = {"id": "probe", "hidden_check": ["python", "{hidden}/check_secret.py"]}
     (folder / "instances.jsonl").write_text(json.dumps(line) + "\n")
     return folder
@@ -74,7 +75,14 @@ def _suite(root: Path) -> Path:
 def test_no_tool_and_no_search_reaches_a_hidden_check_or_the_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
-    suite, out, runs = _suite(tmp_path), tmp_path / "eval", tmp_path / "runs"
+    # incident-review, where the agent's own test file is evidence: the checks run it over their snapshot
+    tasks = tmp_path / "tasks"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "tasks" / "incident-review", tasks / "leaky")
+    (tasks / "registry.toml").write_text("[tasks.leaky]\n")
+    with (tasks / "leaky" / "task.toml").open("a") as config:
+        config.write('\n[verification]\nevidence = ["test_leak.py"]\n')
+    monkeypatch.setenv("PSE_TASKS_DIR", str(tasks))
+    suite, out, runs = _suite(tmp_path, "leaky"), tmp_path / "eval", tmp_path / "runs"
     hidden = suite / "hidden"
     out.mkdir(mode=0o700)
     (out / "earlier.json").write_text(json.dumps({"hidden": CANARY}) + "\n")  # a result, as if earlier
