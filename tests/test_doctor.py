@@ -252,3 +252,23 @@ async def test_the_wire_probe_sees_no_constraint_when_it_is_off_and_no_tools_in_
     wire = await pse_sends(load_settings(constrain="off", protocol="dsml"))
     assert wire.constraint is None and wire.tools is False
     assert {"messages", "model"} <= set(wire.fields)
+
+
+def test_the_doctor_says_whether_the_sandbox_can_reach_the_runs_folder(tmp_path: Path) -> None:
+    import os
+
+    from pse.config import Settings
+    from pse.doctor import check_sandbox
+
+    fine = check_sandbox(Settings(runs_dir=tmp_path / "runs", sandbox="auto"))
+    assert fine.problem is None and fine.mode in ("bwrap", "fallback") and not (tmp_path / "runs").exists()
+    if os.geteuid() != 0:
+        return
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    os.chown(closed, 1000, 1000)
+    found = check_sandbox(Settings(runs_dir=closed / "runs", sandbox="auto"))
+    if found.mode == "bwrap":
+        assert found.problem is not None and f"{closed} is closed to it" in found.problem
+        assert "Fix: put the runs folder where every user may enter" in found.problem
+    assert list(closed.iterdir()) == []  # its scratch run folder is gone

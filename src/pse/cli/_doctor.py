@@ -67,6 +67,17 @@ def render(report: DoctorReport) -> None:
     """The report as a table, then every problem and piece of advice with what to set."""
     for problem in report.config_errors:
         err.print(f"[bold red]configuration:[/] {_shown(problem)}", highlight=False)
+    box_ = report.sandbox
+    if box_.problem is not None:
+        err.print(f"[bold red]sandbox:[/] {_shown(box_.problem)}", highlight=False)
+    elif box_.mode is not None:
+        out.print(
+            f"sandbox: {_shown(box_.mode)}, commands as uid {box_.uid}, the runs folder "
+            f"{_shown(box_.runs_dir)} is in its reach",
+            highlight=False,
+        )
+        if box_.warning:
+            out.print(f"[yellow]{_shown(box_.warning)}[/]", highlight=False)
     if report.checks:
         table = Table(
             "roles", "model", "reach", "ctx", "grammar", "tools", "tok/s", "call", "verdict", "usable",

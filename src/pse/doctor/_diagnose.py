@@ -11,6 +11,9 @@ the mode PSE will use for it. Exit code: 0 all usable, 1 something unusable, 2 a
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
@@ -25,10 +28,11 @@ from pse.doctor._server import (
     server_facts,
 )
 from pse.doctor._wire import WireFeatures, pse_sends
-from pse.exceptions import PSEError, UserError
+from pse.exceptions import ConfigError, PSEError, ToolInfrastructureError, UserError
 from pse.models import create_model_client
 from pse.protocol import TurnShape, turn_grammar
 from pse.roles import ROLES, Role
+from pse.toolagent import sandbox_for
 from pse.tools import builtin_tools
 
 __all__ = ["DOCTOR_MAX_TOKENS", "DoctorReport", "ExchangeResult", "ModelCheck", "diagnose", "largest_grammar"]
@@ -75,10 +79,52 @@ class ModelCheck(BaseModel):
     """What would help, without making it unusable."""
 
 
+class SandboxCheck(BaseModel):
+    """Can tool commands run for a run in the configured runs folder, and how isolated are they."""
+
+    mode: str | None = None
+    """bwrap or fallback: what `PSE_SANDBOX` resolves to here (None: no sandbox could be made)."""
+    uid: int | None = None
+    runs_dir: str = ""
+    problem: str | None = None
+    """Why no tool command could run (the runs folder is out of the sandbox's reach, ...), with the fix."""
+    warning: str | None = None
+    """What the sandbox does not protect here (fallback), as every run would print it."""
+
+
+def check_sandbox(settings: Settings) -> SandboxCheck:
+    """Make the sandbox a run in `settings.runs_dir` would get, on a scratch workspace there, and say
+    whether a command can start in it (the folder is removed after; nothing else is written)."""
+    runs = Path(settings.runs_dir).resolve()
+    found = SandboxCheck(runs_dir=str(runs))
+    base = runs
+    while not base.exists() and base != base.parent:
+        base = base.parent  # the runs folder does not exist yet: a run would create it under here
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=".pse-doctor-", dir=base))
+    except OSError as exc:
+        found.problem = (
+            f"cannot create a run folder in {base}: {exc}; choose a runs folder you may write (--runs-dir)"
+        )
+        return found
+    try:
+        scratch.chmod(0o755)
+        sandbox = sandbox_for(scratch, settings)
+        found.mode, found.uid = sandbox.mode, sandbox.identity.uid
+        found.problem = sandbox.unreachable
+        found.warning = None if sandbox.unreachable else sandbox.warning
+    except (ConfigError, ToolInfrastructureError) as exc:
+        found.problem = str(exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return found
+
+
 class DoctorReport(BaseModel):
     """The doctor's findings: configuration errors, one check per model, what this PSE sends."""
 
     config_errors: list[str] = Field(default_factory=list)
+    sandbox: SandboxCheck = Field(default_factory=SandboxCheck)
     checks: list[ModelCheck] = Field(default_factory=list)
     pse_constraint: str | None = None
     """The request field PSE constrains decoding with (PSE_CONSTRAIN=grammar), None if it sends none."""
@@ -91,6 +137,8 @@ class DoctorReport(BaseModel):
         """2 on a configuration error, 1 when a model is unusable, else 0."""
         if self.config_errors:
             return 2
+        if self.sandbox.problem is not None:
+            return 1
         return 0 if self.checks and all(c.usable for c in self.checks) else 1
 
 
@@ -108,7 +156,7 @@ def _all_roles(**values: object) -> dict[str, object]:
 
 async def diagnose(settings: Settings) -> DoctorReport:
     """Check every role's model (see the module docstring)."""
-    report = DoctorReport()
+    report = DoctorReport(sandbox=check_sandbox(settings))
     quick = with_overrides(settings, "pse doctor", model_max_tokens=DOCTOR_MAX_TOKENS, model_max_retries=1)
     groups: dict[tuple[Any, ...], list[str]] = {}
     specs: dict[tuple[Any, ...], ModelSpec] = {}
