@@ -58,7 +58,7 @@ the Specialist got the note of the outputs to write (issue 29)."""
 
 
 @pytest.mark.parametrize(
-    ("cassette", "total_tokens"), [(OLD_RECORDING, 23690), (SAMPLE, 20888)], ids=["old-recording", "sample"]
+    ("cassette", "total_tokens"), [(OLD_RECORDING, 24024), (SAMPLE, 21222)], ids=["old-recording", "sample"]
 )
 async def test_an_old_cassette_still_replays_strictly(
     cassette: Path, total_tokens: int, tmp_path: Path
