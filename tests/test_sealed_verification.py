@@ -362,3 +362,37 @@ class TestCouldNotRun:
         assert not [
             c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest" and c["status"] == "ok"
         ]
+
+
+class TestPositiveEvidenceAcrossSessions:
+    """The Evaluator's own session counts for coverage as much as the workspace's, in both modes (its
+    snapshot sits elsewhere under fallback: coverage is named by the path inside the snapshot)."""
+
+    def test_a_module_only_the_evaluators_tests_exercise_is_proven(self, tmp_path: Path, mode: str) -> None:
+        from pse.toolagent import Policy, ToolExecutor
+        from pse.tools import EvidenceRules
+
+        ws, evaluation = tmp_path / "ws", tmp_path / "evaluation"
+        ws.mkdir()
+        evaluation.mkdir(mode=0o700)
+        settings = Settings(sandbox=mode)  # type: ignore[arg-type]
+        ex = ToolExecutor(
+            ws, settings, Policy.default(settings).with_independent_tests(), evaluation_dir=evaluation,
+            evidence=EvidenceRules(expected_outputs=("quicksort.py", "test_other.py")),
+        )  # fmt: skip
+        files = [("quicksort.py", FIXED), ("test_other.py", "def test_other():\n    assert True\n")]
+        ex.execute_sync(
+            "Specialist", render_tool_calls([("write_file", {"path": p, "content": c}) for p, c in files])
+        )
+        mine = "from quicksort import quicksort\n\n\ndef test_dups():\n    assert quicksort([2, 1, 2]) == [1, 2, 2]\n"
+        ex.execute_sync(
+            "Evaluator",
+            render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": mine})]),
+        )
+        run = ex.execute_sync("Evaluator", render_tool_calls([("run_pytest", {"target": "."})])).records[0]
+        assert (run.status, run.facts["unproven"]) == ("ok", []), run.output
+        assert run.facts["by_author"] == {
+            "Specialist": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
+            "Evaluator": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
+        }
+        assert run.facts["coverage"]["quicksort.py"]["proven"] is True

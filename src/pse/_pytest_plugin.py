@@ -115,10 +115,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         cov.stop()
         data = cov.get_data()
         files = {os.path.realpath(f): f for f in data.measured_files()}
+        root = os.path.realpath(str(config.rootpath))
         for path in covered:
+            key = os.path.relpath(path, root)  # as the manifest names it: where the snapshot sits varies
             found = files.get(path)
             if found is None:
-                evidence["coverage"][path] = {"imported": False}
+                evidence["coverage"][key] = {"imported": False}
                 continue
             _, statements, _, _, _ = cov.analysis2(found)
             data.set_query_contexts(["import"])
@@ -126,7 +128,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             data.set_query_contexts(["tests"])
             in_tests = sorted(data.lines(found) or [])
             data.set_query_contexts(None)
-            evidence["coverage"][path] = {
+            evidence["coverage"][key] = {
                 "imported": True,
                 "statements": sorted(statements),
                 "import": at_import,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -295,9 +294,7 @@ def _own_author(authors: dict[str, str]) -> str:
     return who.pop() if len(who) == 1 else "unknown"
 
 
-def _unproven(
-    sessions: list[_Session], manifest: Manifest, full: bool, where: Mapping[str, str]
-) -> list[str]:
+def _unproven(sessions: list[_Session], manifest: Manifest, full: bool) -> list[str]:
     """Why these runs are not positive evidence, however they exited (empty: they are)."""
     problems: list[str] = []
     collected = passed = 0
@@ -331,14 +328,14 @@ def _unproven(
     elif passed == 0:
         problems.append("no test passed")
     if full:
-        problems += _coverage_problems(sessions, manifest, where)
+        problems += _coverage_problems(sessions, manifest)
     return problems
 
 
-def _coverage_problems(sessions: list[_Session], manifest: Manifest, where: Mapping[str, str]) -> list[str]:
+def _coverage_problems(sessions: list[_Session], manifest: Manifest) -> list[str]:
     problems = []
     for rule in manifest.coverage:
-        if not any(_executed(sessions, where.get(m, m)) for m in rule.modules):
+        if not any(_executed(sessions, m) for m in rule.modules):
             shown = rule.output if rule.modules == (rule.output,) else f"{rule.output} (no module in it)"
             problems.append(
                 f"{shown}: the tests never ran its code from that path (imported and executed, measured "
@@ -356,7 +353,7 @@ def coverage_of(record: Mapping[str, Any] | None, path: str) -> dict[str, Any] |
 
 
 def _executed(sessions: list[_Session], path: str) -> bool:
-    """The module at `path` (as the command saw it) was imported from there and ran during the tests:
+    """The module at `path` (relative to the snapshot) was imported from there and ran during the tests:
     a line ran while the tests ran, or import alone ran every statement it has."""
     for s in sessions:
         entry = coverage_of(s.record, path)
@@ -369,10 +366,10 @@ def _executed(sessions: list[_Session], path: str) -> bool:
     return False
 
 
-def _coverage_facts(sessions: list[_Session], manifest: Manifest, where: Mapping[str, str]) -> dict[str, Any]:
+def _coverage_facts(sessions: list[_Session], manifest: Manifest) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     for module in sorted({m for rule in manifest.coverage for m in rule.modules}):
-        entries = [e for s in sessions if (e := coverage_of(s.record, where.get(module, module)))]
+        entries = [e for s in sessions if (e := coverage_of(s.record, module))]
         imported = any(e.get("imported") for e in entries)
         statements = set().union(*(set(e.get("statements") or []) for e in entries)) if entries else set()
         ran = (
@@ -387,7 +384,7 @@ def _coverage_facts(sessions: list[_Session], manifest: Manifest, where: Mapping
             "executed": len(ran & statements) if statements else len(ran),
             "in_tests": len(in_tests),
             "percent": round(100 * len(ran & statements) / len(statements), 1) if statements else 100.0,
-            "proven": _executed(sessions, where.get(module, module)),
+            "proven": _executed(sessions, module),
         }
     return facts
 
@@ -451,11 +448,8 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
             if len(tests) < _LISTED:
                 tests.append({"test": f"{case.file}::{case.name}", "outcome": case.outcome, "author": who})
     facts.update(counts, by_author=by_author, tests=tests)
-    # Where each delivered module sat as the command saw it: the snapshot's path under fallback.
-    root = sessions[0].result.cwd if ctx.sandbox.mode == "fallback" else str(ctx.workspace)
-    located = {m: os.path.realpath(f"{root}/{m}") for rule in manifest.coverage for m in rule.modules}
-    facts["coverage"] = _coverage_facts(sessions, manifest, located)
-    unproven = _unproven(sessions, manifest, full, located)
+    facts["coverage"] = _coverage_facts(sessions, manifest)
+    unproven = _unproven(sessions, manifest, full)
     facts["unproven"] = unproven
     exit_code = next((s.result.exit_code for s in sessions if s.result.exit_code != 0), 0)
     worst = next((s.result for s in sessions if s.result.exit_code != 0), sessions[0].result)
@@ -466,13 +460,17 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
 
 
 def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
-    """The task's own ruff configuration, named explicitly, or none at all (`--isolated`)."""
+    """The task's own ruff configuration, named explicitly, or none at all (`--isolated`); under the
+    task's configuration, its noqa comments count."""
     for path in _declared(manifest, RUFF_CONFIG_FILES):
         if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
             read_inside(ctx.workspace, path, 1_000_000) or b""
         ):
             return ["--config", "{workspace}/" + path]
-    return ["--isolated", "--ignore-noqa"]  # no configuration, and no `# noqa` the code under review wrote
+    return [
+        "--isolated",
+        "--ignore-noqa",
+    ]  # no configuration, and no noqa comment the code under review wrote
 
 
 def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
