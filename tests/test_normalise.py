@@ -98,6 +98,12 @@ def test_a_fenced_value_indented_by_the_nesting_is_the_code_inside() -> None:
             "removed the opening ```python line of a fence never closed; removed the line break after the "
             "opening tag",
         ),
+        (  # Qwen2.5-Coder-1.5B's quicksort.py under the grammar: opened, never closed (no `</` allowed)
+            "<code>\ndef quicksort(items: list) -> list:\n    return items\n",
+            "def quicksort(items: list) -> list:\n    return items\n",
+            "removed the enclosing <code> tag",
+        ),
+        ("<pre><code>\nx = 1\n</code></pre>\n", "x = 1\n", "removed the enclosing <pre><code> tag"),
     ],
 )
 def test_what_is_normalised(value: str, expected: str, note: str) -> None:
@@ -114,6 +120,7 @@ def test_what_is_normalised(value: str, expected: str, note: str) -> None:
         "```\na\n```\n\n```\nb\n```",  # two blocks
         "quicksort.py",
         "",
+        "<code>\n<p>a page</p>\n</code>\n<code>x</code>\n",  # markup inside: an HTML file, kept
     ],
 )
 def test_what_is_kept_as_written(value: str) -> None:

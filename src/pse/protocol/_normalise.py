@@ -17,6 +17,9 @@ return 1\\n`), and says what it changed, so the trace can record it:
 * **Nesting.** A *block* body (one that starts with a line break: the value begins on the line after
   its opening tag) loses that first line break, the indentation common to all its non-blank lines,
   and the whitespace of its closing tag's line (it ends with one line break).
+* **Markup.** A body whose first line is only `<code>` or `<pre>` (and whose last, if any, only its
+  closing tag) is the code inside: Qwen2.5-Coder-1.5B wrapped a whole module so, and under a grammar a
+  value cannot close it (no `</`).
 * **Fence.** A body whose whole text, spaces aside, is one fenced block (a line of three or more
   backticks or tildes with an optional info word, the content, and a line closing that fence, no other
   closing line between) becomes the content, without the fence's own indentation, ending with one
@@ -110,6 +113,30 @@ def _unfence(value: str) -> tuple[str, str | None]:
     return content + "\n" if inner else "", note
 
 
+_MARKUP_OPEN = re.compile(r"[ \t]*(<pre>[ \t]*<code>|<code>|<pre>)[ \t]*\r?")
+_MARKUP_CLOSE = re.compile(r"[ \t]*(</code>[ \t]*</pre>|</code>|</pre>)[ \t]*\r?")
+
+
+def _unmark(value: str) -> tuple[str, str | None]:
+    """A value whose first line is only an HTML `<code>` or `<pre>` tag (and whose last line, if any, is
+    only its closing tag): the code inside. A grammar-bound value cannot hold `</`, so the model that
+    opens `<code>` there never closes it."""
+    lines = value.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return value, None
+    opening = _MARKUP_OPEN.fullmatch(lines[first])
+    if opening is None:
+        return value, None
+    rest = lines[first + 1 :]
+    last = next((i for i in range(len(rest) - 1, -1, -1) if rest[i].strip()), None)
+    if last is not None and _MARKUP_CLOSE.fullmatch(rest[last]):
+        rest = rest[:last] + rest[last + 1 :]
+    if any("</code>" in line or "</pre>" in line or "<code>" in line for line in rest):
+        return value, None  # markup inside: an HTML file, not a wrapped one
+    return "\n".join(rest).lstrip("\n"), f"removed the enclosing {opening.group(1)} tag"
+
+
 def normalise_value(value: str) -> tuple[str, str | None]:
     """`value` as the model meant it, and what was changed (None: nothing).
 
@@ -122,6 +149,9 @@ def normalise_value(value: str) -> tuple[str, str | None]:
     body, fence = _unfence(body)
     if fence is not None:
         notes.insert(0, fence)
+    body, markup = _unmark(body)
+    if markup is not None:
+        notes.insert(0, markup)
     if body == value:
         return value, None
     return body, "; ".join(notes)
