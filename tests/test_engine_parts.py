@@ -55,7 +55,12 @@ def _call(
     facts: dict[str, object] | None = None,
     **args: str,
 ) -> ToolCallRecord:
-    report = {"run_pytest": {"report": "junit", "target": "."}, "run_ruff": {"report": "json", "target": "."}}
+    sealed = {"evidence": {"files": [], "count": 0, "left_out": [], "missing": []}, "unproven": []}
+    report = {
+        "run_pytest": {"report": "junit", "target": ".", **sealed},
+        "run_ruff": {"report": "json", "target": ".", **sealed},
+        "run_check": {"evidence": sealed["evidence"]},
+    }
     base = {} if exit_code is None else {"exit_code": exit_code, **report.get(tool, {})}
     return ToolCallRecord(
         requester=requester,
@@ -135,6 +140,19 @@ def test_each_gate_failure_is_named(tmp_path: Path) -> None:
         "check:pytest: last run_pytest run: status ok, exit code 1",
         "check:ruff: the Evaluator did not run run_ruff",
         "criteria_met: PASS with unmet criteria: AC2",
+    ]
+
+
+def test_a_check_that_is_not_sealed_positive_evidence_does_not_count(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    unsealed = _call("run_pytest")
+    unsealed.facts.pop("evidence")
+    unproven = _call("run_ruff", facts={"unproven": ["ruff had no Python file to check"]})
+    gate = _gates(tmp_path, _verdict("PASS", True, True), [unsealed, unproven])
+    assert gate.failures == [
+        "check:pytest: last run_pytest run: it did not run over a sealed snapshot of the evidence",
+        "check:ruff: last run_ruff run: not positive evidence: ruff had no Python file to check",
     ]
 
 

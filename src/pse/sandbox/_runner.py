@@ -151,8 +151,8 @@ class Sandbox:
         self.workspace = Path(os.path.realpath(workspace))
         self.uid_pool = uid_pool
         """Fallback as root: how many uids from `sandbox_uid` on commands lease (see `_uids`)."""
-        self.unreachable: str | None = None
-        """Why commands cannot be run for this workspace at all (every command then raises it)."""
+        self._unreachable: str | None = None
+        self._reached = True  # bwrap: unknown until a command or the run's start asks (`unreachable`)
         self.hide = tuple(Path(os.path.realpath(p)) for p in hide)
         """Paths no command may read: masked under bwrap; under fallback, checked unreadable."""
         self.limits = limits
@@ -174,7 +174,16 @@ class Sandbox:
             check_fallback_identity(self.identity)
             check_hidden(self.hide, self.identity)
         elif not probe:
-            self.unreachable = self._reach_workspace()
+            self._reached = False
+
+    @property
+    def unreachable(self) -> str | None:
+        """Why no command can run for this workspace at all (every command then raises it), with the fix;
+        found out once, by starting one command, when the run starts or its first command does."""
+        if not self._reached:
+            self._reached = True
+            self._unreachable = self._reach_workspace()
+        return self._unreachable
 
     def _reach_workspace(self) -> str | None:
         """None when a command can be started with the workspace mounted; else why not and the fix.
@@ -183,7 +192,7 @@ class Sandbox:
         cannot enter (another user's, mode 0700), every command would fail before it starts. Said once,
         here, as the run starts, instead of as a failing check."""
         try:
-            self.run(["/bin/true"], writable=False)
+            self._run(["/bin/true"], writable=False)
         except ToolInfrastructureError as exc:
             # bwrap's set-up enters folders as root (mapped into its namespace) or as the user it runs as
             closed = closed_ancestor(self.workspace, mapped=(os.geteuid(), self.identity.uid))
@@ -259,6 +268,24 @@ class Sandbox:
         """
         if self.unreachable is not None:
             raise ToolInfrastructureError(self.unreachable)
+        return self._run(
+            argv, writable=writable, ro_binds=ro_binds, output_limit=output_limit, private=private,
+            outbox=outbox, accept=accept, stdin=stdin, snapshot=snapshot,
+        )  # fmt: skip
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        writable: bool,
+        ro_binds: Sequence[Path] = (),
+        output_limit: int | None = None,
+        private: Mapping[str, Path] | None = None,
+        outbox: bool = False,
+        accept: Accept | None = None,
+        stdin: bytes | None = None,
+        snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None = None,
+    ) -> CommandResult:
         if snapshot is not None and writable:
             raise ValueError("a command over a snapshot is read-only")
         cap = output_limit or self.limits.output_limit
