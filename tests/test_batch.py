@@ -106,7 +106,8 @@ def test_a_local_batch_runs_each_row_once_and_a_second_call_runs_nothing(tmp_pat
     settings = _settings(tmp_path / "runs")
     summary = asyncio.run(run_batch(_plan(settings, 4, LocalExecutor(2))))
     assert (summary.rows, summary.done, summary.outcomes, summary.skipped) == (4, 4, {"PASSED": 4}, 0)
-    assert summary.tokens == 4 * 21_681  # each run is the demo's two cycles
+    demo = json.loads((Path(__file__).parent / "data" / "reference_traces.json").read_text())["code-delivery"]
+    assert summary.tokens == 4 * demo["tokens"]["total"]  # each run is the demo's two cycles, to the token
     assert len(_finished(settings, summary.batch_id)) == 4
     folders = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
     again = asyncio.run(run_batch(_plan(settings, 4, LocalExecutor(2))))
