@@ -13,7 +13,6 @@ from pse.tools._checks import (
     parse_pytest_summary,
     pytest_plugin_missing,
     run_pytest,
-    run_ruff,
 )
 from pse.tools._commands import bash, run_check
 from pse.tools._evidence import (
@@ -39,6 +38,7 @@ from pse.tools._names import (
 )
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
+from pse.tools._ruff import run_ruff
 
 __all__ = [
     "BUILTIN_CHECKS",

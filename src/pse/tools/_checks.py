@@ -26,17 +26,18 @@ import importlib.util
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from importlib.metadata import entry_points
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pse.exceptions import ToolInfrastructureError
-from pse.sandbox import OUTBOX, CommandResult, read_inside, resolve_in_workspace
+from pse.sandbox import OUTBOX, CommandResult, resolve_in_workspace
 from pse.tools._evidence import EvidenceRules, Manifest, build_manifest
-from pse.tools._junit import JUNIT_LIMIT, JunitReport, parse_junit
-from pse.tools._protected import PYTEST_CONFIG_FILES, RUFF_CONFIG_FILES
+from pse.tools._junit import JUNIT_LIMIT, parse_junit
+from pse.tools._proof import Session, coverage_facts, coverage_of, unproven
+from pse.tools._protected import PYTEST_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
     "parse_pytest_summary",
     "pytest_plugin_missing",
     "run_pytest",
-    "run_ruff",
     "snapshot_areas",
 ]
 
@@ -257,17 +257,7 @@ def _tests_for(manifest: Manifest, target: str) -> list[str]:
     return [chosen[0] + sep + node] if sep else chosen
 
 
-@dataclass(slots=True)
-class _Session:
-    """One pytest process's readings: its report, PSE's evidence record, and what it ran."""
-
-    result: CommandResult
-    report: JunitReport | None
-    record: dict[str, Any] | None
-    author: Callable[[str], str]
-
-
-def _session(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) -> _Session:
+def _session(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) -> Session:
     areas = snapshot_areas(ctx, manifest, ("workspace", "evaluation") if own else ("workspace",))
     result = ctx.sandbox.run(
         _pytest_argv(ctx, manifest, tests, own),
@@ -283,110 +273,15 @@ def _session(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) 
         record = loaded if isinstance(loaded, dict) else None
     if own:
         authors = {f.relative: f.author for f in manifest.files if f.area == "evaluation"}
-        return _Session(result, report, record, lambda file: _own_author(authors))
+        return Session(result, report, record, lambda file: _own_author(authors))
     authors = {f.path: f.author for f in manifest.files if f.area == "workspace"}
-    return _Session(result, report, record, lambda file: authors.get(str(PurePosixPath(file)), "unknown"))
+    return Session(result, report, record, lambda file: authors.get(str(PurePosixPath(file)), "unknown"))
 
 
 def _own_author(authors: dict[str, str]) -> str:
     """Tests of the evaluation-area run belong to whoever wrote that area (only the Evaluator can)."""
     who = set(authors.values())
     return who.pop() if len(who) == 1 else "unknown"
-
-
-def _unproven(sessions: list[_Session], manifest: Manifest, full: bool) -> list[str]:
-    """Why these runs are not positive evidence, however they exited (empty: they are)."""
-    problems: list[str] = []
-    collected = passed = 0
-    for s in sessions:
-        if s.record is None or s.record.get("collected") is None:
-            problems.append(
-                "PSE's pytest plugin left no record of what was collected (the session broke early)"
-            )
-            continue
-        ids = list(s.record["collected"])
-        results = dict(s.record.get("results") or {})
-        collected += len(ids)
-        passed += sum(1 for i in ids if results.get(i) == "passed")
-        unfinished = [i for i in ids if i not in results]
-        if unfinished:
-            problems.append(
-                f"{len(unfinished)} collected test(s) have no result (the session ended early): "
-                f"{unfinished[0]}"
-            )
-        skipped = [i for i in ids if results.get(i) == "skipped"]
-        if skipped:
-            problems.append(
-                f"{len(skipped)} test(s) skipped or xfailed ({skipped[0]}): a skipped test proves nothing "
-                "and may hide a failure"
-            )
-        cases = len(s.report.cases) if s.report is not None else 0
-        if s.report is not None and cases != len(ids):
-            problems.append(f"the report lists {cases} test(s) where {len(ids)} were collected")
-    if collected == 0:
-        problems.append("no test was collected: a run of no test proves nothing")
-    elif passed == 0:
-        problems.append("no test passed")
-    if full:
-        problems += _coverage_problems(sessions, manifest)
-    return problems
-
-
-def _coverage_problems(sessions: list[_Session], manifest: Manifest) -> list[str]:
-    problems = []
-    for rule in manifest.coverage:
-        if not any(_executed(sessions, m) for m in rule.modules):
-            shown = rule.output if rule.modules == (rule.output,) else f"{rule.output} (no module in it)"
-            problems.append(
-                f"{shown}: the tests never ran its code from that path (imported and executed, measured "
-                "by coverage); tests that do not exercise the delivered file prove nothing about it"
-            )
-    return problems
-
-
-def coverage_of(record: Mapping[str, Any] | None, path: str) -> dict[str, Any] | None:
-    """One module's coverage from a plugin record: imported, statements, lines run at import and in tests."""
-    if not record:
-        return None
-    entry = (record.get("coverage") or {}).get(path)
-    return entry if isinstance(entry, dict) else None
-
-
-def _executed(sessions: list[_Session], path: str) -> bool:
-    """The module at `path` (relative to the snapshot) was imported from there and ran during the tests:
-    a line ran while the tests ran, or import alone ran every statement it has."""
-    for s in sessions:
-        entry = coverage_of(s.record, path)
-        if not entry or not entry.get("imported"):
-            continue
-        statements = set(entry.get("statements") or [])
-        at_import, in_tests = set(entry.get("import") or []), set(entry.get("tests") or [])
-        if in_tests or statements <= at_import:
-            return True
-    return False
-
-
-def _coverage_facts(sessions: list[_Session], manifest: Manifest) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    for module in sorted({m for rule in manifest.coverage for m in rule.modules}):
-        entries = [e for s in sessions if (e := coverage_of(s.record, module))]
-        imported = any(e.get("imported") for e in entries)
-        statements = set().union(*(set(e.get("statements") or []) for e in entries)) if entries else set()
-        ran = (
-            set().union(*(set(e.get("import") or []) | set(e.get("tests") or []) for e in entries))
-            if entries
-            else set()
-        )
-        in_tests = set().union(*(set(e.get("tests") or []) for e in entries)) if entries else set()
-        facts[module] = {
-            "imported": imported,
-            "statements": len(statements),
-            "executed": len(ran & statements) if statements else len(ran),
-            "in_tests": len(in_tests),
-            "percent": round(100 * len(ran & statements) / len(statements), 1) if statements else 100.0,
-            "proven": _executed(sessions, module),
-        }
-    return facts
 
 
 def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
@@ -448,80 +343,12 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
             if len(tests) < _LISTED:
                 tests.append({"test": f"{case.file}::{case.name}", "outcome": case.outcome, "author": who})
     facts.update(counts, by_author=by_author, tests=tests)
-    facts["coverage"] = _coverage_facts(sessions, manifest)
-    unproven = _unproven(sessions, manifest, full)
-    facts["unproven"] = unproven
+    facts["coverage"] = coverage_facts(sessions, manifest)
+    problems = unproven(sessions, manifest, full)
+    facts["unproven"] = problems
     exit_code = next((s.result.exit_code for s in sessions if s.result.exit_code != 0), 0)
     worst = next((s.result for s in sessions if s.result.exit_code != 0), sessions[0].result)
-    if unproven:
-        shown += "\n[this run is not positive evidence, whatever pytest said: " + "; ".join(unproven) + "]"
+    if problems:
+        shown += "\n[this run is not positive evidence, whatever pytest said: " + "; ".join(problems) + "]"
     outcome = command_outcome(replace(worst, exit_code=exit_code), facts, shown)
-    return replace(outcome, status="error") if unproven and outcome.status == "ok" else outcome
-
-
-def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
-    """The task's own ruff configuration, named explicitly, or none at all (`--isolated`); under the
-    task's configuration, its noqa comments count."""
-    for path in _declared(manifest, RUFF_CONFIG_FILES):
-        if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
-            read_inside(ctx.workspace, path, 1_000_000) or b""
-        ):
-            return ["--config", "{workspace}/" + path]
-    return [
-        "--isolated",
-        "--ignore-noqa",
-    ]  # no configuration, and no noqa comment the code under review wrote
-
-
-def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
-    """Run ruff check over a sealed snapshot: the admitted Python files under `target`, named one by one.
-
-    Facts: exit_code, findings, files (how many were checked), target, report, evidence, unproven.
-    """
-    where = _target(ctx, target)
-    manifest = manifest_of(ctx)
-    base = str(PurePosixPath(where.partition("::")[0] or "."))
-    files = sorted(
-        path for path in manifest.area("workspace")
-        if path.endswith((".py", ".pyi")) and (base == "." or path == base or path.startswith(base + "/"))
-    )  # fmt: skip
-    facts: dict[str, Any] = {"target": normalize_target(where), "report": None, "files": len(files)}
-    shown = manifest.describe() + _note(_authored_config(manifest))
-    if not files:
-        facts.update(findings=None, unproven=["ruff had no Python file to check"])
-        facts["evidence"] = evidence_facts(manifest, [])
-        return ToolOutcome(
-            "error", shown + "[no Python file is evidence under this target: nothing checked]", facts
-        )
-    # Explicit files: no discovery, no exclusion, no ignore file (.gitignore, .ignore) decides what is read.
-    argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--output-format=json"]
-    argv += [f"--output-file={OUTBOX}/{_RUFF_REPORT}", "--no-respect-gitignore", *_ruff_config(ctx, manifest)]
-    argv += ["--", *(f"{{workspace}}/{f}" for f in files)]
-    result = ctx.sandbox.run(
-        argv,
-        writable=False,
-        output_limit=_RUFF_JSON_LIMIT,
-        outbox=True,
-        snapshot=snapshot_areas(ctx, manifest),
-    )
-    facts["evidence"] = evidence_facts(manifest, [result])
-    if result.timed_out:
-        return command_outcome(result, facts)
-    try:
-        findings = json.loads(result.outbox.get(_RUFF_REPORT, b"")[:_RUFF_JSON_LIMIT])
-        if not isinstance(findings, list):
-            raise ValueError("not a list")
-    except ValueError:
-        return command_outcome(result, {**facts, "findings": None})  # ruff failed (bad path...): its text
-    facts["report"] = "json"
-    facts["unproven"] = []
-    prefix = result.cwd.rstrip("/") + "/"
-    lines = []
-    for f in findings:
-        name = str(f.get("filename", "")).removeprefix(prefix)
-        loc = f.get("location") or {}
-        lines.append(f"{name}:{loc.get('row')}:{loc.get('column')}: {f.get('code')} {f.get('message')}")
-    lines.append(
-        f"Found {len(findings)} finding(s)." if findings else f"All checks passed! ({len(files)} file(s))"
-    )
-    return command_outcome(result, {**facts, "findings": len(findings)}, shown + "\n".join(lines))
+    return replace(outcome, status="error") if problems and outcome.status == "ok" else outcome

@@ -1,0 +1,97 @@
+"""run_ruff: ruff over a sealed snapshot, with explicit files and PSE's configuration only (see `_checks`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import PurePosixPath
+from typing import Any
+
+from pse.sandbox import OUTBOX, read_inside
+from pse.tools._checks import (
+    _authored_config,
+    _declared,
+    _note,
+    _target,
+    command_outcome,
+    evidence_facts,
+    manifest_of,
+    normalize_target,
+    snapshot_areas,
+)
+from pse.tools._evidence import Manifest
+from pse.tools._protected import RUFF_CONFIG_FILES
+from pse.tools._registry import ToolContext, ToolOutcome
+
+__all__ = ["run_ruff"]
+
+_RUFF_JSON_LIMIT = 8_000_000
+_RUFF_REPORT = "ruff.json"
+
+
+def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
+    """The task's own ruff configuration, named explicitly, or none at all (`--isolated`); under the
+    task's configuration, its noqa comments count."""
+    for path in _declared(manifest, RUFF_CONFIG_FILES):
+        if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
+            read_inside(ctx.workspace, path, 1_000_000) or b""
+        ):
+            return ["--config", "{workspace}/" + path]
+    return [
+        "--isolated",
+        "--ignore-noqa",
+    ]  # no configuration, and no noqa comment the code under review wrote
+
+
+def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
+    """Run ruff check over a sealed snapshot: the admitted Python files under `target`, named one by one.
+
+    Facts: exit_code, findings, files (how many were checked), target, report, evidence, unproven.
+    """
+    where = _target(ctx, target)
+    manifest = manifest_of(ctx)
+    base = str(PurePosixPath(where.partition("::")[0] or "."))
+    files = sorted(
+        path for path in manifest.area("workspace")
+        if path.endswith((".py", ".pyi")) and (base == "." or path == base or path.startswith(base + "/"))
+    )  # fmt: skip
+    facts: dict[str, Any] = {"target": normalize_target(where), "report": None, "files": len(files)}
+    shown = manifest.describe() + _note(_authored_config(manifest))
+    if not files:
+        facts.update(findings=None, unproven=["ruff had no Python file to check"])
+        facts["evidence"] = evidence_facts(manifest, [])
+        return ToolOutcome(
+            "error", shown + "[no Python file is evidence under this target: nothing checked]", facts
+        )
+    # Explicit files: no discovery, no exclusion, no ignore file (.gitignore, .ignore) decides what is read.
+    argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--output-format=json"]
+    argv += [f"--output-file={OUTBOX}/{_RUFF_REPORT}", "--no-respect-gitignore", *_ruff_config(ctx, manifest)]
+    argv += ["--", *(f"{{workspace}}/{f}" for f in files)]
+    result = ctx.sandbox.run(
+        argv,
+        writable=False,
+        output_limit=_RUFF_JSON_LIMIT,
+        outbox=True,
+        snapshot=snapshot_areas(ctx, manifest),
+    )
+    facts["evidence"] = evidence_facts(manifest, [result])
+    if result.timed_out:
+        return command_outcome(result, facts)
+    try:
+        findings = json.loads(result.outbox.get(_RUFF_REPORT, b"")[:_RUFF_JSON_LIMIT])
+        if not isinstance(findings, list):
+            raise ValueError("not a list")
+    except ValueError:
+        return command_outcome(result, {**facts, "findings": None})  # ruff failed (bad path...): its text
+    facts["report"] = "json"
+    facts["unproven"] = []
+    prefix = result.cwd.rstrip("/") + "/"
+    lines = []
+    for f in findings:
+        name = str(f.get("filename", "")).removeprefix(prefix)
+        loc = f.get("location") or {}
+        lines.append(f"{name}:{loc.get('row')}:{loc.get('column')}: {f.get('code')} {f.get('message')}")
+    lines.append(
+        f"Found {len(findings)} finding(s)." if findings else f"All checks passed! ({len(files)} file(s))"
+    )
+    return command_outcome(result, {**facts, "findings": len(findings)}, shown + "\n".join(lines))
