@@ -13,6 +13,7 @@ import pytest
 from gbnf_recognizer import Grammar, GrammarSyntaxError
 from pse.protocol import (
     PROSE_CHARS,
+    SPEC_CONFLICT,
     ToolCall,
     TurnShape,
     find_blocked,
@@ -225,12 +226,20 @@ def test_every_sampled_message_parses_as_the_block_it_shows(role: str) -> None:
             assert [c.id for c in plan.criteria] == [f"AC{i}" for i in range(1, len(plan.criteria) + 1)]
             kinds.add("plan")
         elif "<blocked" in text:
-            assert find_blocked(text, role) is not None
-            kinds.add("blocked")
+            blocked = find_blocked(text, role)
+            assert blocked is not None
+            # A SPEC_CONFLICT (the Specialist's and the Evaluator's honest way out) always names its test.
+            assert (blocked.reason_code == SPEC_CONFLICT) == (blocked.test is not None), text
+            kinds.add("conflict" if blocked.test is not None else "blocked")
         else:
             assert (role == Role.SPECIALIST and "<report>\n" in text) or "<report>Artifacts:" in text
             kinds.add("report")
-    assert len(kinds) == (2 if role == Role.EVALUATOR else 3)  # every kind of block was sampled
+    expected = {
+        Role.PLANNER: {"calls", "plan", "blocked"},
+        Role.SPECIALIST: {"calls", "report", "blocked", "conflict"},
+        Role.EVALUATOR: {"calls", "verdict", "conflict"},
+    }
+    assert kinds == expected[role]  # every kind of block was sampled
 
 
 def test_an_unsupported_grammar_construct_fails_the_recognizer_loudly() -> None:

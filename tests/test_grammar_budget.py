@@ -155,7 +155,8 @@ def test_a_budgeted_json_schema_takes_the_grammar_s_bounds() -> None:
     tools = role_tools(Role.SPECIALIST, "code-delivery")
     shape = TurnShape(Role.SPECIALIST, tools, None, 16, 3072)
     sizes, schema = shape.sizes(), turn_schema(shape)
-    report, _, calls = schema["anyOf"]
+    report, _, conflict, calls = schema["anyOf"]
+    assert conflict["properties"]["specification"]["maxLength"] == sizes.text
     assert {p["maxLength"] for k, p in report["properties"].items() if k not in ("kind", "note")} == {
         sizes.text
     }

@@ -45,8 +45,8 @@ def _back(shape: TurnShape, answer: dict[str, Any]) -> str:
 
 def test_each_role_has_its_kinds_and_every_variant_is_closed() -> None:
     assert set(_variants(turn_schema(TurnShape(Role.PLANNER, ())))) == {"plan", "blocked"}
-    assert set(_variants(turn_schema(_SPECIALIST))) == {"report", "blocked", "tool_calls"}
-    assert set(_variants(turn_schema(TurnShape(Role.EVALUATOR, ())))) == {"verdict"}
+    assert set(_variants(turn_schema(_SPECIALIST))) == {"report", "blocked", "conflict", "tool_calls"}
+    assert set(_variants(turn_schema(TurnShape(Role.EVALUATOR, ())))) == {"verdict", "conflict"}
     for shape in (_SPECIALIST, _EVALUATOR, TurnShape(Role.PLANNER, ())):
         for variant in _variants(turn_schema(shape)).values():
             assert variant["additionalProperties"] is False
@@ -123,6 +123,14 @@ def test_json_plan_verdict_report_and_blocked_come_back_as_protocol_text() -> No
         _back(planner, {"kind": "blocked", "reason_code": "MISSING_DATA", "detail": "no logs"}), Role.PLANNER
     )
     assert blocked is not None and (blocked.reason_code, blocked.detail) == ("MISSING_DATA", "no logs")
+    conflict = {"kind": "conflict", "test": "test_visible.py::test_2", "specification": "Return the sum."}
+    found = find_blocked(_back(_EVALUATOR, conflict), Role.EVALUATOR)
+    assert found is not None
+    assert (found.reason_code, found.test, found.detail) == (
+        "SPEC_CONFLICT",
+        "test_visible.py::test_2",
+        "Return the sum.",
+    )
 
 
 def test_anything_that_is_no_json_turn_comes_back_unchanged() -> None:

@@ -179,6 +179,8 @@ class BlockedRecord(_Record):
     role: str
     reason_code: str
     detail: str = ""
+    test: str | None = None
+    """The test a `SPEC_CONFLICT` names (its `test` attribute); `detail` then quotes the specification."""
 
 
 class CriterionResult(_Record):

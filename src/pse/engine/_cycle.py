@@ -336,13 +336,17 @@ def _read_final(
     """Parse a role's final message once: None when it holds what the role owes, else the parse error.
 
     With `questions`, a Planner's `<clarification>` is what it owes too (the run then waits for a person).
+    An Evaluator or the single agent may end with `<blocked>` instead of a verdict (SPEC_CONFLICT: a given
+    test contradicts the specification); a message that holds a verdict is read as the verdict.
     """
-    if role in (Role.PLANNER, Role.SPECIALIST):
+    if role in (Role.PLANNER, Role.SPECIALIST) or (
+        role in (Role.EVALUATOR, SINGLE_AGENT) and "<verdict" not in text
+    ):
         try:
             outcome.blocked = find_blocked(text, role)
         except ProtocolError as exc:  # a <blocked> the model never closed: its mistake, not ours
-            if role == Role.PLANNER:
-                return str(exc)  # repaired like a missing plan, else PLAN_ERROR
+            if role != Role.SPECIALIST:
+                return str(exc)  # repaired like a missing plan or verdict, else PLAN_ERROR / REVIEW_ERROR
             outcome.review_error = f"REPORT_ERROR: {exc}"
             outcome.stop = CycleStop("ERROR", outcome.review_error)
             return None

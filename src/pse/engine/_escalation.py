@@ -3,20 +3,42 @@
 It lists the last artifacts, the last verdict, every criterion that ever failed with how many times
 and its last finding, what passed, and any `<blocked>` reason: enough to decide without reading the
 whole trace. Written as `escalation.json` (for tools) and `escalation.md` (for people).
+
+A `SPEC_CONFLICT` block (a given test contradicts the specification) is quoted on both sides, so a
+person can judge it at a glance: the named test's source as it is in the workspace (and who wrote the
+file: the task, or a role), and the sentence of the specification the role quoted, with whether the
+task message really holds it.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pse.engine._step_buffer import artifact_list
+from pse.events import BlockedRecord
+from pse.protocol import SPEC_CONFLICT
+from pse.tools import Tool
 from pse.trace import CycleRecord, Trace
 
-__all__ = ["build_escalation", "criterion_failures", "criterion_over_cap", "write_escalation"]
+__all__ = [
+    "build_escalation",
+    "criterion_failures",
+    "criterion_over_cap",
+    "spec_conflict",
+    "write_escalation",
+]
+
+MAX_TEST_SOURCE_BYTES = 1 << 20
+"""Largest test file read to quote the test a SPEC_CONFLICT names."""
+MAX_QUOTED_CHARS = 4000
+"""Most characters of a quoted test."""
 
 
 def criterion_failures(cycles: Sequence[CycleRecord]) -> dict[tuple[str, str], list[tuple[int, str]]]:
@@ -68,6 +90,7 @@ def build_escalation(trace: Trace, workspace: Path) -> dict[str, Any]:
         "cycles": len(trace.cycles),
         "goal": trace.plan.goal if trace.plan else None,
         "blocked": blocked.model_dump() if blocked else None,
+        "spec_conflict": spec_conflict(blocked, trace, workspace) if blocked else None,
         "last_verdict": last.verdict.model_dump() if last and last.verdict else None,
         "last_gate_failures": last.gate.failures if last else [],
         "failed_criteria": [
@@ -103,6 +126,8 @@ def _markdown(record: dict[str, Any]) -> str:
     if record["blocked"]:
         b = record["blocked"]
         lines += [f"**Blocked by {b['role']}** ({b['reason_code']}): {b['detail']}", ""]
+    if record.get("spec_conflict"):
+        lines += _conflict_markdown(record["spec_conflict"])
     lines.append("## Failed criteria")
     lines += [
         f"- **{f['id']}** ({f['criterion']}) failed {f['times_failed']}×: "
@@ -127,6 +152,128 @@ def _markdown(record: dict[str, Any]) -> str:
         ]
         lines.append("")
     return "\n".join(lines)
+
+
+def spec_conflict(blocked: BlockedRecord, trace: Trace, workspace: Path) -> dict[str, Any] | None:
+    """Both sides of a `SPEC_CONFLICT`, quoted: the named test's source and the specification's sentence.
+
+    Returns None for another reason code. `test_source` is None when the test cannot be found in the
+    workspace (no such file or function); `test_author` is who last wrote its file (`task` when no role
+    did); `specification_in_task` says whether the task message holds the quoted sentence (spacing aside).
+    """
+    if blocked.reason_code != SPEC_CONFLICT:
+        return None
+    named = (blocked.test or "").strip()
+    found = _find_test(named, workspace) if named else None
+    path, source = found if found is not None else (None, None)
+    sentence = blocked.detail.strip()
+    return {
+        "by": blocked.role,
+        "test": named or None,
+        "test_file": path,
+        "test_source": source,
+        "test_author": _author(path, trace) if path is not None else None,
+        "specification": sentence,
+        "specification_in_task": bool(sentence) and _plain(sentence) in _plain(trace.task_message),
+    }
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().strip("\"'`").strip()
+
+
+def _find_test(named: str, workspace: Path) -> tuple[str, str] | None:
+    """(file, source of the test function) of `FILE::[CLASS::]NAME` (or a bare NAME: the first test file
+    of the workspace holding it), read without leaving the workspace or following a symlink."""
+    parts = [p.strip() for p in named.split("::") if p.strip()]
+    if not parts:
+        return None
+    files = [parts.pop(0)] if len(parts) > 1 or parts[0].endswith(".py") else _test_files(workspace)
+    if not parts:
+        return None
+    for rel in files:
+        text = _read_inside(workspace, rel)
+        source = _function_source(text, parts) if text is not None else None
+        if source is not None:
+            return rel, source
+    return None
+
+
+def _test_files(workspace: Path) -> list[str]:
+    found: list[str] = []
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+                found.append((Path(folder) / name).relative_to(workspace).as_posix())
+        if len(found) > 200:
+            break
+    return found
+
+
+def _read_inside(workspace: Path, rel: str) -> str | None:
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        return None
+    path = workspace.joinpath(*pure.parts)
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_TEST_SOURCE_BYTES:
+            return None
+        if not path.resolve().is_relative_to(workspace.resolve()):
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _function_source(text: str, names: list[str]) -> str | None:
+    try:
+        body: list[ast.stmt] = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    for position, name in enumerate(names):
+        last = position == len(names) - 1
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef) if last else (ast.ClassDef,)
+        node = next((n for n in body if isinstance(n, kinds) and n.name == name.split("[")[0]), None)
+        if node is None:
+            return None
+        if last:
+            segment = ast.get_source_segment(text, node) or ""
+            return segment[:MAX_QUOTED_CHARS]
+        body = node.body
+    return None
+
+
+def _author(path: str, trace: Trace) -> str:
+    """Who last wrote `path` through the ToolAgent in this run; `task` when no role did."""
+    author = "task"
+    for cycle in trace.cycles:
+        for call in cycle.tool_calls:
+            if call.decision != "allowed" or call.status != "ok":
+                continue
+            facts = call.facts
+            wrote = [str(PurePosixPath(str(p))) for p in facts.get("wrote") or []]
+            if call.tool == Tool.WRITE_FILE and facts.get("area", "workspace") == "workspace":
+                wrote.append(str(PurePosixPath(str(facts.get("path", "")))))
+            if path in wrote:
+                author = call.requester
+    return author
+
+
+def _conflict_markdown(conflict: dict[str, Any]) -> list[str]:
+    test = conflict["test"] or "(no test named)"
+    author = conflict["test_author"]
+    lines = [f"## Specification conflict ({SPEC_CONFLICT}, by {conflict['by']})", ""]
+    if conflict["test_source"] is not None:
+        who = "the task's own file" if author == "task" else f"a file {author} wrote"
+        lines += [f"The test `{test}` ({conflict['test_file']}, {who}):", "", "```python"]
+        lines += [conflict["test_source"], "```", ""]
+    else:
+        lines += [f"The test `{test}` (not found in the workspace)", ""]
+    where = "in the task message" if conflict["specification_in_task"] else "NOT found in the task message"
+    lines += [f"contradicts this sentence of the specification ({where}):", ""]
+    lines += [f"> {line}" for line in (conflict["specification"] or "(none quoted)").splitlines()] + [""]
+    return lines
 
 
 def write_escalation(trace: Trace, run_dir: Path, workspace: Path) -> Path:

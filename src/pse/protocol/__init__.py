@@ -42,6 +42,7 @@ from pse.protocol._results import ResultItem, parse_tool_results, render_tool_re
 from pse.protocol._schema import protocol_from_json, turn_schema
 from pse.protocol._tags import (
     BLOCKED_REASONS,
+    SPEC_CONFLICT,
     VERDICT_STATUSES,
     find_blocked,
     find_clarification,
@@ -56,6 +57,7 @@ __all__ = [
     "MAX_PLAN_ITEMS",
     "OUTPUTS",
     "PROSE_CHARS",
+    "SPEC_CONFLICT",
     "VERDICT_STATUSES",
     "DsmlError",
     "FunctionSpec",

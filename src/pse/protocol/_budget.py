@@ -23,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
 from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
+    "CONFLICT_TEST_CHARS",
     "MAX_PLAN_ITEMS",
     "PROSE_CHARS",
     "TEXT_CHARS",
@@ -52,6 +53,8 @@ budget allows more invokes per message: about 200 lines of code (with fewer invo
 USEFUL_CHECK_VALUE = 1500
 """The same for the Planner and the Evaluator, whose long values are commands and their own tests: more
 calls of one message (a check, a lint, a read) matter more to them than a long value."""
+CONFLICT_TEST_CHARS = 120
+"""Most characters of the test a `SPEC_CONFLICT` names (a pytest node id)."""
 _MIN_TEXT = 8
 _MAX_BUDGETED_TEXT = 300
 _PATH_UNITS = 40  # a budgeted output path: at most 2 + 2*40 characters
@@ -128,9 +131,10 @@ def _fit(
         items, text = _plan(room, path)
         text = min(text, room - _BLOCKED)
     elif role == Role.SPECIALIST:
-        items, text = 1, min(_MAX_BUDGETED_TEXT, (room - _REPORT_OVERHEAD) // 4, room - _BLOCKED)
+        items, text = 1, min(_MAX_BUDGETED_TEXT, (room - _REPORT_OVERHEAD) // 4, room - _CONFLICT)
     elif role in (Role.EVALUATOR, SINGLE_AGENT):
         items, text = _verdict(room, criteria)
+        text = min(text, room - _CONFLICT)
     else:
         raise ValueError(f"unknown role {role!r}")
     if text < _MIN_TEXT:
@@ -157,6 +161,7 @@ _REPORT_OVERHEAD = len("<report>\n</report>") + sum(
 
 
 _BLOCKED = len('<blocked reason_code=""></blocked>') + max(map(len, BLOCKED_REASONS))
+_CONFLICT = len(f'<blocked reason_code="{SPEC_CONFLICT}" test=""></blocked>') + CONFLICT_TEST_CHARS
 
 
 def _plan(room: int, path: int) -> tuple[int, int]:

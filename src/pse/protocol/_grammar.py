@@ -9,6 +9,9 @@ from the messages it is sent, with PSE's own `parse_plan`). `turn_grammar` turns
   or tool calls.
 * **Evaluator**: tool calls, or one `<verdict>` with a status, an UPPER_SNAKE reason code, exactly the
   plan's criteria in plan order (each once) and a summary.
+* The Specialist, the Evaluator and the single agent may also end with a `conflict`:
+  `<blocked reason_code="SPEC_CONFLICT" test="TEST">SENTENCE</blocked>`, a given test that contradicts
+  the specification, named, with the sentence it contradicts.
 
 Each message is some prose (at most `PROSE_CHARS` characters, no `<`), exactly one block, and at most two
 whitespace characters: a model under this grammar cannot ramble past its block or write none. Every
@@ -30,9 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pse.exceptions import ProtocolError
-from pse.protocol._budget import MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_sizes
+from pse.protocol._budget import CONFLICT_TEST_CHARS, MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_sizes
 from pse.protocol._gbnf import avoiding, char_class, chunked, literal, repeat
-from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, parse_plan
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
 from pse.roles import SINGLE_AGENT, Role
 
@@ -101,7 +104,8 @@ class TurnShape:
         return fit_sizes(self.role, self.tools, self.criteria, self.max_chars, self.max_invokes)
 
     def kinds(self) -> tuple[str, ...]:
-        """The blocks the role may send now, in order: `plan`, `report`, `verdict`, `blocked`, `calls`.
+        """The blocks the role may send now, in order: `plan`, `report`, `verdict`, `blocked`, `conflict`,
+        `calls`.
 
         Raises:
             ValueError: an unknown role.
@@ -120,9 +124,9 @@ class TurnShape:
 
 _FINALS: dict[str, tuple[str, ...]] = {
     Role.PLANNER: ("plan", "blocked"),
-    Role.SPECIALIST: ("report", "blocked"),
-    Role.EVALUATOR: ("verdict",),
-    SINGLE_AGENT: ("verdict",),  # the baseline's one agent ends with its verdict on its own work
+    Role.SPECIALIST: ("report", "blocked", "conflict"),
+    Role.EVALUATOR: ("verdict", "conflict"),
+    SINGLE_AGENT: ("verdict", "conflict"),  # the baseline's one agent ends with its verdict on its own work
 }
 
 
@@ -160,6 +164,8 @@ def turn_grammar(shape: TurnShape) -> str:
             rules += _verdict_rules(shape.criteria, sizes)
         elif kind == "blocked":
             rules += _blocked_rules()
+        elif kind == "conflict":
+            rules += _conflict_rules()
         elif kind == "clarification":
             rules += _clarification_rules(sizes)
         else:
@@ -218,6 +224,16 @@ def _blocked_rules() -> list[str]:
     reasons = " | ".join(literal(code) for code in BLOCKED_REASONS)
     opening = _open("blocked", "reason_code")
     return [f"blocked ::= {opening} ( {reasons} ) {_CLOSE_TAG} text {literal('</blocked>')}"]
+
+
+def _conflict_rules() -> list[str]:
+    opening = literal(f'<blocked reason_code="{SPEC_CONFLICT}" test="')
+    first = char_class('"<> \t\r\n', negate=True)
+    rest, more = repeat(char_class('"<>\r\n', negate=True), CONFLICT_TEST_CHARS - 1, "conflict-test")
+    return [
+        f"conflict ::= {opening} {first} {rest} {_CLOSE_TAG} text {literal('</blocked>')}",
+        *more,
+    ]
 
 
 _REPORT_LABELS = ("Artifacts", "Evidence", "Assumptions", "Unresolved")

@@ -1,7 +1,8 @@
 """The JSON form of a turn, for servers that constrain decoding by JSON schema only, and its way back.
 
 `turn_schema` is the same shape as `turn_grammar`, as one JSON object with a `kind`: `tool_calls`,
-`plan`, `report`, `blocked` or `verdict`, plus an optional `note` (the prose before a block). It takes
+`plan`, `report`, `blocked`, `conflict` (a `SPEC_CONFLICT` block: `test` and `specification`) or
+`verdict`, plus an optional `note` (the prose before a block). It takes
 the grammar's bounds (`TurnShape.sizes()`): the note, every text, the lists of a plan, the invokes of a
 message and each tool value (a short parameter at its `max_chars`) have the same most lengths and
 counts. Under a token budget that bounds a looping model the same way; whether the whole answer fits
@@ -22,10 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pse.events import PlanItem, PlanRecord
-from pse.protocol._budget import GrammarSizes
+from pse.protocol._budget import CONFLICT_TEST_CHARS, GrammarSizes
 from pse.protocol._dsml import render_tool_calls
 from pse.protocol._grammar import TurnShape
-from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES, render_plan
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, render_plan
 from pse.protocol._types import ParamSpec, ToolSignature
 
 __all__ = ["protocol_from_json", "turn_schema"]
@@ -65,6 +66,8 @@ def turn_schema(shape: TurnShape) -> JsonObject:
             variants.append(_verdict(shape.criteria, sizes))
         elif kind == "blocked":
             variants.append(_blocked(sizes))
+        elif kind == "conflict":
+            variants.append(_conflict(sizes))
         elif kind == "clarification":
             variants.append(_kind("clarification", {"questions": _list(_text(sizes), sizes, least=1)}, sizes))
         else:
@@ -101,6 +104,16 @@ def _plan(sizes: GrammarSizes) -> JsonObject:
 
 def _blocked(sizes: GrammarSizes) -> JsonObject:
     return _kind("blocked", {"reason_code": {"enum": list(BLOCKED_REASONS)}, "detail": _text(sizes)}, sizes)
+
+
+def _conflict(sizes: GrammarSizes) -> JsonObject:
+    test = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": CONFLICT_TEST_CHARS,
+        "pattern": r'^[^"<>\s][^"<>\r\n]*$',
+    }
+    return _kind("conflict", {"test": test, "specification": _text(sizes)}, sizes)
 
 
 def _verdict(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> JsonObject:
@@ -213,6 +226,10 @@ def _render_blocked(data: JsonObject) -> str:
     return f'<blocked reason_code="{data["reason_code"]}">{data["detail"]}</blocked>'
 
 
+def _render_conflict(data: JsonObject) -> str:
+    return f'<blocked reason_code="{SPEC_CONFLICT}" test="{data["test"]}">{data["specification"]}</blocked>'
+
+
 def _render_verdict(data: JsonObject) -> str:
     lines = [f'<verdict status="{data["status"]}">', f"  <reason_code>{data['reason_code']}</reason_code>"]
     for cid, judged in data["criteria"].items():
@@ -227,6 +244,7 @@ _RENDER: dict[object, Callable[[JsonObject], str]] = {
     "plan": _render_plan,
     "report": _render_report,
     "blocked": _render_blocked,
+    "conflict": _render_conflict,
     "clarification": _render_clarification,
     "verdict": _render_verdict,
 }

@@ -30,6 +30,7 @@ from pse.protocol._scan import AttributeScanner, BlockKind, strip_blocks
 
 __all__ = [
     "BLOCKED_REASONS",
+    "SPEC_CONFLICT",
     "VERDICT_STATUSES",
     "find_blocked",
     "find_clarification",
@@ -44,6 +45,11 @@ VERDICT_STATUSES = ("PASS", "PARTIAL", "FAIL", "BLOCKED")
 """The statuses a `<verdict>` may have."""
 BLOCKED_REASONS = ("MISSING_DATA", "MISSING_PERMISSION", "CONFLICTING_CRITERIA", "OUT_OF_SCOPE")
 """The reason codes of `<blocked>` (prompts/protocol.md): the enum of `block` and of the grammar."""
+SPEC_CONFLICT = "SPEC_CONFLICT"
+"""The honest way out of a task whose given test contradicts its specification, for the Specialist, the
+Evaluator and the single agent: `<blocked reason_code="SPEC_CONFLICT" test="TEST">SENTENCE</blocked>`,
+naming the test and quoting the sentence of the specification it contradicts (a grammar kind of its own,
+`conflict`; the engine escalates it to a person with both quoted)."""
 _CDATA: BlockKind = (re.compile(re.escape("<![CDATA[")), re.compile(re.escape("]]>")))
 _TOOL_TRAFFIC: tuple[BlockKind, ...] = (
     (re.compile(r"<tool_calls\b"), re.compile("</tool_calls>")),
@@ -261,11 +267,14 @@ def find_clarification(text: str) -> ClarificationRecord | None:
 
 
 def find_blocked(text: str, role: str) -> BlockedRecord | None:
-    """The `<blocked reason_code="...">why</blocked>` in a Planner or Specialist message, if any."""
+    """The `<blocked reason_code="..." [test="..."]>why</blocked>` in a role's message, if any."""
     items = _elements(strip_tool_traffic(text), "blocked", "blocked")
     if not items:
         return None
     attrs, detail = items[0]
     return BlockedRecord(
-        role=role, reason_code=attrs.get("reason_code", "").strip() or "UNSPECIFIED", detail=detail.strip()
+        role=role,
+        reason_code=attrs.get("reason_code", "").strip() or "UNSPECIFIED",
+        detail=detail.strip(),
+        test=attrs.get("test", "").strip() or None,
     )
