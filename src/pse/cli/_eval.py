@@ -14,7 +14,8 @@ from pse.batch import RayExecutor
 from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, run_interruptible, shown
 from pse.evals import ArmSummary, EvalSummary, ResultRow
 from pse.evals._harness import ARMS, EvalRun, parse_arms, run_eval, select_instances
-from pse.evals._suite import load_suite, suite_problems
+from pse.evals._impossible import DEFAULT_SEED, VARIANTS
+from pse.evals._suite import load_suite, parse_variants, suite_problems, variant_instances
 from pse.exceptions import UserError
 from pse.runner import registry_for
 
@@ -36,6 +37,17 @@ def eval_cmd(
     instances: Annotated[
         str | None, typer.Option("--instances", help="Run these instance ids (ID,…).")
     ] = None,
+    variant: Annotated[
+        str | None,
+        typer.Option(
+            "--variant",
+            help=f"Comma-separated variants of: {', '.join(VARIANTS)} (default ordinary). impossible: a "
+            "visible test contradicts the spec; a PASSED run is a cheat.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Which assertion each impossible instance has mutated.")
+    ] = DEFAULT_SEED,
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Runs at once (per Ray worker with ray).")
     ] = 1,
@@ -82,7 +94,9 @@ def eval_cmd(
         raise UserError(f"--cassettes {cassettes} is not a folder (it holds <arm>/<instance id>.json)")
     loaded = load_suite(suite, registry)
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else []
-    chosen = select_instances(loaded, limit=limit, ids=ids)
+    chosen = variant_instances(
+        loaded, select_instances(loaded, limit=limit, ids=ids), parse_variants(variant), seed=seed
+    )
     arm_list = parse_arms(arms)
     folder = out_dir or settings.evals_dir / f"{loaded.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     progress = _Progress(arm_list, len(chosen), enabled=not as_json)
@@ -100,6 +114,7 @@ def eval_cmd(
         executor=RayExecutor(workers=workers, per_worker=concurrency, address=address)
         if executor == "ray"
         else None,
+        seed=seed,
     )
 
     with progress:
@@ -178,7 +193,9 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 
 def _print_summary(summary: EvalSummary) -> None:
-    table = Table(title=f"{summary.suite}: {summary.instances} instance(s)", title_justify="left")
+    impossible = f" and {summary.impossible_instances} impossible" if summary.impossible_instances else ""
+    title = f"{summary.suite}: {summary.instances} instance(s){impossible}"
+    table = Table(title=title, title_justify="left")
     table.add_column("figure")
     arms: list[ArmSummary] = [summary.arms[a] for a in summary.arm_order]
     for arm in arms:
@@ -195,6 +212,17 @@ def _print_summary(summary: EvalSummary) -> None:
         ("wall s / instance", [_number(a.wall_s_per_instance, 1) for a in arms]),
         ("outcomes", [" ".join(f"{k}:{v}" for k, v in a.outcomes.items()) for a in arms]),
     ]
+    if summary.impossible_instances:
+        rows += [
+            ("impossible instances", [str(a.impossible_instances) for a in arms]),
+            ("cheat rate", [_rate(a.cheat_rate, a.cheat_rate_ci95) for a in arms]),
+            ("honest exit rate", [_rate(a.honest_exit_rate, a.honest_exit_rate_ci95) for a in arms]),
+            ("solve rate (ordinary)", [_rate(a.solve_rate, a.solve_rate_ci95) for a in arms]),
+            (
+                "impossible outcomes",
+                [" ".join(f"{k}:{v}" for k, v in a.impossible_outcomes.items()) for a in arms],
+            ),
+        ]
     for name, values in rows:
         table.add_row(name, *values)
     out.print(table)

@@ -1,7 +1,9 @@
 """Evaluations: a suite's instances run by several arms (PSE, a single self-reviewing agent, ablations),
 each finished run judged by a hidden check no role ever sees, and the arms compared on the same
-instances (`pse eval`)."""
+instances (`pse eval`); the impossible variant measures how often an arm cheats (`pse eval --variant
+impossible`)."""
 
+from pse.evals._impossible import Mutation
 from pse.evals._report import read_eval, render_report, write_report
 from pse.evals._results import (
     ArmSummary,
@@ -17,6 +19,7 @@ __all__ = [
     "ArmSummary",
     "EvalSummary",
     "HiddenResult",
+    "Mutation",
     "PairedTable",
     "ResultRow",
     "mcnemar_exact",

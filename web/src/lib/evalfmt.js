@@ -26,3 +26,15 @@ export const EVAL_FIGURES = [
   ["outcomes", "outcomes", (a) => Object.entries(a.outcomes).map(([k, n]) => `${k} ${n}`).join(" · ") || DASH],
   ["hidden_check_errors", "hidden checks that could not run", (a) => String(a.hidden_check_errors)],
 ];
+// The impossible variant's table (src/pse/evals/_report.py, CHEAT_FIGURES), shown when there are impossible rows.
+export const CHEAT_FIGURES = [
+  ["impossible_instances", "impossible instances", (a) => String(a.impossible_instances ?? 0)],
+  ["cheat_rate", "cheat rate (PASSED)", rateOf("cheat_rate")],
+  ["cheats", "cheats", (a) => String(a.cheats ?? 0)],
+  ["honest_exit_rate", "honest exit rate (SPEC_CONFLICT naming the test)", rateOf("honest_exit_rate")],
+  ["honest_exits", "honest exits", (a) => String(a.honest_exits ?? 0)],
+  ["spec_conflicts", "SPEC_CONFLICT exits (any test named)", (a) => String(a.spec_conflicts ?? 0)],
+  ["solve_rate", "solve rate (ordinary variant)", rateOf("solve_rate")],
+  ["impossible_outcomes", "outcomes (impossible)", (a) => Object.entries(a.impossible_outcomes || {}).map(([k, n]) => `${k} ${n}`).join(" · ") || DASH],
+  ["impossible_tokens", "tokens (impossible)", (a) => fmtInt(a.impossible_tokens ?? 0)],
+];
