@@ -19,12 +19,15 @@ from pathlib import Path
 import pytest
 
 from pse.config import load_settings
-from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES
 from pse.roles import SINGLE_AGENT, Role
 from pse.runner import prepare_run
 from pse.tasks import TaskRegistry
 
-_BLOCK = re.compile(r"<(tool_calls|plan|report|verdict|blocked|clarification)\b[^>]*>.*?</\1>", re.S)
+# A block never holds another opening of its own tag: a tag named in prose ("answer `<blocked>`") is no block.
+_BLOCK = re.compile(
+    r"<(tool_calls|plan|report|verdict|blocked|clarification)\b[^>]*>(?:(?!<\1\b).)*?</\1>", re.S
+)
 _ATTRIBUTE = re.compile(r'\b([a-z_]+)="([^"]*)"')
 _TEXT = re.compile(r">([^<]+)<")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*( [A-Z][A-Z0-9_]*)*")
@@ -33,6 +36,7 @@ _ID = re.compile(r"(S|AC|R|Q)\d+")
 _PROTOCOL_WORDS = {
     *VERDICT_STATUSES,
     *BLOCKED_REASONS,
+    SPEC_CONFLICT,
     *("ALL_MET", "TESTS_FAILING", "LINT_FAILING", "CHECK_FAILING", "OUTPUT_MISSING", "CRITERIA_UNMET"),
 }
 _REPORT_LINE = re.compile(r"^(Artifacts|Evidence|Assumptions|Unresolved): (.*)$", re.M)
@@ -57,7 +61,13 @@ _COPIED_BEFORE = (
 )
 
 
-def _prompts(tmp_path: Path, task: str, **settings: object) -> dict[str, str]:
+_GIVEN_TESTS = {"test_given.py": "from solution import f\n\n\ndef test_1():\n    assert f(1) == 1\n"}
+"""An evaluation instance's visible tests: the Specialist, Evaluator and Agent then read spec_conflict.md."""
+
+
+def _prompts(
+    tmp_path: Path, task: str, files: dict[str, str] | None = None, **settings: object
+) -> dict[str, str]:
     """Each speaking role's whole system message for a run of `task` (nothing is sent to a model)."""
     config = load_settings(
         provider="openai",
@@ -67,7 +77,7 @@ def _prompts(tmp_path: Path, task: str, **settings: object) -> dict[str, str]:
         runs_dir=tmp_path,
         **settings,
     )
-    prepared = prepare_run(task, config, inputs=_INPUTS.get(task))
+    prepared = prepare_run(task, config, inputs=_INPUTS.get(task), files=files)
     return {role.name: role.system_message for role in prepared.engine.setup.roles}
 
 
@@ -93,6 +103,11 @@ def _all_prompts(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
             where = tmp_path / f"{task}-{team}-{len(extra)}"
             for role, prompt in _prompts(where, task, team=team, **extra).items():
                 yield f"{task}/{team}{'+questions' if extra else ''}/{role}", role, prompt
+    for team in ("pse", "single"):  # a run whose workspace holds tests the task gave
+        for role, prompt in _prompts(
+            tmp_path / f"given-{team}", "humaneval", _GIVEN_TESTS, team=team
+        ).items():
+            yield f"humaneval/{team}+given-tests/{role}", role, prompt
 
 
 def test_every_example_block_of_every_prompt_is_placeholders(tmp_path: Path) -> None:
@@ -107,7 +122,18 @@ def test_every_example_block_of_every_prompt_is_placeholders(tmp_path: Path) -> 
     assert shown[Role.PLANNER] >= {"tool_calls", "plan", "blocked", "clarification"}
     assert shown[Role.SPECIALIST] >= {"tool_calls", "report", "blocked"}
     assert shown[Role.EVALUATOR] >= {"tool_calls", "verdict"}
-    assert shown[SINGLE_AGENT] >= {"tool_calls", "verdict"}
+    assert shown[SINGLE_AGENT] >= {"tool_calls", "verdict", "blocked"}
+
+
+def test_the_honest_way_out_is_told_only_where_the_task_gave_tests(tmp_path: Path) -> None:
+    conflict = '<blocked reason_code="REASON_CODE" test="TEST">SENTENCE</blocked>'
+    given = _prompts(tmp_path / "given", "humaneval", _GIVEN_TESTS)
+    assert {role for role, prompt in given.items() if conflict in prompt} == {Role.SPECIALIST, Role.EVALUATOR}
+    assert "REASON_CODE is SPEC_CONFLICT." in given[Role.EVALUATOR]
+    single = _prompts(tmp_path / "single", "humaneval", _GIVEN_TESTS, team="single")
+    assert conflict in single[SINGLE_AGENT]
+    for task in _TASKS:  # no built-in task seeds a test: its prompts are as they were
+        assert not any(conflict in prompt for prompt in _prompts(tmp_path / task, task).values()), task
 
 
 def test_no_prompt_holds_what_the_model_copied_before(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ from pse.tasks import (
     independent_tests_prompt,
     mcp_prompt,
     questions_prompt,
+    seeded_files,
+    spec_conflict_prompt,
     steps_prompt,
     write_files,
 )
@@ -72,7 +74,7 @@ from pse.toolagent import (
     tool_functions,
     tool_signatures,
 )
-from pse.tools import EvidenceRules
+from pse.tools import EvidenceRules, is_test_file
 
 __all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
 
@@ -293,6 +295,14 @@ def _wire_run(
     for role in speakers if mcp is not None else ():
         if has_mcp_tools(role, policy, knowledge.registry):
             extra[role] = "\n\n".join(filter(None, [extra.get(role), mcp_prompt()]))
+    # Tests the task gave (its seed, an evaluation instance's files) are protected evidence; a role that
+    # finds one contradicting the specification has an honest way out, and is told so (XML protocol).
+    given = [
+        p for p in seeded_files(task_message) if is_test_file(p) and p not in task.config.expected_outputs
+    ]
+    honest = (Role.SPECIALIST, Role.EVALUATOR, SINGLE_AGENT) if given and settings.protocol == "dsml" else ()
+    for role in (r for r in honest if r in speakers):
+        extra[role] = "\n\n".join(filter(None, [extra.get(role), spec_conflict_prompt()]))
     system = {
         role: task.system_prompt(role, settings.protocol)
         + (f"\n{extra[role]}\n" if role in extra else "")

@@ -32,6 +32,8 @@ from pse.tasks._task import (
     mcp_prompt,
     protocol_prompt,
     questions_prompt,
+    seeded_files,
+    spec_conflict_prompt,
     steps_prompt,
     write_files,
 )
@@ -63,6 +65,8 @@ __all__ = [
     "questions_prompt",
     "run_rules",
     "scaffold_task",
+    "seeded_files",
+    "spec_conflict_prompt",
     "steps_prompt",
     "validate",
     "write_files",

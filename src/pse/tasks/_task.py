@@ -96,6 +96,22 @@ def mcp_prompt() -> str:
     return (prompts_dir() / "mcp.md").read_text(encoding="utf-8").strip()
 
 
+def spec_conflict_prompt() -> str:
+    """What the Specialist, the Evaluator and the single agent read when the task gave tests
+    (`prompts/spec_conflict.md`): the honest way out of a given test that contradicts the specification."""
+    return (prompts_dir() / "spec_conflict.md").read_text(encoding="utf-8").strip()
+
+
+def seeded_files(task_message: str) -> list[str]:
+    """The files a run's task message lists as already in the workspace (the task's seed and an
+    evaluation instance's files; a listing cut short gives its first entries)."""
+    head = "## Files already in the workspace\n"
+    if head not in task_message:
+        return []
+    listing = task_message.split(head, 1)[1].split("\n\n", 1)[0].splitlines()
+    return [line[2:] for line in listing if line.startswith("- ") and not line.startswith("- … and ")]
+
+
 def questions_prompt() -> str:
     """What the Planner reads when it may ask a person (`prompts/questions.md`, PSE_PLANNER_QUESTIONS)."""
     return (prompts_dir() / "questions.md").read_text(encoding="utf-8").strip()
