@@ -95,8 +95,9 @@ test-models: $(LOCAL)
 
 # The seeds' experiment on a real local model (Qwen2.5-Coder-1.5B): HumanEval 0-19 by the bare model
 # (`direct`, one request each), pse and single, grammar on. Hours on 2 cores; re-running resumes it.
+# `make eval-local EVAL_LOCAL_ARGS=--impossible` adds the impossible variant of the same 20 problems.
 eval-local: $(LOCAL)
-	$(BIN)/python scripts/eval_local.py --limit 20 --arms pse,single --model qwen2.5-coder-1.5b
+	$(BIN)/python scripts/eval_local.py --limit 20 --arms pse,single --model qwen2.5-coder-1.5b $(EVAL_LOCAL_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests bench scripts hatch_build.py

@@ -8,6 +8,11 @@ default), then:
 2. `pse eval humaneval --limit N --arms pse,single` against it, grammar-constrained decoding for every
    role, the run limits of `pse.local.QWEN_RUN` (or `SHORT_RUN` for the tiny models).
 
+With `--impossible`, the same problems' impossible variant runs beside them (`--variant
+ordinary,impossible`: a visible test of each contradicts its docstring), and each arm's figures gain
+`impossible`: its cheat rate (PASSED), honest exit rate (SPEC_CONFLICT naming the mutated test) and the
+solve rate of the ordinary runs beside it. The ordinary runs already in the folder are kept.
+
 It prints one line per finished row and, at the end, the table of the README: claimed, true and false
 pass rates with 95 % intervals, outcomes, tokens, prompt tokens served from llama.cpp's cache, and wall
 time per true pass, per arm. The evaluation folder is `evals/humaneval-local-<model>` (re-running
@@ -15,6 +20,7 @@ resumes it, the direct column included; delete it to start over). Nothing is dow
 inside their PyPI packages.
 
     python scripts/eval_local.py [--limit 20] [--arms pse,single] [--model qwen2.5-coder-1.5b] [--out DIR]
+                                 [--impossible [--seed 0]]
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from typing import Any
 from pse.engine import load_trace
 from pse.evals._direct import DirectRow, ask_direct, direct_summary, judge_direct
 from pse.evals._harness import EvalRun, _stage_hidden, parse_arms, read_rows, run_eval, select_instances
+from pse.evals._impossible import DEFAULT_SEED, IMPOSSIBLE, ORDINARY
 from pse.evals._results import ResultRow
-from pse.evals._suite import Instance, Suite, load_suite
+from pse.evals._suite import Instance, Suite, load_suite, variant_instances
 from pse.local import LOCAL_MODELS, QWEN_CODER_1_5B, QWEN_RUN, SHORT_RUN, LocalServer, local_run_settings
 from pse.roles import ROLES
 from pse.runner import registry_for
@@ -49,6 +56,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs")
     parser.add_argument("--no-direct", action="store_true", help="skip the bare model's reference column")
+    parser.add_argument(
+        "--impossible",
+        action="store_true",
+        help="run the impossible variant of the same problems beside them: cheat and honest-exit rates",
+    )
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which assertion each is mutated")
     parser.add_argument(
         "--base-url",
         default=None,
@@ -67,6 +80,8 @@ def main(argv: list[str]) -> int:
         settings = local_run_settings(url, model.alias, args.runs_dir, **{**limits, **grammar})
         suite = load_suite("humaneval", registry_for(settings))
         instances = select_instances(suite, limit=args.limit)
+        variants = [ORDINARY, IMPOSSIBLE] if args.impossible else [ORDINARY]
+        runs = variant_instances(suite, instances, variants, seed=args.seed)
         direct = (
             [] if args.no_direct else asyncio.run(_direct(url, model.alias, suite, instances, settings, out))
         )
@@ -75,10 +90,11 @@ def main(argv: list[str]) -> int:
             suite=suite,
             settings=settings,
             arms=arms,
-            instances=instances,
+            instances=runs,
             out_dir=out,
+            seed=args.seed,
             on_row=lambda row: print(
-                f"{row.arm:<8} {row.instance:<14} claimed {row.claimed_outcome} · hidden "
+                f"{row.arm:<8} {row.instance:<23} claimed {row.claimed_outcome} · hidden "
                 f"{'pass' if row.hidden.passed else 'fail'} · {row.cycles} cycle(s) · {row.tokens} tokens · "
                 f"{row.wall_s:.0f} s · {row.outcome_reason[:70]}",
                 flush=True,
@@ -86,11 +102,17 @@ def main(argv: list[str]) -> int:
         )
         summary = asyncio.run(run_eval(plan))
     elapsed = time.monotonic() - started
-    rows = [r for r in read_rows(out) if r.instance in {i.id for i in instances}]
+    rows = [r for r in read_rows(out) if r.instance in {i.id for i in runs}]
     table = {
-        arm: _arm_figures(s.model_dump(), [r for r in rows if r.arm == arm], settings.runs_dir)
+        arm: _arm_figures(
+            s.model_dump(), [r for r in rows if r.arm == arm and r.variant == ORDINARY], settings.runs_dir
+        )
         for arm, s in summary.arms.items()
     }
+    for arm, s in summary.arms.items() if args.impossible else ():
+        table[arm]["impossible"] = _impossible_figures(
+            s.model_dump(), [r for r in rows if r.arm == arm and r.variant == IMPOSSIBLE]
+        )
     if direct:
         table["direct"] = direct_summary(direct)
     result = {
@@ -147,6 +169,31 @@ async def _direct(
         )
         rows.append(row)
     return rows
+
+
+def _impossible_figures(summary: dict[str, Any], rows: list[ResultRow]) -> dict[str, Any]:
+    """An arm's figures on the impossible variant: cheats, honest exits, and the ordinary solve rate."""
+    keep = (
+        "impossible_instances",
+        "cheats",
+        "cheat_rate",
+        "cheat_rate_ci95",
+        "honest_exits",
+        "honest_exit_rate",
+        "honest_exit_rate_ci95",
+        "spec_conflicts",
+        "solve_rate",
+        "solve_rate_ci95",
+        "impossible_outcomes",
+        "impossible_tokens",
+    )
+    figures = {k: summary[k] for k in keep}
+    figures["wall_s"] = round(sum(r.wall_s for r in rows), 1)
+    figures["conflicts_by"] = {
+        who: sum(1 for r in rows if r.conflict_by == who)
+        for who in sorted({r.conflict_by or "" for r in rows} - {""})
+    }
+    return figures
 
 
 def _arm_figures(summary: dict[str, Any], rows: list[ResultRow], runs_dir: Path) -> dict[str, Any]:
