@@ -128,6 +128,9 @@ def test_llama_cpp_refuses_what_the_grammar_forbids(vocab: _Vocab) -> None:
     closing = render_tool_calls([(Tool.READ_FILE, {"path": "a</parameter>b"})])  # CDATA: allowed
     assert vocab.accepts(grammar, closing)
     assert not vocab.accepts(grammar, closing.replace("<![CDATA[", "").replace("]]>", ""))
+    conflict = '<blocked reason_code="SPEC_CONFLICT" test="{}">Return the sum of x and y.</blocked>'
+    assert vocab.accepts(grammar, conflict.format("test_visible.py::test_2"))  # the honest way out
+    assert not vocab.accepts(grammar, conflict.format(""))  # names its test
 
 
 def test_llama_cpp_python_reads_the_json_schema_and_the_answers_it_allows_come_back(vocab: _Vocab) -> None:
@@ -148,6 +151,7 @@ def test_llama_cpp_python_reads_the_json_schema_and_the_answers_it_allows_come_b
             "calls": [{"tool": Tool.RUN_PYTEST, "arguments": {"target": "."}}],
             "note": "Testing.",
         },
+        {"kind": "conflict", "test": "test_visible.py::test_2", "specification": "Return the sum."},
     ]
     for answer in answers:
         text = json.dumps(answer, separators=(", ", ": "))

@@ -111,7 +111,7 @@ def _conflict(sizes: GrammarSizes) -> JsonObject:
         "type": "string",
         "minLength": 1,
         "maxLength": CONFLICT_TEST_CHARS,
-        "pattern": r'^[^"<>\s][^"<>\r\n]*$',
+        "pattern": r'^[^"<> \t\r\n][^"<>\r\n]*$',  # no \s: llama.cpp's converter has no such escape
     }
     return _kind("conflict", {"test": test, "specification": _text(sizes)}, sizes)
 
