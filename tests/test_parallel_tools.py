@@ -69,8 +69,8 @@ async def test_calls_after_a_write_keep_their_order_and_see_it(ws: Path) -> None
     text = render_tool_calls(
         [
             ("read_file", {"path": "notes.md"}),
-            ("write_file", {"path": "notes.md", "content": "changed\n"}),
-            ("read_file", {"path": "notes.md"}),
+            ("write_file", {"path": "draft.md", "content": "changed\n"}),  # the task's notes.md is read-only
+            ("read_file", {"path": "draft.md"}),
             ("list_files", {"path": "."}),
         ]
     )

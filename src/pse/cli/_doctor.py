@@ -70,7 +70,7 @@ def render(report: DoctorReport) -> None:
     box_ = report.sandbox
     if box_.problem is not None:
         err.print(f"[bold red]sandbox:[/] {_shown(box_.problem)}", highlight=False)
-    elif box_.mode is not None:
+    elif box_.mode is not None and report.checks:
         out.print(
             f"sandbox: {_shown(box_.mode)}, commands as uid {box_.uid}, the runs folder "
             f"{_shown(box_.runs_dir)} is in its reach",
