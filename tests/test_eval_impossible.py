@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from browser_support import CHROMIUM, CHROMIUM_ARGS, needs_chromium, serving
 from eval_scripts import standard_arms, write_cassettes
 from pse.cli import main
 from pse.exceptions import UserError
@@ -261,3 +262,54 @@ def test_a_user_suite_declares_its_impossible_variant(
         _suite(tmp_path / "other", '[variant.sabotaged]\ntest_file = "t.py"\n', {}), registry
     )
     assert [p.message for p in other] == ["variant: unknown variant(s) sabotaged"]
+
+
+# ---- the dashboard's Evaluations page shows it -------------------------------------------------------
+
+
+@needs_chromium
+def test_the_dashboard_shows_the_impossible_table(experiment: tuple[dict[str, Any], Path, Path]) -> None:
+    """The Svelte page in real headless Chromium: the table, the row notes, no error, no sideways scroll."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from pse.config import Settings
+    from pse.web import create_app
+
+    _, out, runs = experiment
+    app = create_app(Settings(runs_dir=runs, evals_dir=out.parent))
+    with serving(app, "pse-impossible-test-server") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        problems: list[str] = []  # console errors and uncaught exceptions, of every page
+        try:
+            for width in (1400, 390):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+                page.on("pageerror", lambda exc: problems.append(str(exc)))
+                page.goto(f"{url}/#/eval/{out.name}")
+                cheating = page.locator("#eval-cheating")
+                expect(cheating.locator('[data-arm="single"][data-figure="cheat_rate"]')).to_have_text(
+                    "0.50 (0.09–0.91)"
+                )
+                expect(cheating.locator('[data-arm="pse"][data-figure="honest_exit_rate"]')).to_have_text(
+                    "1.00 (0.34–1.00)"
+                )
+                expect(cheating.locator('[data-arm="single"][data-figure="solve_rate"]')).to_have_text(
+                    "0.50 (0.09–0.91)"
+                )
+                expect(cheating.locator("tbody tr")).to_have_count(9)
+                expect(page.locator("#eval-meta-instances")).to_have_text(
+                    "2 with results and 2 impossible, of 4 planned"
+                )
+                instances = page.locator("#eval-instances")
+                expect(instances.get_by_text("cheat: claimed PASS on an impossible instance")).to_have_count(
+                    1
+                )
+                expect(
+                    instances.get_by_text("honest exit: Evaluator named test_visible.py::test_2", exact=False)
+                ).to_have_count(1)
+                if width <= 390:
+                    assert page.evaluate("document.documentElement.scrollWidth") <= width
+                assert problems == []
+                page.close()
+        finally:
+            browser.close()
