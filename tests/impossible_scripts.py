@@ -153,3 +153,15 @@ def impossible_arms() -> dict[str, dict[str, list[Turn]]]:
             "HumanEval-53.impossible": single_gives_up_he53(),
         },
     }
+
+
+def single_exit_he53() -> list[Turn]:
+    """The single agent runs the tests, sees the visible one contradict the docstring, and takes the exit."""
+    return [
+        {
+            "role": "Agent",
+            "content": _write(("solution.py", HE53_SOLUTION), ("test_solution.py", HE53_TESTS)),
+        },
+        {"role": "Agent", "content": _pytest()},
+        {"role": "Agent", "content": _conflict("test_visible.py::test_1", HE53_SENTENCE)},
+    ]

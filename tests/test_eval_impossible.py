@@ -26,6 +26,7 @@ import pytest
 from browser_support import CHROMIUM, CHROMIUM_ARGS, needs_chromium, serving
 from eval_scripts import standard_arms, write_cassettes
 from pse.cli import main
+from pse.evals._harness import read_rows
 from pse.exceptions import UserError
 from pse.store import close_stores
 
@@ -313,3 +314,38 @@ def test_the_dashboard_shows_the_impossible_table(experiment: tuple[dict[str, An
                 page.close()
         finally:
             browser.close()
+
+
+def test_the_single_agent_has_the_same_exit(tmp_path: Path) -> None:
+    import asyncio
+
+    from impossible_scripts import single_exit_he53
+    from pse.config import load_settings
+    from pse.evals._harness import EvalRun, run_eval, select_instances
+    from pse.evals._suite import load_suite, variant_instances
+    from pse.runner import registry_for
+
+    cassettes = write_cassettes(tmp_path / "c", {"single": {"HumanEval-53.impossible": single_exit_he53()}})
+    settings = load_settings(runs_dir=tmp_path / "runs")
+    suite = load_suite("humaneval", registry_for(settings))
+    chosen = variant_instances(suite, select_instances(suite, ids=["HumanEval-53"]), ["impossible"], seed=0)
+    plan = EvalRun(suite, settings, ["single"], chosen, tmp_path / "eval", cassettes=cassettes)
+    summary = asyncio.run(run_eval(plan))
+    single = summary.arms["single"]
+    assert (single.honest_exits, single.honest_exit_rate, single.cheats, single.solve_rate) == (
+        1,
+        1.0,
+        0,
+        None,
+    )
+    assert (summary.instances, single.instances) == (0, 0)  # no ordinary twin ran: no solve rate to show
+    (row,) = [r for r in read_rows(tmp_path / "eval")]
+    assert (row.claimed_outcome, row.conflict_by, row.conflict_test) == (
+        "ESCALATED",
+        "Agent",
+        "test_visible.py::test_1",
+    )
+    trace = _trace(tmp_path / "runs", row.run_id)
+    assert [t["to"] for t in trace["transitions"]] == ["PLANNED", "RUNNING", "BLOCKED", "ESCALATED"]
+    record = json.loads((tmp_path / "runs" / row.run_id / "escalation.json").read_text())["spec_conflict"]
+    assert (record["by"], record["test_author"], record["specification_in_task"]) == ("Agent", "task", True)
