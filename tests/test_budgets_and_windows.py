@@ -157,7 +157,7 @@ async def test_an_answer_served_while_the_run_stops_is_counted_in_full(tmp_path:
         "TIMEOUT",
         "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
     )
-    assert delivered == [(1500, 300), (1700, 2100)] and elapsed < 1 + SETTLE_S + 0.5
+    assert delivered == [(1500, 300), (1700, 2100)] and elapsed < 1 + SETTLE_S + 2
     trace = load_trace(Path(summary.trace))
     specialist = trace.tokens.by_role["Specialist"]
     assert (specialist.prompt, specialist.completion, specialist.estimated, specialist.calls) == (
@@ -175,12 +175,13 @@ async def test_a_call_still_in_flight_when_the_run_has_settled_is_an_estimate(tm
     with ChatStandIn("openai") as stand_in:
         stand_in.script(
             Reply(content=_TURNS[0]["content"], usage=(1500, 300), delay_s=0.1),
-            Reply(content=_TURNS[1]["content"], usage=(1700, 2100), delay_s=1 + SETTLE_S + 1.5),
+            Reply(content=_TURNS[1]["content"], usage=(1700, 2100), delay_s=1 + SETTLE_S + 4),
         )
         started = time.monotonic()
         summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path, run_timeout_s=1)))
         elapsed = time.monotonic() - started
-    assert summary.outcome == "TIMEOUT" and elapsed < 1 + SETTLE_S + 0.5
+    # The run does not wait for that answer (due 4 s after it settled): it ends once SETTLE_S has passed.
+    assert summary.outcome == "TIMEOUT" and elapsed < 1 + SETTLE_S + 2
     specialist = load_trace(Path(summary.trace)).tokens.by_role["Specialist"]
     assert (
         specialist.completion == 0 and specialist.estimated == specialist.prompt > 0 and specialist.calls == 1
