@@ -259,6 +259,7 @@ def test_a_blocked_step_pauses_its_branch_and_the_run_escalates_once_nothing_els
         "role": "Specialist",
         "reason_code": "MISSING_SPEC",
         "detail": blocked.split(">")[1].split("<")[0],
+        "test": None,  # a SPEC_CONFLICT names its test; this block names none
     }
     assert trace["cycles"][0]["result"] == "BLOCKED"
 
