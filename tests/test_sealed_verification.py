@@ -396,3 +396,35 @@ class TestPositiveEvidenceAcrossSessions:
             "Evaluator": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
         }
         assert run.facts["coverage"]["quicksort.py"]["proven"] is True
+
+
+class TestCheckThatCannotStart:
+    """A check whose tool cannot start is the machinery failing: the executor's infrastructure error (the
+    run ends ERROR), never a failing check the Evaluator reads as the work's fault."""
+
+    def test_a_pytest_that_never_reaches_pses_plugin_is_an_infrastructure_error(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        from pse.toolagent import Policy, ToolExecutor
+
+        (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
+        settings = Settings(sandbox=mode)  # type: ignore[arg-type]
+        ex = ToolExecutor(tmp_path, settings, Policy.default(settings), pytest_plugins=["no_such_plugin_xyz"])
+        record = ex.execute_sync("Evaluator", render_tool_calls([("run_pytest", {"target": "."})])).records[0]
+        assert record.status == "error" and record.output.startswith(
+            "the tool machinery failed, not your request"
+        )
+        assert "pytest could not start in the sandbox" in str(ex.infrastructure_error)
+        assert "no_such_plugin_xyz" in str(ex.infrastructure_error)
+
+    def test_a_ruff_that_writes_no_report_is_an_infrastructure_error(self, tmp_path: Path, mode: str) -> None:
+        from pse.toolagent import Policy, ToolExecutor
+
+        (tmp_path / "calc.py").write_text("x = 1\n")
+        (tmp_path / "ruff.toml").write_text("this is not toml [\n")  # the task's own, declared: not a role's
+        settings = Settings(sandbox=mode)  # type: ignore[arg-type]
+        ex = ToolExecutor(tmp_path, settings, Policy.default(settings), check_config=["ruff.toml"])
+        record = ex.execute_sync("Evaluator", render_tool_calls([("run_ruff", {"target": "."})])).records[0]
+        assert record.status == "error" and "ruff could not run in the sandbox" in str(
+            ex.infrastructure_error
+        )

@@ -64,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     evidence: dict[str, Any] = {"collected": None, "results": {}, "coverage": {}}
     config.stash[_EVIDENCE] = evidence
+    _write(config)  # first of all: pytest got this far, so a missing record means it could not start
     covered = [os.path.realpath(p) for p in config.getoption("pse_cover")]
     if covered:
         import coverage  # only when asked: it costs start-up time

@@ -271,6 +271,14 @@ def _session(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bool) 
     with contextlib.suppress(ValueError, UnicodeDecodeError):
         loaded = json.loads(result.outbox.get(_EVIDENCE, b"null")[:JUNIT_LIMIT])
         record = loaded if isinstance(loaded, dict) else None
+    if _EVIDENCE not in result.outbox and not result.timed_out and not _authored_config(manifest):
+        # PSE's plugin writes its record as pytest configures it: without one, pytest never got that far
+        # (not installed for this interpreter, the plugin not importable, a broken task ini-file). That
+        # is the check failing to run, never a test failing.
+        raise ToolInfrastructureError(
+            "pytest could not start in the sandbox (PSE's plugin never ran); it said: "
+            + (result.output.strip()[-1500:] or f"nothing (exit code {result.exit_code})")
+        )
     if own:
         authors = {f.relative: f.author for f in manifest.files if f.area == "evaluation"}
         return Session(result, report, record, lambda file: _own_author(authors))

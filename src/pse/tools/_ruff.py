@@ -7,6 +7,7 @@ import sys
 from pathlib import PurePosixPath
 from typing import Any
 
+from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import OUTBOX, read_inside
 from pse.tools._checks import (
     _authored_config,
@@ -82,7 +83,13 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         if not isinstance(findings, list):
             raise ValueError("not a list")
     except ValueError:
-        return command_outcome(result, {**facts, "findings": None})  # ruff failed (bad path...): its text
+        if _authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
+            return command_outcome(result, {**facts, "findings": None})
+        # PSE named every file and the configuration: a ruff that wrote no report could not run.
+        raise ToolInfrastructureError(
+            "ruff could not run in the sandbox (it wrote no report); it said: "
+            + (result.output.strip()[-1500:] or f"nothing (exit code {result.exit_code})")
+        ) from None
     facts["report"] = "json"
     facts["unproven"] = []
     prefix = result.cwd.rstrip("/") + "/"
