@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
 
 from pse.config import Settings, with_overrides
@@ -60,7 +61,7 @@ from pse.tasks import (
     steps_prompt,
     write_files,
 )
-from pse.team import RoleSetup
+from pse.team import RoleSetup, RoleTeam
 from pse.telemetry import RunTelemetry, telemetry_for
 from pse.toolagent import (
     Policy,
@@ -161,6 +162,7 @@ def _wire_run(
     trace: Trace | None,
     tags: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
+    agents: Mapping[str, ChatAgent] | None = None,
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
     if limits:  # the caller's limits (an evaluation suite's) win over the task's own
@@ -310,7 +312,14 @@ def _wire_run(
         + render_tool_catalog(role, policy, knowledge.registry, settings.protocol)
         for role in speakers
     }
-    roles = [RoleSetup(name=role, system_message=system[role], client=clients[role]) for role in speakers]
+    own = _own_agents(agents or {}, speakers)
+    roles = [
+        RoleSetup(name=role, system_message=system[role], client=clients[role], agent=own.get(role))
+        for role in speakers
+    ]
+    tool_agent = ToolAgent(executor)
+    for role_setup in roles:  # each role's AutoGen team, built once for the run (reset per phase)
+        RoleTeam.of(role_setup, tool_agent)
     step_crew: StepCrew | None = None
     if task.config.execution == "steps" and settings.team == "pse":
         if settings.context_mode == "history":
@@ -336,7 +345,7 @@ def _wire_run(
         task=task.name,
         task_message=task_message,
         roles=roles,
-        tool_agent=ToolAgent(executor),
+        tool_agent=tool_agent,
         tools=executor,
         workspace=workspace,
         run_dir=run_dir,
@@ -380,6 +389,24 @@ def _wire_run(
         telemetry=telemetry,
         mcp=mcp,
     )
+
+
+def _own_agents(agents: Mapping[str, ChatAgent], speakers: tuple[str, ...]) -> dict[str, ChatAgent]:
+    """The user's own agents, each for a role of this run and named as it (the ToolAgent judges a request
+    by the seat it came from, which is the role's name).
+
+    Raises:
+        UserError: a key that is no role of this run, or an agent named otherwise than its role.
+    """
+    for role, agent in agents.items():
+        if role not in speakers:
+            raise UserError(f"agents: {role!r} is no role of this run; give one of {', '.join(speakers)}")
+        if getattr(agent, "name", None) != role:
+            raise UserError(
+                f"agents: the agent for {role} is named {getattr(agent, 'name', None)!r}; name it {role!r} "
+                "(its messages speak as its role, and the role's policy judges them)"
+            )
+    return dict(agents)
 
 
 def _human_grants(trace: Trace) -> list[tuple[str, str, str]]:
@@ -460,6 +487,7 @@ def prepare_run(
     files: Mapping[str, str] | None = None,
     tags: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
+    agents: Mapping[str, ChatAgent] | None = None,
 ) -> PreparedRun:
     """Create the run folder and workspace, seed it, and wire the engine.
 
@@ -468,6 +496,8 @@ def prepare_run(
             files); listed in the task message with the seed.
         tags: labels kept in the trace (`pse eval` tags its runs with the eval, arm and instance).
         limits: engine limits that win over the task's own `[limits]` (a suite's).
+        agents: role name → the user's own AutoGen `ChatAgent` for that role (named as the role): it
+            takes the role's seat in the role's group chat, and is policed like the built-in one.
 
     Raises:
         TaskNotFoundError: no such task.
@@ -500,6 +530,7 @@ def prepare_run(
             trace=None,
             tags=tags,
             limits=limits,
+            agents=agents,
         )
     except BaseException:
         import shutil

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from autogen_agentchat.base import ChatAgent
 from pydantic import BaseModel, Field
 
 from pse.config import Settings, load_settings, with_overrides
@@ -82,6 +83,7 @@ async def arun(
     inputs: dict[str, str] | None = None,
     settings: Settings | None = None,
     on_event: Callable[[Event], None] | None = None,
+    agents: Mapping[str, ChatAgent] | None = None,
     **overrides: Any,
 ) -> RunSummary:
     """Run a task to its outcome from Python (async). The programmatic twin of `pse run`.
@@ -91,6 +93,10 @@ async def arun(
         inputs: the task's inputs (`--input KEY=VALUE`).
         settings: settings to use; default: read from the environment and `.env`.
         on_event: called with every engine event (the same events the live view and dashboard get).
+        agents: role name → your own AutoGen `ChatAgent` for that role, named as the role (e.g.
+            `{"Specialist": my_agent}`): it works in the role's group chat beside the ToolAgent, gets
+            the role's opening as its task, and is policed like the built-in agent (its tool requests
+            go through the role's policy, its final message through the parser and the gates).
         **overrides: settings fields to override, e.g. `provider="openai"`, `max_partial_retries=1`.
 
     Returns:
@@ -100,7 +106,7 @@ async def arun(
         UserError: unknown task, bad input or configuration (nothing is left behind).
     """
     base = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
-    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event))
+    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event, agents=agents))
 
 
 def run(
@@ -109,6 +115,7 @@ def run(
     inputs: dict[str, str] | None = None,
     settings: Settings | None = None,
     on_event: Callable[[Event], None] | None = None,
+    agents: Mapping[str, ChatAgent] | None = None,
     **overrides: Any,
 ) -> RunSummary:
     """Run a task to its outcome from Python (blocking). See `arun`.
@@ -119,7 +126,9 @@ def run(
         >>> summary.outcome  # doctest: +SKIP
         'PASSED'
     """
-    return asyncio.run(arun(task, inputs=inputs, settings=settings, on_event=on_event, **overrides))
+    return asyncio.run(
+        arun(task, inputs=inputs, settings=settings, on_event=on_event, agents=agents, **overrides)
+    )
 
 
 def summarize(trace: Trace, run_dir: Path) -> RunSummary:

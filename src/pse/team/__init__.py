@@ -7,10 +7,11 @@ final message; the engine runs the phases in order and applies the state table b
 
 from pse.team._clients import FailureBox, FailureTrackingClient
 from pse.team._contexts import ContextFactory, CycleOpening, HistoryContexts, ScopedContexts
-from pse.team._phase import Phase, RoleFinished, TurnCap
+from pse.team._phase import WIND_DOWN_S, Phase, RoleFinished, RoleTeam, TurnCap
 from pse.team._team import RoleSetup, describe
 
 __all__ = [
+    "WIND_DOWN_S",
     "ContextFactory",
     "CycleOpening",
     "FailureBox",
@@ -19,6 +20,7 @@ __all__ = [
     "Phase",
     "RoleFinished",
     "RoleSetup",
+    "RoleTeam",
     "ScopedContexts",
     "TurnCap",
     "describe",

@@ -56,6 +56,15 @@ class FailureTrackingClient(WrapperChatCompletionClient):
         super().__init__(inner)
         self._box = box
 
+    @property
+    def box(self) -> FailureBox:
+        """The failure box of the phase this client serves (a role's team gets each cycle's)."""
+        return self._box
+
+    @box.setter
+    def box(self, box: FailureBox) -> None:
+        self._box = box
+
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         self._box.check_open(messages)
         try:

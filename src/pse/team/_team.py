@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
 
 from pse.roles import Role
@@ -19,11 +21,19 @@ _DESCRIPTIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class RoleSetup:
-    """What one LLM role is made of: its name, full system message and model client."""
+    """What one LLM role is made of: its name, full system message and model client.
+
+    `agent`, when given, is a user's own AutoGen `ChatAgent` that takes the role's seat instead of the
+    `AssistantAgent` PSE builds: it gets the role's opening as its task and is policed like any role
+    (its tool requests go through the ToolAgent under the role's policy, its final message through the
+    engine's parser and gates). `teams` holds the role's group chats for the run (see `RoleTeam`).
+    """
 
     name: str
     system_message: str
     client: ChatCompletionClient
+    agent: ChatAgent | None = None
+    teams: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def describe(role: str) -> str:
