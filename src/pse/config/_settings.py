@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +16,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from pse._suggest import closest as _closest
 from pse.config._models import (
     _FLAT_ROLE_NAMES,
     _ROLE_FIELDS,
@@ -504,11 +504,6 @@ def load_settings_given(given_as: Mapping[str, str], /, **overrides: object) -> 
         if any(p not in overrides for p in places):
             fixes.append("Fix the variable in your environment or .env.")
         raise ConfigError(f"invalid configuration:\n  {_problems(exc, labels)}\n{' '.join(fixes)}") from exc
-
-
-def _closest(name: str, names: Iterable[str]) -> str | None:
-    found = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 def _unknown_settings_message(unknown: list[str]) -> str:

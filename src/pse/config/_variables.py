@@ -9,8 +9,9 @@ from typing import NamedTuple
 from pydantic.fields import FieldInfo
 from pydantic_settings import DotEnvSettingsSource
 
+from pse._suggest import closest as _closest
 from pse.config._models import _ROLE_FIELDS, RoleSettings
-from pse.config._settings import Settings, _closest, _env_names
+from pse.config._settings import Settings, _env_names
 from pse.exceptions import UnknownVariableWarning
 
 __all__ = ["env_example", "env_variables", "settings_table", "warn_of_unknown_variables"]

@@ -18,6 +18,7 @@ from pse.tasks._config import (
     TaskConfig,
     VerificationSpec,
 )
+from pse.tasks._offline import cassette_writes, offline_warnings
 from pse.tasks._paths import builtin_tasks_dir, prompts_dir
 from pse.tasks._registry import TaskRegistry, validate
 from pse.tasks._report import extract_report
@@ -56,10 +57,12 @@ __all__ = [
     "Window",
     "base_prompt",
     "builtin_tasks_dir",
+    "cassette_writes",
     "extract_report",
     "independent_tests_prompt",
     "load_rules",
     "mcp_prompt",
+    "offline_warnings",
     "prompts_dir",
     "protocol_prompt",
     "questions_prompt",

@@ -7,19 +7,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from pse._suggest import did_you_mean
 from pse.exceptions import ConfigError
 from pse.roles import ROLES
 from pse.tasks._config import BUILTIN_CHECKS, TASK_ERROR, TaskConfig
-from pse.tasks._rules import load_rules
-from pse.tasks._rules_config import load_rows
-from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, read_toml, role_file
+from pse.tasks._explain import explain
+from pse.tasks._rules_config import RulesFile, load_rows
+from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, role_file
+from pse.tasks._toml import TomlSyntaxError, read_toml
 from pse.toolagent import policy_problem
 from pse.tools import pytest_plugin_missing
 
-__all__ = ["load_task_config", "task_problems", "unregistered_folders"]
+__all__ = ["load_task_config", "model_problem", "task_problems", "toml_problem", "unregistered_folders"]
 
 _TASK_DIR_REF = re.compile(r"\{task_dir\}/([^\s'\"]+)")
 _TASK_MARKERS = (TASK_FILE, "planner.md", "specialist.md", "evaluator.md")
@@ -38,12 +40,23 @@ def load_task_config(location: TaskLocation) -> tuple[TaskConfig | None, list[Pr
         ]
     try:
         raw = read_toml(path)
-    except ConfigError as exc:
-        return None, [Problem(file=str(path), message=str(exc), fix="fix the TOML syntax at the line shown")]
+    except TomlSyntaxError as exc:
+        return None, [toml_problem(exc)]
     try:
         return TaskConfig.model_validate(raw), []
     except ValidationError as exc:
-        return None, [_pydantic_problem(path, err) for err in exc.errors()] + _cross_problems(path, raw)
+        return None, [_pydantic_problem(path, err, raw) for err in exc.errors()] + _cross_problems(path, raw)
+
+
+def toml_problem(exc: TomlSyntaxError) -> Problem:
+    """A TOML syntax error as one problem: the file once, the line and column, what is wrong, the line."""
+    return Problem(file=str(exc.path), message=exc.problem, fix=exc.fix)
+
+
+def model_problem(path: Path, model: type[BaseModel], err: ErrorDetails, raw: Any) -> Problem:
+    """One validation error of a TOML file as a problem that names the key and suggests the fix."""
+    message, fix = explain(model, err, raw)
+    return Problem(file=str(path), message=message, fix=fix)
 
 
 def task_problems(location: TaskLocation) -> list[Problem]:
@@ -93,34 +106,28 @@ def unregistered_folders(tasks_dir: Path, registered: set[Path], registry_file: 
     return problems
 
 
-def _pydantic_problem(path: Path, err: ErrorDetails) -> Problem:
+def _pydantic_problem(path: Path, err: ErrorDetails, raw: Any) -> Problem:
     if err["type"] == TASK_ERROR:  # a problem across keys (MCP servers, their network, their grants)
         key = ".".join(str(part) for part in err["loc"])
         return Problem(file=str(path), message=f"{key}: {err['msg']}", fix=str((err.get("ctx") or {})["fix"]))
     if err["loc"][:1] == ("policy",):  # the policy model's own problems, described as a run reports them
         policy = policy_problem(err, err["loc"][1:])
         return Problem(file=str(path), message=f"{policy.key}: {policy.message}", fix=policy.fix)
-    field = ".".join(str(p) for p in err["loc"]) or "(file)"
-    got = err.get("input")
-    if err["type"] == "extra_forbidden":
-        return Problem(
-            file=str(path),
-            message=f"unknown key {field!r}",
-            fix="remove it or fix its spelling (allowed keys: see docs/tasks.md)",
-        )
-    shown = "" if isinstance(got, dict) else f" (got {got!r})"
-    return Problem(file=str(path), message=f"{field}: {err['msg']}{shown}", fix=f"fix the value of {field}")
+    return model_problem(path, TaskConfig, err, raw)
 
 
 def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
     """Checks spanning several keys, done on raw data too, so they show even when a field is invalid."""
     checks: dict[str, Any] = raw["checks"] if isinstance(raw.get("checks"), dict) else {}
     required: list[Any] = raw["required_checks"] if isinstance(raw.get("required_checks"), list) else []
+    known = [*BUILTIN_CHECKS, *checks]
     return [
         Problem(
             file=str(path),
-            message=f"required check {name!r} is neither built-in ({', '.join(BUILTIN_CHECKS)}) nor declared",
-            fix=f'declare it: [checks] {name} = "{{python}} {{task_dir}}/checks/{name}.py", or remove it',
+            message=f"required check {name!r} is neither built-in ({', '.join(BUILTIN_CHECKS)}) nor declared"
+            + (f" (declared: {', '.join(checks)})" if checks else ""),
+            fix=(f"{hint} Or declare" if (hint := did_you_mean(name, known)) else "Declare")
+            + f' it: [checks] {name} = "{{python}} {{task_dir}}/checks/{name}.py", or remove it',
         )
         for name in required
         if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in checks
@@ -207,9 +214,13 @@ def _cassette_problems(path: Path) -> list[Problem]:
 
 def _rules_problems(task_dir: Path, path: Path) -> list[Problem]:
     try:
-        rules = load_rules(path)
-    except ConfigError as exc:
-        return [Problem(file=str(path), message=str(exc), fix="fix the rules file (format: docs/tasks.md)")]
+        raw = read_toml(path)
+    except TomlSyntaxError as exc:
+        return [toml_problem(exc)]
+    try:
+        rules = RulesFile.model_validate(raw)
+    except ValidationError as exc:
+        return [model_problem(path, RulesFile, err, raw) for err in exc.errors()]
     problems: list[Problem] = []
     ids = [rule.id for rule in rules.rules]
     problems += [

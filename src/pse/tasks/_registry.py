@@ -14,11 +14,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from pse._suggest import did_you_mean
 from pse.exceptions import ConfigError, TaskNotFoundError, UnregisteredTasksWarning
 from pse.tasks._config import RegistryFile
 from pse.tasks._paths import builtin_tasks_dir
-from pse.tasks._problems import load_task_config, task_problems, unregistered_folders
-from pse.tasks._task import Problem, Task, TaskLocation, read_toml
+from pse.tasks._problems import (
+    load_task_config,
+    model_problem,
+    task_problems,
+    toml_problem,
+    unregistered_folders,
+)
+from pse.tasks._task import Problem, Task, TaskLocation
+from pse.tasks._toml import TomlSyntaxError, read_toml
 
 __all__ = ["REGISTRY_FILE", "TaskRegistry", "validate"]
 
@@ -78,15 +86,33 @@ class TaskRegistry:
         return sorted(self.locations)
 
     def location(self, name: str) -> TaskLocation:
-        """Where a task lives. Raises TaskNotFoundError naming the available tasks."""
+        """Where a task lives.
+
+        Raises:
+            TaskNotFoundError: no task of that name is registered. The message names the folder of
+                that name no registry entry points at (and the line to add), else the closest task
+                name, else the available ones.
+        """
         try:
             return self.locations[name]
         except KeyError:
-            available = ", ".join(self.names()) or "none"
+            pass
+        if name in self.unregistered:
+            folder = self.unregistered[name]
+            registry_file = folder.parent / REGISTRY_FILE
+            add = "add" if registry_file.is_file() else "create it with"
             raise TaskNotFoundError(
-                f"no task named {name!r}; available: {available}. Check the spelling, or point "
-                "PSE_TASKS_DIR / --tasks-dir at the directory that holds it"
-            ) from None
+                f"{folder} looks like a task named {name!r}, but {registry_file} has no entry for it; "
+                f"{add} the line [tasks.{name}] to register it"
+            )
+        available = ", ".join(self.names()) or "none"
+        hint = did_you_mean(name, self.names())
+        if hint:
+            raise TaskNotFoundError(f"no task named {name!r}; {hint} (available: {available})")
+        raise TaskNotFoundError(
+            f"no task named {name!r}; available: {available}. Check the spelling, or point "
+            "PSE_TASKS_DIR / --tasks-dir at the directory that holds it"
+        )
 
     def get(self, name: str) -> Task:
         """Load a task after validating it.
@@ -145,22 +171,13 @@ class TaskRegistry:
                 )
             return
         try:
-            registry = RegistryFile.model_validate(read_toml(registry_file))
-        except ConfigError as exc:
-            self.problems.append(
-                Problem(file=str(registry_file), message=str(exc), fix="fix the TOML syntax")
-            )
+            raw = read_toml(registry_file)
+            registry = RegistryFile.model_validate(raw)
+        except TomlSyntaxError as exc:
+            self.problems.append(toml_problem(exc))
             return
         except ValidationError as exc:
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"])
-                self.problems.append(
-                    Problem(
-                        file=str(registry_file),
-                        message=f"{where}: {err['msg']}",
-                        fix='each entry is [tasks.NAME] with an optional path = "FOLDER"',
-                    )
-                )
+            self.problems += [model_problem(registry_file, RegistryFile, err, raw) for err in exc.errors()]
             return
         self._registered[tasks_dir] = registered
         for name, entry in registry.tasks.items():

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from pse.exceptions import ConfigError
+from pse.tasks._explain import explain
 from pse.tasks._rule_kinds import evaluate_rule
 from pse.tasks._rules_config import RulesFile, load_rows
 from pse.tasks._rules_summary import Finding, RulesSummary, SourceInfo, Window
+from pse.tasks._toml import read_toml
 
 if TYPE_CHECKING:
     from pse.tasks._task import Task
@@ -28,13 +30,13 @@ def load_rules(path: Path) -> RulesFile:
     Raises:
         ConfigError: the file is not valid TOML or not of the rules format (every problem listed).
     """
-    from pse.tasks._task import read_toml  # local: _task imports this module lazily too
-
+    raw = read_toml(path)
     try:
-        return RulesFile.model_validate(read_toml(path))
+        return RulesFile.model_validate(raw)
     except ValidationError as exc:
         problems = "\n  ".join(
-            f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors()
+            f"{message}\n    fix: {fix}"
+            for message, fix in (explain(RulesFile, e, raw) for e in exc.errors())
         )
         raise ConfigError(
             f"{path}: invalid rules file:\n  {problems}\nSee docs/tasks.md for the format."

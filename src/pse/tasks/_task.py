@@ -6,19 +6,19 @@ import json
 import shlex
 import shutil
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from pse._suggest import did_you_mean
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES, SINGLE_AGENT, Role
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
+from pse.tasks._toml import read_toml
 from pse.tools import check_config_reason, declared_config
 
 __all__ = [
@@ -69,15 +69,6 @@ def role_file(role: str) -> str:
     if canonical is None:
         raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
     return f"{canonical.lower()}.md"
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML file, turning a syntax error into a ConfigError that names the file and line."""
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
 
 
 def base_prompt(role: str) -> str:
@@ -199,9 +190,17 @@ class Task:
         given = dict(inputs or {})
         declared = self.config.inputs
         unknown = sorted(set(given) - set(declared))
+        if unknown and not declared:
+            raise UserError(
+                f"task {self.name!r} takes no inputs, and was given {', '.join(unknown)}; "
+                "run it without inputs (--input)"
+            )
         if unknown:
-            known = ", ".join(sorted(declared)) or "none"
-            raise UserError(f"task {self.name!r} has no input(s) {unknown}; its inputs are: {known}")
+            named = [
+                name + (f" ({hint})" if (hint := did_you_mean(name, declared)) else "") for name in unknown
+            ]
+            known = ", ".join(sorted(declared))
+            raise UserError(f"task {self.name!r} has no input {', '.join(named)}; its inputs are: {known}")
         resolved: dict[str, str] = {}
         for name, spec in declared.items():
             if name in given:
