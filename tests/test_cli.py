@@ -65,8 +65,8 @@ def test_run_with_live_view_prints_the_table(
     [
         (["run", "no-such-task"], "no task named 'no-such-task'"),
         (["run", "code-delivery", "--cassette", "missing.json"], "does not exist"),
-        (["run", "code-delivery", "--input", "novalue"], "is not KEY=VALUE"),
-        (["run", "code-delivery", "--input", "colour=blue"], "has no input(s) ['colour']"),
+        (["run", "code-delivery", "--input", "novalue"], "takes no inputs; run it without --input novalue"),
+        (["run", "code-delivery", "--input", "colour=blue"], "takes no inputs, and was given colour"),
         (["run", "code-delivery", "--provider", "gpt"], "--provider: Input should be"),
         (["resume", "nope"], "no run 'nope'"),
         (["trace", "show", "../etc"], "is not a run id"),

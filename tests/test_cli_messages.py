@@ -289,9 +289,9 @@ def _commands() -> list[list[str]]:
 
     root = get_command(app)
     found: list[list[str]] = [[]]
-    for name, command in root.commands.items():  # type: ignore[attr-defined]
+    for name in root.list_commands(None):  # type: ignore[attr-defined, arg-type]
         found.append([name])
-        found += [[name, sub] for sub in getattr(command, "commands", {})]
+        found += [[name, sub] for sub in getattr(root.load(name), "commands", {})]  # type: ignore[attr-defined]
     return found
 
 

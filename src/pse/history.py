@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pse._run_entry import RunEntry
+from pse._run_id import check_run_id
 from pse.config import Settings, load_settings
-from pse.engine import check_run_id
 from pse.exceptions import UserError
 from pse.store import ALL_RUNS, BatchStore, RunFilter, open_store
-from pse.trace import RunEntry
 
 __all__ = [
     "RunEntry",
@@ -88,14 +88,21 @@ class RunHistory:
         runs_dir: the runs directory.
         settings: where the store is (PSE_STORE_URL); default: the environment's settings.
         sync_every_s: how stale the folder view may get between two reads (0: sync before each).
+        create: False to leave no trace: with no store yet, an in-memory one is synced from the folder
+            and nothing is created on disk (what `pse trace list` and `pse stats` read through).
     """
 
     def __init__(
-        self, runs_dir: Path, settings: Settings | None = None, *, sync_every_s: float = 2.0
+        self,
+        runs_dir: Path,
+        settings: Settings | None = None,
+        *,
+        sync_every_s: float = 2.0,
+        create: bool = True,
     ) -> None:
         self.runs_dir = runs_dir
         settings = settings if settings is not None else load_settings(runs_dir=runs_dir)
-        self.store: BatchStore = open_store(settings, runs_dir)
+        self.store: BatchStore = open_store(settings, runs_dir, create=create)
         self.sync_every_s = sync_every_s
         self._synced_at = -float("inf")
         self._seen_mtime: int | None = None
@@ -135,8 +142,9 @@ class RunHistory:
 def list_runs(
     runs_dir: Path, settings: Settings | None = None, *, limit: int | None = None
 ) -> list[RunEntry]:
-    """Every run with a readable trace (or the `limit` newest), newest first."""
-    return RunHistory(runs_dir, settings, sync_every_s=0).entries(limit=limit)
+    """Every run with a readable trace (or the `limit` newest), newest first. Creates nothing: a runs
+    folder without a store is read into an in-memory one."""
+    return RunHistory(runs_dir, settings, sync_every_s=0, create=False).entries(limit=limit)
 
 
 def stats_of(entries: Sequence[RunEntry]) -> Stats:
@@ -195,5 +203,5 @@ def stats_of_totals(t: dict[str, Any]) -> Stats:
 
 
 def compute_stats(runs_dir: Path, settings: Settings | None = None) -> Stats:
-    """The statistics of every finished run in `runs_dir`."""
-    return RunHistory(runs_dir, settings, sync_every_s=0).stats()[0]
+    """The statistics of every finished run in `runs_dir` (creating nothing, as `list_runs`)."""
+    return RunHistory(runs_dir, settings, sync_every_s=0, create=False).stats()[0]

@@ -1,46 +1,200 @@
 """`pse`: run tasks, inspect runs, manage tasks.
 
 Exit codes: 0 PASSED, 1 the run ended without a pass, 2 usage or configuration error, 3 ERROR.
+
+The command tree is a table of names, one-line summaries and where each command lives. A command's
+module (and what it imports: the runner, AutoGen, the run store) is imported only when that command
+runs or shows its own help, so `pse --version` and `pse --help` start in a fraction of the time a run
+needs. `tests/test_cli_startup.py` holds the summaries to the commands' own docstrings.
 """
 
 from __future__ import annotations
 
-import shutil
+import importlib
 import sys
 import warnings
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from typer.core import TyperGroup
 
-from pse.cli._batch import batch_cmd
-from pse.cli._common import RunsDir, TasksDir, err, out, suggesting_tasks
-from pse.cli._common import command_settings as _settings
-from pse.cli._doctor import doctor_cmd
-from pse.cli._eval import eval_cmd
-from pse.cli._export import export_cmd
+from pse.cli._common import err
 from pse.cli._help import tidy_help, version_option
-from pse.cli._kb import kb_app
-from pse.cli._run import EXIT_ERROR, EXIT_USAGE, answer_cmd, approve_cmd, resume_cmd, run_cmd
-from pse.cli._serve import serve_cmd
-from pse.cli._stats import stats_cmd
-from pse.cli._store import store_app
-from pse.cli._trace import trace_app
-from pse.engine import prune_runs
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
-from pse.history import list_runs
-from pse.runner import registry_for, user_tasks_dir
-from pse.store import open_store
-from pse.tasks import Task, run_rules, scaffold_task, validate
-from pse.tools import is_test_file
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "LazyGroup", "app", "main"]
+
+EXIT_USAGE, EXIT_ERROR = 2, 3  # as pse.cli._run defines them (not imported: it imports the runner)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the tree: its name, its one-line summary for `--help`, and where it lives
+    (`module:attribute`, a command function or a Typer app), or, for a group, its commands."""
+
+    name: str
+    summary: str
+    target: str = ""
+    commands: tuple[Command, ...] = ()
+
+
+COMMANDS: tuple[Command, ...] = (
+    # In the order people meet them: tasks, runs, people's answers, history, then the tools around them.
+    Command("list", "List the tasks you can run.", "pse.cli._tasks:list_tasks"),
+    Command(
+        "new",
+        "Scaffold a valid task (prompts, config, registry entry, a small cassette) in your tasks directory.",
+        "pse.cli._tasks:new_cmd",
+    ),
+    Command(
+        "validate",
+        "Check every task (or one) and report every problem with its file and fix. Exit 2 on any problem.",
+        "pse.cli._tasks:validate_cmd",
+    ),
+    Command(
+        "run",
+        "Run a task through plan → execute → evaluate cycles until it passes or stops.",
+        "pse.cli._run:run_cmd",
+    ),
+    Command(
+        "resume",
+        "Continue an interrupted (killed or cancelled) run with its next cycle and the same counters.",
+        "pse.cli._run:resume_cmd",
+    ),
+    Command(
+        "answer",
+        "Answer an ESCALATED run (take it on with a note, grants, more cycles, a re-plan; accept; close), "
+        "or a run whose Planner asked questions (--text).",
+        "pse.cli._run:answer_cmd",
+    ),
+    Command(
+        "approve",
+        "Approve (or --deny) a tool call a run holds for a person; the run goes on from the held call.",
+        "pse.cli._run:approve_cmd",
+    ),
+    Command(
+        "summarize",
+        "Run a task's rules over its data: zero model calls. Writes rules_summary.json and .md.",
+        "pse.cli._tasks:summarize_cmd",
+    ),
+    Command(
+        "stats",
+        "Aggregate over all traces: outcomes, first-cycle pass rate, cycles to pass, denied calls, cost.",
+        "pse.cli._stats:stats_cmd",
+    ),
+    Command(
+        "clean",
+        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all).",
+        "pse.cli._clean:clean_cmd",
+    ),
+    Command(
+        "serve",
+        "Serve the web dashboard: live runs, history, trace explorer and metrics.",
+        "pse.cli._serve:serve_cmd",
+    ),
+    Command(
+        "doctor",
+        "Check each role's model: reachable, speed, context, grammar and native tools, valid tool call and "
+        "verdict. Exit 0 all usable, 1 something unusable, 2 configuration error.",
+        "pse.cli._doctor:doctor_cmd",
+    ),
+    Command(
+        "eval",
+        "Run a suite's instances by each arm, judge every run by its hidden check, and compare the arms.",
+        "pse.cli._eval:eval_cmd",
+    ),
+    Command(
+        "batch",
+        "Run TASK once per row of an inputs file. Run the same command again to resume: rows that are done "
+        "are skipped, interrupted runs go on from their last cycle.",
+        "pse.cli._batch:batch_cmd",
+    ),
+    Command(
+        "trace",
+        "Read run traces.",
+        commands=(
+            Command(
+                "list", "List runs, newest first, with their whole run ids.", "pse.cli._trace_list:trace_list"
+            ),
+            Command(
+                "show",
+                "Show one run: why it ended so, the criteria and their verdicts, gates, tool calls and "
+                "tokens.",
+                "pse.cli._trace:trace_show",
+            ),
+            Command(
+                "export",
+                "Export a run's spans (OpenTelemetry, GenAI conventions): the same spans PSE_OTEL sends "
+                "live.",
+                "pse.cli._export:export_cmd",
+            ),
+        ),
+    ),
+    Command(
+        "kb", "Build and search a task's knowledge base (tasks/<task>/knowledge/).", "pse.cli._kb:kb_app"
+    ),
+    Command(
+        "store", "The run store (SQLite in the runs folder, or PSE_STORE_URL).", "pse.cli._store:store_app"
+    ),
+)
+"""Every command of `pse`. A summary is the first paragraph of the command's own help (its docstring,
+or its app's help), which `tests/test_cli_startup.py` checks, so `pse --help` reads as before."""
+
+
+def _placeholder(command: Command) -> typer.core.TyperCommand:
+    """What `--help` lists for a command that is not loaded: its name and summary, nothing imported."""
+    return typer.core.TyperCommand(name=command.name, help=command.summary, callback=None)
+
+
+def _loaded(command: Command) -> Any:
+    """The click command of `command`: its module imported, a function made a command, an app a group."""
+    if command.commands:
+        return LazyGroup(
+            name=command.name, help=command.summary, no_args_is_help=True, table=command.commands
+        )
+    module, _, attribute = command.target.partition(":")
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        return typer.main.get_command(target)
+    single = typer.Typer(add_completion=False)
+    single.command(command.name)(target)
+    return typer.main.get_command(single)
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands are imported when one of them is asked for (to run, or for its own help);
+    `--help` of the group lists their names and summaries without importing anything."""
+
+    table: Sequence[Command] = COMMANDS
+
+    def __init__(self, *args: Any, table: Sequence[Command] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if table is not None:
+            self.table = table
+        self._entries = {command.name: command for command in self.table}
+        for command in self.table:
+            self.commands[command.name] = _placeholder(command)
+        self._real: dict[str, Any] = {}
+
+    def load(self, name: str) -> Any:
+        """The real command `name` (imported now if it was not yet), with people's names in its help."""
+        if name not in self._real:
+            command = _loaded(self._entries[name])
+            command.name = name
+            self._real[name] = self.commands[name] = tidy_help(command)
+        return self._real[name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, (self.load(name) if name in self._entries else command), rest
+
 
 app = typer.Typer(
     name="pse",
+    cls=LazyGroup,
     help="PSE: Planner / Specialist / Evaluator runs where done means verified.",
     no_args_is_help=True,
     add_completion=False,
@@ -51,128 +205,6 @@ app = typer.Typer(
 @app.callback()
 def _root(version: Annotated[bool, version_option()] = False) -> None:
     """PSE: Planner / Specialist / Evaluator runs where done means verified."""
-
-
-TaskArg = Annotated[str, typer.Argument(help="A task name (`pse list` shows them).")]
-
-
-def list_tasks(tasks_dir: TasksDir = None) -> None:
-    """List the tasks you can run."""
-    registry = registry_for(_settings(tasks_dir=tasks_dir))
-    table = Table("task", "description")
-    for name in registry.names():
-        table.add_row(name, registry.description(name))
-    out.print(table)
-
-
-def validate_cmd(
-    task: Annotated[str | None, typer.Argument(help="The task to check (default: every task).")] = None,
-    tasks_dir: TasksDir = None,
-) -> None:
-    """Check every task (or one) and report every problem with its file and fix. Exit 2 on any problem."""
-    settings = _settings(tasks_dir=tasks_dir)
-    with suggesting_tasks(task or "", settings):
-        problems = validate(registry_for(settings), task)
-    if not problems:
-        out.print(f"[green]ok[/]: {task or 'all tasks'} valid")
-        if task is not None:
-            for line in evidence_rules_of(registry_for(settings).get(task)):
-                out.print(line, highlight=False, markup=False)
-        return
-    for problem in problems:
-        err.print(f"[red]✗[/] {problem}", highlight=False)
-    raise typer.Exit(EXIT_USAGE)
-
-
-def evidence_rules_of(task: Task) -> list[str]:
-    """What every check of a run of `task` may see (its manifest, before the plan adds its outputs)."""
-    outputs = list(task.config.expected_outputs)
-    python = [p for p in outputs if p.endswith(".py") and not is_test_file(p)]
-    config = sorted(task.check_config_files)
-    verification = task.config.verification
-    lines = [
-        "evidence: every check runs over a sealed snapshot of these files only (docs/security.md):",
-        "  outputs (the task's; the plan may add more): " + (", ".join(outputs) or "none"),
-        "  inputs (the task's own files; no role may change them): "
-        + (", ".join(task.seed_listing()) or "none"),
-        "  check configuration: "
-        + (
-            ", ".join(config)
-            if config
-            else "none declared (pytest -c /dev/null --noconftest; ruff --isolated)"
-        ),
-        "  evidence globs ([verification] evidence): " + (", ".join(verification.evidence) or "none"),
-    ]
-    if verification.independent_tests:
-        lines.append("  the Evaluator's own tests (@evaluation/), in a pytest session of their own")
-    if python:
-        lines.append("  a pytest run must execute, from its own path: " + ", ".join(python))
-    lines.append("  every other file a role writes is left out of the checks, and the Evaluator is told")
-    return lines
-
-
-def new_cmd(
-    name: Annotated[str, typer.Argument(help="The new task's name: lowercase letters, digits, hyphens.")],
-    tasks_dir: TasksDir = None,
-) -> None:
-    """Scaffold a valid task (prompts, config, registry entry, a small cassette) in your tasks directory."""
-    folder = scaffold_task(name, user_tasks_dir(_settings(tasks_dir=tasks_dir)))
-    out.print(f"created {folder}; check it with `pse validate {name}`, run it with `pse run {name}`")
-
-
-def summarize_cmd(
-    task: TaskArg,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Where the summary goes.")] = None,
-    tasks_dir: TasksDir = None,
-) -> None:
-    """Run a task's rules over its data: zero model calls. Writes rules_summary.json and .md."""
-    settings = _settings(tasks_dir=tasks_dir)
-    with suggesting_tasks(task, settings):
-        t = registry_for(settings).get(task)
-    target = out_dir or Path("summaries") / t.name
-    summary = run_rules(t, target)
-    out.print(summary.to_markdown(), highlight=False)
-    out.print(f"[dim]written to {target.resolve()}/rules_summary.json and rules_summary.md[/]")
-
-
-def clean_cmd(
-    runs_dir: RunsDir = None,
-    all_runs: Annotated[bool, typer.Option("--all", help="Delete every run, not only expired ones.")] = False,
-) -> None:
-    """Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all)."""
-    settings = _settings(runs_dir=runs_dir)
-    if all_runs:
-        removed = [e.run_id for e in list_runs(settings.runs_dir, settings)]
-        for run_id in removed:
-            shutil.rmtree(settings.runs_dir / run_id)
-    else:
-        removed = prune_runs(settings.runs_dir, settings.trace_retention_days)
-    open_store(settings).forget(removed)
-    out.print(f"removed {len(removed)} run(s)")
-
-
-# In the order people meet them: tasks, runs, people's answers, history, then the tools around them.
-for _name, _command in (
-    ("list", list_tasks),
-    ("new", new_cmd),
-    ("validate", validate_cmd),
-    ("run", run_cmd),
-    ("resume", resume_cmd),
-    ("answer", answer_cmd),
-    ("approve", approve_cmd),
-    ("summarize", summarize_cmd),
-    ("stats", stats_cmd),
-    ("clean", clean_cmd),
-    ("serve", serve_cmd),
-    ("doctor", doctor_cmd),
-    ("eval", eval_cmd),
-    ("batch", batch_cmd),
-):
-    app.command(_name)(_command)
-trace_app.command("export")(export_cmd)
-app.add_typer(trace_app, name="trace")
-app.add_typer(kb_app, name="kb")
-app.add_typer(store_app, name="store")
 
 
 def _warning_printer(fallback: Callable[..., None]) -> Callable[..., None]:
@@ -202,19 +234,19 @@ def _main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except UserError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    except UserError as exc:  # messages are plain text: `[tasks.NAME]` is no markup
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(EXIT_USAGE)
     except InternalError as exc:  # a bug in PSE: the traceback is what a report needs
         err.print_exception()
         err.print(
-            f"[bold red]internal error:[/] {exc}\nThis is a bug in PSE, not in your task or settings; "
-            "please report it with the traceback above and the run's trace.json",
+            f"[bold red]internal error:[/] {escape(str(exc))}\nThis is a bug in PSE, not in your task or "
+            "settings; please report it with the traceback above and the run's trace.json",
             highlight=False,
         )
         sys.exit(EXIT_ERROR)
     except PSEError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(EXIT_ERROR)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
@@ -224,5 +256,5 @@ def _main() -> None:
         if callable(show):
             show()
         else:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(EXIT_USAGE)

@@ -1,29 +1,30 @@
 """What the `pse` commands share: the consoles, the common options, settings, run ids as people type
-them, task-name hints and safe printing."""
+them and safe printing.
+
+Every command imports this module, so it imports nothing heavy: the settings model is imported when a
+command asks for its settings, never when `pse --help` is printed.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import logging
 import os
-import signal
 import stat
 import sys
-from collections.abc import Callable, Coroutine, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from pse._run_id import check_run_id, is_run_id
 from pse.cli._control import strip_control
-from pse.config import Settings
-from pse.config._settings import load_settings_given
-from pse.engine import check_run_id, is_run_id
-from pse.exceptions import TaskNotFoundError, UserError
+from pse.exceptions import UserError
+
+if TYPE_CHECKING:
+    from pse.config import Settings
 
 T = TypeVar("T")
 
@@ -36,10 +37,10 @@ __all__ = [
     "err",
     "option_names",
     "out",
+    "outcome_style",
     "resolve_run_id",
     "run_interruptible",
     "shown",
-    "suggesting_tasks",
 ]
 
 
@@ -69,6 +70,8 @@ def command_settings(**overrides: Any) -> Settings:
 
     A bad option value is reported as the option's (`--provider: …`), not as a variable's.
     """
+    from pse.config._settings import load_settings_given
+
     given = {k: v for k, v in overrides.items() if v is not None}
     settings = load_settings_given(option_names(given), **given)
     configure_logging(settings.log_level)
@@ -86,6 +89,19 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
     for name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
         logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL + 1)
+
+
+_OUTCOME_STYLE = {
+    "PASSED": "bold green",
+    "ESCALATED": "bold yellow",
+    "TIMEOUT": "bold magenta",
+    "ERROR": "bold red",
+}
+
+
+def outcome_style(outcome: str | None) -> str:
+    """The colour of an outcome."""
+    return _OUTCOME_STYLE.get(outcome or "", "white")
 
 
 def shown(text: object) -> str:
@@ -136,26 +152,12 @@ def resolve_run_id(text: str, settings: Settings) -> str:
     return matches[0] if matches else text
 
 
-@contextmanager
-def suggesting_tasks(task: str, settings: Settings) -> Iterator[None]:
-    """Turn "no task named X" into one that names the closest task: "did you mean 'code-delivery'?"."""
-    try:
-        yield
-    except TaskNotFoundError as exc:
-        from pse.runner import registry_for
-
-        names = registry_for(settings).names()
-        close = difflib.get_close_matches(task, names, n=1, cutoff=0.6)
-        if not close:
-            raise
-        raise TaskNotFoundError(
-            f"no task named {task!r}; did you mean {close[0]!r}? (available: {', '.join(names)})"
-        ) from exc
-
-
 def run_interruptible(main: Coroutine[Any, Any, T], cancel: Callable[[], object]) -> T:
     """`asyncio.run(main)` with Ctrl-C calling `cancel` (runs end at their cycle boundary and resume
     next time) instead of killing the loop: what `pse batch` and `pse eval` do."""
+
+    import asyncio
+    import signal
 
     async def go() -> T:
         loop = asyncio.get_running_loop()

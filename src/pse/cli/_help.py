@@ -10,23 +10,15 @@ paragraphs are reflowed, so a command's summary is never cut where its source li
 from __future__ import annotations
 
 import inspect
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import typer
 
 from pse.cli._common import out
+from pse.cli._version import package_version
 
 __all__ = ["package_version", "tidy_help", "version_option"]
-
-
-def package_version() -> str:
-    """The installed version of PSE (`0+unknown` when run from sources that were never installed)."""
-    try:
-        return version("pse")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _show_version(value: bool) -> None:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pse.cli._common import option_names, suggesting_tasks
+from pse.cli._common import option_names
 from pse.config._settings import load_settings_given
 from pse.exceptions import UserError
 from pse.knowledge import MAX_K, KnowledgeBase, citations_of
@@ -19,7 +19,9 @@ from pse.runner import registry_for
 __all__ = ["kb_app"]
 
 kb_app = typer.Typer(
-    help="Build and search a task's knowledge base (tasks/<task>/knowledge/).", no_args_is_help=True
+    help="Build and search a task's knowledge base (tasks/<task>/knowledge/).",
+    no_args_is_help=True,
+    add_completion=False,
 )
 out = Console()
 
@@ -29,8 +31,7 @@ TasksDir = Annotated[Path | None, typer.Option("--tasks-dir", help="Extra tasks 
 def _knowledge_base(task: str, tasks_dir: Path | None) -> KnowledgeBase:
     given = {"tasks_dir": tasks_dir} if tasks_dir is not None else {}
     settings = load_settings_given(option_names(given), **given)
-    with suggesting_tasks(task, settings):
-        found = registry_for(settings).get(task)
+    found = registry_for(settings).get(task)
     if found.knowledge_dir is None:
         raise UserError(
             f"task {task!r} has no knowledge folder; create {found.dir / 'knowledge'} and put .md or .txt "

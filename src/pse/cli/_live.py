@@ -21,9 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pse._causal import cycle_link
+from pse.cli._common import outcome_style
 from pse.cli._control import strip_control
 from pse.cli._describe import CallKind, describe_call, describe_message, flat
-from pse.engine import Trace
 from pse.events import (
     ApprovalEvent,
     CycleStarted,
@@ -39,15 +39,10 @@ from pse.events import (
     VerdictEvent,
 )
 from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
+from pse.trace import Trace
 
 __all__ = ["CALL_STYLE", "LiveView", "outcome_style", "strip_control", "token_summary", "token_table"]
 
-_OUTCOME_STYLE = {
-    "PASSED": "bold green",
-    "ESCALATED": "bold yellow",
-    "TIMEOUT": "bold magenta",
-    "ERROR": "bold red",
-}
 _ROLE_STYLE = {
     Role.PLANNER: "cyan",
     Role.SPECIALIST: "blue",
@@ -55,11 +50,6 @@ _ROLE_STYLE = {
     SINGLE_AGENT: "green",
     TOOL_AGENT: "grey58",
 }
-
-
-def outcome_style(outcome: str | None) -> str:
-    """The colour of an outcome."""
-    return _OUTCOME_STYLE.get(outcome or "", "white")
 
 
 CALL_STYLE: dict[CallKind, str] = {"ok": "default", "finding": "yellow", "failed": "red", "denied": "red"}
@@ -250,7 +240,7 @@ class LiveView:
             "cycle ",
             (f"{self.cycle} {self.cycle_kind}", "bold"),
             "  state ",
-            (self.state, outcome_style(self.state) if self.state in _OUTCOME_STYLE else "bold"),
+            (self.state, outcome_style(self.state) if outcome_style(self.state) != "white" else "bold"),
             "  speaking ",
             (self.speaker or "-", _ROLE_STYLE.get(self.speaker, "white")),
             "  tokens ",

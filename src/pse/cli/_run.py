@@ -17,11 +17,11 @@ import typer
 from rich.markup import escape
 
 from pse.cli._approvals import TerminalApprovals, held_panel
-from pse.cli._common import RunsDir, TasksDir, err, out, resolve_run_id, suggesting_tasks
+from pse.cli._common import RunsDir, TasksDir, err, out, resolve_run_id
 from pse.cli._common import command_settings as _settings
 from pse.cli._common import shown as _shown
 from pse.cli._live import LiveView, outcome_style, token_summary
-from pse.engine import load_trace
+from pse.config import Settings
 from pse.exceptions import UserError
 from pse.runner import (
     PreparedRun,
@@ -30,8 +30,10 @@ from pse.runner import (
     pending_approvals,
     prepare_resume,
     prepare_run,
+    registry_for,
     run_to_end,
 )
+from pse.trace import load_trace
 
 __all__ = [
     "EXIT_ERROR",
@@ -54,12 +56,19 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _parse_inputs(pairs: list[str]) -> dict[str, str]:
+def _parse_inputs(pairs: list[str], task: str, settings: Settings) -> dict[str, str]:
+    """`--input KEY=VALUE`s as a dict. One that is not KEY=VALUE is named with what the task takes."""
     inputs: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UserError(f"--input {pair!r} is not KEY=VALUE")
+            declared = registry_for(settings).get(task).config.inputs
+            if not declared:
+                raise UserError(f"task {task!r} takes no inputs; run it without --input {pair}")
+            raise UserError(
+                f"--input {pair} is not KEY=VALUE; task {task!r} takes "
+                + ", ".join(f"{name} ({spec.description})" for name, spec in declared.items())
+            )
         inputs[key.strip()] = value
     return inputs
 
@@ -172,10 +181,12 @@ def run_cmd(
         tasks_dir=tasks_dir,
     )
     view = _live_view(task, as_json)
-    with suggesting_tasks(task, settings):
-        prepared = prepare_run(
-            task, settings, inputs=_parse_inputs(input or []), on_event=view.on_event if view else None
-        )
+    prepared = prepare_run(
+        task,
+        settings,
+        inputs=_parse_inputs(input or [], task, settings),
+        on_event=view.on_event if view else None,
+    )
     raise typer.Exit(_execute(prepared, view))
 
 

@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from pse.cli._common import RunsDir, command_settings, out, shown
+from pse.cli._trace_list import no_runs_line
 from pse.history import Stats, compute_stats
 
 __all__ = ["render_stats", "stats_cmd"]
@@ -67,3 +68,5 @@ def stats_cmd(
         print(stats.model_dump_json())
         return
     out.print(render_stats(stats))
+    if not stats.runs:
+        out.print(f"[dim]{no_runs_line(settings.runs_dir)}[/]", highlight=False)

@@ -8,12 +8,14 @@ from typing import Annotated
 import typer
 
 from pse.cli._common import RunsDir, command_settings, out, shown
-from pse.store import SCHEMA_VERSION, open_store
+from pse.store import SCHEMA_VERSION, open_store, public_store_url, store_exists, store_url_of
 
 __all__ = ["store_app"]
 
 store_app = typer.Typer(
-    no_args_is_help=True, help="The run store (SQLite in the runs folder, or PSE_STORE_URL)."
+    no_args_is_help=True,
+    help="The run store (SQLite in the runs folder, or PSE_STORE_URL).",
+    add_completion=False,
 )
 
 
@@ -48,9 +50,25 @@ def store_rebuild(runs_dir: RunsDir = None, as_json: Annotated[bool, typer.Optio
 def store_info(runs_dir: RunsDir = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Which store this configuration uses, its schema version and how many runs it indexes."""
     settings = command_settings(runs_dir=runs_dir)
-    store = open_store(settings)
-    store.sync(settings.runs_dir)
-    info = {"store": store.url, "kind": store.kind, "schema_version": SCHEMA_VERSION, "runs": store.count()}
+    if not store_exists(settings):  # a reading command creates no store: say where it will be
+        url = public_store_url(store_url_of(settings))
+        info: dict[str, object] = {
+            "store": url,
+            "kind": "sqlite",
+            "schema_version": SCHEMA_VERSION,
+            "runs": 0,
+        }
+        if not as_json:
+            out.print(f"[dim]not created yet: the first run in {shown(settings.runs_dir)} creates it[/]")
+    else:
+        store = open_store(settings)
+        store.sync(settings.runs_dir)
+        info = {
+            "store": store.url,
+            "kind": store.kind,
+            "schema_version": SCHEMA_VERSION,
+            "runs": store.count(),
+        }
     if as_json:
         print(json.dumps(info))
         return

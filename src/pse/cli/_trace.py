@@ -1,7 +1,6 @@
-"""`pse trace list` and `pse trace show RUN_ID`: read run traces.
+"""`pse trace show RUN_ID`: one run's story.
 
-`list` never cuts a run id (a narrow terminal drops the columns the id already holds: task, start);
-`show` takes what `list` prints, the start of an id, or `last`, and tells the run's story: the causal
+It takes what `pse trace list` prints, the start of an id, or `last`, and tells the run's story: the causal
 line (`pse._causal`), the plan's criteria with the Evaluator's verdict on each per cycle, then every
 cycle's findings, gates and tool calls. Everything read from a trace is escaped and stripped of
 control sequences before it is printed (a tool could have written the file).
@@ -18,87 +17,16 @@ from rich.text import Text
 
 from pse._causal import causal_line, first_sentence, reviewer_of
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
-from pse.cli._common import LAST_RUN, RunsDir, command_settings, out, resolve_run_id, shown
+from pse.cli._common import RunsDir, command_settings, out, resolve_run_id, shown
 from pse.cli._control import strip_control
 from pse.cli._describe import describe_call, describe_evidence, flat
 from pse.cli._live import CALL_STYLE, outcome_style, token_summary
-from pse.engine import Trace, load_trace
+from pse.cli._trace_list import waiting
 from pse.events import PlanRecord
-from pse.history import RunEntry, list_runs, run_dir_of
-from pse.trace import CycleRecord
+from pse.history import run_dir_of
+from pse.trace import CycleRecord, Trace, load_trace
 
-__all__ = ["trace_app"]
-
-trace_app = typer.Typer(help="Read run traces.", no_args_is_help=True)
-
-
-def _waiting(state: str) -> str:
-    return {"AWAITING_ANSWER": "waiting for answers", "AWAITING_APPROVAL": "waiting for approval"}.get(
-        state, "running/interrupted"
-    )
-
-
-def _started(at: str) -> str:
-    return at[:16].replace("T", " ") if len(at) >= 16 else at  # 2026-12-01T19:43:33.716+00:00 → minutes
-
-
-def _runs_table(entries: list[RunEntry], width: int) -> Table:
-    """Run id, outcome, cycles and tokens always, the id whole; cost, task and start as width allows."""
-    columns: dict[str, list[str]] = {
-        "run id": [shown(e.run_id) for e in entries],
-        "outcome": [
-            f"[{outcome_style(e.outcome)}]{shown(e.outcome or _waiting(e.state))}[/]" for e in entries
-        ],
-        "cycles": [str(e.cycles) for e in entries],
-        "tokens": [f"{e.tokens:,}" for e in entries],
-        "cost": [f"{e.cost:.4f} {shown(e.currency)}" for e in entries],
-        "task": [
-            shown(e.task)
-            + (
-                f"\n[dim]{shown(e.tags['arm'])} · {shown(e.tags.get('eval', ''))}[/]"
-                if "arm" in e.tags
-                else ""
-            )
-            for e in entries
-        ],
-        "started": [shown(_started(e.started_at)) for e in entries],
-    }
-
-    def need(name: str) -> int:
-        plain = [Text.from_markup(v).plain for v in columns[name]]
-        return max(len(line) for text in [name, *plain] for line in text.splitlines() or [""]) + 2
-
-    outcome_words = max([len(w) for e in entries for w in (e.outcome or _waiting(e.state)).split()] + [7])
-    used = need("run id") + outcome_words + 2 + need("cycles") + need("tokens")
-    shown_columns = ["run id", "outcome", "cycles", "tokens"]
-    for optional in ("cost", "task", "started"):
-        if used + need(optional) <= width:
-            shown_columns.append(optional)
-            used += need(optional)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in shown_columns:
-        numeric = name in ("cycles", "tokens", "cost")
-        table.add_column(name, justify="right" if numeric else "left", no_wrap=name == "run id")
-    for row in range(len(entries)):
-        table.add_row(*(columns[name][row] for name in shown_columns))
-    return table
-
-
-@trace_app.command("list")
-def trace_list(
-    runs_dir: RunsDir = None,
-    limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
-) -> None:
-    """List runs, newest first, with their whole run ids."""
-    settings = command_settings(runs_dir=runs_dir)
-    entries = list_runs(settings.runs_dir, settings, limit=limit)
-    if not entries:
-        out.print(f"no runs in {shown(settings.runs_dir)} yet; `pse run TASK` makes one", highlight=False)
-        return
-    out.print(_runs_table(entries, out.width))
-    out.print(
-        f"[dim]show one: pse trace show RUN_ID (or the start of one, or `{LAST_RUN}`)[/]", highlight=False
-    )
+__all__ = ["trace_show"]
 
 
 def _plans(trace: Trace) -> list[tuple[PlanRecord | None, list[CycleRecord]]]:
@@ -174,7 +102,6 @@ def _print_cycle(cycle: CycleRecord, reviewer: str) -> None:
         out.print(line)
 
 
-@trace_app.command("show")
 def trace_show(
     run_id: Annotated[str, typer.Argument(help="A run id, the start of one, or `last` (the newest run).")],
     runs_dir: RunsDir = None,
@@ -191,7 +118,7 @@ def trace_show(
         print(strip_control(raw.decode("utf-8")))
         return
     trace = load_trace(path, beneath=settings.runs_dir)
-    ended = trace.outcome or _waiting(trace.state)
+    ended = trace.outcome or waiting(trace.state)
     out.print(
         f"[bold]{shown(trace.task)}[/] {shown(trace.run_id)}: "
         f"[{outcome_style(trace.outcome)}]{shown(ended)}[/] — {shown(trace.outcome_reason)}",

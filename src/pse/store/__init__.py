@@ -24,6 +24,7 @@ from pse.store._store import (
 
 __all__ = [
     "ALL_RUNS",
+    "IN_MEMORY_URL",
     "SCHEMA_VERSION",
     "STORE_FILE",
     "BatchItem",
@@ -35,8 +36,12 @@ __all__ = [
     "close_stores",
     "open_store",
     "public_store_url",
+    "store_exists",
     "store_url_of",
 ]
+
+IN_MEMORY_URL = "sqlite://"
+"""The store a reader uses where no store exists yet: SQLite in memory, gone with the process."""
 
 _open: dict[str, BatchStore] = {}
 _lock = threading.Lock()
@@ -50,8 +55,25 @@ def store_url_of(settings: Settings, runs_dir: Path | None = None) -> str:
     return f"sqlite:///{root / STORE_FILE}"
 
 
-def open_store(settings: Settings, runs_dir: Path | None = None) -> BatchStore:
-    """The process's store for these settings (opened, and migrated, once per URL)."""
+def store_exists(settings: Settings, runs_dir: Path | None = None) -> bool:
+    """Whether the store of these settings is there to read: always for PSE_STORE_URL; for the embedded
+    store, whether its file exists (a runs folder no run has used yet has none)."""
+    url = store_url_of(settings, runs_dir)
+    return not url.startswith("sqlite:///") or Path(url.removeprefix("sqlite:///")).is_file()
+
+
+def open_store(settings: Settings, runs_dir: Path | None = None, *, create: bool = True) -> BatchStore:
+    """The process's store for these settings (opened, and migrated, once per URL).
+
+    Args:
+        settings: where the store is (PSE_STORE_URL, else the runs folder's SQLite file).
+        runs_dir: the runs folder, when it is not the settings' one.
+        create: False for a reader that must leave nothing behind (`pse trace list`, `pse stats`): when
+            the embedded store's file does not exist, no folder and no file is created, and a new
+            in-memory store stands in (empty until its reader syncs it from the runs folder).
+    """
+    if not create and not store_exists(settings, runs_dir):
+        return BatchStore(IN_MEMORY_URL)
     url = store_url_of(settings, runs_dir)
     with _lock:
         store = _open.get(url)

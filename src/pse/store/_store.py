@@ -368,9 +368,15 @@ def _tag_rows(entry: RunEntry) -> list[dict[str, str]]:
 
 def _upsert(kind: str) -> Any:
     """INSERT … ON CONFLICT (run_id) DO UPDATE, in the dialect of the store (both have it)."""
-    from sqlalchemy.dialects import postgresql, sqlite
+    insert: Any
+    if kind == "postgresql":  # each dialect imported only where it is used (a CLI start-up cost)
+        from sqlalchemy.dialects import postgresql
 
-    insert = postgresql.insert(runs) if kind == "postgresql" else sqlite.insert(runs)
+        insert = postgresql.insert(runs)
+    else:
+        from sqlalchemy.dialects import sqlite
+
+        insert = sqlite.insert(runs)
     return insert.on_conflict_do_update(
         index_elements=[runs.c.run_id],
         set_={c.name: insert.excluded[c.name] for c in runs.c if c.name != "run_id"},

@@ -1,0 +1,91 @@
+"""`pse` starts without loading what a command does not use: importing `pse.cli` loads no command,
+`--version` and `--help` load no command module, and the reading commands never load AutoGen, the
+runner, the engine or a model provider. Each check runs a fresh interpreter (the test process has
+loaded everything already). `make bench` times the same commands as whole processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pse.cli._app import COMMANDS, Command, _loaded
+from pse.cli._help import _reflowed
+
+_HEAVY = (
+    "autogen_core",
+    "autogen_agentchat",
+    "autogen_ext",
+    "openai",
+    "pse.runner",
+    "pse.engine",
+    "pse.team",
+)
+_PROBE = """
+import json, sys
+sys.argv = ["pse", *json.loads(sys.argv[1])]
+try:
+    from pse.cli import main
+    {call}
+except SystemExit:
+    pass
+heavy = {heavy!r}
+print(json.dumps(sorted({{m.split(".")[0] if not m.startswith("pse.") else ".".join(m.split(".")[:2])
+                        for m in sys.modules if m.startswith(heavy)}})), file=sys.stderr)
+"""
+
+
+def _loaded_after(args: list[str], tmp_path: Path, *, call: str = "main()") -> list[str]:
+    """The heavy packages a fresh interpreter holds after `pse ARGS` (run in `tmp_path`)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(call=call, heavy=_HEAVY), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    loaded: list[str] = json.loads(result.stderr.strip().splitlines()[-1])
+    return loaded
+
+
+def test_importing_pse_cli_loads_no_command(tmp_path: Path) -> None:
+    probe = (
+        "import sys; import pse.cli; print(sorted(m for m in sys.modules if m.startswith(('typer', 'pse.'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout == "['pse.cli', 'pse.exceptions']\n"
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], []])
+def test_version_and_help_load_no_command_module(args: list[str], tmp_path: Path) -> None:
+    assert _loaded_after(args, tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats"], ["stats", "--json"], ["trace", "--help"]])
+def test_reading_commands_load_neither_autogen_nor_the_runner(args: list[str], tmp_path: Path) -> None:
+    assert (
+        _loaded_after(
+            [*args, "--runs-dir", str(tmp_path / "runs")] if args[-1] != "--help" else args, tmp_path
+        )
+        == []
+    )
+    assert not (tmp_path / "runs").exists()
+
+
+def _commands(table: tuple[Command, ...], prefix: str = "") -> list[tuple[str, Command]]:
+    found: list[tuple[str, Command]] = []
+    for command in table:
+        found.append((prefix + command.name, command))
+        found += _commands(command.commands, f"{prefix}{command.name} ")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), _commands(COMMANDS), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_each_summary_is_the_first_paragraph_of_its_commands_help(path: str, command: Command) -> None:
+    real = _loaded(command)
+    assert command.summary == _reflowed(real.help or "").split("\n\n")[0], path
