@@ -1,4 +1,4 @@
-"""The default policy (ARCHITECTURE.md) and what a policy can name: roles, tools and their modes.
+"""The default policy (the README's table) and what a policy can name: roles, tools and their modes.
 
 ==================  =========  ==========  =========
 tool                Planner    Specialist  Evaluator

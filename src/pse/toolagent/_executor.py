@@ -3,7 +3,7 @@
 Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it. The
 decision step is `pse.toolagent._decide`; this module runs what it allows and keeps the audit.
 
-Error rule (ARCHITECTURE.md): a malformed request, a denied tool, a bad path or a failing command is an
+Error rule (pse.exceptions, docs/architecture.md): a malformed request, a denied tool, a bad path or a failing command is an
 observation for the requester (a result with status error / denied / timeout) and never an exception.
 A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is kept as
 `infrastructure_error`; the batch stops there and the engine ends the run as ERROR. So is a replayed

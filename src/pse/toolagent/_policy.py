@@ -1,6 +1,6 @@
 """The per-role tool policy: which role may call which tool, in which mode, how often per cycle.
 
-Enforced in code by the executor, never by a prompt. `Policy.default` is the ARCHITECTURE.md table
+Enforced in code by the executor, never by a prompt. `Policy.default` is the README's policy table
 (`pse.toolagent._defaults`); a task narrows or widens it with `PolicyOverrides` (`Policy.with_overrides`).
 """
 
@@ -69,7 +69,7 @@ class Policy:
 
     @classmethod
     def default(cls, settings: Settings, registry: ToolRegistry | None = None) -> Policy:
-        """The ARCHITECTURE.md table, each grant budgeted `settings.tool_calls_per_cycle` calls per cycle."""
+        """The README's policy table, each grant budgeted `settings.tool_calls_per_cycle` calls per cycle."""
         budget = settings.tool_calls_per_cycle
         grants: dict[str, dict[str, Grant]] = {
             role: {
