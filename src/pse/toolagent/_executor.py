@@ -3,8 +3,8 @@
 Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it. The
 decision step is `pse.toolagent._decide`; this module runs what it allows and keeps the audit.
 
-Error rule (pse.exceptions, docs/architecture.md): a malformed request, a denied tool, a bad path or a failing command is an
-observation for the requester (a result with status error / denied / timeout) and never an exception.
+Error rule (`pse.exceptions`): a malformed request, a denied tool, a bad path or a failing command is
+an observation for the requester (a result with status error / denied / timeout), never an exception.
 A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is kept as
 `infrastructure_error`; the batch stops there and the engine ends the run as ERROR. So is a replayed
 call that differs from its recording (`ToolReplayMismatchError`): nothing runs in its place.
