@@ -89,3 +89,33 @@ def _commands(table: tuple[Command, ...], prefix: str = "") -> list[tuple[str, C
 def test_each_summary_is_the_first_paragraph_of_its_commands_help(path: str, command: Command) -> None:
     real = _loaded(command)
     assert command.summary == _reflowed(real.help or "").split("\n\n")[0], path
+
+
+def test_a_slow_model_load_is_announced_in_one_line_with_its_last_measured_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from pse import _notice
+    from pse.knowledge import _minilm
+
+    loads: list[str] = []
+
+    def fake_import(name: str) -> object:  # the Hugging Face stack, without loading torch
+        loads.append(name)
+        if name == "transformers":
+            return SimpleNamespace(logging=SimpleNamespace(disable_progress_bar=lambda: None))
+        return SimpleNamespace(SentenceTransformer=lambda *args, **kwargs: "model")
+
+    said: list[str] = []
+    monkeypatch.setattr(_minilm, "minilm_missing", lambda: None)
+    monkeypatch.setattr(_minilm, "model_dir", lambda root: tmp_path)
+    monkeypatch.setattr(_minilm.importlib, "import_module", fake_import)
+    monkeypatch.setattr(_notice, "_sink", said.append)
+    embedder = _minilm.MiniLMEmbedder()
+    assert embedder._loaded() == "model" and embedder._loaded() == "model"  # loaded, and announced, once
+    assert said == ["loading the embedding model (first use, ~10 s)…"]
+    (tmp_path / ".load_seconds").write_text("6.4\n")  # what the load measured on a slower day
+    _minilm.MiniLMEmbedder()._loaded()
+    assert said[1:] == ["loading the embedding model (first use, ~6 s)…"]
+    assert loads == ["transformers", "sentence_transformers"] * 2

