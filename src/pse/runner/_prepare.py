@@ -61,7 +61,7 @@ from pse.tasks import (
     steps_prompt,
     write_files,
 )
-from pse.team import RoleSetup, RoleTeam
+from pse.team import RoleSetup
 from pse.telemetry import RunTelemetry, telemetry_for
 from pse.toolagent import (
     Policy,
@@ -317,9 +317,9 @@ def _wire_run(
         RoleSetup(name=role, system_message=system[role], client=clients[role], agent=own.get(role))
         for role in speakers
     ]
+    # Each role's AutoGen team is built at its first phase, inside the run (AutoGen's create_agent span
+    # then belongs to the run's trace), and reset before each later one.
     tool_agent = ToolAgent(executor)
-    for role_setup in roles:  # each role's AutoGen team, built once for the run (reset per phase)
-        RoleTeam.of(role_setup, tool_agent)
     step_crew: StepCrew | None = None
     if task.config.execution == "steps" and settings.team == "pse":
         if settings.context_mode == "history":
