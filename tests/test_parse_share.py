@@ -90,6 +90,7 @@ async def test_a_stray_invoke_in_a_report_and_a_prose_verdict_do_not_parse(tmp_p
         [
             ("Planner", PLAN),
             ("Specialist", stray),
+            ("Specialist", stray),  # a report before the plan's outputs exist goes back once
             ("Evaluator", "Looks good: PASS."),
             ("Evaluator", "PASS."),
         ],
@@ -97,7 +98,7 @@ async def test_a_stray_invoke_in_a_report_and_a_prose_verdict_do_not_parse(tmp_p
     turns = parse_turns(trace)
     assert [(t.role, t.parsed, t.problem.split(":")[0]) for t in turns] == [
         ("Planner", True, ""),
-        ("Specialist", False, "<invoke> outside a <tool_calls> block"),
+        ("Specialist", False, "<invoke> outside a <tool_calls> block"),  # one turn, repaired once
         ("Evaluator", False, "verdict"),
     ]
     assert score_run(trace).format_error  # REVIEW_ERROR: no verdict

@@ -207,9 +207,10 @@ def test_resolved_checks_fill_and_quote_placeholders(tmp_path: Path) -> None:
 def test_prompts_teach_the_protocol_and_compose_in_order() -> None:
     assert (prompts_dir() / "protocol.md").is_file()
     protocol = protocol_prompt()
-    assert '<invoke name="read_file">' in protocol and "<blocked reason_code=" in protocol
+    # Formats are taught with placeholders a small model cannot mistake for values (issue 29).
+    assert '<invoke name="TOOL">' in protocol and '<blocked reason_code="REASON_CODE">' in protocol
     assert '<criterion id="AC1">' in base_prompt("Planner") and "<plan>" in base_prompt("planner")
-    assert '<verdict status="PARTIAL">' in base_prompt("Evaluator")
+    assert '<verdict status="STATUS">' in base_prompt("Evaluator")
     assert "<report>" in base_prompt("Specialist")
     task = TaskRegistry.discover().get("code-delivery")
     system = task.system_prompt("Evaluator")
