@@ -113,3 +113,81 @@ def test_the_single_team_reviews_itself_and_a_running_run_says_so() -> None:
         None, _cycle(1, "PARTIAL", "PARTIAL", _GATE_OK), settings={"team": "single"}, state="RUNNING"
     )
     assert causal_line(trace) == "cycle 1: Agent PARTIAL → running"
+
+
+_OUTPUT_MISSING = {
+    "passed": False,
+    "failures": ["outputs_exist: missing: summary.md"],
+    "results": [
+        {"name": "outputs_exist", "passed": False, "detail": "missing: summary.md"},
+        {"name": "criteria_met", "passed": True, "detail": "all criteria met"},
+    ],
+}
+_EXHAUSTED = (
+    "CassetteExhaustedError: cassette has no turn 3 for role Specialist (it holds 2 turn(s) for Specialist); "
+    "add a Specialist turn to the cassette or check why the run needed one more"
+)
+
+
+def test_an_error_names_the_gate_that_set_it_off_first_with_its_detail() -> None:
+    trace = _trace(
+        "ERROR",
+        _cycle(1, "PASS", "PARTIAL", _OUTPUT_MISSING),
+        _cycle(2, None, "ERROR", _PYTEST_FAILED, stopped=_EXHAUSTED),
+        outcome_reason=_EXHAUSTED,
+    )
+    assert causal_line(trace) == (
+        "cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · "
+        f"cycle 2: ERROR: {_EXHAUSTED}"
+    )
+    assert [link.cycle for link in causal_links(trace)] == [1, 2]
+
+
+def test_a_pass_a_gate_overruled_is_the_first_cause_of_any_later_error() -> None:
+    trace = _trace(
+        "ERROR",
+        _cycle(1, "PARTIAL", "PARTIAL", _GATE_OK),
+        _cycle(2, "PASS", "PARTIAL", _PYTEST_FAILED),
+        _cycle(3, None, "ERROR", _GATE_OK, stopped=_DOWN),
+        outcome_reason=_DOWN,
+    )
+    assert causal_line(trace) == (
+        "cycle 2: Evaluator PASS → gate `check:pytest` failed (last run_pytest run: status error, exit code 1) "
+        f"→ PARTIAL · cycle 3: ERROR: {first_sentence(_DOWN)}"
+    )
+
+
+def test_an_exhaustion_after_a_partial_verdict_names_that_cycle_first() -> None:
+    trace = _trace(
+        "ERROR",
+        _cycle(1, "PARTIAL", "PARTIAL", _GATE_OK),
+        _cycle(2, None, "ERROR", _GATE_OK, stopped=_EXHAUSTED),
+        outcome_reason=_EXHAUSTED,
+    )
+    assert causal_line(trace) == f"cycle 1: Evaluator PARTIAL · cycle 2: ERROR: {_EXHAUSTED}"
+
+
+def test_an_error_run_whose_task_output_was_never_written_names_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pse.tasks import scaffold_task
+
+    tasks = tmp_path / "tasks"
+    scaffold_task("notes", tasks)
+    toml = tasks / "notes" / "task.toml"
+    toml.write_text(toml.read_text().replace('"result.md"', '"summary.md"'))
+    code, out, _ = pse(
+        monkeypatch, capsys, "run", "notes", "--tasks-dir", str(tasks), "--runs-dir", str(tmp_path)
+    )
+    assert code == 3
+    flat = " ".join(out.split())
+    assert (
+        "why: cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · cycle 2:"
+        in flat
+    )
+    code, out, _ = pse(monkeypatch, capsys, "trace", "show", "last", "--runs-dir", str(tmp_path))
+    flat = " ".join(out.split())
+    assert (
+        "why: cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL" in flat
+    )
+    assert "cycle 1 initial: Evaluator PASS (ALL_MET) → gate `outputs_exist` failed → PARTIAL" in flat

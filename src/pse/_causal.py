@@ -4,8 +4,14 @@
 
 Computed from the trace alone (each cycle's verdict, gates and result, the transitions, the people's
 answers, the outcome and its reason), so `pse trace show` and the dashboard tell the same story. An
-ERROR run's story is its root cause only: the gates a stopped cycle failed ("the Evaluator did not run
-run_pytest") are consequences of the stop, not causes.
+ERROR run's story is its root cause: the gates a stopped cycle failed ("the Evaluator did not run
+run_pytest") are consequences of the stop, not causes. What set the error off comes first, with the
+detail of its gate: a cycle whose PASS a gate overruled (without it the run would have ended there),
+or, when the error is an exhaustion (a cassette that ran out because the run needed more cycles than
+were recorded), the first cycle that did not pass:
+
+    cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · cycle 2:
+    ERROR: CassetteExhaustedError: cassette has no turn 3 for role Specialist
 
 Pure: no I/O. It takes a `Trace` or the trace's JSON as read from `trace.json` (a dict), and returns
 plain text; whoever prints it escapes it (a model wrote the reason codes).
@@ -26,12 +32,17 @@ __all__ = [
     "causal_line",
     "causal_links",
     "cycle_link",
+    "first_cause",
     "first_sentence",
+    "gate_details",
     "reviewer_of",
     "root_cause",
 ]
 
 _WAITING = {"AWAITING_ANSWER": "waiting for answers", "AWAITING_APPROVAL": "waiting for approval"}
+_EXHAUSTIONS = ("CassetteExhaustedError",)
+"""Errors that say the run went on longer than it could, not why: a cycle before them that did not
+pass is their cause."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 _MAX_CAUSE = 300
 
@@ -50,6 +61,8 @@ class CycleLink:
         then: what followed: for the last cycle, the run's outcome or waiting state; for another, the
             outcome a person answered and their answer (empty when the next cycle simply began).
         status: the result `said` already states (a verdict's status, BLOCKED), not repeated after it.
+        details: what each failed gate found (`missing: summary.md`), when the link names a first cause;
+            empty otherwise (the cycle's details hold them).
     """
 
     cycle: int
@@ -59,6 +72,7 @@ class CycleLink:
     result: str = ""
     then: tuple[str, ...] = ()
     status: str = ""
+    details: tuple[str, ...] = ()
 
     def text(self) -> str:
         """The link as it reads in the line: `cycle 1: Evaluator PASS → gate `x` failed → PARTIAL`."""
@@ -68,6 +82,8 @@ class CycleLink:
             parts.append(f"gate{'s' if len(self.gates) > 1 else ''} {names} failed")
             if not self.enforced:
                 parts[-1] += " (not enforced)"
+            if self.details:
+                parts[-1] += f" ({gate_details(self.gates, self.details)})"
         if self.result and (self.gates or self.result != self.status):
             parts.append(self.result)
         parts += [step for step in self.then if step != parts[-1]]
@@ -85,11 +101,53 @@ def first_sentence(text: str) -> str:
     return head if len(head) <= _MAX_CAUSE else head[: _MAX_CAUSE - 1] + "…"
 
 
-def _failed_gates(gate: Mapping[str, Any]) -> tuple[str, ...]:
+def gate_details(gates: Sequence[str], details: Sequence[str]) -> str:
+    """`missing: summary.md`, or for several gates `a: …; b: …` (each detail cut to its first sentence)."""
+    if len(gates) == 1:
+        return first_sentence(details[0])
+    return "; ".join(
+        f"{gate}: {first_sentence(detail)}" for gate, detail in zip(gates, details, strict=False)
+    )
+
+
+def _failed(gate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The failed gates of a cycle, each with what it found."""
     results = gate.get("results") or []
     if results:
-        return tuple(str(r.get("name", "")) for r in results if not r.get("passed", True))
-    return tuple(str(f).split(": ", 1)[0] for f in gate.get("failures") or [])
+        return [
+            (str(r.get("name", "")), str(r.get("detail", ""))) for r in results if not r.get("passed", True)
+        ]
+    found = []
+    for failure in gate.get("failures") or []:
+        name, _, detail = str(failure).partition(": ")
+        found.append((name, detail))
+    return found
+
+
+def _failed_gates(gate: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(name for name, _ in _failed(gate))
+
+
+def _overruled(cycle: Mapping[str, Any]) -> bool:
+    """The Evaluator said PASS and an enforced gate said no: without the gate the run ended there."""
+    verdict, gate = cycle.get("verdict") or {}, cycle.get("gate") or {}
+    return verdict.get("status") == "PASS" and bool(_failed(gate)) and bool(gate.get("enforced", True))
+
+
+def first_cause(trace: Trace | Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The cycle that set an ERROR run's error off, when one did (see the module): the earliest cycle
+    before the error whose PASS a gate overruled, or, for an exhaustion, the earliest that did not pass."""
+    data = _data(trace)
+    cycles = list(data.get("cycles") or [])
+    failing = [i for i, c in enumerate(cycles) if c.get("result") == "ERROR"]
+    if data.get("outcome") != "ERROR" or not failing:
+        return None
+    before = cycles[: failing[-1]]
+    exhausted = root_cause(data).startswith(_EXHAUSTIONS)
+    for cycle in before:
+        if _overruled(cycle) or (exhausted and cycle.get("result") in ("PARTIAL", "FAIL")):
+            return cycle  # type: ignore[no-any-return]
+    return None
 
 
 def root_cause(trace: Trace | Mapping[str, Any]) -> str:
@@ -160,21 +218,28 @@ def _end(data: Mapping[str, Any]) -> str:
 
 
 def cycle_link(
-    cycle: Mapping[str, Any], reviewer: str = Role.EVALUATOR, *, then: tuple[str, ...] = ()
+    cycle: Mapping[str, Any],
+    reviewer: str = Role.EVALUATOR,
+    *,
+    then: tuple[str, ...] = (),
+    detailed: bool = False,
 ) -> CycleLink:
     """The link of one cycle (a trace's cycle as JSON, or what a live view knows of it: its index,
     verdict, gate, stop, review error and result). Gates count only when there was a verdict: without
-    a review, they failed because the cycle was stopped."""
+    a review, they failed because the cycle was stopped. `detailed`: the link says what each failed
+    gate found (a first cause, told where nothing else shows it)."""
     gate = cycle.get("gate") or {}
     said, status = _said(cycle, reviewer)
+    failed = _failed(gate) if cycle.get("verdict") else []
     return CycleLink(
         cycle=int(cycle.get("index", 0)),
         said=said,
-        gates=_failed_gates(gate) if cycle.get("verdict") else (),
+        gates=tuple(name for name, _ in failed),
         enforced=bool(gate.get("enforced", True)),
         result=str(cycle.get("result") or ""),
         then=then,
         status=status,
+        details=tuple(detail for _, detail in failed) if detailed else (),
     )
 
 
@@ -189,7 +254,9 @@ def causal_links(trace: Trace | Mapping[str, Any]) -> list[CycleLink]:
         cause = root_cause(data)
         if where is None:
             return [CycleLink(cycle=0, said=f"ERROR: {cause}" if cause else "ERROR")]
-        return [CycleLink(cycle=int(where.get("index", 0)), said=f"ERROR: {cause}" if cause else "ERROR")]
+        error = CycleLink(cycle=int(where.get("index", 0)), said=f"ERROR: {cause}" if cause else "ERROR")
+        first = first_cause(data)
+        return [cycle_link(first, reviewer_of(data), detailed=True), error] if first is not None else [error]
     reviewer = reviewer_of(data)
     answers = list(data.get("answers") or [])
     links: list[CycleLink] = []

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.markup import escape
 
+from pse._causal import causal_line, first_cause
 from pse.cli._approvals import TerminalApprovals, held_panel
 from pse.cli._common import RunsDir, TasksDir, err, out, resolve_run_id
 from pse.cli._common import command_settings as _settings
@@ -141,6 +142,8 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     out.print(
         f"[{style}]{summary.outcome}[/] after {summary.cycles} cycle(s): {_shown(summary.outcome_reason)}"
     )
+    if summary.outcome == "ERROR" and first_cause(trace) is not None:  # the error hides what set it off
+        out.print(f"[bold]why:[/] {_shown(causal_line(trace))}", highlight=False)
     out.print(f"trace:  {summary.trace}")
     if summary.report:
         out.print(f"report: {summary.report}")

@@ -15,7 +15,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from pse._causal import causal_line, first_sentence, reviewer_of
+from pse._causal import causal_line, cycle_link, first_sentence, reviewer_of
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.cli._common import RunsDir, command_settings, out, resolve_run_id, shown
 from pse.cli._control import strip_control
@@ -73,6 +73,12 @@ def _print_cycle(cycle: CycleRecord, reviewer: str) -> None:
     else:
         said = "no verdict"
     head = Text.assemble((f"\ncycle {cycle.index} {cycle.kind}: ", "bold"), flat(said))
+    gates = cycle_link(cycle.model_dump(mode="json")).gates  # the badge names what overruled the verdict
+    if gates:
+        names = ", ".join(f"`{flat(g)}`" for g in gates)
+        head.append(f" → gate{'s' if len(gates) > 1 else ''} {names} failed", "red")
+        if not cycle.gate.enforced:
+            head.append(" (not enforced)", "red")
     if cycle.result:
         head.append(f" → {flat(cycle.result)}", outcome_style({"PASS": "PASSED"}.get(cycle.result, "")))
     out.print(head)
