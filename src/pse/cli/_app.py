@@ -78,7 +78,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "summarize",
-        "Run a task's rules over its data: zero model calls. Writes rules_summary.json and .md.",
+        "Run a task's rules over its data: zero model calls. Prints the summary as Markdown and writes "
+        "rules_summary.json and .md.",
         "pse.cli._tasks:summarize_cmd",
     ),
     Command(

@@ -41,7 +41,15 @@ from pse.events import (
 from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
 from pse.trace import Trace
 
-__all__ = ["CALL_STYLE", "LiveView", "outcome_style", "strip_control", "token_summary", "token_table"]
+__all__ = [
+    "CALL_STYLE",
+    "LiveView",
+    "cost_line",
+    "outcome_style",
+    "strip_control",
+    "token_summary",
+    "token_table",
+]
 
 _ROLE_STYLE = {
     Role.PLANNER: "cyan",
@@ -249,6 +257,16 @@ class LiveView:
         return Panel(Group(head, Text(""), *self.lines), title="PSE run", border_style="dim")
 
 
+def cost_line(amount: float, currency: str, unpriced: list[str]) -> str:
+    """`cost 0.012300 USD`, or as the dashboard says it when a model has no price: `cost unpriced
+    (scripted has no price; set PSE_PRICES)`, `cost 0.012300 USD (unpriced, counted as 0: m)`."""
+    if unpriced and not amount:
+        verb = "has" if len(unpriced) == 1 else "have"
+        return f"cost unpriced ({', '.join(unpriced)} {verb} no price; set PSE_PRICES)"
+    counted = f" (unpriced, counted as 0: {', '.join(unpriced)})" if unpriced else ""
+    return f"cost {amount:.6f} {currency}{counted}"
+
+
 def token_summary(trace: Trace) -> RenderableType:
     """The per-role token table, or one line when no model call answered (a down model): no table of
     zeros."""
@@ -275,6 +293,7 @@ def token_table(trace: Trace) -> Table:
             f"{t.completion:,}",
             f"{t.prompt + t.completion:,}",
         )
-    unpriced = f" (unpriced: {', '.join(trace.cost.unpriced_models)})" if trace.cost.unpriced_models else ""
-    table.caption = Text(strip_control(f"cost {trace.cost.amount:.6f} {trace.cost.currency}{unpriced}"))
+    table.caption = Text(
+        strip_control(cost_line(trace.cost.amount, trace.cost.currency, trace.cost.unpriced_models))
+    )
     return table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -111,13 +112,20 @@ def new_cmd(
 
 def summarize_cmd(
     task: TaskArg,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Where the summary goes.")] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Where the summary goes (default: a folder of the system's temporary directory)."
+        ),
+    ] = None,
     tasks_dir: TasksDir = None,
 ) -> None:
-    """Run a task's rules over its data: zero model calls. Writes rules_summary.json and .md."""
+    """Run a task's rules over its data: zero model calls. Prints the summary as Markdown and writes
+    rules_summary.json and .md."""
     settings = _settings(tasks_dir=tasks_dir)
     t = registry_for(settings).get(task)
-    target = out_dir or Path("summaries") / t.name
+    # not into the folder it is run from (a checkout): the temporary directory unless --out says where
+    target = out_dir or Path(tempfile.gettempdir()) / "pse-summaries" / t.name
     summary = run_rules(t, target)
-    out.print(summary.to_markdown(), highlight=False)
-    out.print(f"[dim]written to {target.resolve()}/rules_summary.json and rules_summary.md[/]")
+    print(summary.to_markdown(), end="")  # as it is: a terminal's width must not wrap a Markdown table
+    err.print(f"[dim]written to {escape(str(target.resolve()))}/rules_summary.json and rules_summary.md[/]")

@@ -50,7 +50,10 @@ def _runs_table(entries: list[RunEntry], width: int) -> Table:
         ],
         "cycles": [str(e.cycles) for e in entries],
         "tokens": [f"{e.tokens:,}" for e in entries],
-        "cost": [f"{e.cost:.4f} {shown(e.currency)}" for e in entries],
+        # a run whose model calls cost nothing had no price (the dashboard's "unpriced"), not a free model
+        "cost": [
+            f"{e.cost:.4f} {shown(e.currency)}" if e.cost or not e.tokens else "unpriced" for e in entries
+        ],
         "task": [
             shown(e.task)
             + (

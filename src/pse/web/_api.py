@@ -18,11 +18,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from pse.config import with_overrides
+from pse.config import Settings, with_overrides
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunEntry, RunFilter
+from pse.roles import ROLES, SINGLE_AGENT
 from pse.runner import registry_for
-from pse.tasks import Task
+from pse.tasks import Task, offline_warnings, validate
 from pse.web._catalog import (
     MAX_TEXT_SEARCHED,
     RunFacts,
@@ -74,14 +75,25 @@ def _catalog(request: Request) -> TraceCatalog:
 @router.get("/tasks")
 def list_tasks(request: Request) -> list[TaskInfo]:
     """Every task this server can run, with its inputs and the cassettes in its folder."""
-    registry = registry_for(settings_of(request))
+    settings = settings_of(request)
+    registry = registry_for(settings)
     tasks = []
     for name in registry.names():
         try:
             task = registry.get(name)
-        except UserError:
+        except UserError as exc:
             description = registry.description(name)
-            tasks.append(TaskInfo(name=name, description=description, inputs=[], cassettes=[], valid=False))
+            problems = [f"{p.message} — fix: {p.fix}" for p in validate(registry, name)] or [str(exc)]
+            tasks.append(
+                TaskInfo(
+                    name=name,
+                    description=description,
+                    inputs=[],
+                    cassettes=[],
+                    valid=False,
+                    problems=problems,
+                )
+            )
             continue
         inputs = [
             InputInfo(name=key, description=spec.description, default=spec.default, required=spec.required)
@@ -94,9 +106,18 @@ def list_tasks(request: Request) -> list[TaskInfo]:
                 inputs=inputs,
                 cassettes=_cassettes(task),
                 valid=True,
+                warnings=[
+                    w.message for w in offline_warnings(task, model_configured=_model_configured(settings))
+                ],
             )
         )
     return tasks
+
+
+def _model_configured(settings: Settings) -> bool:
+    """Whether every role of these settings has a real model (none falls back to the scripted one)."""
+    speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
+    return all(settings.model_spec(role).provider != "scripted" for role in speakers)
 
 
 def _cassettes(task: Task) -> list[str]:
@@ -119,6 +140,14 @@ async def start_run(body: StartRun, request: Request) -> StartedRun:
         raise HTTPException(400, str(exc)) from None
     options = {"provider": body.provider, "model": body.model, "base_url": body.base_url}
     update: dict[str, object] = {k: v for k, v in options.items() if v}
+    scripted = body.provider == "scripted" or (not body.provider and not _model_configured(settings))
+    if scripted and body.cassette is None and settings.cassette is None and task.cassette_path is None:
+        raise HTTPException(  # what the page can do about it, not the command line's options
+            400,
+            f"task {task.name!r} has no cassette to replay, and this server has no model configured: pick "
+            "a Provider and a Model above (a Base URL too for a local server), or add a cassette to the "
+            "task's folder",
+        )
     if body.cassette is not None:
         cassette = (task.dir / body.cassette).resolve()
         if body.cassette not in _cassettes(task) or cassette.parent != task.dir.resolve():

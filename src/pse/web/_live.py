@@ -12,12 +12,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 
+from pse.cli._describe import describe_call, describe_message
 from pse.engine import Trace
-from pse.events import Event
+from pse.events import Event, MessageEvent, ToolCallEvent
 from pse.exceptions import UserError
 from pse.history import RunFilter, run_dir_of
 from pse.runner import answer_run, approve_call, pending_approvals
@@ -48,11 +49,19 @@ router = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
 
 
 @router.get("/runs/{run_id}/events")
-async def run_events(run_id: str, request: Request) -> StreamingResponse:
+async def run_events(
+    run_id: str,
+    request: Request,
+    said: Annotated[
+        bool, Query(description="add to a message and a tool call the line the CLI prints")
+    ] = False,
+) -> StreamingResponse:
     """Server-sent events: everything that already happened, then live events; ends after `outcome`.
 
     Each event is `id: <n>`, `event: <kind>`, `data: <the event's JSON>`; a final `event: end` closes
-    the stream (also for a run that died or was interrupted without an outcome).
+    the stream (also for a run that died or was interrupted without an outcome). With `?said=true` a
+    message's and a tool call's JSON also hold `said`, what the terminal's live view prints for them
+    (the dashboard asks for it, so both show the same words and never protocol XML).
     """
     run_dir(request, run_id)
     live = manager_of(request).get(run_id)
@@ -61,14 +70,14 @@ async def run_events(run_id: str, request: Request) -> StreamingResponse:
     except ValueError:
         skip = 0
     if live is not None:
-        source = _live_events(live, skip)
+        source = _live_events(live, skip, said)
     else:  # read before the stream starts, so a missing or broken trace is a 404, not a cut stream
         raw = read_run_file(root_of(request), run_id, TRACE)
         try:
             trace = Trace.model_validate(json.loads(raw))
         except ValueError:
             raise HTTPException(404, f"run {run_id!r} has no readable trace") from None
-        source = _replayed_events(trace, skip)
+        source = _replayed_events(trace, skip, said)
     return StreamingResponse(
         source,
         media_type="text/event-stream",
@@ -76,25 +85,39 @@ async def run_events(run_id: str, request: Request) -> StreamingResponse:
     )
 
 
-def _sse(number: int, event: Event) -> str:
-    return f"id: {number}\nevent: {event.kind}\ndata: {event.model_dump_json()}\n\n"
+def _sse(number: int, event: Event, said: bool = False) -> str:
+    return f"id: {number}\nevent: {event.kind}\ndata: {_data(event) if said else event.model_dump_json()}\n\n"
 
 
-async def _live_events(live: LiveRun, skip: int) -> AsyncIterator[str]:
+def _data(event: Event) -> str:
+    """The event's JSON; a message and a tool call also carry `said`, the line the terminal's live view
+    prints for them (`Specialist ↳ wrote quicksort.py (433 B)`), so the page never shows protocol XML."""
+    if isinstance(event, MessageEvent):
+        said = describe_message(event.message.source, event.message.content)
+    elif isinstance(event, ToolCallEvent):
+        said, _ = describe_call(event.call)
+    else:
+        return event.model_dump_json()
+    data = event.model_dump(mode="json")
+    data["said"] = said
+    return json.dumps(data, separators=(",", ":"))
+
+
+async def _live_events(live: LiveRun, skip: int, said: bool) -> AsyncIterator[str]:
     number = skip
     async for event in live.follow(skip=skip, heartbeat_s=HEARTBEAT_S):
         if event is None:
             yield ": keep-alive\n\n"
             continue
         number += 1
-        yield _sse(number, event)
+        yield _sse(number, event, said)
     yield f"event: end\ndata: {json.dumps({'error': live.error})}\n\n"
 
 
-async def _replayed_events(trace: Trace, skip: int) -> AsyncIterator[str]:
+async def _replayed_events(trace: Trace, skip: int, said: bool) -> AsyncIterator[str]:
     for number, event in enumerate(trace.events(), start=1):
         if number > skip:
-            yield _sse(number, event)
+            yield _sse(number, event, said)
     note = None if trace.outcome else "the run is not executing in this server and has no outcome"
     yield f"event: end\ndata: {json.dumps({'error': note})}\n\n"
 

@@ -111,6 +111,14 @@ class TaskInfo(BaseModel):
     inputs: list[InputInfo]
     cassettes: list[str]
     valid: bool
+    problems: list[str] = Field(
+        default_factory=list, description="why an invalid task cannot start: each problem and its fix"
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why a valid task may not run as it stands (no cassette and no model on this server, a "
+        "cassette that never writes an expected output)",
+    )
 
 
 class RunListItem(RunEntry):
