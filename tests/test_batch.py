@@ -55,7 +55,7 @@ def test_inputs_files_report_every_problem_at_once(tmp_path: Path) -> None:
         read_rows(bad, task)
     message = str(info.value)
     assert "4 problem(s), nothing was run" in message
-    for fragment in ("line 2: not JSON", "line 3: a JSON object", "line 4: task 'incident-review' has no input(s) ['nope']", "line 5: input(s) ['service']"):  # fmt: skip
+    for fragment in ("line 2: not JSON", "line 3: a JSON object", "line 4: task 'incident-review' has no input nope; its inputs are: service", "line 5: input(s) ['service']"):  # fmt: skip
         assert fragment in message
     with pytest.raises(UserError, match=r"give a \.jsonl file"):
         read_rows(tmp_path / "rows.txt", task)
@@ -186,7 +186,7 @@ def test_pse_batch_cli(
     rows = tmp_path / "rows.csv"
     rows.write_text("nope\nx\n")
     code, _, stderr = pse(monkeypatch, capsys, "batch", "code-delivery", "--inputs", str(rows))
-    assert code == 2 and "line 2: task 'code-delivery' has no input(s) ['nope']" in stderr
+    assert code == 2 and "line 2: task 'code-delivery' takes no inputs, and was given nope" in stderr
     rows.write_text("\n")
     jsonl = tmp_path / "rows.jsonl"
     jsonl.write_text("{}\n{}\n")

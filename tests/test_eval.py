@@ -322,7 +322,7 @@ def test_validate_reports_every_problem_of_a_suite_at_once(
         f"{lines}:2: a JSON list, not an object",
         f"{lines}:3: id: Field required",
         f"{lines}:4: id 'a/b' is not a file-name-safe id",
-        f"{lines}:5: inputs: task 'code-delivery' has no input(s) ['service']",
+        f"{lines}:5: inputs: task 'code-delivery' takes no inputs, and was given service",
         f"{lines}:5: hidden_check: '{{hidden}}/nope.py' names no file of",
         f"{lines}:6: hidden_check: unknown placeholder {{secret}}",
         f"{lines}:7: extra: Extra inputs are not permitted",

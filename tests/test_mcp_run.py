@@ -133,7 +133,7 @@ def _problems(tmp_path: Path, extra: str) -> list[str]:
         ),
         (
             '\n[mcp.notes]\ncommand = ["x"]\nworkspace = "all"\n',
-            "mcp.notes.workspace: Input should be 'none', 'read-only' or 'read-write'",
+            "mcp.notes.workspace: 'all' is not one of none, read-only, read-write | fix: use one of: none, read-only, read-write",
         ),
         (
             '\n[policy.Specialist]\n"mcp.notes" = "read-only"\n',

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pse.tasks._task import Problem, Task
+from pse.tools import Tool
 
 __all__ = ["cassette_writes", "offline_warnings"]
 
@@ -39,7 +40,7 @@ def _turn_writes(turn: Any) -> Iterable[str]:
     for call in turn.get("tool_calls") or []:  # the native protocol's function calls
         arguments = call.get("arguments") if isinstance(call, dict) else None
         path = arguments.get("path") if isinstance(arguments, dict) else None
-        if call.get("name") == "write_file" and isinstance(path, str):
+        if call.get("name") == Tool.WRITE_FILE and isinstance(path, str):
             yield _normal(path)
 
 
