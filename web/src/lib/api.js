@@ -72,7 +72,8 @@ export const filePath = (id, path) => runPath(id, `/files/${path.split("/").map(
 /** Server-sent events over fetch (EventSource cannot send the Authorization header, and a token in a
  * URL leaks into logs): calls onEvent(kind, data) per event until the stream ends or `signal` aborts. */
 export async function streamEvents(runId, onEvent, signal) {
-  const res = await fetch(runPath(runId, "/events"), { headers: authHeaders(), signal });
+  // ?said=true: messages and tool calls come with the line the terminal prints for them
+  const res = await fetch(runPath(runId, "/events?said=true"), { headers: authHeaders(), signal });
   if (!res.ok) throw new ApiError(res.status, "events");
   const reader = res.body.getReader();
   const decoder = new TextDecoder();

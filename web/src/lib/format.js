@@ -13,6 +13,15 @@ export function fmtCost(amount, currency, unpriced) {
 
 export const fmtTime = (s) => (s ? new Date(s).toLocaleString() : "");
 
+/** A start time a run list scans: "Dec 3, 10:52" this year, "Dec 3 2025, 10:52" before (fmtTime in full). */
+export function fmtShortTime(s) {
+  if (!s) return "";
+  const d = new Date(s);
+  const day = d.toLocaleDateString("en-US", d.getFullYear() === new Date().getFullYear()
+    ? { month: "short", day: "numeric" } : { month: "short", day: "numeric", year: "numeric" });
+  return `${day}, ${d.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" })}`;
+}
+
 export const fmtPct = (v) => (v === null || v === undefined ? DASH : `${(v * 100).toFixed(1)}%`);
 
 /** Seconds as "850 ms", "12.4 s", "3 min 05 s", "1 h 02 min". */

@@ -9,7 +9,7 @@ import DOMPurify from "dompurify";
 const escapeHtml = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 const marked = new Marked({
   gfm: true,
-  breaks: false,
+  breaks: true, // a report's "Artifacts: …" and "Evidence: …" lines stay lines, never one paragraph
   renderer: {
     html: ({ text }) => escapeHtml(text),
     image: ({ text }) => escapeHtml(text),

@@ -83,11 +83,22 @@ export function mergeTrace(run, trace, live) {
   run.live = live;
 }
 
+/** A message without its protocol XML, when the server did not say what it amounts to (`said`). */
+function prose(text) {
+  const bare = String(text || "").replace(/<(tool_calls|tool_results|plan|verdict|report|blocked|clarification|think)\b[\s\S]*?(<\/\1>|$)/g, " ")
+    .replace(/<\/?[a-z_]+\b[^>]*>/g, " ");
+  const flat = bare.split(/\s+/).filter(Boolean).join(" ");
+  return flat ? (flat.length > 110 ? `${flat.slice(0, 109)}…` : flat) : "(protocol message)";
+}
+
+/** One line of the live log, as the terminal's live view prints it (the server's `said`); null: none. */
 export function eventLine(ev) {
   switch (ev.kind) {
     case "cycle_start": return `cycle ${ev.cycle} (${ev.cycle_kind}) starts with ${ev.first_speaker}`;
-    case "message": return `${ev.message.source}: ${ev.message.content.replace(/\s+/g, " ").slice(0, 110)}`;
-    case "tool_call": return `${ev.call.requester} → ${ev.call.tool}: ${ev.call.decision} ${ev.call.status} ${ev.call.ms}ms`;
+    case "message": // the ToolAgent's results are shown call by call, as in the terminal
+      if (ev.message.source === "ToolAgent") return null;
+      return `${ev.message.source}: ${ev.said !== undefined ? ev.said : prose(ev.message.content)}`;
+    case "tool_call": return `${ev.call.requester} ↳ ${ev.said !== undefined ? ev.said : `${ev.call.tool} ${ev.call.decision === "denied" ? "denied" : ev.call.status}`}`;
     case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}`
       : ev.stopped ? `no review: ${ev.stopped}` : `review error: ${ev.error}`;
     case "format_repair": return `format repair: ${ev.repair.role} asked again (attempt ${ev.repair.attempt}): ${ev.repair.error}`;
@@ -131,8 +142,11 @@ export const tokensOf = (t) => (t ? (t.prompt || 0) + (t.completion || 0) : 0);
 
 // Why the run ended, one link per cycle, told as `pse trace show` tells it (src/pse/_causal.py):
 // "cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator PASS → PASSED".
-// An ERROR run's story is its root cause only: the gates a stopped cycle failed are consequences.
+// An ERROR run's story is its root cause: the gates a stopped cycle failed are consequences. What set the
+// error off comes first with its gate's detail: a cycle whose PASS a gate overruled, or, when the error is
+// an exhaustion (a cassette that ran out), the first cycle that did not pass.
 const WAITING = { AWAITING_ANSWER: "waiting for answers", AWAITING_APPROVAL: "waiting for approval" };
+const EXHAUSTIONS = ["CassetteExhaustedError"];
 
 /** The cause without its advice: "X failed. Check that …" → "X failed." (at most 300 characters). */
 function firstSentence(text) {
@@ -149,6 +163,33 @@ function rootCause(run) {
     }
   }
   return firstSentence(run.outcome_reason || "");
+}
+
+/** The failed gates of a cycle, each with what it found: [[name, detail], …]. */
+export function failedGates(gate) {
+  if (!gate) return [];
+  if ((gate.results || []).length) return gate.results.filter((r) => !r.passed).map((r) => [r.name, r.detail || ""]);
+  return (gate.failures || []).map((f) => { const text = String(f); const at = text.indexOf(": ");
+    return at < 0 ? [text, ""] : [text.slice(0, at), text.slice(at + 2)]; });
+}
+
+/** "missing: summary.md", or for several gates "a: …; b: …". */
+function gateDetails(failed) {
+  if (failed.length === 1) return firstSentence(failed[0][1]);
+  return failed.map(([name, detail]) => `${name}: ${firstSentence(detail)}`).join("; ");
+}
+
+const overruled = (c) => !!c.verdict && c.verdict.status === "PASS" && failedGates(c.gate).length > 0
+  && (c.gate || {}).enforced !== false;
+
+/** The cycle that set an ERROR run's error off, or null (as pse._causal.first_cause). */
+export function firstCause(run) {
+  if (run.outcome !== "ERROR") return null;
+  let last = -1;
+  run.cycles.forEach((c, i) => { if (c.result === "ERROR") last = i; });
+  if (last < 0) return null;
+  const exhausted = EXHAUSTIONS.some((name) => rootCause(run).startsWith(name));
+  return run.cycles.slice(0, last).find((c) => overruled(c) || (exhausted && ["PARTIAL", "FAIL"].includes(c.result))) || null;
 }
 
 function said(c, reviewer) {
@@ -177,48 +218,74 @@ function answered(run, after) {
   return [found[0].outcome_before || "", `a person: ${what}`];
 }
 
+const TOOL_DOING = { write_file: "writing", read_file: "reading", list_files: "looking at files", run_pytest: "running pytest",
+  run_ruff: "running ruff", run_check: "running a check", bash: "running a command", search_knowledge: "searching knowledge" };
+const ROLE_DOING = { Planner: "planning", Specialist: "working", Evaluator: "reviewing", Agent: "working" };
+
+/** What a live cycle is doing now: "cycle 1 · Specialist writing quicksort.py · 3 tool calls". */
+export function nowLine(c) {
+  const last = [...c.messages.map((m) => ({ at: m.at, role: m.source, call: null })),
+    ...c.tool_calls.map((t) => ({ at: t.at, role: t.requester, call: t }))]
+    .filter((x) => x.role !== "ToolAgent").sort((a, b) => Date.parse(a.at) - Date.parse(b.at)).pop();
+  const role = last ? last.role : c.first_speaker || "";
+  let doing = ROLE_DOING[role] || "working";
+  if (last && last.call) {
+    const path = last.call.arguments && last.call.arguments.path;
+    doing = (TOOL_DOING[last.call.tool] || `calling ${last.call.tool}`) + (last.call.tool === "write_file" && path ? ` ${path}` : "");
+  }
+  const calls = c.tool_calls.length;
+  return [`cycle ${c.index}`, `${role} ${doing}`.trim(), `${calls} tool call${calls === 1 ? "" : "s"}`].join(" · ");
+}
+
+/** The links of one cycle: [{text} | {code} | {text, end: true}]; `details`: each failed gate's finding. */
+function linkParts(c, reviewer, then, isLast, details) {
+  const [text, status] = said(c, reviewer);
+  const parts = [{ text }];
+  let last = text;
+  const failed = c.verdict ? failedGates(c.gate) : [];
+  if (failed.length) {
+    parts.push({ text: ` → gate${failed.length > 1 ? "s" : ""} ` });
+    failed.forEach(([g], i) => { if (i) parts.push({ text: ", " }); parts.push({ code: g }); });
+    parts.push({ text: (c.gate.enforced === false ? " failed (not enforced)" : " failed")
+      + (details ? ` (${gateDetails(failed)})` : "") });
+    last = "gate";
+  }
+  if (c.result && (failed.length || c.result !== status)) { parts.push({ text: ` → ${c.result}` }); last = c.result; }
+  for (const step of then) { // as CycleLink.text(): each compared with the part before them
+    if (step !== last) parts.push({ text: " → " }, { text: step, end: isLast });
+  }
+  return parts;
+}
+
 /** The links of the story: [{cycle, parts: [{text} | {code} | {text, end: true}]}]; cycle 0 is an
- * ERROR before the first cycle. Concatenated (code in backticks), a link reads as CycleLink.text(). */
+ * ERROR before the first cycle. Concatenated (code in backticks), a link reads as CycleLink.text().
+ * A live run's open cycle says what is happening now instead ({cycle, now: true, parts}). */
 export function causalChain(run) {
+  const reviewer = (run.settings || {}).team === "single" ? "Agent" : "Evaluator";
   if (run.outcome === "ERROR") {
     const failing = run.cycles.filter((c) => c.result === "ERROR");
     const where = failing.length ? failing[failing.length - 1] : run.cycles[run.cycles.length - 1];
     const cause = rootCause(run);
-    return [{ cycle: where ? where.index : 0, parts: [{ text: cause ? "ERROR: " : "ERROR", end: !cause }, { text: cause }] }];
+    const error = { cycle: where ? where.index : 0, parts: [{ text: cause ? "ERROR: " : "ERROR", end: !cause }, { text: cause }] };
+    const first = where ? firstCause(run) : null;
+    return first ? [{ cycle: first.index, parts: linkParts(first, reviewer, [], false, true) }, error] : [error];
   }
-  const reviewer = (run.settings || {}).team === "single" ? "Agent" : "Evaluator";
   const end = runEnd(run);
   if (!run.cycles.length) return [{ cycle: 0, parts: [{ text: end, end: true }] }];
   return run.cycles.map((c, position) => {
-    const [text, status] = said(c, reviewer);
-    const parts = [{ text }];
-    let last = text;
-    const gates = c.verdict ? gateNames(c.gate) : [];
-    if (gates.length) {
-      parts.push({ text: ` → gate${gates.length > 1 ? "s" : ""} ` });
-      gates.forEach((g, i) => { if (i) parts.push({ text: ", " }); parts.push({ code: g }); });
-      parts.push({ text: c.gate.enforced === false ? " failed (not enforced)" : " failed" });
-      last = "gate";
+    const isLast = position === run.cycles.length - 1;
+    if (isLast && run.live && !run.outcome && !c.ended_at && !WAITING[run.state]) {
+      return { cycle: c.index, now: true, parts: [{ text: nowLine(c).replace(/^cycle \d+ · /, "") }] };
     }
-    if (c.result && (gates.length || c.result !== status)) { parts.push({ text: ` → ${c.result}` }); last = c.result; }
-    const then = position === run.cycles.length - 1 ? [end] : answered(run, c.index);
-    for (const step of then) { // as CycleLink.text(): each compared with the part before them
-      if (step !== last) parts.push({ text: " → " }, { text: step, end: position === run.cycles.length - 1 });
-    }
-    return { cycle: c.index, parts };
+    return { cycle: c.index, parts: linkParts(c, reviewer, isLast ? [end] : answered(run, c.index), isLast, false) };
   });
-}
-
-function gateNames(gate) {
-  if (!gate) return [];
-  if ((gate.results || []).length) return gate.results.filter((r) => !r.passed).map((r) => r.name);
-  return (gate.failures || []).map((f) => String(f).split(": ")[0]);
 }
 
 /** The story as one line of text, cycles joined by " · " (what `pse trace show` prints). */
 export function causalLine(run) {
   return causalChain(run).map((link) => {
     const body = link.parts.map((p) => (p.code ? `\`${p.code}\`` : p.text)).join("");
+    if (link.now) return `cycle ${link.cycle} · ${body}`;
     return link.cycle ? `cycle ${link.cycle}: ${body}` : body;
   }).join(" · ");
 }
