@@ -313,3 +313,29 @@ async def test_failures_are_boxed_and_a_closed_box_refuses_calls() -> None:
     with pytest.raises(RunCancelled, match="no model call after the cycle was stopped: run wall-clock"):
         await closed.create([UserMessage(content="plan", source="user")])
     assert one.positions["Planner"] == 0  # the turn was never asked for
+
+
+def test_a_pass_is_owed_the_required_checks_not_run_since_the_last_write() -> None:
+    from pse.engine._gates import evidence_owed
+
+    policy = GatePolicy(required_checks=("pytest", "ruff"))
+    ruff, tests = _call("run_ruff", target="."), _call("run_pytest", target=".")
+    assert evidence_owed([ruff, tests], policy) == []
+    assert evidence_owed([_call("run_pytest", exit_code=1, target="."), ruff], policy) == []  # for the gates
+    assert evidence_owed([ruff, tests, _call("write_file", path="x.py")], policy) == [
+        "run_pytest with target '.' (files were written after its last run)",
+        "run_ruff with target '.' (files were written after its last run)",
+    ]
+    narrow = _call("run_pytest", facts={"target": "tests"}, target="tests")
+    assert evidence_owed([narrow, ruff], policy) == ["run_pytest with target '.' (not run yet)"]
+    assert evidence_owed([_call("run_pytest", requester="Specialist", target="."), ruff], policy) == [
+        "run_pytest with target '.' (not run yet)"
+    ]
+    assert evidence_owed([_call("run_pytest", decision="denied", target="."), ruff], policy) == [
+        "run_pytest with target '.' (not run yet)"
+    ]
+    declared = GatePolicy(required_checks=("lint",))
+    assert evidence_owed([_call("run_check", name="other")], declared) == [
+        "run_check with name 'lint' (not run yet)"
+    ]
+    assert evidence_owed([_call("run_check", name="lint")], declared) == []

@@ -171,15 +171,41 @@ async def test_pass_claimed_over_a_failing_pytest_is_a_hard_gate_partial(tmp_pat
 
 
 async def test_pass_without_running_a_required_check_is_a_hard_gate_partial(tmp_path: Path) -> None:
-    trace, _ = await _run(
+    # Asked once to run what it skipped, the Evaluator says PASS again without it: the gate decides.
+    trace, prepared = await _run(
         tmp_path,
-        [PLAN, S_BAD, S_FIX, S_REPORT2, E_RUFF_ONLY, E_PASS_LIE],
+        [PLAN, S_BAD, S_FIX, S_REPORT2, E_RUFF_ONLY, E_PASS_LIE, E_PASS_LIE],
         max_partial_retries=0,
         max_fail_retries=0,
     )
     cycle = trace.cycles[0]
     assert cycle.result == "PARTIAL" and cycle.result_reason.startswith("HARD_GATE")
     assert cycle.gate.failures == ["check:pytest: the Evaluator did not run run_pytest"]
+    assert [(r.role, r.error) for r in cycle.repairs] == [
+        ("Evaluator", "your PASS came before the evidence it needs: run run_pytest with target '.' (not run "
+         "yet), read the results, then send your verdict")
+    ]  # fmt: skip
+    asked = prepared.player.requests["Evaluator"][-1][-1].content  # type: ignore[union-attr]
+    assert "run run_pytest with target '.' (not run yet)" in asked
+
+
+async def test_a_pass_before_a_required_check_is_asked_again_once_and_stands_after_it(tmp_path: Path) -> None:
+    # The small-model failure (issue 29): a right PASS, one required check forgotten. Sent back once, the
+    # Evaluator runs it in the same phase, and the cycle passes instead of losing a retry to the gate.
+    e_pytest = (
+        "Evaluator",
+        '<tool_calls><invoke name="run_pytest"><parameter name="target">.</parameter></invoke></tool_calls>',
+    )
+    trace, _ = await _run(
+        tmp_path,
+        [PLAN, S_BAD, S_FIX, S_REPORT2, E_RUFF_ONLY, E_PASS_LIE, e_pytest, E_PASS],
+        max_partial_retries=0,
+        max_fail_retries=0,
+    )
+    assert trace.outcome == "PASSED", trace.outcome_reason
+    cycle = trace.cycles[0]
+    assert [r.role for r in cycle.repairs] == ["Evaluator"] and cycle.gate.passed
+    assert cycle.verdict is not None and cycle.verdict.status == "PASS"
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from pse.events import (
     MessageEvent,
     MessageRecord,
     PlanRecord,
+    ToolCallRecord,
     VerdictRecord,
 )
 from pse.exceptions import ProtocolError, RunCancelled, RunFailure, ToolInfrastructureError
@@ -125,6 +126,9 @@ class Crew:
     missing: Callable[[Sequence[str]], list[str]] | None = None
     """Which of these workspace paths do not exist: a Specialist's report before every output of the plan
     is written is sent back once, as a format repair (small models report after the first file)."""
+    owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None = None
+    """The required checks an Evaluator's PASS comes before (`evidence_owed`): such a PASS is sent back once,
+    so a model that forgot a check runs it in its phase instead of losing the cycle to a hard gate."""
 
 
 @dataclass
@@ -206,6 +210,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 early = _unwritten(crew, record.plan) if role == Role.SPECIALIST and problem is None else None
                 if outcome.blocked is not None:
                     early = _blocked_early(early, outcome.blocked.reason_code)
+                if role == Role.EVALUATOR and problem is None:
+                    early = _pass_early(crew, outcome.verdict, record.tool_calls)
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
@@ -213,6 +219,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 wrong = problem or early
                 if wrong is None or repairs >= crew.format_retries:
                     break
+                if early is not None and problem is None and role == Role.EVALUATOR:
+                    outcome.verdict = None  # asked again: the next turn's verdict is the one
                 # Ask once more, with the parser's own words: the turn, not the run, was malformed.
                 fix = FormatRepair(role=role, error=wrong, attempt=repairs + 1)
                 record.repairs.append(fix)
@@ -285,6 +293,21 @@ def _unwritten(crew: Crew, plan: PlanRecord | None) -> str | None:
     return (
         f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: they are yours to create, "
         "write each with write_file before you report"
+    )
+
+
+def _pass_early(crew: Crew, verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord]) -> str | None:
+    """Why an Evaluator's PASS comes too early: required checks it has not run (or not since the last
+    write) in this cycle. Its verdict is not changed, only asked for again once, after the evidence."""
+    if crew.owed is None or verdict is None or verdict.status != "PASS":
+        return None
+    owed = crew.owed(calls)
+    if not owed:
+        return None
+    return (
+        "your PASS came before the evidence it needs: run "
+        + "; ".join(owed)
+        + ", read the results, then send your verdict"
     )
 
 

@@ -31,7 +31,7 @@ from pse.engine._cycle import (
     run_cycle,
 )
 from pse.engine._escalation import criterion_over_cap, write_escalation
-from pse.engine._gates import GatePolicy, evaluate_gates
+from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
@@ -133,6 +133,7 @@ class Engine:
             questions=self.settings.planner_questions,
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
+            owed=functools.partial(evidence_owed, policy=setup.gates) if self.settings.hard_gates else None,
         )
         self._cancel_reason: str | None = None
         self._suspended = False

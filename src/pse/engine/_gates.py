@@ -30,7 +30,7 @@ from pse.events import GateRecord, GateResult, PlanRecord, ToolCallRecord, Verdi
 from pse.roles import Role
 from pse.tools import Tool, check_tool
 
-__all__ = ["GatePolicy", "evaluate_gates"]
+__all__ = ["GatePolicy", "evaluate_gates", "evidence_owed"]
 
 _REPORTS = {Tool.RUN_PYTEST: "junit", Tool.RUN_RUFF: "json"}
 _JUDGE = Role.EVALUATOR
@@ -134,6 +134,28 @@ def _check_gate(
     return GateResult(
         name=f"check:{check}", passed=True, detail=f"last {label} run: passed, full target, current"
     )
+
+
+def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> list[str]:
+    """The required checks an Evaluator's PASS comes before: never run by it this cycle, run before the
+    last write, or run over less than the declared target. What it can still do in its phase; how a run
+    went (failed, unproven) is for the gates and its verdict to weigh, not a reason to ask again."""
+    writes = [i for i, c in enumerate(tool_calls) if _is_write(c)]
+    last_write = writes[-1] if writes else -1
+    owed = []
+    for check in policy.required_checks:
+        tool, target = check_tool(check), policy.target(check)
+        call = f"{tool} with target {target!r}" if tool != Tool.RUN_CHECK else f"{tool} with name {check!r}"
+        runs = [
+            (i, c)
+            for i, c in _check_runs(check, tool_calls)
+            if tool == Tool.RUN_CHECK or str(c.facts.get("target", "")) == target
+        ]
+        if not runs:
+            owed.append(f"{call} (not run yet)")
+        elif runs[-1][0] < last_write:
+            owed.append(f"{call} (files were written after its last run)")
+    return owed
 
 
 def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy) -> GateResult:
