@@ -43,6 +43,7 @@ __all__ = [
     "PlanRecord",
     "QuestionRecord",
     "RateLimitRecord",
+    "RepositoryRecord",
     "RetrievalEvent",
     "SandboxRecord",
     "StepAttemptRecord",
@@ -66,6 +67,20 @@ class SandboxRecord(_Record):
     requested: Literal["auto", "bwrap", "fallback"]
     uid: int = Field(description="the uid tool commands run as")
     warning: str | None = Field(None, description="what this mode does not protect, and how to get bwrap")
+
+
+class RepositoryRecord(_Record):
+    """A run on a repository (`--repo`): where its worktree came from, and the change it produced."""
+
+    path: str = Field(description="the user's repository (absolute); PSE writes only into its .git")
+    base: str = Field(description="the base ref as given (`--base`, default HEAD)")
+    base_commit: str = Field(description="the commit the run's worktree started from")
+    branch: str = Field(description="the run's branch, `pse/<run_id>`")
+    worktree: str = Field(description="the worktree's administrative folder inside the repository's .git")
+    commit: str | None = Field(None, description="the run's commit on `branch` (PASSED with a change only)")
+    patch: str | None = Field(None, description="`change.patch` in the run folder (absolute), when written")
+    note: str = Field("", description="what became of the change: committed, none, kept as a patch")
+    warning: str | None = Field(None, description="what a person should know: uncommitted changes left out")
 
 
 class MessageRecord(_Record):

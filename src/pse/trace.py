@@ -42,6 +42,7 @@ from pse.events import (
     OutcomeEvent,
     PlanRecord,
     RateLimitRecord,
+    RepositoryRecord,
     RetrievalEvent,
     SandboxRecord,
     StepAttemptRecord,
@@ -54,6 +55,7 @@ from pse.events import (
     VerdictEvent,
     VerdictRecord,
 )
+from pse.repo import remove_worktree
 
 __all__ = [
     "TRACE_FILE",
@@ -68,6 +70,7 @@ __all__ = [
     "load_trace",
     "outcome_event",
     "prune_runs",
+    "remove_run",
     "trace_schema",
     "write_trace",
 ]
@@ -192,6 +195,9 @@ class Trace(_Model):
     )
     context_mode: str = "step_buffer"
     sandbox: SandboxRecord | None = Field(None, description="which sandbox ran the tool commands")
+    repository: RepositoryRecord | None = Field(
+        None, description="a run on a repository (`--repo`): its base, branch, commit and patch"
+    )
     task_message: str = ""
     plan: PlanRecord | None = None
     counters: Counters = Field(default_factory=Counters)
@@ -409,8 +415,8 @@ def prune_runs(
 ) -> list[str]:
     """Delete run folders whose trace is older than `retention_days`; never those named in `keep`.
 
-    Only folders holding a `trace.json` are considered, so nothing else in the directory is touched.
-    Returns the pruned run ids.
+    Only folders holding a `trace.json` are considered, so nothing else in the directory is touched. A
+    repository run's worktree goes with its folder (`remove_run`). Returns the pruned run ids.
     """
     if retention_days <= 0 or not runs_dir.is_dir():
         return []
@@ -421,6 +427,12 @@ def prune_runs(
         if run_dir.name in keep or not trace.is_file() or run_dir.is_symlink():
             continue
         if trace.stat().st_mtime < cutoff:
-            shutil.rmtree(run_dir)
+            remove_run(run_dir)
             pruned.append(run_dir.name)
     return pruned
+
+
+def remove_run(run_dir: Path) -> None:
+    """Delete a run folder; a repository run's worktree first (a worktree never outlives its run folder)."""
+    remove_worktree(run_dir)
+    shutil.rmtree(run_dir)
