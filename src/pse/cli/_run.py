@@ -88,6 +88,9 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     sandbox = prepared.engine.trace.sandbox
     if sandbox is not None and sandbox.warning:
         err.print(f"[bold yellow]{escape(sandbox.warning)}[/]")
+    repository = prepared.engine.trace.repository
+    if repository is not None and repository.warning:
+        err.print(f"[bold yellow]warning:[/] {escape(repository.warning)}", highlight=False)
     if prepared.defaulted_scripted:
         err.print(
             "[yellow]No model configured: using the scripted provider, replaying a cassette "
@@ -149,6 +152,13 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
         out.print(f"report: {summary.report}")
     if summary.escalation:
         out.print(f"escalation: {summary.escalation}")
+    if trace.repository is not None:
+        out.print(f"branch: {_shown(trace.repository.branch)}", highlight=False)
+        if summary.commit:
+            out.print(f"commit: {summary.commit}", highlight=False)
+        if summary.patch:
+            out.print(f"patch:  {summary.patch}", highlight=False)
+        out.print(f"[dim]{_shown(trace.repository.note)}[/]", highlight=False)
     return _exit_code(summary.outcome)
 
 
@@ -169,6 +179,14 @@ def run_cmd(
     runs_dir: RunsDir = None,
     tasks_dir: TasksDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary at the end.")] = False,
+    repo: Annotated[
+        Path | None,
+        typer.Option("--repo", help="Work on this git repository: a worktree on the branch pse/<run_id>."),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option("--base", help="The ref the worktree starts from (default HEAD); with --repo."),
+    ] = None,
 ) -> None:
     """Run a task through plan → execute → evaluate cycles until it passes or stops."""
     if cassette is not None and not cassette.is_file():
@@ -189,6 +207,8 @@ def run_cmd(
         settings,
         inputs=_parse_inputs(input or [], task, settings),
         on_event=view.on_event if view else None,
+        repo=repo,
+        base=base,
     )
     raise typer.Exit(_execute(prepared, view))
 

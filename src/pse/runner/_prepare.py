@@ -47,9 +47,11 @@ from pse.models import (
     create_model_client,
     price_of,
 )
+from pse.repo import remove_worktree
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT, TOOL_AGENT, Role
 from pse.runner._index import StoreIndexer
 from pse.runner._mcp import McpSetup, has_mcp_tools, start_mcp
+from pse.runner._repository import RunRepository, load_repository, open_repository, repository_brief
 from pse.tasks import (
     Task,
     TaskRegistry,
@@ -111,6 +113,8 @@ class PreparedRun:
     """The run's MCP servers (None: the task has none); `run_to_end` stops them."""
     telemetry: RunTelemetry | None = None
     """PSE_OTEL: sends the run's spans when it ends (None: off)."""
+    repository: RunRepository | None = None
+    """A run on a repository (`--repo`): `run_to_end` commits its change on PASSED (None: no repository)."""
 
     @property
     def run_id(self) -> str:
@@ -163,6 +167,7 @@ def _wire_run(
     tags: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
+    repository: RunRepository | None = None,
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
     if limits:  # the caller's limits (an evaluation suite's) win over the task's own
@@ -246,8 +251,11 @@ def _wire_run(
             expected_outputs=tuple(task.config.expected_outputs),
             evidence=tuple(verification.evidence),
             plan_outputs=approvals.declared_outputs,
+            repository=repository.files if repository is not None else None,
         ),
     )
+    if repository is not None:  # the change is what roles wrote, by PSE's records
+        repository.written = functools.partial(executor.provenance.written_by_roles, "workspace")
     # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
     # in the trace's settings (`constrain_used`, filled in as calls are made).
     constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
@@ -376,6 +384,8 @@ def _wire_run(
         index=StoreIndexer(settings, run_dir.parent.resolve()),
     )
     engine = Engine(setup, trace)
+    if repository is not None and engine.trace.repository is None:
+        engine.trace.repository = repository.record
     engine.trace.settings["constrain_used"] = constraints.calls  # the log's own dict: every save has it
     return PreparedRun(
         engine=engine,
@@ -388,6 +398,7 @@ def _wire_run(
         defaulted_scripted=any(spec.provider_was_defaulted for spec in specs.values()),
         telemetry=telemetry,
         mcp=mcp,
+        repository=repository,
     )
 
 
@@ -488,6 +499,8 @@ def prepare_run(
     tags: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
+    repo: Path | None = None,
+    base: str | None = None,
 ) -> PreparedRun:
     """Create the run folder and workspace, seed it, and wire the engine.
 
@@ -498,6 +511,10 @@ def prepare_run(
         limits: engine limits that win over the task's own `[limits]` (a suite's).
         agents: role name → the user's own AutoGen `ChatAgent` for that role (named as the role): it
             takes the role's seat in the role's group chat, and is policed like the built-in one.
+        repo: a git repository: the workspace is a worktree of it on the new branch `pse/<run_id>`
+            (the repository's working tree, index, current branch and stash are never touched); a
+            PASSED run commits its change there and writes `change.patch`.
+        base: the ref the worktree starts from (default HEAD); only with `repo`.
 
     Raises:
         TaskNotFoundError: no such task.
@@ -509,14 +526,26 @@ def prepare_run(
     runs_dir = settings.runs_dir.resolve()
     run_dir = runs_dir / run_id
     workspace = run_dir / "workspace"
+    if base is not None and repo is None:
+        raise UserError(
+            f"--base {base} needs --repo PATH; fix: pass the repository too (--repo PATH --base REF)"
+        )
     _sweep(runs_dir, settings.trace_retention_days, run_id)
-    workspace.mkdir(parents=True)
+    run_dir.mkdir(parents=True)
+    repository: RunRepository | None = None
     try:
+        if repo is not None:
+            repository = open_repository(task, repo, base, run_id, run_dir)
+        else:
+            workspace.mkdir()
         task.seed_workspace(workspace, resolved)
         extra = write_files(workspace, files or {})
         summary_md = workspace / "rules_summary.md"
         rules_summary = summary_md.read_text(encoding="utf-8") if summary_md.is_file() else None
-        message = task.task_message(resolved, rules_summary, extra_files=extra)
+        listed = [*extra, *sorted(repository.files.tracked)] if repository is not None else extra
+        message = task.task_message(resolved, rules_summary, extra_files=listed)
+        if repository is not None:
+            message += "\n" + repository_brief(repository) + "\n"
         prepared = _wire(
             task=task,
             settings=settings,
@@ -531,10 +560,12 @@ def prepare_run(
             tags=tags,
             limits=limits,
             agents=agents,
+            repository=repository,
         )
     except BaseException:
         import shutil
 
+        remove_worktree(run_dir)  # nothing is left behind: no worktree, no branch
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return prepared
@@ -596,4 +627,5 @@ def prepare_resume(
         positions=trace.cassette_positions,
         trace=trace,
         limits=limits,
+        repository=load_repository(task, run_dir),
     )

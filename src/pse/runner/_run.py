@@ -19,6 +19,7 @@ from pse.engine import (
 from pse.events import Cost, Event
 from pse.roles import Role
 from pse.runner._prepare import PreparedRun, prepare_run
+from pse.runner._repository import finish_repository
 from pse.tasks import extract_report
 
 __all__ = ["RunSummary", "arun", "run", "run_to_end", "summarize"]
@@ -40,6 +41,11 @@ class RunSummary(BaseModel):
     state: str = Field(
         "",
         description="its state: an outcome's, or AWAITING_ANSWER / AWAITING_APPROVAL (waiting for a person)",
+    )
+    branch: str | None = Field(None, description="a repository run's branch, `pse/<run_id>` (else None)")
+    commit: str | None = Field(None, description="the run's commit on `branch` (PASSED with a change only)")
+    patch: str | None = Field(
+        None, description="`change.patch` in the run folder, when the run changed files"
     )
 
 
@@ -71,6 +77,9 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         path = prepared.run_dir / "report.md"
         path.write_text(report, encoding="utf-8")
         trace.report = str(path)
+    if prepared.repository is not None and trace.outcome is not None:  # git work: off the event loop
+        await asyncio.to_thread(finish_repository, prepared.repository, trace, prepared.run_dir)
+    if report is not None or prepared.repository is not None:
         written = write_trace(trace, prepared.run_dir)
         if prepared.engine.setup.index is not None:
             prepared.engine.setup.index(trace, written)
@@ -84,6 +93,8 @@ async def arun(
     settings: Settings | None = None,
     on_event: Callable[[Event], None] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
+    repo: str | Path | None = None,
+    base: str | None = None,
     **overrides: Any,
 ) -> RunSummary:
     """Run a task to its outcome from Python (async). The programmatic twin of `pse run`.
@@ -97,6 +108,10 @@ async def arun(
             `{"Specialist": my_agent}`): it works in the role's group chat beside the ToolAgent, gets
             the role's opening as its task, and is policed like the built-in agent (its tool requests
             go through the role's policy, its final message through the parser and the gates).
+        repo: work on this git repository (`--repo`): the workspace is a worktree of it on the branch
+            `pse/<run_id>`; a PASSED run commits its change there (`summary.branch`, `summary.commit`,
+            `summary.patch`).
+        base: the ref the worktree starts from (`--base`, default HEAD).
         **overrides: settings fields to override, e.g. `provider="openai"`, `max_partial_retries=1`.
 
     Returns:
@@ -105,8 +120,17 @@ async def arun(
     Raises:
         UserError: unknown task, bad input or configuration (nothing is left behind).
     """
-    base = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
-    return await run_to_end(prepare_run(task, base, inputs=inputs, on_event=on_event, agents=agents))
+    settings_ = load_settings(**overrides) if settings is None else with_overrides(settings, **overrides)
+    prepared = prepare_run(
+        task,
+        settings_,
+        inputs=inputs,
+        on_event=on_event,
+        agents=agents,
+        repo=Path(repo) if repo is not None else None,
+        base=base,
+    )
+    return await run_to_end(prepared)
 
 
 def run(
@@ -116,6 +140,8 @@ def run(
     settings: Settings | None = None,
     on_event: Callable[[Event], None] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
+    repo: str | Path | None = None,
+    base: str | None = None,
     **overrides: Any,
 ) -> RunSummary:
     """Run a task to its outcome from Python (blocking). See `arun`.
@@ -127,7 +153,16 @@ def run(
         'PASSED'
     """
     return asyncio.run(
-        arun(task, inputs=inputs, settings=settings, on_event=on_event, agents=agents, **overrides)
+        arun(
+            task,
+            inputs=inputs,
+            settings=settings,
+            on_event=on_event,
+            agents=agents,
+            repo=repo,
+            base=base,
+            **overrides,
+        )
     )
 
 
@@ -145,4 +180,7 @@ def summarize(trace: Trace, run_dir: Path) -> RunSummary:
         escalation=trace.escalation,
         tokens=trace.tokens.model_copy(deep=True),
         cost=trace.cost.model_copy(deep=True),
+        branch=trace.repository.branch if trace.repository is not None else None,
+        commit=trace.repository.commit if trace.repository is not None else None,
+        patch=trace.repository.patch if trace.repository is not None else None,
     )

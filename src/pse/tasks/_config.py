@@ -21,6 +21,7 @@ __all__ = [
     "RegistryEntry",
     "RegistryFile",
     "ReportSpec",
+    "RepositorySpec",
     "SandboxSpec",
     "TaskConfig",
     "VerificationSpec",
@@ -179,6 +180,41 @@ class VerificationSpec(_Strict):
         return value
 
 
+_AUTHOR = re.compile(r"[^<>\n]+ <[^<>\s]+>")
+
+
+class RepositorySpec(_Strict):
+    """How a run on a repository (`pse run TASK --repo PATH`) treats it (`[repository]` of task.toml)."""
+
+    protected: list[str] | None = Field(
+        default=None,
+        description="paths or globs of the repository's files (at the base ref) no role may change; a glob "
+        "without '/' matches a file name at any depth. Default: the test files and test configuration "
+        "pytest would discover (test_*.py, *_test.py, tests/*, conftest.py, pytest.ini, pyproject.toml...); "
+        "[] opens them all",
+    )
+    author: str | None = Field(
+        default=None,
+        description="the author of the run's commit, 'Name <email>' (default 'PSE <pse@localhost>')",
+    )
+
+    @field_validator("protected")
+    @classmethod
+    def _globs(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or []:
+            _relative_path(item, "protected")
+        return value
+
+    @field_validator("author")
+    @classmethod
+    def _author(cls, value: str | None) -> str | None:
+        if value is not None and not _AUTHOR.fullmatch(value.strip()):
+            raise ValueError(
+                f"author: {value!r} is not 'Name <email>' (e.g. 'Ada Lovelace <ada@example.org>')"
+            )
+        return value
+
+
 class SandboxSpec(_Strict):
     """What the task lets its sandbox do beyond the defaults (`[sandbox]` of task.toml)."""
 
@@ -222,6 +258,7 @@ class TaskConfig(_Strict):
         default_factory=dict, description="name -> a stdio MCP server the run starts in its sandbox"
     )
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    repository: RepositorySpec = Field(default_factory=RepositorySpec)
     execution: Literal["task", "steps"] = Field(
         "task",
         description="task: each cycle reviews the whole task; steps: the plan is a graph of steps, each "

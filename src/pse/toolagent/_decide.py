@@ -2,8 +2,9 @@
 
 A request is refused here when the protocol cannot read it (`protocol.<kind>`), the policy denies it
 (`policy.*`, `task.ROLE.TOOL`), its per-cycle budget is spent (`budget.ROLE.TOOL`) or it would write a
-check-configuration file the task did not declare (`protect.check_config`) or change a file the task
-seeded (`protect.input`). Every other request becomes
+check-configuration file the task did not declare (`protect.check_config`), change a file the task
+seeded (`protect.input`), or, on a repository run, change one of the repository's protected tests
+(`protect.tests`) or write a `.git` path (`protect.vcs`). Every other request becomes
 an `Allowed` step and has taken one call of its budget.
 """
 
@@ -22,13 +23,15 @@ from pse.protocol import DsmlError, ToolCall, parse_tool_calls, truncate_text
 from pse.sandbox import Accept
 from pse.toolagent._approval import ApprovalRule
 from pse.toolagent._policy import Grant, Policy
-from pse.toolagent._provenance import INPUT_REASON
+from pse.toolagent._provenance import INPUT_REASON, TESTS_REASON, VCS_REASON
 from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, check_config_reason, resolve_path
 
 __all__ = [
     "INPUT_RULE",
     "PROTECT_RULE",
     "RECORD_ARGUMENT_CHARS",
+    "TESTS_RULE",
+    "VCS_RULE",
     "Allowed",
     "Decider",
     "Request",
@@ -40,6 +43,10 @@ PROTECT_RULE = "protect.check_config"
 """The rule that denies writing a check-configuration file the task did not declare."""
 INPUT_RULE = "protect.input"
 """The rule that denies changing a file the task seeded (its inputs and visible tests are evidence)."""
+TESTS_RULE = "protect.tests"
+"""The rule that denies changing a repository's protected file (its tests and test configuration)."""
+VCS_RULE = "protect.vcs"
+"""The rule that denies writing a `.git` path on a repository run."""
 RECORD_ARGUMENT_CHARS = 4000
 """Audit records keep each argument up to this many characters (written files are in the workspace)."""
 NO_TOOL_CALLS_MESSAGE = (
@@ -183,7 +190,8 @@ class Decider:
             context = replace(context, accept=_within(scope, context.accept))
         refusal = self._write_refusal(context, call) if call.name == Tool.WRITE_FILE else None
         if refusal is not None:
-            rule = next((r for r in (SCOPE_RULE, INPUT_RULE) if f"(policy: {r})" in refusal), PROTECT_RULE)
+            named = (SCOPE_RULE, INPUT_RULE, TESTS_RULE, VCS_RULE)
+            rule = next((r for r in named if f"(policy: {r})" in refusal), PROTECT_RULE)
             return ToolCallRecord.denied(**request, rule=rule, reason=refusal)
         self._used[key] += 1
         spec = self._registry.get(call.name)
@@ -204,13 +212,9 @@ class Decider:
         reason = accept(rel) if area == "workspace" else check_config_reason(rel)
         if reason is None:
             return None
-        rule = (
-            SCOPE_RULE
-            if reason.startswith("step ")
-            else INPUT_RULE
-            if reason.startswith(INPUT_REASON)
-            else PROTECT_RULE
-        )
+        prefixes = [("step ", SCOPE_RULE), (INPUT_REASON, INPUT_RULE), (TESTS_REASON, TESTS_RULE)]
+        prefixes.append((VCS_REASON, VCS_RULE))
+        rule = next((r for prefix, r in prefixes if reason.startswith(prefix)), PROTECT_RULE)
         return f"{path.strip()} may not be written: {reason} (policy: {rule})"
 
 

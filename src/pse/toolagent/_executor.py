@@ -203,7 +203,11 @@ class ToolExecutor:
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
         self.evidence = replace(evidence or EvidenceRules(), check_config=self.check_config)
         self._accept = evidence_guard(
-            self.check_config, self.evidence.expected_outputs, self.provenance, self.workspace
+            self.check_config,
+            self.evidence.expected_outputs,
+            self.provenance,
+            self.workspace,
+            self.evidence.repository,
         )
         self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record

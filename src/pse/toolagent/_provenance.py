@@ -13,12 +13,24 @@ from pathlib import Path, PurePosixPath
 
 from pse.events import ToolCallRecord
 from pse.sandbox import Accept
-from pse.tools import Tool, check_config_reason
+from pse.tools import RepositoryFiles, Tool, check_config_reason
 
-__all__ = ["INPUT_REASON", "TASK_AUTHOR", "Provenance", "check_config_guard", "evidence_guard"]
+__all__ = [
+    "INPUT_REASON",
+    "TASK_AUTHOR",
+    "TESTS_REASON",
+    "VCS_REASON",
+    "Provenance",
+    "check_config_guard",
+    "evidence_guard",
+]
 
 INPUT_REASON = "it is one of the task's own files"
 """How a refusal to change a task's file starts (the decider names its rule, `protect.input`, by it)."""
+TESTS_REASON = "it is one of the repository's tests"
+"""How a refusal to change a protected file of a repository run starts (rule `protect.tests`)."""
+VCS_REASON = "git's own files are PSE's"
+"""How a refusal to write a `.git` path of a repository run starts (rule `protect.vcs`)."""
 
 TASK_AUTHOR = "task"
 """The author of every file nobody wrote through the ToolAgent: the task seeded it."""
@@ -56,13 +68,35 @@ class Provenance:
 
 
 def evidence_guard(
-    declared: frozenset[str], outputs: Iterable[str], provenance: Provenance, workspace: Path
+    declared: frozenset[str],
+    outputs: Iterable[str],
+    provenance: Provenance,
+    workspace: Path,
+    repository: RepositoryFiles | None = None,
 ) -> Accept:
     """The rule for every change a role makes to the workspace: check-configuration files only where the
     task declares them, and no change to the task's own files (its inputs, its visible tests: the evidence
-    the work is judged on) unless the task lists them in `expected_outputs`."""
+    the work is judged on) unless the task lists them in `expected_outputs`.
+
+    On a repository run, the repository's files at the base ref are the work's material, not the task's
+    files: a role may change them, except the protected ones (its tests and test configuration,
+    `protect.tests`) and any `.git` path (`protect.vcs`), whatever the workspace holds."""
     config = check_config_guard(declared)
     allowed = frozenset(str(PurePosixPath(p.strip())) for p in outputs)
+
+    def repository_reason(normal: str) -> str | None:
+        if repository is None:
+            return None
+        if any(part.lower() == ".git" for part in PurePosixPath(normal).parts):
+            return f"{VCS_REASON}: PSE alone commits the run's change, and no role writes into git's files"
+        glob = repository.protected.get(normal)
+        if glob is not None:
+            return (
+                f"{TESTS_REASON} at the base ref (protected by {glob!r}): the evidence the change is judged "
+                "on may not be changed by a role; a task whose roles must change it narrows "
+                "[repository] protected of task.toml"
+            )
+        return None
 
     def seeded(path: str) -> str | None:
         """A file under `path` the task put there and no role wrote since, if any."""
@@ -80,11 +114,11 @@ def evidence_guard(
         return None
 
     def accept(path: str) -> str | None:
-        reason = config(path)
+        normal = str(PurePosixPath(path.strip()))
+        reason = repository_reason(normal) or config(path)
         if reason is not None:
             return reason
-        normal = str(PurePosixPath(path.strip()))
-        if normal in allowed:
+        if normal in allowed or (repository is not None and normal in repository.tracked):
             return None
         found = seeded(normal)
         if found is None:

@@ -16,12 +16,15 @@ from pse.tools._checks import (
 )
 from pse.tools._commands import bash, run_check
 from pse.tools._evidence import (
+    PROTECTED_BY_DEFAULT,
     CoverageRule,
     EvidenceFile,
     EvidenceRules,
     Manifest,
+    RepositoryFiles,
     build_manifest,
     is_test_file,
+    protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
 from pse.tools._names import (
@@ -48,6 +51,7 @@ __all__ = [
     "MCP_SERVER_NAME",
     "MCP_TOOL_NAME",
     "MCP_WILDCARD",
+    "PROTECTED_BY_DEFAULT",
     "Author",
     "CoverageRule",
     "EvidenceFile",
@@ -55,6 +59,7 @@ __all__ = [
     "Manifest",
     "Mode",
     "ParamSpec",
+    "RepositoryFiles",
     "Tool",
     "ToolContext",
     "ToolFunction",
@@ -72,6 +77,7 @@ __all__ = [
     "mcp_tool_name",
     "normalize_target",
     "parse_pytest_summary",
+    "protecting_glob",
     "pytest_plugin_missing",
     "read_file",
     "resolve_path",

@@ -14,6 +14,12 @@ At every check PSE lists the files a check may see, from the task, the plan and 
 Everything else a role wrote is **left out**: absent from the check's snapshot, and named to the
 Evaluator with its author. Bytecode (`__pycache__`, `*.pyc`) and VCS folders are never evidence.
 
+On a repository run (`--repo`), the repository's files at the base ref are inputs no role wrote: each
+is admitted (its own check configuration too, as `config`: the repository's `conftest.py` and pytest
+settings, while no role has changed them), and a tracked file a role changed is admitted as the run's
+`output`. The tracked files matching the task's protected globs (`RepositoryFiles`; default: the test
+files and test configuration pytest would discover) may not be changed by a role at all.
+
 A check also owes **positive evidence** for its Python outputs: each declared `.py` output (a folder
 output: at least one module in it) must have been imported from its own path and had lines executed
 while the tests ran (`CoverageRule`).
@@ -31,12 +37,15 @@ from pse.tools._protected import check_config_reason
 
 __all__ = [
     "EVIDENCE_LIMIT",
+    "PROTECTED_BY_DEFAULT",
     "CoverageRule",
     "EvidenceFile",
     "EvidenceRules",
     "Manifest",
+    "RepositoryFiles",
     "build_manifest",
     "is_test_file",
+    "protecting_glob",
 ]
 
 EVIDENCE_LIMIT = 20_000
@@ -44,6 +53,52 @@ EVIDENCE_LIMIT = 20_000
 _NEVER = frozenset({"__pycache__", ".git", ".hg", ".svn", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 _MAX_DEPTH = 40
 TASK_AUTHOR = "task"
+
+
+PROTECTED_BY_DEFAULT = (
+    "test_*.py",
+    "*_test.py",
+    "conftest.py",
+    "tests/*",
+    "test/*",
+    "*/tests/*",
+    "*/test/*",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+)
+"""A repository's files no role may change unless the task says otherwise: the test files pytest collects
+(`test_*.py`, `*_test.py` at any depth), everything under a `tests/` or `test/` folder (their data and
+fixtures), every `conftest.py`, and the files pytest reads its configuration from."""
+
+
+def protecting_glob(path: str, globs: Iterable[str]) -> str | None:
+    """The first glob that matches `path`: a glob without `/` matches the file's name at any depth, one
+    with `/` the whole path (fnmatch: `*` also crosses folders)."""
+    name = PurePosixPath(path).name
+    for glob in globs:
+        if fnmatch.fnmatchcase(path if "/" in glob else name, glob):
+            return glob
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryFiles:
+    """A repository run's files at the base ref: `tracked` are inputs no role wrote; `protected` (path →
+    the glob that protects it) may not be changed by a role."""
+
+    tracked: frozenset[str]
+    protected: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tracked: Iterable[str], globs: Iterable[str] = PROTECTED_BY_DEFAULT) -> RepositoryFiles:
+        paths, patterns = frozenset(tracked), tuple(globs)
+        found = {p: g for p in sorted(paths) if (g := protecting_glob(p, patterns)) is not None}
+        return cls(paths, found)
 
 
 def is_test_file(path: str) -> bool:
@@ -86,6 +141,8 @@ class EvidenceRules:
     check_config: frozenset[str] = frozenset()
     evidence: tuple[str, ...] = ()
     plan_outputs: Callable[[], Sequence[str]] = field(default=lambda: ())
+    repository: RepositoryFiles | None = None
+    """A repository run's files at the base ref (None: not a repository run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +221,13 @@ def build_manifest(
     outputs = [str(PurePosixPath(p.strip())) for p in (*rules.expected_outputs, *rules.plan_outputs())]
     files: list[EvidenceFile] = []
     left_out: list[tuple[str, str]] = []
+    tracked = rules.repository.tracked if rules.repository is not None else frozenset()
     for path in _files(workspace):
+        if ".git" in PurePosixPath(path).parts:
+            continue  # a `.git` file is a pointer into a repository, never evidence
         who = author("workspace", path)
         if check_config_reason(path) is not None:
-            if path in rules.check_config:
+            if path in rules.check_config or (path in tracked and who == TASK_AUTHOR):
                 files.append(EvidenceFile(path, "config", who))
             elif who != TASK_AUTHOR:
                 left_out.append((path, who))
@@ -177,6 +237,8 @@ def build_manifest(
             files.append(EvidenceFile(path, "test" if test else "output", who))
         elif who == TASK_AUTHOR:
             files.append(EvidenceFile(path, "test" if test else "input", who))
+        elif path in tracked:  # the repository's file, changed by a role: the run's change
+            files.append(EvidenceFile(path, "test" if test else "output", who))
         elif any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
             files.append(EvidenceFile(path, "test" if test else "evidence", who))
         else:

@@ -1,0 +1,159 @@
+"""Wiring a repository run (`--repo PATH [--base REF]`): its worktree, its protected files, its change.
+
+At the start, `open_repository` makes the run's workspace a worktree of the repository on `pse/<run_id>`
+(`pse.repo`), lists the repository's files at the base ref for the evidence rules (`RepositoryFiles`:
+inputs no role wrote; the protected ones read-only to every role) and writes the record into the run
+folder. At the end, `finish_repository` turns what roles wrote into the run's change: one commit on the
+branch when the run PASSED (the plan's goal, then `PSE-Run`, `PSE-Outcome`, `PSE-Criteria` trailers) and
+its `git format-patch` as `change.patch`; on any other outcome nothing is committed and `change.patch`
+holds the diff so far, for a person to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pse.events import RepositoryRecord
+from pse.exceptions import UserError
+from pse.repo import (
+    DEFAULT_AUTHOR,
+    PATCH_FILE,
+    GitFailed,
+    change_of,
+    commit_change,
+    commit_message,
+    diff_of,
+    git,
+    open_worktree,
+    read_record,
+    write_record,
+)
+from pse.tasks import Task
+from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles
+from pse.trace import Trace
+
+__all__ = ["RunRepository", "finish_repository", "load_repository", "open_repository", "repository_brief"]
+
+
+@dataclass
+class RunRepository:
+    """A repository run's worktree record, its files at the base ref, and the commit's author."""
+
+    record: RepositoryRecord
+    files: RepositoryFiles
+    author: tuple[str, str]
+    written: Callable[[], Mapping[str, str]] = lambda: {}
+    """path → author of every workspace file a role wrote (the executor's provenance, set when wired)."""
+
+
+def _author(task: Task) -> tuple[str, str]:
+    spec = task.config.repository.author
+    if spec is None:
+        return DEFAULT_AUTHOR
+    name, _, email = spec.strip().rpartition(" <")
+    return name.strip(), email.rstrip(">")
+
+
+def _files(task: Task, record: RepositoryRecord) -> RepositoryFiles:
+    """The repository's files at the base commit, and those the task's globs protect."""
+    listing = git(
+        ["--git-dir", record.worktree, "ls-tree", "-r", "-z", "--name-only", record.base_commit],
+        cwd=Path(record.path),
+    )
+    tracked = [p for p in listing.decode("utf-8", "replace").split("\0") if p]
+    globs = task.config.repository.protected
+    return RepositoryFiles.of(tracked, PROTECTED_BY_DEFAULT if globs is None else globs)
+
+
+def open_repository(task: Task, repo: Path, base: str | None, run_id: str, run_dir: Path) -> RunRepository:
+    """Make `run_dir/workspace` the run's worktree and keep its record in the run folder.
+
+    Raises:
+        UserError: a missing folder, no git repository, a bad ref (one line each, with the fix).
+    """
+    record = open_worktree(repo, base, run_id, run_dir / "workspace")
+    write_record(run_dir, record)  # from here on, removing the run folder removes the worktree
+    return RunRepository(record, _files(task, record), _author(task))
+
+
+def load_repository(task: Task, run_dir: Path) -> RunRepository | None:
+    """A resumed run's repository (None: it is no repository run)."""
+    try:
+        record = read_record(run_dir)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the repository record of {run_dir}: {exc}") from None
+    if record is None:
+        return None
+    return RunRepository(record, _files(task, record), _author(task))
+
+
+def repository_brief(repository: RunRepository) -> str:
+    """The task message's section on the repository: where the workspace came from, what is read-only.
+
+    Free of absolute paths, commit ids and run ids, so a cassette replays against any later run."""
+    protected = sorted(repository.files.protected)
+    shown = ", ".join(protected[:12]) + (f" and {len(protected) - 12} more" if len(protected) > 12 else "")
+    lines = [
+        "## Repository",
+        f"The workspace is a checkout of a git repository at `{repository.record.base}`. Change its files to "
+        "do the work; PSE commits what you changed when the run passes.",
+    ]
+    if protected:
+        lines.append(f"Read-only (the repository's tests and test configuration, the evidence): {shown}.")
+    return "\n".join(lines)
+
+
+def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) -> RepositoryRecord:
+    """After the run's outcome: commit the change on PASSED, write `change.patch`; record both in `trace`.
+
+    A failure of git here never changes the outcome: the record's note says what could not be done.
+    """
+    record = repository.record.model_copy()
+    outcome = trace.outcome
+    try:
+        change = change_of(record, run_dir / "workspace", repository.written())
+        commit = None
+        if outcome == "PASSED" and not change.empty:
+            plan = trace.plan
+            message = commit_message(
+                plan.goal if plan is not None else "",
+                trace.run_id,
+                [c.id for c in plan.criteria] if plan is not None else [],
+            )
+            commit = commit_change(record, change, message, repository.author)
+        if not change.empty:
+            patch = run_dir / PATCH_FILE
+            patch.write_bytes(diff_of(record, change, commit))
+            record.patch = str(patch.resolve())
+        record.commit = commit
+        record.note = _note(outcome, record, change.empty, commit)
+        if change.skipped:
+            left = ", ".join(f"{path} ({why})" for path, why in change.skipped[:8])
+            record.note += f"; not in the change: {left}"
+    except (GitFailed, OSError) as exc:
+        record.note = f"the change could not be recorded: {exc}"
+    trace.repository = record
+    if outcome == "ESCALATED" and trace.escalation is not None:
+        _tell_escalation(run_dir, record)
+    return record
+
+
+def _note(outcome: str | None, record: RepositoryRecord, empty: bool, commit: str | None) -> str:
+    if commit is not None:
+        return f"committed {commit[:12]} on {record.branch}; change.patch is its git format-patch"
+    if empty:
+        return f"{outcome}: no file changed, nothing to commit on {record.branch}"
+    return (
+        f"{outcome}: nothing committed on {record.branch}; change.patch holds the diff so far, for a person "
+        "to read"
+    )
+
+
+def _tell_escalation(run_dir: Path, record: RepositoryRecord) -> None:
+    """ESCALATED says what happened to the change: a section at the end of escalation.md."""
+    path = run_dir / "escalation.md"
+    if path.is_file() and not path.is_symlink():
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"\n## The change\n\n{record.note}.\n")
