@@ -23,7 +23,7 @@ from pse.protocol import DsmlError, ToolCall, parse_tool_calls, truncate_text
 from pse.sandbox import Accept
 from pse.toolagent._approval import ApprovalRule
 from pse.toolagent._policy import Grant, Policy
-from pse.toolagent._provenance import INPUT_REASON, TESTS_REASON, VCS_REASON
+from pse.toolagent._provenance import INPUT_REASON, TESTS_REASON, TESTS_RULE, VCS_REASON, VCS_RULE
 from pse.tools import Tool, ToolContext, ToolRegistry, ToolSpec, check_config_reason, resolve_path
 
 __all__ = [
@@ -43,10 +43,6 @@ PROTECT_RULE = "protect.check_config"
 """The rule that denies writing a check-configuration file the task did not declare."""
 INPUT_RULE = "protect.input"
 """The rule that denies changing a file the task seeded (its inputs and visible tests are evidence)."""
-TESTS_RULE = "protect.tests"
-"""The rule that denies changing a repository's protected file (its tests and test configuration)."""
-VCS_RULE = "protect.vcs"
-"""The rule that denies writing a `.git` path on a repository run."""
 RECORD_ARGUMENT_CHARS = 4000
 """Audit records keep each argument up to this many characters (written files are in the workspace)."""
 NO_TOOL_CALLS_MESSAGE = (
@@ -215,7 +211,8 @@ class Decider:
         prefixes = [("step ", SCOPE_RULE), (INPUT_REASON, INPUT_RULE), (TESTS_REASON, TESTS_RULE)]
         prefixes.append((VCS_REASON, VCS_RULE))
         rule = next((r for prefix, r in prefixes if reason.startswith(prefix)), PROTECT_RULE)
-        return f"{path.strip()} may not be written: {reason} (policy: {rule})"
+        named = "" if f"(policy: {rule})" in reason else f" (policy: {rule})"  # repository rules name theirs
+        return f"{path.strip()} may not be written: {reason}{named}"
 
 
 def _within(scope: Scope, accept: Accept | None) -> Accept:

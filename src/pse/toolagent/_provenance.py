@@ -19,7 +19,9 @@ __all__ = [
     "INPUT_REASON",
     "TASK_AUTHOR",
     "TESTS_REASON",
+    "TESTS_RULE",
     "VCS_REASON",
+    "VCS_RULE",
     "Provenance",
     "check_config_guard",
     "evidence_guard",
@@ -31,6 +33,10 @@ TESTS_REASON = "it is one of the repository's tests"
 """How a refusal to change a protected file of a repository run starts (rule `protect.tests`)."""
 VCS_REASON = "git's own files are PSE's"
 """How a refusal to write a `.git` path of a repository run starts (rule `protect.vcs`)."""
+TESTS_RULE = "protect.tests"
+"""The rule that denies changing a repository's protected file (its tests and test configuration)."""
+VCS_RULE = "protect.vcs"
+"""The rule that denies writing a `.git` path on a repository run."""
 
 TASK_AUTHOR = "task"
 """The author of every file nobody wrote through the ToolAgent: the task seeded it."""
@@ -88,13 +94,16 @@ def evidence_guard(
         if repository is None:
             return None
         if any(part.lower() == ".git" for part in PurePosixPath(normal).parts):
-            return f"{VCS_REASON}: PSE alone commits the run's change, and no role writes into git's files"
+            return (
+                f"{VCS_REASON}: PSE alone commits the run's change, and no role writes into git's files "
+                f"(policy: {VCS_RULE})"
+            )
         glob = repository.protected.get(normal)
         if glob is not None:
             return (
                 f"{TESTS_REASON} at the base ref (protected by {glob!r}): the evidence the change is judged "
                 "on may not be changed by a role; a task whose roles must change it narrows "
-                "[repository] protected of task.toml"
+                f"[repository] protected of task.toml (policy: {TESTS_RULE})"
             )
         return None
 
