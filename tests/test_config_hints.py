@@ -41,7 +41,7 @@ def _only(problems: list[Problem]) -> tuple[str, str]:
 
 _TOP_LEVEL = (
     "the top level takes: description, goal, inputs, seed, expected_outputs, required_checks, checks, "
-    "policy, limits, report, verification, cassette, mcp, sandbox, execution"
+    "policy, limits, report, verification, cassette, mcp, sandbox, repository, execution"
 )
 _LIMITS = (
     "[limits] takes: max_partial_retries, max_fail_retries, max_criterion_failures, turns_per_cycle, "
