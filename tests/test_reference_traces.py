@@ -52,6 +52,7 @@ ADDED_SINCE = {
     "steps": [],
     "rate_limit": None,
     "normalised": {},
+    "repository": None,
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 MEASURED_SINCE = {"prefix_counted", "prefix_reusable", "model_ms", "finish_reason"}
