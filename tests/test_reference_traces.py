@@ -53,6 +53,7 @@ ADDED_SINCE = {
     "rate_limit": None,
     "normalised": {},
     "repository": None,
+    "findings": [],
 }
 """Trace fields added after the reference was written, with the value they have in these runs."""
 MEASURED_SINCE = {"prefix_counted", "prefix_reusable", "model_ms", "finish_reason"}

@@ -19,6 +19,7 @@ from pse._tool_record import Decision, OutcomeStatus, ToolCallRecord, ToolStatus
 
 __all__ = [
     "EVENT_ADAPTER",
+    "SEVERITIES",
     "ApprovalEvent",
     "ApprovalRecord",
     "BlockedRecord",
@@ -30,6 +31,7 @@ __all__ = [
     "DriftEvent",
     "DriftRecord",
     "Event",
+    "FindingRecord",
     "FormatRepair",
     "FormatRepairEvent",
     "GateRecord",
@@ -46,6 +48,7 @@ __all__ = [
     "RepositoryRecord",
     "RetrievalEvent",
     "SandboxRecord",
+    "Severity",
     "StepAttemptRecord",
     "StepEvent",
     "TokenCount",
@@ -206,6 +209,31 @@ class CriterionResult(_Record):
     finding: str = ""
 
 
+Severity = Literal["high", "medium", "low"]
+SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")
+"""A finding's severities, worst first."""
+
+
+class FindingRecord(_Record):
+    """One `<finding>` of a verdict: a problem the Evaluator found, ranked, and where."""
+
+    id: str
+    severity: Severity
+    text: str = ""
+    criterion: str | None = Field(None, description="the plan criterion it concerns, if any")
+    path: str | None = Field(None, description="the workspace file it is in, if any")
+    line: int | None = Field(None, description="its line in that file, if any")
+
+    def describe(self) -> str:
+        """One line: `F1 high (AC2, src/x.py:41): text`."""
+        where = ", ".join(
+            part
+            for part in (self.criterion, f"{self.path}:{self.line}" if self.path and self.line else self.path)
+            if part
+        )
+        return f"{self.id} {self.severity}" + (f" ({where})" if where else "") + f": {self.text}"
+
+
 class VerdictRecord(_Record):
     """A parsed `<verdict>`."""
 
@@ -213,6 +241,9 @@ class VerdictRecord(_Record):
     reason_code: str
     criteria: list[CriterionResult] = Field(default_factory=list)
     summary: str = ""
+    findings: list[FindingRecord] = Field(
+        default_factory=list, description="the verdict's `<finding>`s, ranked by severity (high, medium, low)"
+    )
 
 
 class GateResult(_Record):

@@ -85,6 +85,9 @@ def _print_cycle(cycle: CycleRecord, reviewer: str) -> None:
     for crit in cycle.verdict.criteria if cycle.verdict else []:
         mark = "[green]✓[/]" if crit.met else "[red]✗[/]"
         out.print(f"  {mark} {shown(crit.id)}: {shown(flat(crit.finding))}", highlight=False)
+    for finding in cycle.verdict.findings if cycle.verdict else []:
+        style = {"high": "red", "medium": "yellow"}.get(finding.severity, "dim")
+        out.print(f"  [{style}]finding[/] {shown(flat(finding.describe()))}", highlight=False)
     if cycle.verdict is not None:  # without a review, failed gates only echo why the cycle stopped
         for gate in cycle.gate.results:
             mark = "[green]✓[/]" if gate.passed else "[red]✗[/]"
@@ -131,6 +134,12 @@ def trace_show(
         highlight=False,
     )
     out.print(f"[bold]why:[/] {shown(causal_line(trace))}", highlight=False)
+    if trace.repository is not None:
+        repo = trace.repository
+        said = f"{repo.path} at {repo.base} ({repo.base_commit[:12]}) → {repo.branch}"
+        out.print(f"[bold]repository:[/] {shown(said)}", highlight=False)
+        if repo.note:
+            out.print(f"  {shown(repo.note)}", highlight=False)
     for plan, cycles in _plans(trace):
         if plan is not None and cycles:
             _print_plan(plan, cycles)

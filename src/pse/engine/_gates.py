@@ -13,7 +13,9 @@ A PASS stands only if, in this cycle:
 * no check-configuration file a role wrote is in the workspace unless the task declares it;
 * when the task requires independent tests, that last full pytest run held tests the Evaluator wrote
   in its evaluation area, and they all passed;
-* every plan criterion has a `met` entry in the verdict, and all of them are met.
+* every plan criterion has a `met` entry in the verdict, and all of them are met;
+* the verdict holds no `<finding>` the task's gate rule blocks on (`[verification] block_findings`,
+  default `high`: no unresolved high-severity finding).
 
 The gates are evaluated on every cycle (and recorded), so a trace also shows what a PARTIAL still lacked.
 """
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from pse.events import GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.events import SEVERITIES, GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.roles import Role
 from pse.tools import Tool, check_tool
 
@@ -46,6 +48,8 @@ class GatePolicy:
         targets: check → the target its last run must have covered (default `.`, the whole workspace).
         independent_tests: a PASS needs passing tests the Evaluator wrote itself.
         check_config: check-configuration files the task allows roles to write.
+        block_findings: the gate rule for findings: a PASS whose verdict holds a finding of this
+            severity or a worse one does not stand (`none`: findings never block).
     """
 
     required_checks: Sequence[str] = ()
@@ -53,6 +57,7 @@ class GatePolicy:
     targets: Mapping[str, str] = field(default_factory=dict)
     independent_tests: bool = False
     check_config: frozenset[str] = frozenset()
+    block_findings: str = "high"
 
     def target(self, check: str) -> str:
         """The target the last run of `check` must have covered."""
@@ -259,5 +264,32 @@ def evaluate_gates(
                     detail=f"PASS with unmet criteria: {', '.join(unmet)}" if unmet else "all criteria met",
                 )
             )
+        if verdict.status == "PASS" and verdict.findings:  # a verdict without findings: no such gate
+            results.append(_findings_gate(verdict, policy))
     failures = [f"{r.name}: {r.detail}" for r in results if not r.passed]
     return GateRecord(passed=not failures, failures=failures, results=results)
+
+
+def _findings_gate(verdict: VerdictRecord, policy: GatePolicy) -> GateResult:
+    """No PASS with a finding the gate rule blocks on: an Evaluator that names a high-severity problem
+    has not found the work done, whatever its criteria say."""
+    if policy.block_findings not in SEVERITIES:
+        return GateResult(
+            name="findings", passed=True, detail=f"{len(verdict.findings)} finding(s); none block"
+        )
+    blocking = SEVERITIES[: SEVERITIES.index(policy.block_findings) + 1]
+    found = [f for f in verdict.findings if f.severity in blocking]
+    if found:
+        shown = "; ".join(f.describe()[:200] for f in found[:5]) + (
+            f" and {len(found) - 5} more" if len(found) > 5 else ""
+        )
+        return GateResult(
+            name="findings",
+            passed=False,
+            detail=f"PASS with unresolved {'/'.join(blocking)} finding(s): {shown}",
+        )
+    return GateResult(
+        name="findings",
+        passed=True,
+        detail=f"no {'/'.join(blocking)} finding ({len(verdict.findings)} in all)",
+    )

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.events import GateRecord, PlanRecord, VerdictRecord
+from pse.events import SEVERITIES, GateRecord, PlanRecord, VerdictRecord
 from pse.tokens import count_tokens
 
 __all__ = ["artifact_list", "fit_to_tokens", "replan_packet", "revise_packet"]
@@ -64,6 +64,14 @@ def _build(sections: Sequence[str]) -> str:
     return "\n\n".join(s for s in sections if s)
 
 
+def _findings(verdict: VerdictRecord | None) -> str:
+    """The verdict's findings, worst first, one line each (empty when it has none)."""
+    if verdict is None or not verdict.findings:
+        return ""
+    ranked = sorted(verdict.findings, key=lambda f: SEVERITIES.index(f.severity))
+    return "\n".join(["Evaluator's findings (fix every high one):", *(f"- {f.describe()}" for f in ranked)])
+
+
 def revise_packet(
     *,
     cycle: int,
@@ -83,6 +91,7 @@ def revise_packet(
     failed = [c for c in (verdict.criteria if verdict else []) if not c.met]
     findings_full = [f"- {c.id} ({_criterion_text(plan, c.id)}): {c.finding}" for c in failed]
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
+    summary = _build([summary, _findings(verdict)])
     gates = ["Hard gate failures:", *(f"- {f}" for f in gate.failures)] if gate.failures else []
     shown = list(artifacts[:_MAX_ARTIFACTS])
     if len(artifacts) > _MAX_ARTIFACTS:
@@ -115,5 +124,5 @@ def replan_packet(
         f"- {c.id} ({_criterion_text(plan, c.id) if plan else ''}): {c.finding}" for c in failed
     ]
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
-    packet = _build([head, "\n".join(lines) if failed else "", summary])
+    packet = _build([head, "\n".join(lines) if failed else "", summary, _findings(verdict)])
     return fit_to_tokens(packet, cap)

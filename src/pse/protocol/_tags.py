@@ -17,9 +17,11 @@ import re
 from pathlib import PurePosixPath
 
 from pse.events import (
+    SEVERITIES,
     BlockedRecord,
     ClarificationRecord,
     CriterionResult,
+    FindingRecord,
     PlanItem,
     PlanRecord,
     QuestionRecord,
@@ -234,7 +236,41 @@ def parse_verdict(text: str) -> VerdictRecord:
         reason_code=reason_code.strip(),
         criteria=criteria,
         summary=summaries[0][1].strip() if summaries else "",
+        findings=_findings(body, where),
     )
+
+
+def _findings(body: str, where: str) -> list[FindingRecord]:
+    """The verdict's `<finding id= severity= [criterion=] [path=] [line=]>…</finding>`s."""
+    findings: list[FindingRecord] = []
+    for attrs, text in _elements(body, "finding", where):
+        fid = attrs.get("id", "").strip()
+        severity = attrs.get("severity", "").strip().lower()
+        if not fid:
+            raise ProtocolError(
+                'verdict: a <finding> has no id attribute (<finding id="F1" severity="high">)'
+            )
+        if severity not in SEVERITIES:
+            raise ProtocolError(
+                f'verdict: <finding id="{fid}"> needs severity="high", "medium" or "low", '
+                f"not {attrs.get('severity')!r}"
+            )
+        if any(f.id == fid for f in findings):
+            raise ProtocolError(f'verdict: <finding id="{fid}"> appears twice')
+        line = attrs.get("line", "").strip()
+        if line and not line.isdigit():
+            raise ProtocolError(f'verdict: <finding id="{fid}"> line={line!r} is not a line number')
+        findings.append(
+            FindingRecord(
+                id=fid,
+                severity=severity,  # checked against SEVERITIES above
+                text=text.strip(),
+                criterion=attrs.get("criterion", "").strip() or None,
+                path=attrs.get("path", "").strip() or None,
+                line=int(line) if line else None,
+            )
+        )
+    return findings
 
 
 def find_clarification(text: str) -> ClarificationRecord | None:

@@ -55,6 +55,7 @@ from pse.runner._repository import RunRepository, load_repository, open_reposito
 from pse.tasks import (
     Task,
     TaskRegistry,
+    findings_prompt,
     independent_tests_prompt,
     mcp_prompt,
     questions_prompt,
@@ -302,6 +303,8 @@ def _wire_run(
         extra[Role.PLANNER] = questions_prompt()
     if task.config.execution == "steps" and settings.team == "pse":
         extra[Role.PLANNER] = "\n\n".join(filter(None, [extra.get(Role.PLANNER), steps_prompt()]))
+    if repository is not None and settings.protocol == "dsml" and Role.EVALUATOR in speakers:
+        extra[Role.EVALUATOR] = "\n\n".join(filter(None, [extra.get(Role.EVALUATOR), findings_prompt()]))
     for role in speakers if mcp is not None else ():
         if has_mcp_tools(role, policy, knowledge.registry):
             extra[role] = "\n\n".join(filter(None, [extra.get(role), mcp_prompt()]))
@@ -364,6 +367,7 @@ def _wire_run(
             targets=dict(verification.targets),
             independent_tests=evaluation_dir is not None,
             check_config=task.check_config_files,
+            block_findings=verification.block_findings,
         ),
         inputs=inputs,
         tags=dict(tags or (trace.tags if trace is not None else {})),

@@ -128,6 +128,11 @@ class VerificationSpec(_Strict):
         description="pytest plugins run_pytest loads, by entry-point or module name (e.g. 'asyncio'); "
         "no other installed plugin is loaded",
     )
+    block_findings: Literal["high", "medium", "low", "none"] = Field(
+        default="high",
+        description="the gate rule for the verdict's <finding>s: a PASS with a finding of this severity or a "
+        "worse one does not stand ('none': findings never block)",
+    )
     evidence: list[str] = Field(
         default_factory=list,
         description="workspace paths or globs (fnmatch: '*' also crosses folders, 'pkg/*') of files roles "

@@ -76,6 +76,11 @@ def base_prompt(role: str) -> str:
     return (prompts_dir() / role_file(role)).read_text(encoding="utf-8").strip()
 
 
+def findings_prompt() -> str:
+    """What the Evaluator reads on a repository run: `<finding>`s in its verdict (`prompts/findings.md`)."""
+    return (prompts_dir() / "findings.md").read_text(encoding="utf-8").strip()
+
+
 def independent_tests_prompt() -> str:
     """What the Evaluator reads when the task requires its own tests (`prompts/independent_tests.md`)."""
     return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
