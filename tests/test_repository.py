@@ -96,6 +96,21 @@ class TestPassedRun:
         assert kinds["calc/__init__.py"] == ("input", "task")
         assert summary.outcome == "PASSED"
 
+    def test_the_pytest_configuration_is_the_one_pytest_would_take(self, tmp_path: Path, repo: Path) -> None:
+        # pyproject.toml without a pytest section (a packaging file) must not hide pytest.ini, which says
+        # how the repository's tests are named: with the wrong file, no test is collected.
+        (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0"\n')
+        (repo / "pytest.ini").write_text("[pytest]\npython_functions = check_*\n")
+        (repo / "tests" / "test_core.py").write_text(
+            "from calc import add\n\n\ndef check_add():\n    assert add(2, 3) == 5\n"
+        )
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", "pytest.ini")
+        summary, trace = run(tmp_path, repo, turns({"calc/core.py": FIXED}))
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        facts = calls(trace, "run_pytest")[-1]["facts"]
+        assert facts["passed"] == 1 and "check_add" in json.dumps(facts["tests"])
+
     def test_a_base_ref_is_where_the_worktree_starts(self, tmp_path: Path, repo: Path) -> None:
         first = git(repo, "rev-parse", "HEAD").strip()
         git(repo, "tag", "v1")

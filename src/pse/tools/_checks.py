@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pse.exceptions import ToolInfrastructureError
-from pse.sandbox import OUTBOX, CommandResult, resolve_in_workspace
+from pse.sandbox import OUTBOX, CommandResult, read_inside, resolve_in_workspace
 from pse.tools._evidence import EvidenceRules, Manifest, build_manifest
 from pse.tools._junit import JUNIT_LIMIT, parse_junit
 from pse.tools._proof import Session, coverage_facts, coverage_of, unproven
@@ -130,6 +130,24 @@ def _declared(manifest: Manifest, names: tuple[str, ...]) -> list[str]:
     return sorted(found, key=lambda p: (len(PurePosixPath(p).parts), p))
 
 
+_PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]", "setup.cfg": b"[tool:pytest]"}
+
+
+def _pytest_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
+    """The admitted pytest configuration files, the one pytest itself would take first: shallowest, then in
+    pytest's order of names, and a shared file (pyproject.toml, tox.ini, setup.cfg) only when it holds a
+    pytest section (a repository's setup.cfg for flake8 must not hide its pytest.ini)."""
+    found = sorted(
+        _declared(manifest, PYTEST_CONFIG_FILES),
+        key=lambda p: (len(PurePosixPath(p).parts), PYTEST_CONFIG_FILES.index(PurePosixPath(p).name), p),
+    )
+    for path in found:
+        section = _PYTEST_SECTIONS.get(PurePosixPath(path).name)
+        if section is None or section in (read_inside(ctx.workspace, path, 1_000_000) or b""):
+            return [path, *(p for p in found if p != path)]
+    return found
+
+
 def _authored_config(manifest: Manifest) -> list[str]:
     """Declared check-configuration files a role (not the task) wrote: the Evaluator is told about them."""
     return [f"{f.path} ({f.author})" for f in manifest.files if f.kind == "config" and f.author != "task"]
@@ -213,7 +231,7 @@ def _pytest_argv(ctx: ToolContext, manifest: Manifest, tests: list[str], own: bo
     """pytest over the snapshot with PSE's configuration only: each flag stands for one discovery rule
     of pytest's that the files under review could otherwise steer (tests/test_check_discovery.py pins
     each one)."""
-    config = _declared(manifest, PYTEST_CONFIG_FILES)
+    config = _pytest_config(ctx, manifest)
     conftest = any(f.kind == "config" and PurePosixPath(f.path).name == "conftest.py" for f in manifest.files)
     argv = [sys.executable, "-I", "-m", "pytest"]  # -I: no PYTHON* variables, no user site, no cwd on path
     argv += ["--disable-plugin-autoload", "-p", "no:cacheprovider", "-p", "pse._pytest_plugin"]
