@@ -4,7 +4,9 @@ git, in the fallback sandbox (what a sandbox mode contains is tests/test_reposit
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from cli_support import pse
 from pse.config import Settings
 from pse.exceptions import UserError
-from pse.runner import prepare_run
+from pse.runner import answer_run, prepare_resume, prepare_run, run_to_end
 from pse.trace import prune_runs
 from repo_support import (
     BUGGY,
@@ -224,8 +226,6 @@ class TestCleaning:
         assert git(repo, "worktree", "list").count("pse/") == 2
         old = 1_000_000_000
         for summary in (passed, failed):
-            import os
-
             os.utime(summary.trace, (old, old))
         assert sorted(prune_runs(tmp_path / "runs", 7)) == sorted([passed.run_id, failed.run_id])
         assert "pse/" not in git(repo, "worktree", "list")
@@ -242,3 +242,22 @@ class TestCleaning:
         assert code == 0 and "removed 1 run(s)" in out
         assert "pse/" not in git(repo, "worktree", "list")
         assert not Path(summary.trace).parent.exists()
+
+
+class TestResumed:
+    def test_an_escalated_run_taken_on_by_a_person_commits_when_it_passes(
+        self, tmp_path: Path, repo: Path
+    ) -> None:
+        base = git(repo, "rev-parse", "HEAD").strip()
+        second = turns({"calc/core.py": FIXED})[1:]  # the revision: no new plan
+        summary, _ = run(tmp_path, repo, turns({"calc/core.py": BUGGY + "# tried\n"}, FAIL) + second)
+        assert summary.outcome == "ESCALATED" and summary.commit is None
+        settings = Settings(provider="scripted", runs_dir=tmp_path / "runs", tasks_dir=tmp_path / "tasks",
+                            sandbox="fallback", replay_strict=False)  # fmt: skip
+        answer_run(summary.run_id, settings, note="add, not subtract", retries=1)
+        resumed = asyncio.run(run_to_end(prepare_resume(summary.run_id, settings)))
+        assert resumed.outcome == "PASSED", resumed.outcome_reason
+        assert resumed.branch == summary.branch and resumed.commit is not None
+        assert git(repo, "rev-list", f"{base}..{resumed.branch}").split() == [resumed.commit]
+        assert git(repo, "show", f"{resumed.commit}:calc/core.py") == FIXED
+        assert Path(resumed.patch or "").read_text().startswith(f"From {resumed.commit} ")
