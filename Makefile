@@ -26,7 +26,7 @@ WEB_SRC := $(wildcard $(WEB)/*.js $(WEB)/*.json $(WEB)/index.html $(WEB)/public/
 NPM_CHECK = command -v npm >/dev/null 2>&1 && node -e 'const [a] = process.versions.node.split(".").map(Number); process.exit(a >= 18 ? 0 : 1)' \
             || { echo "make: the dashboard's front-end (web/) needs Node.js 18 or later with npm; install them (e.g. apt-get install nodejs npm) and run make again" >&2; exit 1; }
 
-.PHONY: setup demo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
+.PHONY: setup demo demo-repo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
 
 setup: $(STAMP) $(WEB_OUT)
 
@@ -71,6 +71,11 @@ $(LOCAL): $(STAMP)
 
 demo: setup
 	$(BIN)/pse run code-delivery
+
+# A repository run: the code-change task fixes a bug in a small repository it builds in a temporary
+# folder, and prints the run's branch, commit and change.patch (offline, scripted).
+demo-repo: setup
+	$(BIN)/python scripts/demo_repo.py
 
 # Step mode: three reviewed steps, two of them at once, one retried alone (offline, scripted).
 demo-steps: setup

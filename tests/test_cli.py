@@ -35,6 +35,7 @@ def test_run_json_summary_and_exit_code_zero(
     assert list(summary) == [
         "run_id", "task", "outcome", "outcome_reason", "cycles", "trace", "report", "escalation", "tokens", "cost",
         "state",  # added last (a waiting run has no outcome: AWAITING_ANSWER)
+        "branch", "commit", "patch",  # a repository run's (--repo), else None
     ]  # fmt: skip
     assert (summary["outcome"], summary["cycles"]) == ("PASSED", 2)
     # tokens and cost are the trace's, key for key and nesting for nesting.

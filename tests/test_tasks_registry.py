@@ -23,7 +23,7 @@ from pse.tasks import (
     scaffold_task,
 )
 
-BUILTIN = ["code-delivery", "humaneval", "incident-review", "package-steps"]
+BUILTIN = ["code-change", "code-delivery", "humaneval", "incident-review", "package-steps"]
 
 
 def test_discover_finds_the_builtin_tasks() -> None:
@@ -39,7 +39,8 @@ def test_discover_finds_the_builtin_tasks() -> None:
 
 def test_unknown_task_lists_the_available_ones() -> None:
     with pytest.raises(
-        TaskNotFoundError, match=r"no task named 'nope'; available: code-delivery, humaneval, incident-review"
+        TaskNotFoundError,
+        match=r"no task named 'nope'; available: code-change, code-delivery, humaneval, incident-review",
     ):
         TaskRegistry.discover().get("nope")
 
@@ -148,7 +149,10 @@ def test_task_message_has_goal_outputs_checks_and_no_absolute_paths() -> None:
     assert '- evidence_index: run_check(name="evidence_index")' in message
     assert "- data/gateway.jsonl" in message and "- rules_summary.md" in message
     assert message.endswith("## Rules summary (computed without a model)\n# Rules summary\nx\n")
-    inputs = {"humaneval": {"PROBLEM": 'def f(x):\n    """Return x."""\n', "ENTRY_POINT": "f"}}
+    inputs = {
+        "humaneval": {"PROBLEM": 'def f(x):\n    """Return x."""\n', "ENTRY_POINT": "f"},
+        "code-change": {"REQUEST": "rename f to g"},
+    }
     for name in BUILTIN:
         text = registry.get(name).task_message(inputs.get(name))
         assert str(builtin_tasks_dir()) not in text and sys.executable not in text

@@ -294,6 +294,7 @@ def test_scaffold_refuses_bad_and_taken_names(tasks_dir: Path) -> None:
 def test_scaffold_appends_to_an_existing_registry(tasks_dir: Path) -> None:
     scaffold_task("second", tasks_dir)
     assert TaskRegistry.discover(tasks_dir).names() == [
+        "code-change",
         "code-delivery",
         "demo",
         "humaneval",

@@ -530,6 +530,10 @@ def prepare_run(
     runs_dir = settings.runs_dir.resolve()
     run_dir = runs_dir / run_id
     workspace = run_dir / "workspace"
+    if repo is None and task.config.repository.required:
+        raise UserError(
+            f"task {task.name!r} works on a git repository; fix: pass --repo PATH (in Python: repo=PATH)"
+        )
     if base is not None and repo is None:
         raise UserError(
             f"--base {base} needs --repo PATH; fix: pass the repository too (--repo PATH --base REF)"

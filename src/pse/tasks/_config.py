@@ -202,6 +202,9 @@ class RepositorySpec(_Strict):
         default=None,
         description="the author of the run's commit, 'Name <email>' (default 'PSE <pse@localhost>')",
     )
+    required: bool = Field(
+        default=False, description="the task works only on a repository: a run without --repo is refused"
+    )
 
     @field_validator("protected")
     @classmethod
