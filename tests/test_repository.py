@@ -261,3 +261,32 @@ class TestResumed:
         assert git(repo, "rev-list", f"{base}..{resumed.branch}").split() == [resumed.commit]
         assert git(repo, "show", f"{resumed.commit}:calc/core.py") == FIXED
         assert Path(resumed.patch or "").read_text().startswith(f"From {resumed.commit} ")
+
+
+class TestBatch:
+    def test_two_rows_on_one_repository_get_two_worktrees_and_two_branches(
+        self, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        cassette = tmp_path / "batch.json"
+        cassette.write_text(json.dumps({"turns": turns({"calc/core.py": FIXED})}))
+        for name, value in (("PSE_SANDBOX", "fallback"), ("PSE_CASSETTE", str(cassette)),
+                            ("PSE_REPLAY_STRICT", "false"), ("PSE_PROVIDER", "scripted")):  # fmt: skip
+            monkeypatch.setenv(name, value)
+        rows = tmp_path / "rows.jsonl"
+        rows.write_text("{}\n{}\n")
+        before = user_state(repo)
+        code, out, _ = pse(
+            monkeypatch, capsys, "batch", "fix-repo", "--inputs", str(rows), "--repo", str(repo),
+            "--runs-dir", str(tmp_path / "runs"), "--tasks-dir", str(tmp_path / "tasks"), "--json",
+        )  # fmt: skip
+        summary = json.loads(out)
+        assert code == 0 and summary["done"] == 2
+        runs = {r["run_id"]: r["branch"] for r in summary["runs"]}
+        assert len(runs) == 2 and summary["branches"] == [f"pse/{run_id}" for run_id in runs]
+        worktrees = git(repo, "worktree", "list", "--porcelain")
+        for run_id, branch in runs.items():
+            workspace = tmp_path / "runs" / run_id / "workspace"
+            assert f"worktree {workspace}\n" in worktrees and f"branch refs/heads/{branch}" in worktrees
+            assert git(repo, "show", f"{branch}:calc/core.py") == FIXED
+        assert len({git(repo, "rev-parse", b) for b in runs.values()}) == 2  # a commit each
+        assert user_state(repo) == before

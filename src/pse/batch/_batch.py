@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, SecretStr
 
-from pse.batch._work import ItemResult, Stop, WorkItem, new_owner, work_item
+from pse.batch._work import ItemResult, Stop, WorkItem, new_owner, trace_of, work_item
 from pse.config import Settings
 from pse.exceptions import UserError
 from pse.runner import PreparedRun, user_tasks_dir
@@ -75,6 +75,9 @@ class BatchSummary(BatchProgress):
         default_factory=list, description="runs that could not start or crashed, and why"
     )
     runs: list[dict[str, Any]] = Field(default_factory=list, description="item, run id and outcome per row")
+    branches: list[str] = Field(
+        default_factory=list, description="`pse batch --repo`: each row's branch `pse/<run_id>`, in row order"
+    )
 
 
 StartNote = Callable[[WorkItem, str], None]
@@ -144,6 +147,9 @@ class BatchRun:
     lease_s: float = 60.0
     on_progress: Callable[[BatchProgress], None] | None = None
     progress_every_s: float = 0.5
+    repo: Path | None = None
+    """`pse batch --repo`: every row runs in a worktree and on a branch of its own of this repository."""
+    base: str | None = None
     _cancel: Stop = field(default_factory=Stop, init=False, repr=False)
 
     @property
@@ -217,6 +223,8 @@ async def run_batch(plan: BatchRun) -> BatchSummary:
             settings=settings,
             tags=tags | {"item": str(i.item)},
             lease_s=plan.lease_s,
+            repo=str(plan.repo.expanduser().resolve()) if plan.repo is not None else None,
+            base=plan.base,
         )
         for i in items
         if i.status != "done"
@@ -249,11 +257,20 @@ async def run_batch(plan: BatchRun) -> BatchSummary:
         errors=[f"row {r.item}: {r.error}" for r in results if r.error],
         runs=[
             {"item": n, "run_id": i.run_id, "status": i.status, "attempts": i.attempts}
+            | ({"branch": _branch(settings, i.run_id)} if plan.repo is not None else {})
             for n, i in sorted(final.items())
         ],
     )
+    summary.branches = [str(r["branch"]) for r in summary.runs if r.get("branch")]
     store.save_summary(batch_id, summary.model_dump(mode="json"))
     return summary
+
+
+def _branch(settings: Settings, run_id: str | None) -> str | None:
+    """A repository run's branch, from its trace."""
+    repository = (trace_of(settings, run_id) or {}).get("repository") or {}
+    branch = repository.get("branch") if isinstance(repository, dict) else None
+    return str(branch) if branch else None
 
 
 def check_concurrency(value: int) -> int:

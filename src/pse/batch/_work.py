@@ -18,6 +18,7 @@ import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pse.config import Settings
@@ -62,6 +63,9 @@ class WorkItem:
     files: dict[str, str] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     resume: str | None = None
+    repo: str | None = None
+    """A repository run's repository (`pse batch --repo`): each unit gets a worktree and branch of its own."""
+    base: str | None = None
 
 
 @dataclass
@@ -200,6 +204,8 @@ async def _work(
                 tags=work.tags,
                 files=work.files or None,
                 limits=work.limits or None,
+                repo=Path(work.repo) if work.repo is not None else None,
+                base=work.base,
             )
             lease.assign(prepared.run_id)
     except Exception as exc:

@@ -45,6 +45,13 @@ def batch_cmd(
     runs_dir: RunsDir = None,
     tasks_dir: TasksDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON at the end.")] = False,
+    repo: Annotated[
+        Path | None,
+        typer.Option("--repo", help="Work on this git repository: a worktree and branch per row."),
+    ] = None,
+    base: Annotated[
+        str | None, typer.Option("--base", help="The ref each row's worktree starts from (default HEAD).")
+    ] = None,
 ) -> None:
     """Run TASK once per row of an inputs file. Run the same command again to resume: rows that are done
     are skipped, interrupted runs go on from their last cycle."""
@@ -71,6 +78,8 @@ def batch_cmd(
         tag=tag,
         lease_s=lease_s,
         on_progress=bar.update,
+        repo=repo,
+        base=base,
     )
 
     with bar:
@@ -127,6 +136,8 @@ def _print(s: BatchSummary) -> None:
         f"{s.cost:.4f} {shown(s.currency)}; {s.wall_s:.1f} s",
         highlight=False,
     )
+    for branch in s.branches:
+        out.print(f"branch: {shown(branch)}", highlight=False)
     for error in s.errors[:10]:
         err.print(f"[red]✗[/] {shown(error)}", highlight=False)
     out.print("[dim]runs: pse trace list · the batch's rows: pse store info · again: same command[/]")
