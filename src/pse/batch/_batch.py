@@ -39,12 +39,14 @@ __all__ = [
 ExecutorName = Literal["local", "ray"]
 
 
-def batch_id_of(task: str, rows: Sequence[dict[str, str]], tag: str | None) -> str:
+def batch_id_of(task: str, rows: Sequence[dict[str, str]], tag: str | None, where: Sequence[str] = ()) -> str:
     """The batch's id: `--tag` when given, else the task and a digest of its rows (so running the same
-    command again resumes the same batch)."""
+    command again resumes the same batch) and, for `--repo`, of the repository and base (the same rows on
+    another repository are another batch)."""
     if tag:
         return tag
-    digest = hashlib.sha256(json.dumps([task, list(rows)], sort_keys=True).encode()).hexdigest()[:10]
+    parts: list[Any] = [task, list(rows), *([list(where)] if where else [])]
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:10]
     return f"{task}-{digest}"
 
 
@@ -154,7 +156,8 @@ class BatchRun:
 
     @property
     def batch_id(self) -> str:
-        return batch_id_of(self.task.name, self.rows, self.tag)
+        where = [str(self.repo.expanduser().resolve()), self.base or "HEAD"] if self.repo is not None else []
+        return batch_id_of(self.task.name, self.rows, self.tag, where)
 
     def cancel(self) -> None:
         """Start no more rows; running runs end at their cycle boundary and resume next time."""
