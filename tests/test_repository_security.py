@@ -96,7 +96,11 @@ class TestTheTestsAreEvidence:
         assert summary.outcome == "PASSED", summary.outcome_reason
         assert git(repo, "show", f"{summary.commit}:tests/test_core.py") == stronger
         assert git(repo, "log", "-1", "--format=%an <%ae>", summary.commit).strip() == "Ada <ada@example.org>"
-        assert calls(trace, "run_pytest")[-1]["facts"]["passed"] == 3
+        checked = calls(trace, "run_pytest")[-1]
+        assert checked["facts"]["passed"] == 3
+        told = checked["output"].split("[evidence] the repository's tests changed by a role", 1)[1]
+        assert told.startswith(" (the task lets roles change them): tests/test_core.py (Specialist)")
+        assert "+++ b/tests/test_core.py" in told and "+def test_negative():" in told
 
 
 class TestTheCommitIsPSEs:

@@ -169,3 +169,28 @@ def diff_of(record: RepositoryRecord, change: Change, commit: str | None) -> byt
         if commit is not None:
             return git([*base, "format-patch", "-1", "--stdout", *plain, commit], cwd=scratch.path)
         return git([*base, "diff", *plain, record.base_commit, change.tree], cwd=scratch.path)
+
+
+def base_contents(record: RepositoryRecord, paths: Iterable[str], max_bytes: int) -> dict[str, bytes]:
+    """The bytes of `paths` at the base commit (one `git cat-file --batch`), up to `max_bytes` in all;
+    a path beyond the budget, missing, or not a plain file is left out."""
+    wanted = [p for p in paths if "\n" not in p and _refused(p) is None]
+    if not wanted:
+        return {}
+    with _Scratch() as scratch:
+        feed = "".join(f"{record.base_commit}:{p}\n" for p in wanted).encode()
+        raw = git([*_args(record, scratch.path), "cat-file", "--batch"], cwd=scratch.path, stdin=feed)
+    found: dict[str, bytes] = {}
+    pos, budget = 0, max_bytes
+    for path in wanted:
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].split()
+        pos = end + 1
+        if len(header) != 3:  # "<name> missing"
+            continue
+        size = int(header[2])
+        if header[1] == b"blob" and size <= budget:
+            found[path] = raw[pos : pos + size]
+            budget -= size
+        pos += size + 1
+    return found

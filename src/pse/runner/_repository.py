@@ -21,6 +21,7 @@ from pse.repo import (
     DEFAULT_AUTHOR,
     PATCH_FILE,
     GitFailed,
+    base_contents,
     change_of,
     commit_change,
     commit_message,
@@ -31,10 +32,13 @@ from pse.repo import (
     write_record,
 )
 from pse.tasks import Task
-from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles
+from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles, is_test_file, protecting_glob
 from pse.trace import Trace
 
 __all__ = ["RunRepository", "finish_repository", "load_repository", "open_repository", "repository_brief"]
+
+_TESTS_AT_BASE_BYTES = 4 * 1024 * 1024
+"""Most bytes of the repository's tests kept to show how a role changed them (a task that opened them)."""
 
 
 @dataclass
@@ -64,7 +68,12 @@ def _files(task: Task, record: RepositoryRecord) -> RepositoryFiles:
     )
     tracked = [p for p in listing.decode("utf-8", "replace").split("\0") if p]
     globs = task.config.repository.protected
-    return RepositoryFiles.of(tracked, PROTECTED_BY_DEFAULT if globs is None else globs)
+    if globs is None:  # every test is protected: none can change, so none needs its base to compare with
+        return RepositoryFiles.of(tracked, PROTECTED_BY_DEFAULT)
+    tests = [
+        p for p in tracked if is_test_file(p) or protecting_glob(p, ("tests/*", "test/*", "conftest.py"))
+    ]
+    return RepositoryFiles.of(tracked, globs, base_contents(record, tests, _TESTS_AT_BASE_BYTES))
 
 
 def open_repository(task: Task, repo: Path, base: str | None, run_id: str, run_dir: Path) -> RunRepository:

@@ -27,12 +27,13 @@ while the tests ran (`CoverageRule`).
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from pse._run_files import regular_files_beneath
+from pse._run_files import read_beneath, regular_files_beneath
 from pse.tools._protected import check_config_reason
 
 __all__ = [
@@ -93,12 +94,20 @@ class RepositoryFiles:
 
     tracked: frozenset[str]
     protected: dict[str, str] = field(default_factory=dict)
+    tests_at_base: dict[str, bytes] = field(default_factory=dict)
+    """The repository's test files at the base ref (path → bytes): when a task lets roles change them,
+    each check tells the Evaluator which changed, with the diff of each."""
 
     @classmethod
-    def of(cls, tracked: Iterable[str], globs: Iterable[str] = PROTECTED_BY_DEFAULT) -> RepositoryFiles:
+    def of(
+        cls,
+        tracked: Iterable[str],
+        globs: Iterable[str] = PROTECTED_BY_DEFAULT,
+        tests_at_base: dict[str, bytes] | None = None,
+    ) -> RepositoryFiles:
         paths, patterns = frozenset(tracked), tuple(globs)
         found = {p: g for p in sorted(paths) if (g := protecting_glob(p, patterns)) is not None}
-        return cls(paths, found)
+        return cls(paths, found, dict(tests_at_base or {}))
 
 
 def is_test_file(path: str) -> bool:
@@ -152,6 +161,8 @@ class Manifest:
     files: tuple[EvidenceFile, ...]
     left_out: tuple[tuple[str, str], ...] = ()
     coverage: tuple[CoverageRule, ...] = ()
+    changed_tests: tuple[tuple[str, str, str], ...] = ()
+    """A repository run's tests a role changed: (path, author, unified diff from the base ref)."""
 
     def area(self, name: str) -> dict[str, EvidenceFile]:
         """The admitted files of one area, by their path inside it."""
@@ -187,6 +198,14 @@ class Manifest:
             text += (
                 f"\n[evidence] left out, written by a role but not declared as an output or evidence: "
                 f"{gone}{more}"
+            )
+        if self.changed_tests:
+            shown = ", ".join(f"{path} ({who})" for path, who, _ in self.changed_tests)
+            diffs = "".join(diff for _, _, diff in self.changed_tests)
+            cut = diffs[:_DIFF_CHARS] + ("\n… (diff cut)\n" if len(diffs) > _DIFF_CHARS else "")
+            text += (
+                f"\n[evidence] the repository's tests changed by a role (the task lets roles change them): "
+                f"{shown}; judge whether each change is right, not only whether it passes:\n{cut.rstrip()}"
             )
         return text + "\n"
 
@@ -248,6 +267,7 @@ def build_manifest(
             continue
         kind = "test" if is_test_file(path) else "evidence"
         files.append(EvidenceFile(f"@evaluation/{path}", kind, author("evaluation", path)))
+    changed = _changed_tests(workspace, rules.repository, files)
     admitted = {f.path for f in files if f.area == "workspace"}
     coverage = []
     for output in dict.fromkeys(outputs):
@@ -260,4 +280,33 @@ def build_manifest(
             )  # fmt: skip
             if modules:
                 coverage.append(CoverageRule(output, modules))
-    return Manifest(tuple(files), tuple(left_out), tuple(coverage))
+    return Manifest(tuple(files), tuple(left_out), tuple(coverage), changed)
+
+
+_DIFF_CHARS = 6000
+"""Most characters of the changed tests' diffs one check's output shows."""
+
+
+def _changed_tests(
+    workspace: Path, repository: RepositoryFiles | None, files: Sequence[EvidenceFile]
+) -> tuple[tuple[str, str, str], ...]:
+    """The repository's tests a role changed, each with its diff from the base ref."""
+    if repository is None or not repository.tests_at_base:
+        return ()
+    found = []
+    for f in files:
+        base = repository.tests_at_base.get(f.path)
+        if f.area != "workspace" or f.author == TASK_AUTHOR or base is None:
+            continue
+        try:
+            now = read_beneath(workspace, list(PurePosixPath(f.path).parts), max_bytes=1_000_000)
+        except OSError:
+            continue
+        lines = difflib.unified_diff(
+            base.decode("utf-8", "replace").splitlines(keepends=True),
+            now.decode("utf-8", "replace").splitlines(keepends=True),
+            fromfile=f"a/{f.path}",
+            tofile=f"b/{f.path}",
+        )
+        found.append((f.path, f.author, "".join(lines)))
+    return tuple(found)
