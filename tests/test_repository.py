@@ -201,6 +201,13 @@ class TestBadInputs:
         git(tmp_path, "init", "-q", str(tmp_path / "empty"))
         assert "has no commit yet" in self._error(tmp_path, tmp_path / "empty")
 
+    def test_a_runs_folder_inside_the_repository(self, tmp_path: Path, repo: Path) -> None:
+        settings = Settings(provider="scripted", runs_dir=repo / "runs", tasks_dir=tmp_path / "tasks")
+        with pytest.raises(UserError, match=r"is inside the repository's working tree.*fix: pass --runs-dir"):
+            prepare_run("fix-repo", settings, repo=repo)
+        assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+        assert "pse/" not in git(repo, "branch")
+
     def test_base_without_repo(self, tmp_path: Path, repo: Path) -> None:
         settings = Settings(provider="scripted", runs_dir=tmp_path / "runs", tasks_dir=tmp_path / "tasks")
         with pytest.raises(UserError, match="needs --repo PATH; fix:"):

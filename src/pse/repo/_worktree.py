@@ -58,11 +58,31 @@ def _check_repo(repo: Path) -> Path:
         inside = git(
             ["-C", str(path), "rev-parse", "--is-inside-work-tree", "--is-bare-repository"], cwd=path
         )
-    except GitFailed:
+    except GitFailed as exc:
+        if "dubious ownership" in exc.stderr:
+            raise UserError(
+                f"--repo {shown} belongs to another user, and git refuses to work in it; fix: "
+                f"git config --global --add safe.directory {path}"
+            ) from None
         raise _fix_repo(shown) from None
     if inside.split()[:1] != [b"true"] and inside.split()[1:2] != [b"true"]:
         raise _fix_repo(shown)
     return path
+
+
+def _check_outside(path: Path, shown: str, workspace: Path) -> None:
+    """The run's workspace may not lie in the repository's working tree: the person's `git status` would
+    list the run's files, and a `git add -A` would take them in."""
+    try:
+        top = git(["-C", str(path), "rev-parse", "--show-toplevel"], cwd=path).decode().strip()
+    except GitFailed:
+        return  # a bare repository has no working tree
+    if top and workspace.resolve().is_relative_to(Path(top).resolve()):
+        raise UserError(
+            f"--repo {shown}: the runs folder {workspace.parent.parent} is inside the repository's working "
+            "tree, where a run would show up in your git status; fix: pass --runs-dir (PSE_RUNS_DIR) outside "
+            "the repository"
+        )
 
 
 def _base_commit(path: Path, shown: str, base: str) -> str:
@@ -113,6 +133,7 @@ def open_worktree(repo: Path, base: str | None, run_id: str, workspace: Path) ->
     """
     ref = base or "HEAD"
     path = _check_repo(repo)
+    _check_outside(path, str(repo), workspace)
     commit = _base_commit(path, str(repo), ref)
     warning = _uncommitted(path, str(repo), ref, commit)
     branch = branch_for(run_id)
