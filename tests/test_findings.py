@@ -106,6 +106,11 @@ def test_a_high_finding_blocks_a_pass_the_criteria_alone_would_allow(tmp_path: P
     assert cycle["verdict"]["findings"][0]["severity"] == "high"
     assert [f.split(":")[0] for f in cycle["gate"]["failures"]] == ["findings"]
     assert git(repo, "rev-parse", summary.branch or "") == git(repo, "rev-parse", "HEAD")
+    escalation = (Path(summary.trace).parent / "escalation.md").read_text()
+    assert (
+        "## Findings in the last verdict\n- F1 high (AC1, calc/core.py:2): add overflows on big ints"
+        in escalation
+    )
 
 
 def test_the_evaluator_of_a_repository_run_is_told_how_to_report_findings(tmp_path: Path) -> None:

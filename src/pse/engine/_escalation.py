@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pse.engine._step_buffer import artifact_list
-from pse.events import BlockedRecord
+from pse.events import BlockedRecord, FindingRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.tools import Tool
 from pse.trace import CycleRecord, Trace
@@ -139,6 +139,9 @@ def _markdown(record: dict[str, Any]) -> str:
         "## Passed in the last verdict",
         *([f"- {c}" for c in record["passed_criteria"]] or ["- none"]),
     ]
+    findings = [FindingRecord.model_validate(f) for f in (record["last_verdict"] or {}).get("findings") or []]
+    if findings:
+        lines += ["", "## Findings in the last verdict", *[f"- {f.describe()}" for f in findings]]
     if record["last_gate_failures"]:
         lines += ["", "## Hard gate failures (last cycle)", *[f"- {g}" for g in record["last_gate_failures"]]]
     lines += ["", "## Last artifacts", *([f"- {a}" for a in record["artifacts"]] or ["- none"]), ""]
