@@ -70,9 +70,8 @@ def _files(task: Task, record: RepositoryRecord) -> RepositoryFiles:
     globs = task.config.repository.protected
     if globs is None:  # every test is protected: none can change, so none needs its base to compare with
         return RepositoryFiles.of(tracked, PROTECTED_BY_DEFAULT)
-    tests = [
-        p for p in tracked if is_test_file(p) or protecting_glob(p, ("tests/*", "test/*", "conftest.py"))
-    ]
+    kinds = ("tests/*", "test/*", "*/tests/*", "*/test/*", "conftest.py")  # tests, their data, fixtures
+    tests = [p for p in tracked if is_test_file(p) or protecting_glob(p, kinds)]
     return RepositoryFiles.of(tracked, globs, base_contents(record, tests, _TESTS_AT_BASE_BYTES))
 
 
