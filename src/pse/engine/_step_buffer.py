@@ -15,12 +15,15 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.events import GateRecord, PlanRecord, VerdictRecord
+from pse.events import GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.roles import Role
 from pse.tokens import count_tokens
+from pse.tools import Tool
 
-__all__ = ["artifact_list", "fit_to_tokens", "replan_packet", "revise_packet"]
+__all__ = ["artifact_list", "failing_tests", "fit_to_tokens", "left_behind", "replan_packet", "revise_packet"]
 
 _MAX_ARTIFACTS = 50
+_MAX_FAILING = 10
 _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
 
@@ -56,6 +59,22 @@ def fit_to_tokens(text: str, cap: int) -> str:
     return text[:low] + _TRIM_MARKER
 
 
+def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
+    """The tests that failed in the Evaluator's last `run_pytest` of a cycle, each with pytest's first line
+    of why (`test_x.py::test_a: NameError: …`), from the ToolAgent's record of the run, not a role's words.
+    A finding such as "pytest failed" does not tell a Specialist which line to change; this does."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    tests = runs[-1].facts.get("tests") if runs else None
+    failing = [
+        f"{t.get('test')}: {t.get('message') or t.get('outcome')}"
+        for t in (tests if isinstance(tests, list) else [])
+        if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
+    ]
+    if len(failing) > _MAX_FAILING:
+        failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
+    return failing
+
+
 def _criterion_text(plan: PlanRecord, cid: str) -> str:
     return next((c.text for c in plan.criteria if c.id == cid), "not in the plan")
 
@@ -72,8 +91,10 @@ def revise_packet(
     gate: GateRecord,
     artifacts: Sequence[str],
     cap: int,
+    failing: Sequence[str] = (),
 ) -> str:
-    """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL)."""
+    """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL); `failing`:
+    the failing tests of the last run (`failing_tests`)."""
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
@@ -84,6 +105,8 @@ def revise_packet(
     findings_full = [f"- {c.id} ({_criterion_text(plan, c.id)}): {c.finding}" for c in failed]
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
     gates = ["Hard gate failures:", *(f"- {f}" for f in gate.failures)] if gate.failures else []
+    if failing:
+        gates += ["Failing tests in the Evaluator's last run_pytest:", *(f"- {f}" for f in failing)]
     shown = list(artifacts[:_MAX_ARTIFACTS])
     if len(artifacts) > _MAX_ARTIFACTS:
         shown.append(f"… and {len(artifacts) - _MAX_ARTIFACTS} more")
@@ -117,3 +140,19 @@ def replan_packet(
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
     packet = _build([head, "\n".join(lines) if failed else "", summary])
     return fit_to_tokens(packet, cap)
+
+
+def left_behind(*, gate: GateRecord, artifacts: Sequence[str], failing: Sequence[str], cap: int) -> str:
+    """The Specialist's note on a re-plan cycle: the workspace keeps the last cycle's files, so what PSE's
+    checks found in them crosses too (gate failures, failing tests, the files), never the Evaluator's
+    words. Without it a Specialist given a new plan wrote one output again and left the broken one."""
+    lines = [
+        "## What the last cycle left in the workspace",
+        "The files below are still there. Write again every output of the new plan that is wrong.",
+    ]
+    if gate.failures:
+        lines += ["What PSE's gates found:", *(f"- {f}" for f in gate.failures)]
+    if failing:
+        lines += ["Failing tests in the Evaluator's last run_pytest:", *(f"- {f}" for f in failing)]
+    lines += ["Workspace artifacts:", *(f"- {a}" for a in artifacts[:_MAX_ARTIFACTS])] if artifacts else []
+    return fit_to_tokens("\n".join(lines), cap)
