@@ -128,7 +128,7 @@ async def test_a_revise_and_a_replan_tell_the_specialist_which_tests_failed_and_
     trace, prepared = await _run(tmp_path, [t for t in ((t["role"], t["content"]) for t in _TURNS)])
     failing = "- test_quicksort.py::test_duplicates: assert [1, 2, 3] == [1, 1, 2, 3, 3, 3]"
     revise = trace.cycles[1].step_buffer or ""
-    assert "Failing tests in the Evaluator's last run_pytest:\n" + failing in revise
+    assert "What the Evaluator's last checks found (failing tests, findings):\n" + failing in revise
     cycle = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL]
     trace, prepared = await _run(tmp_path / "replan", cycle + cycle, max_fail_retries=1)
     assert [c.kind for c in trace.cycles] == ["initial", "replan"]

@@ -36,7 +36,7 @@ from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
-from pse.engine._step_buffer import artifact_list, failing_tests, left_behind, replan_packet, revise_packet
+from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
 from pse.engine._steps import StepWiring, kept_steps
 from pse.events import (
     CycleStarted,
@@ -233,7 +233,7 @@ class Engine:
                 gate=last.gate,
                 artifacts=artifact_list(self.setup.workspace),
                 cap=cap,
-                failing=failing_tests(last.tool_calls),
+                failing=check_problems(last.tool_calls),
             )
             # Scoped contexts open as the first cycle's did (task, then the plan as the Planner's),
             # and only then the step_buffer: all before it is a prefix a provider's cache can serve.
@@ -263,7 +263,7 @@ class Engine:
             left = left_behind(
                 gate=last.gate,
                 artifacts=artifact_list(self.setup.workspace),
-                failing=failing_tests(last.tool_calls),
+                failing=check_problems(last.tool_calls),
                 cap=cap,
             )
             notes: dict[str, str] = (

@@ -20,10 +20,19 @@ from pse.roles import Role
 from pse.tokens import count_tokens
 from pse.tools import Tool
 
-__all__ = ["artifact_list", "failing_tests", "fit_to_tokens", "left_behind", "replan_packet", "revise_packet"]
+__all__ = [
+    "artifact_list",
+    "check_problems",
+    "failing_tests",
+    "fit_to_tokens",
+    "left_behind",
+    "replan_packet",
+    "revise_packet",
+]
 
 _MAX_ARTIFACTS = 50
 _MAX_FAILING = 10
+_FOUND = "What the Evaluator's last checks found (failing tests, findings):"
 _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
 
@@ -75,6 +84,15 @@ def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
     return failing
 
 
+def check_problems(calls: Sequence[ToolCallRecord]) -> list[str]:
+    """What the Evaluator's last run of each check found, from the ToolAgent's record: the failing tests
+    of `run_pytest` (`failing_tests`) and the findings of `run_ruff` (path:line:column: code message)."""
+    ruff = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_RUFF]
+    listed = ruff[-1].facts.get("finding_list") if ruff else None
+    found = [str(f) for f in listed] if isinstance(listed, list) else []
+    return [*failing_tests(calls), *found[:_MAX_FAILING]]
+
+
 def _criterion_text(plan: PlanRecord, cid: str) -> str:
     return next((c.text for c in plan.criteria if c.id == cid), "not in the plan")
 
@@ -94,7 +112,7 @@ def revise_packet(
     failing: Sequence[str] = (),
 ) -> str:
     """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL); `failing`:
-    the failing tests of the last run (`failing_tests`)."""
+    what the Evaluator's last checks found (`check_problems`)."""
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
@@ -106,7 +124,7 @@ def revise_packet(
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
     gates = ["Hard gate failures:", *(f"- {f}" for f in gate.failures)] if gate.failures else []
     if failing:
-        gates += ["Failing tests in the Evaluator's last run_pytest:", *(f"- {f}" for f in failing)]
+        gates += [_FOUND, *(f"- {f}" for f in failing)]
     shown = list(artifacts[:_MAX_ARTIFACTS])
     if len(artifacts) > _MAX_ARTIFACTS:
         shown.append(f"… and {len(artifacts) - _MAX_ARTIFACTS} more")
@@ -153,6 +171,6 @@ def left_behind(*, gate: GateRecord, artifacts: Sequence[str], failing: Sequence
     if gate.failures:
         lines += ["What PSE's gates found:", *(f"- {f}" for f in gate.failures)]
     if failing:
-        lines += ["Failing tests in the Evaluator's last run_pytest:", *(f"- {f}" for f in failing)]
+        lines += [_FOUND, *(f"- {f}" for f in failing)]
     lines += ["Workspace artifacts:", *(f"- {a}" for a in artifacts[:_MAX_ARTIFACTS])] if artifacts else []
     return fit_to_tokens("\n".join(lines), cap)
