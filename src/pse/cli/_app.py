@@ -34,12 +34,16 @@ EXIT_USAGE, EXIT_ERROR = 2, 3  # as pse.cli._run defines them (not imported: it 
 @dataclass(frozen=True)
 class Command:
     """One command of the tree: its name, its one-line summary for `--help`, and where it lives
-    (`module:attribute`, a command function or a Typer app), or, for a group, its commands."""
+    (`module:attribute`, a command function or a Typer app), or, for a group, its commands and the
+    one that runs when the first argument names none of them (`pse eval SUITE` is `pse eval run SUITE`)."""
 
     name: str
     summary: str
     target: str = ""
     commands: tuple[Command, ...] = ()
+    default: str = ""
+    usage: str = ""
+    """What a group's usage line shows after its name (click's default: `COMMAND [ARGS]...`)."""
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -105,8 +109,24 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "eval",
-        "Run a suite's instances by each arm, judge every run by its hidden check, and compare the arms.",
-        "pse.cli._eval:eval_cmd",
+        "Evaluate arms on a suite: `pse eval SUITE` runs it (short for `pse eval run SUITE`), `pse eval "
+        "validate SUITE` checks it.",
+        commands=(
+            Command(
+                "run",
+                "Run a suite's instances by each arm, judge every run by its hidden check, and compare the "
+                "arms.",
+                "pse.cli._eval:eval_cmd",
+            ),
+            Command(
+                "validate",
+                "Report every problem of a suite folder at once, each with its file, line and fix. Exit 2 on "
+                "any problem.",
+                "pse.cli._eval:validate_cmd",
+            ),
+        ),
+        default="run",
+        usage="SUITE | COMMAND [ARGS]...",
     ),
     Command(
         "batch",
@@ -155,7 +175,12 @@ def _loaded(command: Command) -> Any:
     """The click command of `command`: its module imported, a function made a command, an app a group."""
     if command.commands:
         return LazyGroup(
-            name=command.name, help=command.summary, no_args_is_help=True, table=command.commands
+            name=command.name,
+            help=command.summary,
+            no_args_is_help=True,
+            table=command.commands,
+            default=command.default,
+            subcommand_metavar=command.usage or None,
         )
     module, _, attribute = command.target.partition(":")
     target = getattr(importlib.import_module(module), attribute)
@@ -168,12 +193,16 @@ def _loaded(command: Command) -> Any:
 
 class LazyGroup(TyperGroup):
     """A group whose commands are imported when one of them is asked for (to run, or for its own help);
-    `--help` of the group lists their names and summaries without importing anything."""
+    `--help` of the group lists their names and summaries without importing anything. With a
+    `default`, arguments that do not start with a command's name are that command's."""
 
     table: Sequence[Command] = COMMANDS
 
-    def __init__(self, *args: Any, table: Sequence[Command] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, table: Sequence[Command] | None = None, default: str = "", **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.default = default
         if table is not None:
             self.table = table
         self._entries = {command.name: command for command in self.table}
@@ -188,6 +217,11 @@ class LazyGroup(TyperGroup):
             command.name = name
             self._real[name] = self.commands[name] = tidy_help(command)
         return self._real[name]
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if self.default and args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.default, *args]  # `pse eval SUITE --limit 2`, `pse eval --limit 2 SUITE`
+        return super().parse_args(ctx, args)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
