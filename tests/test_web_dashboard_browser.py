@@ -364,7 +364,15 @@ def test_the_report_and_how_the_run_was_made(site: tuple[Any, str], runs: Runs, 
 
     page.goto(f"{url}/#/run/{runs.passed}")
     report = page.locator("#report .markdown")
-    expect(report.locator("li, p").first).to_contain_text("quicksort.py")
+    expect(report.locator("h1")).to_have_text("code-delivery: PASSED")  # the report says what it is
+    expect(report.locator("li").nth(1)).to_have_text(
+        "outcome: PASSED — PASS (ALL_MET); every hard gate passed"
+    )
+    said = report.locator("p", has_text="Artifacts:")
+    expect(said).to_contain_text("quicksort.py")
+    # the Specialist's Artifacts / Evidence / Assumptions / Unresolved lines stay lines, not one paragraph
+    lines = [line.partition(":")[0] for line in said.inner_text().splitlines()]
+    assert lines == ["Artifacts", "Evidence", "Assumptions", "Unresolved"], lines
     expect(page.locator('#run-info dd[data-role="Evaluator"]')).to_have_text("scripted · scripted")
     assert page.watch.problems == []
 
