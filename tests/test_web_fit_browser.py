@@ -288,6 +288,32 @@ def test_the_live_line_says_what_is_happening_now(site: tuple[Any, str]) -> None
     assert page.watch.problems == []
 
 
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_compare_page_keeps_both_runs_on_screen_with_their_ids_as_written(
+    site: tuple[Any, str], site_runs: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    browser, url = site
+    page = _page(browser, width)
+    page.goto(f"{url}/#/compare?a={site_runs.escalated}&b={site_runs.passed}")
+    heads = page.locator("#compare-summary thead th")
+    expect(heads).to_have_count(3)
+    # as written, not upper-cased by the table's header style (innerText is what a person reads)
+    assert [heads.nth(i).inner_text().split() for i in (1, 2)] == [
+        ["A:", site_runs.escalated],
+        ["B:", site_runs.passed],
+    ]
+    for table in ("#compare-summary", "#compare-criteria", "#compare-gates"):
+        edges = page.locator(f"{table} table").evaluate(
+            """t => [...t.querySelectorAll("tr:first-child > *")].map((c) => c.getBoundingClientRect().right)"""
+        )
+        assert max(edges) <= width, (table, edges)  # column B ends on the screen, no sideways scroll
+    # criteria and gates come from one and the same cycle of each run, the last one judged
+    expect(page.locator("#compare-criteria h2")).to_contain_text("A cycle 1, B cycle 2")
+    assert page.watch.problems == []
+
+
 @needs_axe
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1400, 390])
