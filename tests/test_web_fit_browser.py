@@ -205,6 +205,8 @@ def test_an_error_whose_output_was_never_written_says_why_once_naming_the_gate(
     # a replayed answer's bar says so instead of "0 ms"
     expect(chip.locator('[data-event="m1.0"] .tl-meta')).to_contain_text("replayed")
     assert "0 ms" not in chip.locator('[data-event="m1.0"] .tl-meta').inner_text()
+    times = page.locator("#timeline .tl-meta").all_inner_texts()
+    assert times and not [t for t in times if t.split(" · ")[0] == "0 ms"], times  # no bar says "0 ms"
     # the page in the order a person asks, each section folding, its state in the URL
     order = page.evaluate(
         "() => [...document.querySelectorAll('main details.section')].map((d) => d.dataset.section)"
