@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,7 +259,15 @@ def test_live_events_read_as_the_terminals_lines(site: tuple[Any, str], tmp_path
         page = _page(browser, 1400)
         page.goto(f"{url}/")
         page.click("#start-button")
+        # while it runs, the why line ends with what is happening now (lib/run.js nowLine)
+        now = page.locator("#run-cause .seg.now")
+        expect(now).to_have_text(
+            re.compile(r"^cycle \d+ · (Planner|Specialist|Evaluator) [a-z][^·]* · \d+ tool calls?$"),
+            timeout=30_000,
+        )
+        assert "RUNNING" not in page.locator("#run-cause").inner_text()
         expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
+        expect(now).to_have_count(0)  # ended: the line tells why, not what is happening
         log = page.locator("#live-log")
         expect(log).to_contain_text("Specialist ↳ wrote quicksort.py")
         expect(log).to_contain_text("Evaluator ↳ pytest: 5 passed, 2 failed")
