@@ -50,6 +50,10 @@ def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     scaffold_task("broken", tasks)  # and one the Start form cannot start
     toml = tasks / "broken" / "task.toml"
     toml.write_text(toml.read_text().replace("expected_outputs =", "expected_output ="))
+    scaffold_task("bare", tasks)  # and one that cannot run offline: no cassette, and no model
+    (tasks / "bare" / "cassette.json").unlink()
+    toml = tasks / "bare" / "task.toml"
+    toml.write_text(toml.read_text().replace('cassette = "cassette.json"\n', ""))
 
     def run(task: str, **options: Any) -> str:
         settings = Settings(runs_dir=root, tasks_dir=tasks, **options)
@@ -81,9 +85,9 @@ def site(site_runs: Site) -> Iterator[tuple[Any, str]]:
         yield found
 
 
-def _page(browser: Any, width: int, scheme: str = "light") -> Any:
+def _page(browser: Any, width: int, scheme: str = "light", allow: tuple[str, ...] = ()) -> Any:
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
-    page.watch = Watch(page)
+    page.watch = Watch(page, allow)
     return page
 
 
@@ -237,13 +241,25 @@ def test_the_start_form_lists_the_task_it_cannot_start_and_says_why_a_start_fail
     from playwright.sync_api import expect
 
     browser, url = site
-    page = _page(browser, 1400)
+    page = _page(browser, 1400, allow=("400 (Bad Request)",))  # the refused start, said on the page
     page.goto(f"{url}/")
     invalid = page.locator("#invalid-tasks")
     expect(invalid.locator("summary")).to_have_text("1 task cannot start: broken")
     invalid.locator("summary").click()
     expect(invalid).to_contain_text("unknown key 'expected_output' — fix: did you mean 'expected_outputs'?")
     expect(page.locator("#start-task option")).not_to_contain_text(["broken"])
+    # a task that cannot start from here: warned before, and refused in plain words with the page's fix
+    page.select_option("#start-task", "bare")
+    expect(page.locator("#start-warning")).to_have_text(
+        "task 'bare' cannot run offline: it has no cassette, and no model is configured"
+    )
+    page.click("#start-button")
+    error = page.locator("#start-error")
+    expect(error).to_have_text(
+        "Could not start bare: task 'bare' has no cassette to replay, and this server has no model configured: "
+        "pick a Provider and a Model above (a Base URL too for a local server), or add a cassette to the "
+        "task's folder"
+    )  # no HTTP status, no CLI option
     assert page.watch.problems == []
 
 
