@@ -6,6 +6,7 @@ loaded everything already). `make bench` times the same commands as whole proces
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,37 @@ def test_a_slow_model_load_is_announced_in_one_line_with_its_last_measured_time(
     _minilm.MiniLMEmbedder()._loaded()
     assert said[1:] == ["loading the embedding model (first use, ~6 s)…"]
     assert loads == ["transformers", "sentence_transformers"] * 2
+
+
+@pytest.mark.parametrize("args", [["--help"], [], ["trace", "--help"], ["eval", "--help"]])
+def test_a_groups_help_is_plain_and_whole_without_typers_rich_formatter(
+    args: list[str], tmp_path: Path
+) -> None:
+    """A group's help is a list of its commands: click's plain layout prints it without importing typer's
+    rich formatter, rich's Markdown and markdown-it (about 0.15 s of `pse --help`), and each summary is
+    whole, wrapped (not cut at 45 characters)."""
+    probe = (
+        "import sys; sys.argv = ['pse', *sys.argv[1:]]\n"
+        "from pse.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in ('typer.rich_utils', 'rich.markdown', 'markdown_it') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    help_text, _, loaded = result.stdout.rpartition("LOADED ")
+    assert loaded.strip() == "[]"
+    said = " ".join((help_text + result.stderr).split())  # `pse` alone prints its help on stderr
+    group = (
+        next(c for c in COMMANDS if c.name == args[0]).commands
+        if args[:1] in (["trace"], ["eval"])
+        else COMMANDS
+    )
+    for command in group:
+        assert f"{command.name} {command.summary}" in said, command.name
+    assert "..." not in said.replace("[ARGS]...", "")
