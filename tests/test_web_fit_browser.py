@@ -282,8 +282,14 @@ def test_live_events_read_as_the_terminals_lines(site: tuple[Any, str], tmp_path
             timeout=30_000,
         )
         assert "RUNNING" not in page.locator("#run-cause").inner_text()
+        label = page.locator("#run-cause .visually-hidden")
+        assert label.text_content() in (
+            "What is happening: ",
+            "Why it ended: ",
+        )  # the run may just have ended
         expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
         expect(now).to_have_count(0)  # ended: the line tells why, not what is happening
+        expect(label).to_have_text("Why it ended:")
         log = page.locator("#live-log")
         expect(log).to_contain_text("Specialist ↳ wrote quicksort.py")
         expect(log).to_contain_text("Evaluator ↳ pytest: 5 passed, 2 failed")
