@@ -272,3 +272,34 @@ def test_the_terminals_live_view_says_what_is_happening_now(
     assert said[-1] == "cycle 2: Evaluator PASS → PASSED"
     console.print(view._render())  # the panel's head carries the line
     assert "cycle 2: Evaluator PASS → PASSED" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_live_view_names_the_single_agent_as_the_reviewer_of_its_own_work() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+    from pse.events import (
+        CycleStarted,
+        GateRecord,
+        MessageEvent,
+        MessageRecord,
+        OutcomeEvent,
+        TokenCount,
+        VerdictEvent,
+        VerdictRecord,
+    )
+
+    view = LiveView(Console(file=io.StringIO(), force_terminal=False), "t", "r")
+    view.on_event(CycleStarted(run_id="r", cycle=1, cycle_kind="initial", first_speaker="Agent", at=_at(0)))
+    assert view.now == "cycle 1 · Agent working · 0 tool calls"
+    view.on_event(
+        MessageEvent(run_id="r", cycle=1, message=MessageRecord(source="Agent", content="…", at=_at(1)))
+    )
+    verdict = VerdictRecord(status="PASS", reason_code="ALL_MET")
+    view.on_event(VerdictEvent(run_id="r", cycle=1, verdict=verdict, gate=GateRecord(passed=True), at=_at(2)))
+    assert view.now == "cycle 1: Agent PASS → running"
+    done = {"outcome": "PASSED", "reason": "PASS", "cycles": 1, "cost": 0.0, "currency": "USD"}
+    view.on_event(OutcomeEvent(run_id="r", tokens=TokenCount(), **done))
+    assert view.now == "cycle 1: Agent PASS → PASSED"

@@ -99,6 +99,7 @@ class LiveView:
         self.outcome: str | None = None
         self.lines: deque[Text] = deque(maxlen=14)
         self._cycle: dict[str, Any] = {}
+        self._single = False
         """What the view knows of the current cycle, in the trace's shape (`pse._causal` reads it)."""
         self.on_held: Callable[[ApprovalEvent], None] | None = None
         """Asks a person about a held call (the terminal's inline question), if someone can answer here."""
@@ -172,7 +173,9 @@ class LiveView:
         cycle's link and what follows ("cycle 1: Evaluator PARTIAL → running"); the outcome at the end."""
         if not self._cycle:
             return "starting"
-        return causal_line({"state": self.state, "outcome": self.outcome, "cycles": [self._cycle]}, live=True)
+        team = {"team": "single"} if self._single else {}  # its own review: "Agent PASS", not "Evaluator"
+        data = {"state": self.state, "outcome": self.outcome, "cycles": [self._cycle], "settings": team}
+        return causal_line(data, live=True)
 
     def _cycle_started(self, event: CycleStarted) -> None:
         self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
@@ -189,6 +192,7 @@ class LiveView:
         m = event.message
         self.speaker = flat(m.source)
         self._cycle.setdefault("messages", []).append({"source": m.source, "at": m.at})
+        self._single = self._single or m.source == SINGLE_AGENT
         if m.source == TOOL_AGENT:  # its results are shown call by call
             return
         self.tokens += m.prompt_tokens + m.completion_tokens
