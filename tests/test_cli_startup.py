@@ -154,3 +154,33 @@ def test_a_groups_help_is_plain_and_whole_without_typers_rich_formatter(
     for command in group:
         assert f"{command.name} {command.summary}" in said, command.name
     assert "..." not in said.replace("[ARGS]...", "")
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120])
+def test_pse_help_from_the_table_is_what_click_prints_for_the_group(
+    columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pse --help` is printed from the command table without typer; click's layout of the group (what
+    `pse` alone and a mistyped option print) is the same text, at any width."""
+    from pse.cli._app import main as through_typer
+    from pse.cli._tree import root_help
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(sys, "argv", ["pse", "--help"])
+    with pytest.raises(SystemExit) as done:
+        through_typer()
+    assert done.value.code == 0
+    assert capsys.readouterr().out == root_help()
+
+
+def test_pse_help_loads_neither_typer_nor_rich(tmp_path: Path) -> None:
+    probe = (
+        "import sys; sys.argv = ['pse', '--help']\nfrom pse.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich')}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert result.stdout.startswith("Usage: pse [OPTIONS] COMMAND [ARGS]...\n")
