@@ -2,7 +2,8 @@
 
 Exit codes: 0 PASSED, 1 the run ended without a pass, 2 usage or configuration error, 3 ERROR.
 
-The command tree is a table of names, one-line summaries and where each command lives. A command's
+The command tree is a table of names, one-line summaries and where each command lives
+(`pse.cli._tree`, which also answers `pse --help` without this module). A command's
 module (and what it imports: the runner, AutoGen, the run store) is imported only when that command
 runs or shows its own help, so `pse --version` and `pse --help` start in a fraction of the time a run
 needs. `tests/test_cli_startup.py` holds the summaries to the commands' own docstrings.
