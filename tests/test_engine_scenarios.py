@@ -85,7 +85,9 @@ async def test_partial_then_pass_revises_from_the_specialist(tmp_path: Path) -> 
     assert revise.step_buffer is not None and "Failed criteria:" in revise.step_buffer
     pytest_runs = [c for c in trace.cycles[0].tool_calls if c.tool == "run_pytest"]
     assert pytest_runs[-1].facts["exit_code"] == 1 and pytest_runs[-1].facts["failed"] >= 1
-    assert Path(trace.report or "").read_text().startswith("Artifacts:")
+    report = Path(trace.report or "").read_text()
+    assert report.startswith("# code-delivery: PASSED\n\n- run: `")  # the Specialist's words, titled
+    assert "\n## The Specialist's last report\n\nArtifacts:" in report
     # Every role consumed exactly its own turns.
     assert prepared.player is not None and prepared.player.positions == {
         "Planner": 1,
