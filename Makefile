@@ -26,7 +26,7 @@ WEB_SRC := $(wildcard $(WEB)/*.js $(WEB)/*.json $(WEB)/index.html $(WEB)/public/
 NPM_CHECK = command -v npm >/dev/null 2>&1 && node -e 'const [a] = process.versions.node.split(".").map(Number); process.exit(a >= 18 ? 0 : 1)' \
             || { echo "make: the dashboard's front-end (web/) needs Node.js 18 or later with npm; install them (e.g. apt-get install nodejs npm) and run make again" >&2; exit 1; }
 
-.PHONY: setup demo demo-repo demo-steps summarize review serve test test-models eval-local lint format typecheck bench docs clean
+.PHONY: setup demo demo-repo demo-steps summarize review serve test test-models test-models-full eval-local lint format typecheck bench docs clean
 
 setup: $(STAMP) $(WEB_OUT)
 
@@ -95,8 +95,14 @@ test: setup
 
 # Real models: the tests start llama.cpp's server on loopback with the models and stop it after; every
 # grammar PSE writes is loaded by llama.cpp's own grammar parser (tests/test_grammar_llama_cpp.py).
+# CI runs `test-models`: the grammar tests on a real llama.cpp, `pse doctor`, one tiny-model run per model
+# and pairing, the run limit, and one Qwen2.5-Coder-1.5B code-delivery run. `test-models-full` adds the
+# rest of the tiny models' matrix (every task, constrained and not): about 20 more minutes on 2 cores.
 test-models: $(LOCAL)
 	$(BIN)/pytest -q -rs -m real_model --timeout=5400 tests/real_models tests/test_grammar_llama_cpp.py
+
+test-models-full: $(LOCAL)
+	PSE_TEST_MODELS=full $(BIN)/pytest -q -rs -m real_model --timeout=7200 tests/real_models tests/test_grammar_llama_cpp.py
 
 # The seeds' experiment on a real local model (Qwen2.5-Coder-1.5B): HumanEval 0-19 by the bare model
 # (`direct`, one request each), pse and single, grammar on. Hours on 2 cores; re-running resumes it.

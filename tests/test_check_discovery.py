@@ -168,6 +168,8 @@ class TestRuffRules:
         (or `--config` the task's declared file)."""
         out = _check("run_ruff", tmp_path, {"calc.py": self.LINT, "sub/calc2.py": self.LINT, name: text})
         assert out.facts["findings"] == 2, out.output
+        # the record keeps the findings themselves too, for a revise's step_buffer (path:row:col: code …)
+        assert [f.split(" ")[0] for f in out.facts["finding_list"]] == ["calc.py:1:8:", "sub/calc2.py:1:8:"]
 
     @pytest.mark.parametrize("mode", MODES)
     @pytest.mark.parametrize("name", [".gitignore", ".ignore", ".git/info/exclude"])

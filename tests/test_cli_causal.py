@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cli_support import pse
-from pse._causal import causal_line, causal_links, first_sentence, root_cause
+from pse._causal import causal_line, causal_links, first_sentence, now_line, root_cause
 from pse.engine import Trace
 
 _GATE_OK = {"passed": True, "failures": [], "results": [{"name": "check:pytest", "passed": True}]}
@@ -191,3 +191,115 @@ def test_an_error_run_whose_task_output_was_never_written_names_the_gate(
         "why: cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL" in flat
     )
     assert "cycle 1 initial: Evaluator PASS (ALL_MET) → gate `outputs_exist` failed → PARTIAL" in flat
+
+
+# --- a run still going: what is happening now -----------------------------------------------------
+
+
+def _at(second: int) -> str:
+    return f"2026-01-01T00:00:{second:02d}.000+00:00"
+
+
+def _open_cycle(index: int = 1) -> dict[str, Any]:
+    """The open cycle the dashboard's test of lib/run.js nowLine builds (tests/test_web_fit_browser.py)."""
+    calls = [
+        {"requester": "Specialist", "tool": "write_file", "arguments": {"path": path}, "at": _at(second)}
+        for second, path in ((2, "a.py"), (3, "b.py"), (4, "quicksort.py"))
+    ]
+    planned = {"source": "Planner", "content": "<plan/>", "at": _at(1)}
+    return {"index": index, "first_speaker": "Planner", "messages": [planned], "tool_calls": calls}
+
+
+def test_an_open_cycle_says_who_does_what_now_and_how_many_tool_calls() -> None:
+    cycle = _open_cycle()
+    assert now_line(cycle) == "cycle 1 · Specialist writing quicksort.py · 3 tool calls"
+    # the ToolAgent's results are not an act of its own: the Specialist is still the one working
+    cycle["messages"].append({"source": "ToolAgent", "content": "<tool_results/>", "at": _at(5)})
+    assert now_line(cycle) == "cycle 1 · Specialist writing quicksort.py · 3 tool calls"
+    cycle["messages"].append({"source": "Evaluator", "content": "…", "at": _at(6)})
+    cycle["tool_calls"].append(
+        {"requester": "Evaluator", "tool": "run_pytest", "arguments": {"target": "."}, "at": _at(7)}
+    )
+    assert now_line(cycle) == "cycle 1 · Evaluator running pytest · 4 tool calls"
+    fresh = {"index": 2, "first_speaker": "Specialist", "messages": [], "tool_calls": []}
+    assert now_line(fresh) == "cycle 2 · Specialist working · 0 tool calls"
+
+
+def test_a_live_runs_line_ends_with_what_its_open_cycle_does_now() -> None:
+    first = _cycle(1, "PASS", "PARTIAL", _PYTEST_FAILED)
+    unfinished = {"passed": False, "failures": ["cycle did not finish"]}
+    opened = {**_open_cycle(2), "result": "RUNNING", "gate": unfinished}  # as the dashboard holds it
+    trace = _trace(None, first, opened, state="RUNNING")
+    before = "cycle 1: Evaluator PASS → gate `check:pytest` failed → PARTIAL · "
+    assert (
+        causal_line(trace, live=True) == before + "cycle 2 · Specialist writing quicksort.py · 3 tool calls"
+    )
+    # read from a trace no process runs any more, the open cycle is only "running", said once
+    assert causal_line({**trace, "cycles": [first, {**opened, "result": ""}]}) == before + "cycle 2: running"
+    assert "running → RUNNING → running" not in causal_line(trace)
+    waiting = _trace(None, first, opened, state="AWAITING_APPROVAL")
+    assert causal_line(waiting, live=True) == before + "cycle 2: running → waiting for approval"
+
+
+def test_the_terminals_live_view_says_what_is_happening_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+
+    code, out, _ = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path), "--json")
+    assert code == 0
+    trace = Trace.model_validate_json(Path(json.loads(out.splitlines()[-1])["trace"]).read_text())
+    console = Console(file=io.StringIO(), width=100, force_terminal=True)
+    view = LiveView(console, "code-delivery", trace.run_id)
+    said: list[str] = [view.now]
+    for event in trace.events():
+        view.on_event(event)
+        if view.now != said[-1]:
+            said.append(view.now)
+    assert said[:5] == [
+        "starting",
+        "cycle 1 · Planner planning · 0 tool calls",
+        "cycle 1 · Specialist working · 0 tool calls",
+        "cycle 1 · Specialist writing quicksort.py · 1 tool call",
+        "cycle 1 · Specialist writing test_quicksort.py · 2 tool calls",
+    ]
+    assert "cycle 1 · Evaluator running pytest · 5 tool calls" in said
+    assert "cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL → running" in said
+    assert said[-1] == "cycle 2: Evaluator PASS → PASSED"
+    console.print(view._render())  # the panel's head carries the line
+    assert "cycle 2: Evaluator PASS → PASSED" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_live_view_names_the_single_agent_as_the_reviewer_of_its_own_work() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pse.cli._live import LiveView
+    from pse.events import (
+        CycleStarted,
+        GateRecord,
+        MessageEvent,
+        MessageRecord,
+        OutcomeEvent,
+        TokenCount,
+        VerdictEvent,
+        VerdictRecord,
+    )
+
+    view = LiveView(Console(file=io.StringIO(), force_terminal=False), "t", "r")
+    view.on_event(CycleStarted(run_id="r", cycle=1, cycle_kind="initial", first_speaker="Agent", at=_at(0)))
+    assert view.now == "cycle 1 · Agent working · 0 tool calls"
+    view.on_event(
+        MessageEvent(run_id="r", cycle=1, message=MessageRecord(source="Agent", content="…", at=_at(1)))
+    )
+    verdict = VerdictRecord(status="PASS", reason_code="ALL_MET")
+    view.on_event(VerdictEvent(run_id="r", cycle=1, verdict=verdict, gate=GateRecord(passed=True), at=_at(2)))
+    assert view.now == "cycle 1: Agent PASS → running"
+    done = {"outcome": "PASSED", "reason": "PASS", "cycles": 1, "cost": 0.0, "currency": "USD"}
+    view.on_event(OutcomeEvent(run_id="r", tokens=TokenCount(), **done))
+    assert view.now == "cycle 1: Agent PASS → PASSED"

@@ -397,3 +397,27 @@ def test_a_reader_that_leaves_early_does_not_end_the_run(tmp_path: Path) -> None
     (trace,) = runs.glob("*/trace.json")
     data = json.loads(trace.read_text())
     assert (data["outcome"], data["outcome_reason"].split(";")[0]) == ("PASSED", "PASS (ALL_MET)")
+
+
+def test_summarize_prints_its_table_unwrapped_and_writes_nothing_where_it_is_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33: `make summarize` hard-wrapped its Markdown table at 80 columns (broken Markdown) and
+    wrote into the checkout's summaries/."""
+    import tempfile
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    code, out, err = pse80(monkeypatch, capsys, "summarize", "incident-review")
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.startswith("|")]
+    assert len(rows) == 2 + 13  # the header, its rule and a row per rule: none cut into two lines
+    assert all(row.endswith("|") and row.replace("\\|", "").count("|") == 5 for row in rows), rows
+    assert max(len(row) for row in rows) > 80  # long rows stay whole at 80 columns
+    assert list(checkout.iterdir()) == []  # nothing written where it was run
+    written = tmp_path / "tmp" / "pse-summaries" / "incident-review"
+    assert (written / "rules_summary.md").read_text().strip() == out.strip()
+    assert "rules_summary.json" in err

@@ -6,6 +6,7 @@ loaded everything already). `make bench` times the same commands as whole proces
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,67 @@ def test_a_slow_model_load_is_announced_in_one_line_with_its_last_measured_time(
     _minilm.MiniLMEmbedder()._loaded()
     assert said[1:] == ["loading the embedding model (first use, ~6 s)…"]
     assert loads == ["transformers", "sentence_transformers"] * 2
+
+
+@pytest.mark.parametrize("args", [["--help"], [], ["trace", "--help"], ["eval", "--help"]])
+def test_a_groups_help_is_plain_and_whole_without_typers_rich_formatter(
+    args: list[str], tmp_path: Path
+) -> None:
+    """A group's help is a list of its commands: click's plain layout prints it without importing typer's
+    rich formatter, rich's Markdown and markdown-it (about 0.15 s of `pse --help`), and each summary is
+    whole, wrapped (not cut at 45 characters)."""
+    probe = (
+        "import sys; sys.argv = ['pse', *sys.argv[1:]]\n"
+        "from pse.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in ('typer.rich_utils', 'rich.markdown', 'markdown_it') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    help_text, _, loaded = result.stdout.rpartition("LOADED ")
+    assert loaded.strip() == "[]"
+    said = " ".join((help_text + result.stderr).split())  # `pse` alone prints its help on stderr
+    group = (
+        next(c for c in COMMANDS if c.name == args[0]).commands
+        if args[:1] in (["trace"], ["eval"])
+        else COMMANDS
+    )
+    for command in group:
+        assert f"{command.name} {command.summary}" in said, command.name
+    assert "..." not in said.replace("[ARGS]...", "")
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120])
+def test_pse_help_from_the_table_is_what_click_prints_for_the_group(
+    columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pse --help` is printed from the command table without typer; click's layout of the group (what
+    `pse` alone and a mistyped option print) is the same text, at any width."""
+    from pse.cli._app import main as through_typer
+    from pse.cli._tree import root_help
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(sys, "argv", ["pse", "--help"])
+    with pytest.raises(SystemExit) as done:
+        through_typer()
+    assert done.value.code == 0
+    assert capsys.readouterr().out == root_help()
+
+
+def test_pse_help_loads_neither_typer_nor_rich(tmp_path: Path) -> None:
+    probe = (
+        "import sys; sys.argv = ['pse', '--help']\nfrom pse.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich')}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert result.stdout.startswith("Usage: pse [OPTIONS] COMMAND [ARGS]...\n")

@@ -339,3 +339,39 @@ def test_a_pass_is_owed_the_required_checks_not_run_since_the_last_write() -> No
         "run_check with name 'lint' (not run yet)"
     ]
     assert evidence_owed([_call("run_check", name="lint")], declared) == []
+
+
+def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
+    from pse.engine._step_buffer import failing_tests
+    from pse.tools._junit import parse_junit
+
+    report = parse_junit(
+        b'<testsuites><testsuite name="pytest">'
+        b'<testcase classname="test_q" name="test_a" file="test_q.py"/>'
+        b'<testcase classname="test_q" name="test_b" file="test_q.py">'
+        b"<failure message=\"NameError: name 'random' is not defined\">long traceback</failure></testcase>"
+        b'<testcase classname="test_q" name="test_c" file="test_q.py"><error>ImportError: x\nmore</error>'
+        b"</testcase></testsuite></testsuites>"
+    )
+    assert report is not None
+    assert [(c.name, c.outcome, c.message) for c in report.cases] == [
+        ("test_a", "passed", ""),
+        ("test_b", "failed", "NameError: name 'random' is not defined"),
+        ("test_c", "errors", "ImportError: x"),
+    ]
+    tests = [
+        {
+            "test": f"test_q.py::{c.name}",
+            "outcome": c.outcome,
+            **({"message": c.message} if c.message else {}),
+        }
+        for c in report.cases
+    ]
+    run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
+    assert failing_tests([run]) == [
+        "test_q.py::test_b: NameError: name 'random' is not defined",
+        "test_q.py::test_c: ImportError: x",
+    ]
+    assert failing_tests([_call("run_pytest", requester="Specialist", facts={"tests": tests})]) == []
+    many = [{"test": f"t.py::test_{i}", "outcome": "failed"} for i in range(12)]
+    assert failing_tests([_call("run_pytest", facts={"tests": many})])[-1] == "… and 2 more"

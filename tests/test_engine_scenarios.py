@@ -85,7 +85,9 @@ async def test_partial_then_pass_revises_from_the_specialist(tmp_path: Path) -> 
     assert revise.step_buffer is not None and "Failed criteria:" in revise.step_buffer
     pytest_runs = [c for c in trace.cycles[0].tool_calls if c.tool == "run_pytest"]
     assert pytest_runs[-1].facts["exit_code"] == 1 and pytest_runs[-1].facts["failed"] >= 1
-    assert Path(trace.report or "").read_text().startswith("Artifacts:")
+    report = Path(trace.report or "").read_text()
+    assert report.startswith("# code-delivery: PASSED\n\n- run: `")  # the Specialist's words, titled
+    assert "\n## The Specialist's last report\n\nArtifacts:" in report
     # Every role consumed exactly its own turns.
     assert prepared.player is not None and prepared.player.positions == {
         "Planner": 1,
@@ -120,6 +122,26 @@ async def test_partial_over_its_cap_replans(tmp_path: Path) -> None:
     assert "REPLANNING" in [t.to for t in trace.transitions]
     assert trace.cycles[1].step_buffer is not None and "Re-plan request" in trace.cycles[1].step_buffer
     assert trace.counters.fail_retries == 1
+
+
+async def test_a_revise_and_a_replan_tell_the_specialist_which_tests_failed_and_why(tmp_path: Path) -> None:
+    # From the ToolAgent's record of the Evaluator's pytest run, never from its words: a small model's
+    # finding "pytest failed" names no line to change; pytest's first line of why does.
+    trace, prepared = await _run(tmp_path, [t for t in ((t["role"], t["content"]) for t in _TURNS)])
+    failing = "- test_quicksort.py::test_duplicates: assert [1, 2, 3] == [1, 1, 2, 3, 3, 3]"
+    revise = trace.cycles[1].step_buffer or ""
+    assert "What the Evaluator's last checks found (failing tests, findings):\n" + failing in revise
+    cycle = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL]
+    trace, prepared = await _run(tmp_path / "replan", cycle + cycle, max_fail_retries=1)
+    assert [c.kind for c in trace.cycles] == ["initial", "replan"]
+    assert prepared.player is not None
+    opening = "\n".join(str(m.content) for m in prepared.player.requests["Specialist"][2])  # cycle 2's first
+    assert "## What the last cycle left in the workspace" in opening
+    assert (
+        "What PSE's gates found:\n- check:pytest: last run_pytest run: status error, exit code 1" in opening
+    )
+    assert failing in opening and "- quicksort.py (" in opening
+    assert "## What the last cycle left" not in (trace.cycles[1].step_buffer or "")  # the Planner's is apart
 
 
 async def test_fail_over_its_cap_escalates_with_a_record(tmp_path: Path) -> None:

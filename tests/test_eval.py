@@ -339,6 +339,34 @@ def test_validate_reports_every_problem_of_a_suite_at_once(
     assert code == 2 and "no such suite" in err and "humaneval" in err
 
 
+def test_validate_is_a_subcommand_beside_run_and_a_suite_alone_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pse eval validate SUITE` is a command of its own (its own help and arguments), not a suite named
+    "validate" plus a target; `pse eval SUITE` stays short for `pse eval run SUITE`."""
+    code, out, _ = pse(monkeypatch, capsys, "eval", "--help")
+    said = " ".join(out.split())
+    assert code == 0 and "Usage: pse eval [OPTIONS] SUITE | COMMAND [ARGS]..." in said
+    assert "run Run a suite's instances by each arm" in said and "validate Report every problem" in said
+    code, out, _ = pse(monkeypatch, capsys, "eval", "validate", "--help")
+    assert code == 0 and "Usage: pse eval validate [OPTIONS] SUITE" in " ".join(out.split())
+    assert "--arms" not in out  # the run's options are the run's
+    code, _, err = pse(monkeypatch, capsys, "eval", "validate")
+    assert code == 2 and "Missing argument 'SUITE'" in err
+    code, _, err = pse(monkeypatch, capsys, "eval", "validate", "humaneval", "extra")
+    assert code == 2 and "unexpected extra argument" in err
+    nowhere = str(tmp_path / "nowhere")
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    for args in (
+        ["eval", nowhere, *runs],
+        ["eval", "run", nowhere, *runs],
+        ["eval", "--limit", "1", nowhere, *runs],
+    ):
+        code, _, err = pse(monkeypatch, capsys, *args)
+        assert (code, f"error: suite {nowhere} has 1 problem(s):") == (2, err.splitlines()[0]), args
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_suite_whose_hidden_folder_is_inside_the_task_folder_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

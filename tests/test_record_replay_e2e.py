@@ -54,11 +54,12 @@ OLD_RECORDING = Path(__file__).parent / "data" / "recorded-before-drift.json"
 """A cassette in the format from before cassettes kept tool output and tool runs (scripted provider,
 --record). Re-recorded once, in that format, when a revise cycle's prompt layout changed on purpose (the
 fixed plan ahead of the step_buffer, issue 17), and again when the prompts lost their worked examples and
-the Specialist got the note of the outputs to write (issue 29)."""
+the Specialist got the note of the outputs to write (issue 29), and when the Evaluator's prompt worded
+PARTIAL and FAIL apart (issue 29 again)."""
 
 
 @pytest.mark.parametrize(
-    ("cassette", "total_tokens"), [(OLD_RECORDING, 24024), (SAMPLE, 21222)], ids=["old-recording", "sample"]
+    ("cassette", "total_tokens"), [(OLD_RECORDING, 24380), (SAMPLE, 21574)], ids=["old-recording", "sample"]
 )
 async def test_an_old_cassette_still_replays_strictly(
     cassette: Path, total_tokens: int, tmp_path: Path

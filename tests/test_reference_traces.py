@@ -9,7 +9,10 @@ Regenerated once, on purpose (issue 17, cache-friendly prompts): a revise cycle'
 repeating the fixed plan, which now travels ahead of it as its own message. That regeneration changed
 only the revise cycles' `step_buffer`, `step_buffer_tokens` and prompt token counts, nothing else.
 Regenerated again (issue 29): the prompts lost their worked examples and the Specialist's first phase
-opens with a note of the outputs it is to write; only prompt token counts changed.
+opens with a note of the outputs it is to write; only prompt token counts changed. And once more (issue
+29, on the 1.5B model's runs): a failing test's record keeps pytest's first line of why (`message`), a
+revise cycle's step_buffer lists the failing tests with it, and the Evaluator's prompt words PARTIAL and
+FAIL apart; the step_buffers, the test records and prompt token counts changed, nothing else.
 """
 
 from __future__ import annotations

@@ -57,9 +57,16 @@ async def _run(tmp_path: Path, turns: list[tuple[str, str]]) -> object:
 async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path) -> None:
     trace = await _run(tmp_path, [PLAN, WRITE_ONE, REPORT_EARLY, WRITE_BOTH, REPORT, E_CHECKS, E_PARTIAL])
     cycle = trace.cycles[0]  # type: ignore[attr-defined]
-    assert [(r.role, r.error, r.attempt) for r in cycle.repairs] == [
-        ("Specialist", ASKED.format("test_quicksort.py"), 1)
-    ]
+    assert [(r.role, r.attempt) for r in cycle.repairs] == [("Specialist", 1)]
+    # what is missing, then what the task says of it, the task's own prompt first (a small model that
+    # wrote quicksort.py copied it into test_quicksort.py when told only the name)
+    asked = cycle.repairs[0].error
+    assert asked.startswith(
+        ASKED.format("test_quicksort.py") + ". What the task says of it: `test_quicksort.py` is the other "
+        "file: its first line is `from quicksort import quicksort`, then six short pytest functions"
+    )
+    assert "`quicksort.py` holds the function" not in asked  # a sentence of the other file only
+    assert len(asked) < len(ASKED) + 700
     sent = [m.content for m in cycle.messages if m.source == "Specialist"]
     assert sent == [
         WRITE_ONE[1],
@@ -82,11 +89,12 @@ async def test_a_block_on_missing_data_before_any_output_is_asked_once_and_then_
 ) -> None:
     trace = await _run(tmp_path, [PLAN, READ_FIRST, BLOCKED, BLOCKED])
     cycle = trace.cycles[0]  # type: ignore[attr-defined]
-    assert [r.error for r in cycle.repairs] == [
-        "you blocked on missing data, but "
-        + ASKED.format("quicksort.py, test_quicksort.py")
-        + "; block again only if data the task needs is missing"
-    ]
+    [asked] = [r.error for r in cycle.repairs]
+    assert asked.startswith(
+        "you blocked on missing data, but " + ASKED.format("quicksort.py, test_quicksort.py")
+    )
+    assert "`quicksort.py` holds the function `quicksort` and nothing else" in asked
+    assert asked.endswith("; block again only if data the task needs is missing")
     assert cycle.blocked is not None and cycle.blocked.reason_code == "MISSING_DATA"
     assert trace.outcome == "ESCALATED"  # type: ignore[attr-defined]
 
@@ -95,3 +103,22 @@ async def test_after_the_block_is_answered_the_specialist_can_do_the_work(tmp_pa
     trace = await _run(tmp_path, [PLAN, READ_FIRST, BLOCKED, WRITE_BOTH, REPORT, E_CHECKS, E_PARTIAL])
     cycle = trace.cycles[0]  # type: ignore[attr-defined]
     assert cycle.blocked is None and cycle.verdict is not None and len(cycle.repairs) == 1
+
+
+def test_what_the_task_says_of_an_output_is_found_by_its_whole_name() -> None:
+    from pse.engine._nudges import said_about
+    from pse.events import PlanItem, PlanRecord
+
+    prompt = (
+        "## This task: x\n\nWrite `x.py` first. Then `test_x.py`: it\nimports x.\n\n"
+        "- Keep test_x.py short!\n- sub/x.py is another file. Nothing else.\n"
+    )
+    plan = PlanRecord(goal="Ship x.py and test_x.py.", steps=[PlanItem(id="S1", text="Write test_x.py")])
+    assert said_about("test_x.py", [prompt], plan) == [
+        "Then `test_x.py`: it imports x.",
+        "Keep test_x.py short!",
+        "Write test_x.py",
+        "Ship x.py and test_x.py.",
+    ]
+    assert said_about("x.py", [prompt]) == ["Write `x.py` first."]  # not test_x.py, not sub/x.py
+    assert said_about("y.py", [prompt], plan) == []

@@ -240,7 +240,10 @@ def test_execution_is_validated_in_task_toml(tmp_path: Path) -> None:
         (tasks / "x" / name).write_text((TASK.dir / name).read_text())
     (tasks / "registry.toml").write_text('[tasks.x]\npath = "x"\n')
     problems = [str(p) for p in validate([tasks], "x")]
-    assert any("execution" in p and "is not one of task, steps" in p and "did you mean 'steps'?" in p for p in problems), problems
+    assert any(
+        "execution" in p and "is not one of task, steps" in p and "did you mean 'steps'?" in p
+        for p in problems
+    ), problems
 
 
 def test_a_blocked_step_pauses_its_branch_and_the_run_escalates_once_nothing_else_can_go_on(

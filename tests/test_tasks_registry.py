@@ -21,6 +21,7 @@ from pse.tasks import (
     prompts_dir,
     protocol_prompt,
     scaffold_task,
+    titled_report,
 )
 
 BUILTIN = ["code-change", "code-delivery", "humaneval", "incident-review", "package-steps"]
@@ -237,6 +238,29 @@ def test_extract_report_from_a_tagged_section() -> None:
     assert extract_report(task, Path("."), "no tags here") is None
     assert extract_report(task, Path("."), "<report>  </report>") is None
     assert extract_report(task, Path("."), None) is None
+
+
+def test_a_tagged_report_is_titled_with_its_task_outcome_run_and_why() -> None:
+    titled = titled_report(
+        "Artifacts: quicksort.py\n",
+        task="code-delivery",
+        run_id="r1",
+        outcome="ESCALATED",
+        reason="PARTIAL (TESTS_FAILING)\n with every retry used",
+        why="cycle 1: Evaluator PARTIAL → ESCALATED",
+    )
+    assert titled == (
+        "# code-delivery: ESCALATED\n\n- run: `r1`\n- outcome: ESCALATED — PARTIAL (TESTS_FAILING) with every "
+        "retry used\n- why: cycle 1: Evaluator PARTIAL → ESCALATED\n\n## The Specialist's last report\n\n"
+        "Artifacts: quicksort.py\n"
+    )
+    bare = titled_report("x", task="t", run_id="r", outcome="AWAITING_APPROVAL", reason=" ", why="")
+    assert bare.splitlines()[:4] == [
+        "# t: AWAITING_APPROVAL",
+        "",
+        "- run: `r`",
+        "- outcome: AWAITING_APPROVAL",
+    ]
 
 
 def test_extract_report_refuses_a_file_outside_the_workspace(tmp_path: Path) -> None:

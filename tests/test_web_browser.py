@@ -51,7 +51,8 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
                 "cycle 1 (initial) starts with Planner"
             )
             expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=30_000)
-            assert page.locator("#live-log div").count() >= 25  # one line per event (the ToolAgent's results: per call)
+            # one line per event (the ToolAgent's results: per call)
+            assert page.locator("#live-log div").count() >= 25
             expect(page.locator("#live-log")).to_contain_text("PASSED: PASS (ALL_MET)")
             expect(page.locator("#timeline .cycle-chip")).to_have_count(2)
             expect(page.locator("#timeline .cycle-chip").nth(0)).to_contain_text("PARTIAL")

@@ -246,7 +246,9 @@ def test_the_live_view_appends_and_keeps_what_the_person_opened(tmp_path: Path) 
         expect(page.locator("#status-line")).to_contain_text("PASSED")
         expect(page.locator("#event-count")).to_contain_text("stream ended")
         # the end of the stream folds the trace in (plan, tokens, cost) without redrawing either
-        expect(page.locator("#cost-line")).to_have_text("cost unpriced (scripted has no price; set PSE_PRICES)")
+        expect(page.locator("#cost-line")).to_have_text(
+            "cost unpriced (scripted has no price; set PSE_PRICES)"
+        )
         assert page.evaluate("() => Object.values(window.__kept).every((node) => node.isConnected)")
         expect(panel).to_have_attribute("data-item", "m1.0")
         assert page.watch.problems == []
@@ -405,7 +407,8 @@ def test_search_filters_and_paging_live_in_the_url_and_two_runs_compare(
     row = table.locator("tr.run-row", has_text=runs.escalated)
     expect(row).to_contain_text("PARTIAL (TESTS_FAILING) with every retry used")
     expect(row).to_contain_text("scripted")
-    expect(row.locator("td.started small")).to_have_text(re.compile(r"^took \d+(\.\d)? (ms|s)$"))  # its duration
+    took = re.compile(r"^took \d+(\.\d)? (ms|s)$")  # its duration
+    expect(row.locator("td.started small")).to_have_text(took)
     expect(table.locator("tr.run-row", has_text=runs.error)).to_contain_text("infrastructure: not counted")
 
     page.keyboard.press("/")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,10 @@ def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     scaffold_task("broken", tasks)  # and one the Start form cannot start
     toml = tasks / "broken" / "task.toml"
     toml.write_text(toml.read_text().replace("expected_outputs =", "expected_output ="))
+    scaffold_task("bare", tasks)  # and one that cannot run offline: no cassette, and no model
+    (tasks / "bare" / "cassette.json").unlink()
+    toml = tasks / "bare" / "task.toml"
+    toml.write_text(toml.read_text().replace('cassette = "cassette.json"\n', ""))
 
     def run(task: str, **options: Any) -> str:
         settings = Settings(runs_dir=root, tasks_dir=tasks, **options)
@@ -80,9 +85,9 @@ def site(site_runs: Site) -> Iterator[tuple[Any, str]]:
         yield found
 
 
-def _page(browser: Any, width: int, scheme: str = "light") -> Any:
+def _page(browser: Any, width: int, scheme: str = "light", allow: tuple[str, ...] = ()) -> Any:
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
-    page.watch = Watch(page)
+    page.watch = Watch(page, allow)
     return page
 
 
@@ -205,6 +210,8 @@ def test_an_error_whose_output_was_never_written_says_why_once_naming_the_gate(
     # a replayed answer's bar says so instead of "0 ms"
     expect(chip.locator('[data-event="m1.0"] .tl-meta')).to_contain_text("replayed")
     assert "0 ms" not in chip.locator('[data-event="m1.0"] .tl-meta').inner_text()
+    times = page.locator("#timeline .tl-meta").all_inner_texts()
+    assert times and not [t for t in times if t.split(" · ")[0] == "0 ms"], times  # no bar says "0 ms"
     # the page in the order a person asks, each section folding, its state in the URL
     order = page.evaluate(
         "() => [...document.querySelectorAll('main details.section')].map((d) => d.dataset.section)"
@@ -234,13 +241,25 @@ def test_the_start_form_lists_the_task_it_cannot_start_and_says_why_a_start_fail
     from playwright.sync_api import expect
 
     browser, url = site
-    page = _page(browser, 1400)
+    page = _page(browser, 1400, allow=("400 (Bad Request)",))  # the refused start, said on the page
     page.goto(f"{url}/")
     invalid = page.locator("#invalid-tasks")
     expect(invalid.locator("summary")).to_have_text("1 task cannot start: broken")
     invalid.locator("summary").click()
     expect(invalid).to_contain_text("unknown key 'expected_output' — fix: did you mean 'expected_outputs'?")
     expect(page.locator("#start-task option")).not_to_contain_text(["broken"])
+    # a task that cannot start from here: warned before, and refused in plain words with the page's fix
+    page.select_option("#start-task", "bare")
+    expect(page.locator("#start-warning")).to_have_text(
+        "task 'bare' cannot run offline: it has no cassette, and no model is configured"
+    )
+    page.click("#start-button")
+    error = page.locator("#start-error")
+    expect(error).to_have_text(
+        "Could not start bare: task 'bare' has no cassette to replay, and this server has no model configured: "
+        "pick a Provider and a Model above (a Base URL too for a local server), or add a cassette to the "
+        "task's folder"
+    )  # no HTTP status, no CLI option
     assert page.watch.problems == []
 
 
@@ -256,7 +275,22 @@ def test_live_events_read_as_the_terminals_lines(site: tuple[Any, str], tmp_path
         page = _page(browser, 1400)
         page.goto(f"{url}/")
         page.click("#start-button")
+        # while it runs, the why line ends with what is happening now (lib/run.js nowLine)
+        now = page.locator("#run-cause .seg.now")
+        expect(now).to_have_text(
+            re.compile(r"^cycle \d+ · (Planner|Specialist|Evaluator) [a-z][^·]* · \d+ tool calls?$"),
+            timeout=30_000,
+        )
+        assert "RUNNING" not in page.locator("#run-cause").inner_text()
+        said = page.evaluate(  # read at one moment: while the line says what happens, so does its label
+            """() => document.querySelector("#run-cause .seg.now")
+                ? document.querySelector("#run-cause .visually-hidden").textContent : null"""
+        )
+        assert said in ("What is happening: ", None), said  # None: the run ended in between
+        label = page.locator("#run-cause .visually-hidden")
         expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
+        expect(now).to_have_count(0)  # ended: the line tells why, not what is happening
+        expect(label).to_have_text("Why it ended:")
         log = page.locator("#live-log")
         expect(log).to_contain_text("Specialist ↳ wrote quicksort.py")
         expect(log).to_contain_text("Evaluator ↳ pytest: 5 passed, 2 failed")
@@ -285,6 +319,32 @@ def test_the_live_line_says_what_is_happening_now(site: tuple[Any, str]) -> None
         return causalLine(run);
     }""")
     assert line == "cycle 1 · Specialist writing quicksort.py · 3 tool calls"
+    assert page.watch.problems == []
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_compare_page_keeps_both_runs_on_screen_with_their_ids_as_written(
+    site: tuple[Any, str], site_runs: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    browser, url = site
+    page = _page(browser, width)
+    page.goto(f"{url}/#/compare?a={site_runs.escalated}&b={site_runs.passed}")
+    heads = page.locator("#compare-summary thead th")
+    expect(heads).to_have_count(3)
+    # as written, not upper-cased by the table's header style (innerText is what a person reads)
+    assert [heads.nth(i).inner_text().split() for i in (1, 2)] == [
+        ["A:", site_runs.escalated],
+        ["B:", site_runs.passed],
+    ]
+    for table in ("#compare-summary", "#compare-criteria", "#compare-gates"):
+        edges = page.locator(f"{table} table").evaluate(
+            """t => [...t.querySelectorAll("tr:first-child > *")].map((c) => c.getBoundingClientRect().right)"""
+        )
+        assert max(edges) <= width, (table, edges)  # column B ends on the screen, no sideways scroll
+    # criteria and gates come from one and the same cycle of each run, the last one judged
+    expect(page.locator("#compare-criteria h2")).to_contain_text("A cycle 1, B cycle 2")
     assert page.watch.problems == []
 
 

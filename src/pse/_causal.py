@@ -13,6 +13,10 @@ were recorded), the first cycle that did not pass:
     cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · cycle 2:
     ERROR: CassetteExhaustedError: cassette has no turn 3 for role Specialist
 
+A run still going tells what is happening now instead of its open cycle's story (`now_line`):
+
+    cycle 1 · Specialist writing quicksort.py · 3 tool calls
+
 Pure: no I/O. It takes a `Trace` or the trace's JSON as read from `trace.json` (a dict), and returns
 plain text; whoever prints it escapes it (a model wrote the reason codes).
 """
@@ -22,9 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from pse.roles import SINGLE_AGENT, Role
+from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
+from pse.tools import Tool
 from pse.trace import Trace
 
 __all__ = [
@@ -35,14 +41,33 @@ __all__ = [
     "first_cause",
     "first_sentence",
     "gate_details",
+    "now_line",
     "reviewer_of",
     "root_cause",
 ]
 
 _WAITING = {"AWAITING_ANSWER": "waiting for answers", "AWAITING_APPROVAL": "waiting for approval"}
+_OPEN = "RUNNING"
+"""A live view's result for a cycle not yet reviewed: no result, so never said ("running → RUNNING")."""
 _EXHAUSTIONS = ("CassetteExhaustedError",)
 """Errors that say the run went on longer than it could, not why: a cycle before them that did not
 pass is their cause."""
+_TOOL_DOING: dict[str, str] = {
+    Tool.WRITE_FILE: "writing",
+    Tool.READ_FILE: "reading",
+    Tool.LIST_FILES: "looking at files",
+    Tool.RUN_PYTEST: "running pytest",
+    Tool.RUN_RUFF: "running ruff",
+    Tool.RUN_CHECK: "running a check",
+    Tool.BASH: "running a command",
+    Tool.SEARCH_KNOWLEDGE: "searching knowledge",
+}
+"""What a role is doing while its last tool call is the one named (the dashboard's lib/run.js TOOL_DOING)."""
+_ROLE_DOING: dict[str, str] = {
+    Role.PLANNER: "planning",
+    Role.SPECIALIST: "working",
+    Role.EVALUATOR: "reviewing",
+}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
 _MAX_CAUSE = 300
 
@@ -76,7 +101,7 @@ class CycleLink:
 
     def text(self) -> str:
         """The link as it reads in the line: `cycle 1: Evaluator PASS → gate `x` failed → PARTIAL`."""
-        parts = [f"cycle {self.cycle}: {self.said}"]
+        parts = [self.said]
         if self.gates:
             names = ", ".join(f"`{g}`" for g in self.gates)
             parts.append(f"gate{'s' if len(self.gates) > 1 else ''} {names} failed")
@@ -86,8 +111,8 @@ class CycleLink:
                 parts[-1] += f" ({gate_details(self.gates, self.details)})"
         if self.result and (self.gates or self.result != self.status):
             parts.append(self.result)
-        parts += [step for step in self.then if step != parts[-1]]
-        return " → ".join(parts)
+        parts += [step for step in self.then if step != parts[-1]]  # "running", not "running → running"
+        return f"cycle {self.cycle}: " + " → ".join(parts)
 
 
 def _data(trace: Trace | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -236,11 +261,50 @@ def cycle_link(
         said=said,
         gates=tuple(name for name, _ in failed),
         enforced=bool(gate.get("enforced", True)),
-        result=str(cycle.get("result") or ""),
+        result="" if cycle.get("result") == _OPEN else str(cycle.get("result") or ""),
         then=then,
         status=status,
         details=tuple(detail for _, detail in failed) if detailed else (),
     )
+
+
+def _moment(at: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(at)).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def now_line(cycle: Mapping[str, Any]) -> str:
+    """What an open cycle is doing now, from what it holds so far (a trace's cycle as JSON, or what a
+    live view knows of it: index, first_speaker, messages with source and at, tool calls with requester,
+    tool, arguments and at): `cycle 1 · Specialist writing quicksort.py · 3 tool calls`. Who acted last
+    (the ToolAgent's results aside), doing what its last call does, or its role's work when its last
+    act was a message; the cycle's first speaker before anyone spoke. The dashboard's lib/run.js
+    nowLine says the same."""
+    acts: list[tuple[float, str, Mapping[str, Any] | None]] = [
+        (_moment(m.get("at")), str(m.get("source", "")), None) for m in cycle.get("messages") or []
+    ]
+    calls = list(cycle.get("tool_calls") or [])
+    acts += [(_moment(t.get("at")), str(t.get("requester", "")), t) for t in calls]
+    acts = [act for act in acts if act[1] != TOOL_AGENT]
+    acts.sort(key=lambda act: act[0])  # stable: in one instant, a message before the calls it asked for
+    role = acts[-1][1] if acts else str(cycle.get("first_speaker") or "")
+    call = acts[-1][2] if acts else None
+    doing = _ROLE_DOING.get(role, "working")
+    if call is not None:
+        tool = str(call.get("tool", ""))
+        doing = _TOOL_DOING.get(tool, f"calling {tool}")
+        path = (call.get("arguments") or {}).get("path")
+        if tool == Tool.WRITE_FILE and path:
+            doing += f" {path}"
+    count = f"{len(calls)} tool call{'' if len(calls) == 1 else 's'}"
+    return " · ".join((f"cycle {cycle.get('index', 0)}", f"{role} {doing}".strip(), count))
+
+
+def _open(data: Mapping[str, Any], cycle: Mapping[str, Any]) -> bool:
+    """The last cycle of a run that is still going and not waiting for a person: it has no end yet."""
+    return not data.get("outcome") and not cycle.get("ended_at") and str(data.get("state")) not in _WAITING
 
 
 def causal_links(trace: Trace | Mapping[str, Any]) -> list[CycleLink]:
@@ -267,16 +331,22 @@ def causal_links(trace: Trace | Mapping[str, Any]) -> list[CycleLink]:
     return links
 
 
-def causal_line(trace: Trace | Mapping[str, Any]) -> str:
+def causal_line(trace: Trace | Mapping[str, Any], *, live: bool = False) -> str:
     """The whole story in one line, its cycles joined by ` · `.
 
     Example: `cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator
     PASS → PASSED`; for an ERROR run `cycle 1: ERROR: <root cause>`; before any cycle, the outcome or
-    the state alone (`ERROR: <reason>`, `not started`).
+    the state alone (`ERROR: <reason>`, `not started`). `live`: the run is still going (a process
+    executes it), so its open last cycle says what is happening now (`now_line`), not "running".
     """
-    links = causal_links(trace)
+    data = _data(trace)
+    links = causal_links(data)
     if not links:
-        return _end(_data(trace))
+        return _end(data)
     if links[0].cycle == 0:  # an ERROR before the first cycle
         return links[0].said
-    return " · ".join(link.text() for link in links)
+    texts = [link.text() for link in links]
+    cycles = list(data.get("cycles") or [])
+    if live and cycles and _open(data, cycles[-1]):
+        texts[-1] = now_line(cycles[-1])
+    return " · ".join(texts)

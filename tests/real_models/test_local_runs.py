@@ -9,6 +9,7 @@ Evaluator on the other), in both of those modes.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -25,6 +26,22 @@ pytestmark = pytest.mark.real_model
 TASKS = ("code-delivery", "incident-review")
 OUTCOMES = {"PASSED", "ESCALATED", "TIMEOUT", "ERROR"}
 FIRST_TRY_GOAL = 0.99
+
+
+FULL = os.environ.get("PSE_TEST_MODELS") == "full"
+"""`make test-models-full`: every model × task × config. `make test-models` (in CI, on 2 cores) keeps one
+run per model and task pairing, grammar on: the tiny models' runs end on their caps (about 100 s each),
+and the whole matrix alone took longer than the rest of CI together."""
+IN_CI = {
+    ("smollm2-135m", "code-delivery", "grammar"),
+    ("gemma3-270m", "incident-review", "grammar"),
+    ("code-delivery-smollm2-judged-by-gemma3", "grammar"),
+}
+
+
+def _in_this_session(*case: str) -> None:
+    if not FULL and case not in IN_CI:
+        pytest.skip("one of the full matrix: run `make test-models-full` (PSE_TEST_MODELS=full)")
 
 
 def _constrain(config: str, features: WireFeatures) -> str:
@@ -65,6 +82,7 @@ async def test_a_local_model_drives_a_reference_task_to_an_outcome(
     task: str,
     config: str,
 ) -> None:
+    _in_this_session(model.alias, task, config)
     constrain = _constrain(config, pse_constraint)
     trace = load_trace(await _run(local_server, tmp_path, task, model, constrain=constrain))
     assert trace.settings["model"] == model.alias and trace.settings["constrain"] == constrain
@@ -87,6 +105,7 @@ async def test_with_an_evaluator_of_another_family_a_run_reaches_an_outcome(
     config: str,
 ) -> None:
     assert doer.family != judge.family
+    _in_this_session(f"{task}-{doer.alias.split('-')[0]}-judged-by-{judge.alias.split('-')[0]}", config)
     constrain = _constrain(config, pse_constraint)
     path = await _run(local_server, tmp_path, task, doer, evaluator_model=judge.alias, constrain=constrain)
     trace = load_trace(path)

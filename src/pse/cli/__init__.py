@@ -17,11 +17,17 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """The `pse` console command. `pse --version` answers before any command is loaded."""
+    """The `pse` console command. `pse --version` and `pse --help` answer before any command, typer or
+    rich is loaded."""
     if sys.argv[1:] == ["--version"]:
         from pse.cli._version import package_version
 
         print(f"pse {package_version()}")
+        sys.exit(0)
+    if sys.argv[1:] == ["--help"]:
+        from pse.cli._tree import root_help
+
+        print(root_help(), end="")
         sys.exit(0)
     from pse.cli._app import main as run_command
 

@@ -2,7 +2,8 @@
 
 Exit codes: 0 PASSED, 1 the run ended without a pass, 2 usage or configuration error, 3 ERROR.
 
-The command tree is a table of names, one-line summaries and where each command lives. A command's
+The command tree is a table of names, one-line summaries and where each command lives
+(`pse.cli._tree`, which also answers `pse --help` without this module). A command's
 module (and what it imports: the runner, AutoGen, the run store) is imported only when that command
 runs or shows its own help, so `pse --version` and `pse --help` start in a fraction of the time a run
 needs. `tests/test_cli_startup.py` holds the summaries to the commands' own docstrings.
@@ -14,7 +15,6 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -24,126 +24,12 @@ from typer.core import TyperGroup
 from pse._notice import set_notice_sink
 from pse.cli._common import err
 from pse.cli._help import tidy_help, version_option
+from pse.cli._tree import COMMANDS, ROOT_HELP, Command
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
 
 __all__ = ["COMMANDS", "LazyGroup", "app", "main"]
 
 EXIT_USAGE, EXIT_ERROR = 2, 3  # as pse.cli._run defines them (not imported: it imports the runner)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One command of the tree: its name, its one-line summary for `--help`, and where it lives
-    (`module:attribute`, a command function or a Typer app), or, for a group, its commands."""
-
-    name: str
-    summary: str
-    target: str = ""
-    commands: tuple[Command, ...] = ()
-
-
-COMMANDS: tuple[Command, ...] = (
-    # In the order people meet them: tasks, runs, people's answers, history, then the tools around them.
-    Command("list", "List the tasks you can run.", "pse.cli._tasks:list_tasks"),
-    Command(
-        "new",
-        "Scaffold a valid task (prompts, config, registry entry, a small cassette) in your tasks directory.",
-        "pse.cli._tasks:new_cmd",
-    ),
-    Command(
-        "validate",
-        "Check every task (or one) and report every problem with its file and fix. Exit 2 on any problem.",
-        "pse.cli._tasks:validate_cmd",
-    ),
-    Command(
-        "run",
-        "Run a task through plan → execute → evaluate cycles until it passes or stops.",
-        "pse.cli._run:run_cmd",
-    ),
-    Command(
-        "resume",
-        "Continue an interrupted (killed or cancelled) run with its next cycle and the same counters.",
-        "pse.cli._run:resume_cmd",
-    ),
-    Command(
-        "answer",
-        "Answer an ESCALATED run (take it on with a note, grants, more cycles, a re-plan; accept; close), "
-        "or a run whose Planner asked questions (--text).",
-        "pse.cli._run:answer_cmd",
-    ),
-    Command(
-        "approve",
-        "Approve (or --deny) a tool call a run holds for a person; the run goes on from the held call.",
-        "pse.cli._run:approve_cmd",
-    ),
-    Command(
-        "summarize",
-        "Run a task's rules over its data: zero model calls. Prints the summary as Markdown and writes "
-        "rules_summary.json and .md.",
-        "pse.cli._tasks:summarize_cmd",
-    ),
-    Command(
-        "stats",
-        "Aggregate over all traces: outcomes, first-cycle pass rate, cycles to pass, denied calls, cost.",
-        "pse.cli._stats:stats_cmd",
-    ),
-    Command(
-        "clean",
-        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all).",
-        "pse.cli._clean:clean_cmd",
-    ),
-    Command(
-        "serve",
-        "Serve the web dashboard: live runs, history, trace explorer and metrics.",
-        "pse.cli._serve:serve_cmd",
-    ),
-    Command(
-        "doctor",
-        "Check each role's model: reachable, speed, context, grammar and native tools, valid tool call and "
-        "verdict. Exit 0 all usable, 1 something unusable, 2 configuration error.",
-        "pse.cli._doctor:doctor_cmd",
-    ),
-    Command(
-        "eval",
-        "Run a suite's instances by each arm, judge every run by its hidden check, and compare the arms.",
-        "pse.cli._eval:eval_cmd",
-    ),
-    Command(
-        "batch",
-        "Run TASK once per row of an inputs file. Run the same command again to resume: rows that are done "
-        "are skipped, interrupted runs go on from their last cycle.",
-        "pse.cli._batch:batch_cmd",
-    ),
-    Command(
-        "trace",
-        "Read run traces.",
-        commands=(
-            Command(
-                "list", "List runs, newest first, with their whole run ids.", "pse.cli._trace_list:trace_list"
-            ),
-            Command(
-                "show",
-                "Show one run: why it ended so, the criteria and their verdicts, gates, tool calls and "
-                "tokens.",
-                "pse.cli._trace:trace_show",
-            ),
-            Command(
-                "export",
-                "Export a run's spans (OpenTelemetry, GenAI conventions): the same spans PSE_OTEL sends "
-                "live.",
-                "pse.cli._export:export_cmd",
-            ),
-        ),
-    ),
-    Command(
-        "kb", "Build and search a task's knowledge base (tasks/<task>/knowledge/).", "pse.cli._kb:kb_app"
-    ),
-    Command(
-        "store", "The run store (SQLite in the runs folder, or PSE_STORE_URL).", "pse.cli._store:store_app"
-    ),
-)
-"""Every command of `pse`. A summary is the first paragraph of the command's own help (its docstring,
-or its app's help), which `tests/test_cli_startup.py` checks, so `pse --help` reads as before."""
 
 
 def _placeholder(command: Command) -> typer.core.TyperCommand:
@@ -155,7 +41,12 @@ def _loaded(command: Command) -> Any:
     """The click command of `command`: its module imported, a function made a command, an app a group."""
     if command.commands:
         return LazyGroup(
-            name=command.name, help=command.summary, no_args_is_help=True, table=command.commands
+            name=command.name,
+            help=command.summary,
+            no_args_is_help=True,
+            table=command.commands,
+            default=command.default,
+            subcommand_metavar=command.usage or None,
         )
     module, _, attribute = command.target.partition(":")
     target = getattr(importlib.import_module(module), attribute)
@@ -168,12 +59,16 @@ def _loaded(command: Command) -> Any:
 
 class LazyGroup(TyperGroup):
     """A group whose commands are imported when one of them is asked for (to run, or for its own help);
-    `--help` of the group lists their names and summaries without importing anything."""
+    `--help` of the group lists their names and summaries without importing anything. With a
+    `default`, arguments that do not start with a command's name are that command's."""
 
     table: Sequence[Command] = COMMANDS
 
-    def __init__(self, *args: Any, table: Sequence[Command] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, table: Sequence[Command] | None = None, default: str = "", **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.default = default
         if table is not None:
             self.table = table
         self._entries = {command.name: command for command in self.table}
@@ -189,6 +84,24 @@ class LazyGroup(TyperGroup):
             self._real[name] = self.commands[name] = tidy_help(command)
         return self._real[name]
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if self.default and args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.default, *args]  # `pse eval SUITE --limit 2`, `pse eval --limit 2 SUITE`
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """A group's help (a list of its commands) in click's plain layout: typer's boxed one imports
+        rich's Markdown and markdown-it, about 0.15 s, most of `pse --help`. A command's own help keeps
+        the boxes."""
+        super(TyperGroup, self).format_help(ctx, formatter)  # click's, past typer's override
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command with its whole summary, wrapped (click would cut it at about 45 characters)."""
+        rows = [(name, self._entries[name].summary) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         return name, (self.load(name) if name in self._entries else command), rest
@@ -197,7 +110,7 @@ class LazyGroup(TyperGroup):
 app = typer.Typer(
     name="pse",
     cls=LazyGroup,
-    help="PSE: Planner / Specialist / Evaluator runs where done means verified.",
+    help=ROOT_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -1,4 +1,5 @@
-"""`pse eval`: run a suite by several arms and compare them by hidden checks; `pse eval validate SUITE`."""
+"""`pse eval [run] SUITE`: run a suite by several arms and compare them by hidden checks; `pse eval validate
+SUITE`: every problem of a suite, at once."""
 
 from __future__ import annotations
 
@@ -19,16 +20,13 @@ from pse.evals._suite import load_suite, parse_variants, suite_problems, variant
 from pse.exceptions import UserError
 from pse.runner import registry_for
 
-__all__ = ["eval_cmd"]
+__all__ = ["eval_cmd", "validate_cmd"]
 
 DEFAULT_DASHBOARD = "http://127.0.0.1:8080"
 
 
 def eval_cmd(
-    suite: Annotated[
-        str, typer.Argument(help="A suite folder or a built-in suite (humaneval); or `validate`.")
-    ],
-    target: Annotated[str | None, typer.Argument(help="After `validate`: the suite to check.")] = None,
+    suite: Annotated[str, typer.Argument(help="A suite folder or a built-in suite (humaneval).")],
     arms: Annotated[
         str | None,
         typer.Option("--arms", help=f"Comma-separated arms of: {', '.join(ARMS)} (default pse,single)."),
@@ -74,22 +72,10 @@ def eval_cmd(
 ) -> None:
     """Run a suite's instances by each arm, judge every run by its hidden check, and compare the arms.
 
-    `pse eval validate SUITE` reports every problem of a suite folder at once.
+    `pse eval SUITE` is short for `pse eval run SUITE`.
     """
     settings = command_settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
     registry = registry_for(settings)
-    if suite == "validate":
-        if target is None:
-            raise UserError("pse eval validate needs the suite: pse eval validate SUITE")
-        problems = suite_problems(target, registry)
-        if not problems:
-            out.print(f"[green]ok[/]: suite {shown(target)} valid")
-            return
-        for problem in problems:
-            err.print(f"[red]✗[/] {shown(problem)}", highlight=False)
-        raise typer.Exit(2)
-    if target is not None:
-        raise UserError(f"unexpected argument {target!r}: pse eval SUITE [options]")
     if cassettes is not None and not cassettes.is_dir():
         raise UserError(f"--cassettes {cassettes} is not a folder (it holds <arm>/<instance id>.json)")
     loaded = load_suite(suite, registry)
@@ -127,6 +113,21 @@ def eval_cmd(
         return
     _print_summary(summary)
     out.print(f"results: {folder.resolve()}/results.jsonl · report: {folder.resolve()}/report.html")
+
+
+def validate_cmd(
+    suite: Annotated[str, typer.Argument(help="A suite folder or a built-in suite (humaneval).")],
+    tasks_dir: TasksDir = None,
+) -> None:
+    """Report every problem of a suite folder at once, each with its file, line and fix. Exit 2 on any
+    problem."""
+    problems = suite_problems(suite, registry_for(command_settings(tasks_dir=tasks_dir)))
+    if not problems:
+        out.print(f"[green]ok[/]: suite {shown(suite)} valid")
+        return
+    for problem in problems:
+        err.print(f"[red]✗[/] {shown(problem)}", highlight=False)
+    raise typer.Exit(2)
 
 
 class _Progress:

@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin
 import typer
 
 from pse.cli._common import out
+from pse.cli._tree import VERSION_HELP
 from pse.cli._version import package_version
 
 __all__ = ["package_version", "tidy_help", "version_option"]
@@ -29,9 +30,7 @@ def _show_version(value: bool) -> None:
 
 def version_option() -> Any:
     """The `--version` option of the `pse` group: prints `pse X.Y.Z` and exits 0."""
-    return typer.Option(
-        "--version", is_eager=True, callback=_show_version, help="Print PSE's version and exit."
-    )
+    return typer.Option("--version", is_eager=True, callback=_show_version, help=VERSION_HELP)
 
 
 def _value_name(param: Any) -> str:

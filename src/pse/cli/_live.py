@@ -20,7 +20,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from pse._causal import cycle_link
+from pse._causal import causal_line, cycle_link
 from pse.cli._common import outcome_style
 from pse.cli._control import strip_control
 from pse.cli._describe import CallKind, describe_call, describe_message, flat
@@ -82,7 +82,9 @@ def _cycle_result(event: VerdictEvent) -> str:
 
 
 class LiveView:
-    """A compact, continuously refreshed view: cycle, state, who speaks, what each event did, tokens.
+    """A compact, continuously refreshed view: what is happening now ("cycle 1 · Specialist writing
+    quicksort.py · 3 tool calls", as the dashboard's live line says it), state, tokens, and a line per
+    event.
 
     On a terminal it redraws one panel in place. When the output is not a terminal (a CI log, a pipe),
     a redrawn panel would leave only its last frame, so every line is printed once as it happens, and
@@ -94,7 +96,11 @@ class LiveView:
         self.task, self.run_id = task, run_id
         self.cycle, self.cycle_kind, self.state, self.speaker = 0, "", "START", ""
         self.tokens, self.cost, self.currency = 0, 0.0, "USD"
+        self.outcome: str | None = None
         self.lines: deque[Text] = deque(maxlen=14)
+        self._cycle: dict[str, Any] = {}
+        self._single = False
+        """What the view knows of the current cycle, in the trace's shape (`pse._causal` reads it)."""
         self.on_held: Callable[[ApprovalEvent], None] | None = None
         """Asks a person about a held call (the terminal's inline question), if someone can answer here."""
         self._live = (
@@ -156,19 +162,37 @@ class LiveView:
             case TransitionEvent():
                 self.state = event.transition.to
             case OutcomeEvent():
-                self.state = event.outcome
+                self.state = self.outcome = event.outcome
                 self.cost, self.currency = event.cost, event.currency
         if self._live is not None:
             self._live.update(self._render())
 
+    @property
+    def now(self) -> str:
+        """What the run is doing now: an open cycle's actor, act and tool calls; after its review, the
+        cycle's link and what follows ("cycle 1: Evaluator PARTIAL → running"); the outcome at the end."""
+        if not self._cycle:
+            return "starting"
+        team = {"team": "single"} if self._single else {}  # its own review: "Agent PASS", not "Evaluator"
+        data = {"state": self.state, "outcome": self.outcome, "cycles": [self._cycle], "settings": team}
+        return causal_line(data, live=True)
+
     def _cycle_started(self, event: CycleStarted) -> None:
         self.cycle, self.cycle_kind = event.cycle, event.cycle_kind
+        self._cycle = {
+            "index": event.cycle,
+            "first_speaker": event.first_speaker,
+            "messages": [],
+            "tool_calls": [],
+        }
         speaker = flat(event.first_speaker)
         self._add(Text(f"── cycle {event.cycle} ({event.cycle_kind}) starts with {speaker}", "bold"))
 
     def _message(self, event: MessageEvent) -> None:
         m = event.message
         self.speaker = flat(m.source)
+        self._cycle.setdefault("messages", []).append({"source": m.source, "at": m.at})
+        self._single = self._single or m.source == SINGLE_AGENT
         if m.source == TOOL_AGENT:  # its results are shown call by call
             return
         self.tokens += m.prompt_tokens + m.completion_tokens
@@ -177,6 +201,9 @@ class LiveView:
 
     def _tool_call(self, event: ToolCallEvent) -> None:
         call = event.call
+        path = {"path": call.arguments["path"]} if "path" in call.arguments else {}
+        act = {"requester": call.requester, "tool": call.tool, "arguments": path, "at": call.at}
+        self._cycle.setdefault("tool_calls", []).append(act)
         text, kind = describe_call(call)
         self._add(
             _line(
@@ -210,6 +237,7 @@ class LiveView:
             "result": _cycle_result(event),
             "ended_at": event.at,
         }
+        self._cycle.update(cycle)
         reviewer = SINGLE_AGENT if self.speaker == SINGLE_AGENT else Role.EVALUATOR
         result = _cycle_result(event)
         style = _VERDICT_STYLE.get(result, "red") if event.verdict is not None else "magenta"
@@ -245,16 +273,14 @@ class LiveView:
         head = Text.assemble(
             (f"{flat(self.task)} ", "bold"),
             (f"{flat(self.run_id)}\n", "dim"),
-            "cycle ",
-            (f"{self.cycle} {self.cycle_kind}", "bold"),
-            "  state ",
+            "state ",
             (self.state, outcome_style(self.state) if outcome_style(self.state) != "white" else "bold"),
-            "  speaking ",
-            (self.speaker or "-", _ROLE_STYLE.get(self.speaker, "white")),
+            f"  cycle {self.cycle} {self.cycle_kind}".rstrip(),
             "  tokens ",
             (f"{self.tokens:,}", "bold"),
         )
-        return Panel(Group(head, Text(""), *self.lines), title="PSE run", border_style="dim")
+        now = Text(flat(self.now), "bold", no_wrap=True, overflow="ellipsis")
+        return Panel(Group(head, now, Text(""), *self.lines), title="PSE run", border_style="dim")
 
 
 def cost_line(amount: float, currency: str, unpriced: list[str]) -> str:

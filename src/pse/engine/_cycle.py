@@ -28,6 +28,7 @@ from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 from pse.engine._events import RunEvents
 from pse.engine._graph import graph_problem
 from pse.engine._ledger import Ledger
+from pse.engine._nudges import blocked_early, pass_early, to_write, unwritten
 from pse.engine._state import State, StateMachine
 from pse.engine._steps import StepWiring, run_steps
 from pse.events import (
@@ -184,7 +185,11 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
             for state, why in _ENTRY.get(role, ()):
                 run.machine.enter(state, why)
             notes = spec.notes
-            todo = _to_write(record.plan, spec) if role == Role.SPECIALIST and spec.kind != "revise" else None
+            todo = (
+                to_write(record.plan, spec.packet, spec.kind)
+                if role == Role.SPECIALIST and spec.kind != "revise"
+                else None
+            )
             if todo is not None:  # the one thing a small model must not mistake for missing data
                 notes = {**notes, role: "\n\n".join(filter(None, [notes.get(role), todo]))}
             opening = crew.contexts.opening(
@@ -207,11 +212,15 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 # A report before every output exists goes back once, and so does a block on missing data
                 # while outputs are unwritten (what is missing may be the Specialist's own files); after
                 # that the gates judge the report, and a block stands: the honest exit stays open.
-                early = _unwritten(crew, record.plan) if role == Role.SPECIALIST and problem is None else None
+                early = (
+                    unwritten(crew.missing, record.plan, _told(crew, role, spec.packet))
+                    if role == Role.SPECIALIST and problem is None
+                    else None
+                )
                 if outcome.blocked is not None:
-                    early = _blocked_early(early, outcome.blocked.reason_code)
+                    early = blocked_early(early, outcome.blocked.reason_code)
                 if role == Role.EVALUATOR and problem is None:
-                    early = _pass_early(crew, outcome.verdict, record.tool_calls)
+                    early = pass_early(crew.owed, outcome.verdict, record.tool_calls)
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 if outcome.stop is not None:
                     return _closed(outcome, box)
@@ -242,73 +251,11 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     return _closed(outcome, box)
 
 
-_SEEDED = "## Files already in the workspace\n"
-
-
-def _seeded(packet: str) -> set[str] | None:
-    """The files the task message lists as already in the workspace (None: the list was cut short)."""
-    if _SEEDED not in packet:
-        return set()
-    listing = packet.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
-    if any(line.startswith("- … and ") for line in listing):
-        return None
-    return {line[2:] for line in listing if line.startswith("- ")}
-
-
-def _to_write(plan: PlanRecord | None, spec: NextCycle) -> str | None:
-    """The Specialist's note of what it is to write, from the plan and the task message alone (so a resumed
-    cycle opens as the interrupted one did): a small model read the outputs first, found none, and blocked
-    on missing data."""
-    if plan is None or not plan.outputs:
-        return None
-    seeded = _seeded(spec.packet)
-    if spec.kind == "initial" and seeded is not None:
-        new = [path for path in plan.outputs if path not in seeded]
-        if new:
-            return (
-                f"Not in the workspace yet, for you to write with write_file: {', '.join(new)}. "
-                "They are yours to create, not missing data."
-            )
-    return (
-        f"The plan's outputs, for you to write with write_file: {', '.join(plan.outputs)}. "
-        "An output you have not written yet is not missing data."
-    )
-
-
-def _blocked_early(unwritten: str | None, reason_code: str) -> str | None:
-    """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
-    unwritten (a small model read an output it had to create, found none, and blocked)."""
-    if unwritten is None or reason_code != "MISSING_DATA":
-        return None
-    return f"you blocked on missing data, but {unwritten}; block again only if data the task needs is missing"
-
-
-def _unwritten(crew: Crew, plan: PlanRecord | None) -> str | None:
-    """Why a Specialist's report comes too early: outputs of the plan that are not in the workspace."""
-    if crew.missing is None or plan is None or not plan.outputs:
-        return None
-    absent = crew.missing(plan.outputs)
-    if not absent:
-        return None
-    return (
-        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: they are yours to create, "
-        "write each with write_file before you report"
-    )
-
-
-def _pass_early(crew: Crew, verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord]) -> str | None:
-    """Why an Evaluator's PASS comes too early: required checks it has not run (or not since the last
-    write) in this cycle. Its verdict is not changed, only asked for again once, after the evidence."""
-    if crew.owed is None or verdict is None or verdict.status != "PASS":
-        return None
-    owed = crew.owed(calls)
-    if not owed:
-        return None
-    return (
-        "your PASS came before the evidence it needs: run "
-        + "; ".join(owed)
-        + ", read the results, then send your verdict"
-    )
+def _told(crew: Crew, role: str, packet: str) -> tuple[str, ...]:
+    """What `role` was told in words, the most specific first: its system message (whose general parts name
+    no file: the prompts show placeholders only, so a sentence naming an output is the task's), then its
+    task message."""
+    return (crew.roles[role].system_message, packet)
 
 
 def _closed(outcome: CycleOutcome, box: FailureBox) -> CycleOutcome:

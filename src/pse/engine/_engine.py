@@ -36,7 +36,7 @@ from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
-from pse.engine._step_buffer import artifact_list, replan_packet, revise_packet
+from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
 from pse.engine._steps import StepWiring, kept_steps
 from pse.events import (
     CycleStarted,
@@ -233,6 +233,7 @@ class Engine:
                 gate=last.gate,
                 artifacts=artifact_list(self.setup.workspace),
                 cap=cap,
+                failing=check_problems(last.tool_calls),
             )
             # Scoped contexts open as the first cycle's did (task, then the plan as the Planner's),
             # and only then the step_buffer: all before it is a prefix a provider's cache can serve.
@@ -259,7 +260,18 @@ class Engine:
                     f"outputs; they do not run again)\n{kept}"
                 )
             briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
-            return NextCycle("replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs)
+            left = left_behind(
+                gate=last.gate,
+                artifacts=artifact_list(self.setup.workspace),
+                failing=check_problems(last.tool_calls),
+                cap=cap,
+            )
+            notes: dict[str, str] = (
+                {Role.SPECIALIST: left} if last.gate.failures and self.steps is None else {}
+            )
+            return NextCycle(
+                "replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs, notes=notes
+            )
         if state == State.AWAITING_ANSWER:
             answered = self._answers_for_questions()
             assert answered is not None  # the loop stops while the questions wait
@@ -280,7 +292,10 @@ class Engine:
                 spec,
                 packet=f"{self.setup.task_message}\n\n{again.step_buffer}",
                 step_buffer=again.step_buffer,
-                notes={role: again.step_buffer for role in spec.notes},
+                # a revise's note is its step_buffer; a re-plan's is what the last cycle left
+                notes={role: again.step_buffer for role in spec.notes}
+                if spec.kind == "revise"
+                else spec.notes,
             )
         cycle = CycleRecord(
             index=len(self.trace.cycles) + 1,

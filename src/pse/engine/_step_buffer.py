@@ -15,12 +15,24 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.events import SEVERITIES, GateRecord, PlanRecord, VerdictRecord
+from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.roles import Role
 from pse.tokens import count_tokens
+from pse.tools import Tool
 
-__all__ = ["artifact_list", "fit_to_tokens", "replan_packet", "revise_packet"]
+__all__ = [
+    "artifact_list",
+    "check_problems",
+    "failing_tests",
+    "fit_to_tokens",
+    "left_behind",
+    "replan_packet",
+    "revise_packet",
+]
 
 _MAX_ARTIFACTS = 50
+_MAX_FAILING = 10
+_FOUND = "What the Evaluator's last checks found (failing tests, findings):"
 _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
 
@@ -56,6 +68,31 @@ def fit_to_tokens(text: str, cap: int) -> str:
     return text[:low] + _TRIM_MARKER
 
 
+def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
+    """The tests that failed in the Evaluator's last `run_pytest` of a cycle, each with pytest's first line
+    of why (`test_x.py::test_a: NameError: …`), from the ToolAgent's record of the run, not a role's words.
+    A finding such as "pytest failed" does not tell a Specialist which line to change; this does."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    tests = runs[-1].facts.get("tests") if runs else None
+    failing = [
+        f"{t.get('test')}: {t.get('message') or t.get('outcome')}"
+        for t in (tests if isinstance(tests, list) else [])
+        if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
+    ]
+    if len(failing) > _MAX_FAILING:
+        failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
+    return failing
+
+
+def check_problems(calls: Sequence[ToolCallRecord]) -> list[str]:
+    """What the Evaluator's last run of each check found, from the ToolAgent's record: the failing tests
+    of `run_pytest` (`failing_tests`) and the findings of `run_ruff` (path:line:column: code message)."""
+    ruff = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_RUFF]
+    listed = ruff[-1].facts.get("finding_list") if ruff else None
+    found = [str(f) for f in listed] if isinstance(listed, list) else []
+    return [*failing_tests(calls), *found[:_MAX_FAILING]]
+
+
 def _criterion_text(plan: PlanRecord, cid: str) -> str:
     return next((c.text for c in plan.criteria if c.id == cid), "not in the plan")
 
@@ -80,8 +117,10 @@ def revise_packet(
     gate: GateRecord,
     artifacts: Sequence[str],
     cap: int,
+    failing: Sequence[str] = (),
 ) -> str:
-    """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL)."""
+    """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL); `failing`:
+    what the Evaluator's last checks found (`check_problems`)."""
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
@@ -93,6 +132,8 @@ def revise_packet(
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
     summary = _build([summary, _findings(verdict)])
     gates = ["Hard gate failures:", *(f"- {f}" for f in gate.failures)] if gate.failures else []
+    if failing:
+        gates += [_FOUND, *(f"- {f}" for f in failing)]
     shown = list(artifacts[:_MAX_ARTIFACTS])
     if len(artifacts) > _MAX_ARTIFACTS:
         shown.append(f"… and {len(artifacts) - _MAX_ARTIFACTS} more")
@@ -126,3 +167,19 @@ def replan_packet(
     summary = f"Evaluator's summary: {verdict.summary}" if verdict and verdict.summary else ""
     packet = _build([head, "\n".join(lines) if failed else "", summary, _findings(verdict)])
     return fit_to_tokens(packet, cap)
+
+
+def left_behind(*, gate: GateRecord, artifacts: Sequence[str], failing: Sequence[str], cap: int) -> str:
+    """The Specialist's note on a re-plan cycle: the workspace keeps the last cycle's files, so what PSE's
+    checks found in them crosses too (gate failures, failing tests, the files), never the Evaluator's
+    words. Without it a Specialist given a new plan wrote one output again and left the broken one."""
+    lines = [
+        "## What the last cycle left in the workspace",
+        "The files below are still there. Write again every output of the new plan that is wrong.",
+    ]
+    if gate.failures:
+        lines += ["What PSE's gates found:", *(f"- {f}" for f in gate.failures)]
+    if failing:
+        lines += [_FOUND, *(f"- {f}" for f in failing)]
+    lines += ["Workspace artifacts:", *(f"- {a}" for a in artifacts[:_MAX_ARTIFACTS])] if artifacts else []
+    return fit_to_tokens("\n".join(lines), cap)

@@ -150,8 +150,9 @@ def _verdict(criterion_ids: Sequence[str]) -> FunctionSpec:
                     "type": "string",
                     "enum": list(VERDICT_STATUSES),
                     "description": "PASS: every criterion met and every required check passed in this "
-                    "cycle; PARTIAL: fixable shortcomings; FAIL: the plan cannot reach the goal; BLOCKED: "
-                    "you cannot judge",
+                    "cycle; PARTIAL: the Specialist can fix what is wrong (a failing or missing test, "
+                    "a check's finding, an output missing or wrong); FAIL: only when the plan itself is "
+                    "wrong; BLOCKED: you cannot judge",
                 },
                 "reason_code": _text("one UPPER_SNAKE word, e.g. ALL_MET, TESTS_FAILING, OUTPUT_MISSING"),
                 "criteria": {

@@ -10,6 +10,7 @@ from typing import Any
 from autogen_agentchat.base import ChatAgent
 from pydantic import BaseModel, Field
 
+from pse._causal import causal_line
 from pse.config import Settings, load_settings, with_overrides
 from pse.engine import (
     RunTokens,
@@ -20,7 +21,7 @@ from pse.events import Cost, Event
 from pse.roles import Role
 from pse.runner._prepare import PreparedRun, prepare_run
 from pse.runner._repository import finish_repository
-from pse.tasks import extract_report
+from pse.tasks import extract_report, titled_report
 
 __all__ = ["RunSummary", "arun", "run", "run_to_end", "summarize"]
 
@@ -73,6 +74,16 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         None,
     )
     report = extract_report(prepared.task, prepared.workspace, last_report)
+    spec = prepared.task.config.report
+    if report is not None and spec is not None and spec.file is None:  # the Specialist's words: say whose
+        report = titled_report(
+            report,
+            task=prepared.task.name,
+            run_id=trace.run_id,
+            outcome=trace.outcome or trace.state,
+            reason=trace.outcome_reason,
+            why=causal_line(trace),
+        )
     if report is not None:
         path = prepared.run_dir / "report.md"
         path.write_text(report, encoding="utf-8")

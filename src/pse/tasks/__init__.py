@@ -21,7 +21,7 @@ from pse.tasks._config import (
 from pse.tasks._offline import cassette_writes, offline_warnings
 from pse.tasks._paths import builtin_tasks_dir, prompts_dir
 from pse.tasks._registry import TaskRegistry, validate
-from pse.tasks._report import extract_report
+from pse.tasks._report import extract_report, titled_report
 from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
 from pse.tasks._scaffold import scaffold_task
 from pse.tasks._task import (
@@ -73,6 +73,7 @@ __all__ = [
     "seeded_files",
     "spec_conflict_prompt",
     "steps_prompt",
+    "titled_report",
     "validate",
     "write_files",
 ]

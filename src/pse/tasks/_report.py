@@ -8,7 +8,7 @@ from pathlib import Path
 from pse.sandbox import read_inside
 from pse.tasks._task import Task
 
-__all__ = ["MAX_REPORT_BYTES", "extract_report"]
+__all__ = ["MAX_REPORT_BYTES", "extract_report", "titled_report"]
 
 MAX_REPORT_BYTES = 4_000_000
 """Largest report file taken from the workspace."""
@@ -37,3 +37,27 @@ def extract_report(task: Task, workspace: Path, last_specialist_message: str | N
     if not matches or not matches[-1].strip():
         return None
     return matches[-1].strip() + "\n"
+
+
+def titled_report(report: str, *, task: str, run_id: str, outcome: str, reason: str, why: str) -> str:
+    """A report taken from the Specialist's message (`report.tag`) as a document that says what it is:
+    a title with the task and the run's outcome, the run, its reason and why it ended so (the causal
+    line), then the Specialist's words under a heading of their own. A `report.file` is a deliverable
+    and stays as the role wrote it.
+
+    Example:
+        # code-delivery: PASSED
+
+        - run: `20261203-114511-code-delivery-c17c05`
+        - outcome: PASSED — PASS (ALL_MET); every hard gate passed
+        - why: cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: …
+
+        ## The Specialist's last report
+
+        Artifacts: quicksort.py (revised), …
+    """
+    lines = [f"# {task}: {outcome}", "", f"- run: `{run_id}`"]
+    lines.append(f"- outcome: {outcome}" + (f" — {' '.join(reason.split())}" if reason.strip() else ""))
+    if why:
+        lines.append(f"- why: {why}")
+    return "\n".join([*lines, "", "## The Specialist's last report", "", report.strip(), ""])

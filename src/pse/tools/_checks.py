@@ -367,7 +367,8 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
             mine = by_author.setdefault(who, dict.fromkeys(("passed", "failed", "errors", "skipped"), 0))
             mine[case.outcome] += 1
             if len(tests) < _LISTED:
-                tests.append({"test": f"{case.file}::{case.name}", "outcome": case.outcome, "author": who})
+                test = {"test": f"{case.file}::{case.name}", "outcome": case.outcome, "author": who}
+                tests.append({**test, "message": case.message} if case.message else test)
     facts.update(counts, by_author=by_author, tests=tests)
     facts["coverage"] = coverage_facts(sessions, manifest)
     problems = unproven(sessions, manifest, full)

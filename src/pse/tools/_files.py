@@ -14,6 +14,7 @@ from pathlib import Path
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
 from pse.tools._protected import check_config_reason
+from pse.tools._pyhints import python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
@@ -131,8 +132,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+    hints = python_hints(real, rel, content)
     return ToolOutcome(
         "ok",
-        f"wrote {_shown(area, root, real)} ({len(data)} bytes)",
-        facts={"bytes": len(data), "area": area, "path": rel},
+        "\n".join([f"wrote {_shown(area, root, real)} ({len(data)} bytes)", *(f"note: {h}" for h in hints)]),
+        facts={"bytes": len(data), "area": area, "path": rel, **({"hints": hints} if hints else {})},
     )

@@ -24,6 +24,8 @@ class TestOutcome:
     file: str
     name: str
     outcome: str  # passed | failed | errors | skipped
+    message: str = ""
+    """A failure's or error's first line as pytest reported it (`NameError: …`), at most `_MESSAGE` long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,17 @@ class JunitReport:
 
     cases: tuple[TestOutcome, ...] = ()
     counts: dict[str, int] = field(default_factory=dict)
+
+
+_MESSAGE = 200
+
+
+def _message(case: ElementTree.Element) -> str:
+    for child in case:
+        if child.tag in ("failure", "error"):
+            text = (child.get("message") or child.text or "").strip()
+            return text.splitlines()[0][:_MESSAGE] if text else ""
+    return ""
 
 
 def _outcome(case: ElementTree.Element) -> str:
@@ -61,7 +74,7 @@ def parse_junit(data: bytes) -> JunitReport | None:
         for case in suite.iter("testcase"):
             name = case.get("name", "")
             where = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-            cases.append(TestOutcome(where, name, _outcome(case)))
+            cases.append(TestOutcome(where, name, _outcome(case), _message(case)))
     counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
     for case_outcome in cases:
         counts[case_outcome.outcome] += 1

@@ -27,6 +27,8 @@ from pse.tools._registry import ToolContext, ToolOutcome
 __all__ = ["run_ruff"]
 
 _RUFF_JSON_LIMIT = 8_000_000
+_LISTED = 10
+"""Findings kept in the record (`finding_list`), beside their count."""
 _RUFF_REPORT = "ruff.json"
 
 
@@ -101,4 +103,5 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     lines.append(
         f"Found {len(findings)} finding(s)." if findings else f"All checks passed! ({len(files)} file(s))"
     )
-    return command_outcome(result, {**facts, "findings": len(findings)}, shown + "\n".join(lines))
+    listed = {"finding_list": lines[: min(len(findings), _LISTED)]} if findings else {}
+    return command_outcome(result, {**facts, "findings": len(findings), **listed}, shown + "\n".join(lines))

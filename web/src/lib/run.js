@@ -250,7 +250,8 @@ function linkParts(c, reviewer, then, isLast, details) {
       + (details ? ` (${gateDetails(failed)})` : "") });
     last = "gate";
   }
-  if (c.result && (failed.length || c.result !== status)) { parts.push({ text: ` → ${c.result}` }); last = c.result; }
+  const result = c.result === "RUNNING" ? "" : c.result; // a cycle not yet reviewed has no result to say
+  if (result && (failed.length || result !== status)) { parts.push({ text: ` → ${result}` }); last = result; }
   for (const step of then) { // as CycleLink.text(): each compared with the part before them
     if (step !== last) parts.push({ text: " → " }, { text: step, end: isLast });
   }

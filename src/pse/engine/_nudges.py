@@ -1,0 +1,129 @@
+"""What a role is told when its turn ends too early: the one-time nudges of a cycle.
+
+A small model loses whole cycles to turns that are well formed but premature: a Specialist that reads an
+output it has to create, finds none and blocks on missing data; one that reports after its first file; an
+Evaluator that says PASS before running every required check. Each is sent back once, as a format repair
+(counted against `PSE_FORMAT_RETRIES`), with what is still owed. A nudge never changes what a role said
+and never skips a gate: the turn that follows is parsed and judged like any other, and a block the role
+repeats stands (the honest exit stays open).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
+
+__all__ = ["blocked_early", "pass_early", "said_about", "to_write", "unwritten"]
+
+_SEEDED = "## Files already in the workspace\n"
+_BLOCK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)")
+"""Where a paragraph, list item or heading of a prompt ends (wrapped lines inside one are joined)."""
+_HEADING = re.compile(r"^[ \t]*#+[ \t].*$", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_QUOTE_CHARS = 600
+"""At most this much of what the task says of the unwritten outputs is quoted back."""
+
+
+def _seeded(packet: str) -> set[str] | None:
+    """The files the task message lists as already in the workspace (None: the list was cut short)."""
+    if _SEEDED not in packet:
+        return set()
+    listing = packet.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
+    if any(line.startswith("- … and ") for line in listing):
+        return None
+    return {line[2:] for line in listing if line.startswith("- ")}
+
+
+def to_write(plan: PlanRecord | None, packet: str, kind: str) -> str | None:
+    """The Specialist's note of what it is to write, from the plan and the task message alone (so a resumed
+    cycle opens as the interrupted one did): a small model read the outputs first, found none, and blocked
+    on missing data."""
+    if plan is None or not plan.outputs:
+        return None
+    seeded = _seeded(packet)
+    if kind == "initial" and seeded is not None:
+        new = [path for path in plan.outputs if path not in seeded]
+        if new:
+            return (
+                f"Not in the workspace yet, for you to write with write_file: {', '.join(new)}. "
+                "They are yours to create, not missing data."
+            )
+    return (
+        f"The plan's outputs, for you to write with write_file: {', '.join(plan.outputs)}. "
+        "An output you have not written yet is not missing data."
+    )
+
+
+def said_about(path: str, texts: Sequence[str], plan: PlanRecord | None = None) -> list[str]:
+    """The sentences of `texts`, then of the plan's steps and goal, that name `path` (as a whole name: `x.py`
+    is not named by `test_x.py`), in that order, once each (put the most specific text first). A small
+    model that wrote one file copies it into the next; what the task says of the next file, quoted where
+    the model is about to write, is what it follows."""
+    name = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
+    steps = [step.text for step in plan.steps] if plan is not None else []
+    sources = [*texts, *steps, *([plan.goal] if plan is not None else [])]
+    found: dict[str, None] = {}
+    for text in sources:
+        for block in _BLOCK.split(_HEADING.sub("", text)):
+            for sentence in _SENTENCE_END.split(" ".join(block.split())):
+                sentence = sentence.lstrip("-*# ")
+                if sentence and name.search(sentence):
+                    found.setdefault(sentence)
+    return list(found)
+
+
+def unwritten(
+    missing: Callable[[Sequence[str]], list[str]] | None,
+    plan: PlanRecord | None,
+    told: Sequence[str] = (),
+) -> str | None:
+    """Why a Specialist's report comes too early: outputs of the plan that are not in the workspace, with
+    what the task says of each (`said_about` over `told`, within `_QUOTE_CHARS`)."""
+    if missing is None or plan is None or not plan.outputs:
+        return None
+    absent = missing(plan.outputs)
+    if not absent:
+        return None
+    why = (
+        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: they are yours to create, "
+        "write each with write_file before you report"
+    )
+    quoted, room = [], _QUOTE_CHARS
+    for path in absent:
+        for sentence in said_about(path, told, plan):
+            if len(sentence) > room:
+                continue
+            quoted.append(sentence)
+            room -= len(sentence)
+    if quoted:
+        why += ". What the task says of it: " + " ".join(quoted)
+    return why
+
+
+def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
+    """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
+    unwritten (a small model read an output it had to create, found none, and blocked)."""
+    if unwritten is None or reason_code != "MISSING_DATA":
+        return None
+    return f"you blocked on missing data, but {unwritten}; block again only if data the task needs is missing"
+
+
+def pass_early(
+    owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None,
+    verdict: VerdictRecord | None,
+    calls: Sequence[ToolCallRecord],
+) -> str | None:
+    """Why an Evaluator's PASS comes too early: required checks it has not run (or not since the last
+    write) in this cycle. Its verdict is not changed, only asked for again once, after the evidence."""
+    if owed is None or verdict is None or verdict.status != "PASS":
+        return None
+    checks = owed(calls)
+    if not checks:
+        return None
+    return (
+        "your PASS came before the evidence it needs: run "
+        + "; ".join(checks)
+        + ", read the results, then send your verdict"
+    )

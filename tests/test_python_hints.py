@@ -1,0 +1,66 @@
+"""A `write_file` of Python says at once what makes its tests prove nothing (issue 29): a test module that
+defines its own copy of what a module beside it delivers, or a file that does not parse. Seen on
+Qwen2.5-Coder-1.5B, whose test file started with a copy of quicksort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pse.engine._step_buffer import check_problems
+from pse.events import ToolCallRecord
+from pse.tools._pyhints import python_hints
+
+QUICKSORT = "def quicksort(items):\n    return sorted(items)\n\n\nclass Pivot:\n    pass\n"
+
+
+def _write(folder: Path, name: str, text: str) -> list[str]:
+    path = folder / name
+    path.write_text(text)
+    return python_hints(path, name, text)
+
+
+def test_a_test_file_with_its_own_copy_of_a_delivered_function_is_told_to_import_it(tmp_path: Path) -> None:
+    _write(tmp_path, "quicksort.py", QUICKSORT)
+    copied = QUICKSORT + "\n\ndef test_empty():\n    assert quicksort([]) == []\n"
+    assert _write(tmp_path, "test_quicksort.py", copied) == [
+        "test_quicksort.py defines Pivot, quicksort, as quicksort.py does: its tests run this copy, not "
+        "quicksort.py. Delete the copy and import it: from quicksort import Pivot, quicksort"
+    ]
+    imported = "from quicksort import quicksort\n\n\ndef test_empty():\n    assert quicksort([]) == []\n"
+    assert _write(tmp_path, "test_quicksort.py", imported) == []
+    assert _write(tmp_path, "quicksort_test.py", copied)[0].startswith("quicksort_test.py defines Pivot")
+
+
+def test_only_test_files_are_compared_and_nothing_outside_is_read(tmp_path: Path) -> None:
+    _write(tmp_path, "quicksort.py", QUICKSORT)
+    assert _write(tmp_path, "helpers.py", QUICKSORT) == []  # two modules may share a name
+    outside = tmp_path / "outside.py"
+    outside.write_text(QUICKSORT)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "linked.py").symlink_to(outside)  # a symlink is never followed
+    assert _write(tmp_path / "ws", "test_q.py", QUICKSORT) == []
+    assert _write(tmp_path, "notes.md", "def quicksort(") == []
+
+
+def test_a_python_file_that_does_not_parse_is_said_so_with_its_line(tmp_path: Path) -> None:
+    assert _write(tmp_path, "quicksort.py", "def quicksort(items):\n    return sorted(items\n") == [
+        "quicksort.py does not parse as Python: '(' was never closed (line 2); write it again"
+    ]
+
+
+def test_a_revise_lists_what_the_last_ruff_found(tmp_path: Path) -> None:
+    ruff = ToolCallRecord(
+        requester="Evaluator",
+        tool="run_ruff",
+        arguments={"target": "."},
+        decision="allowed",
+        rule="r",
+        status="error",
+        facts={
+            "exit_code": 1,
+            "findings": 1,
+            "finding_list": ["quicksort.py:1:1: F403 `from typing import *` used"],
+        },
+    )
+    assert check_problems([ruff]) == ["quicksort.py:1:1: F403 `from typing import *` used"]
+    assert check_problems([ruff.model_copy(update={"requester": "Specialist"})]) == []
