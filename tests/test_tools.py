@@ -260,6 +260,10 @@ def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
     assert out.status == "error" and _base(out.facts) == {
         "exit_code": 1,
         "findings": 2,
+        "finding_list": [
+            "calc.py:1:1: I001 Import block is un-sorted or un-formatted",
+            "calc.py:1:8: F401 `os` imported but unused",
+        ],
         "target": ".",
         "report": "json",
         "unproven": [],

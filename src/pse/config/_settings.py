@@ -137,7 +137,9 @@ class Settings(BaseSettings):
         1,
         ge=0,
         le=5,
-        description="Times a role is asked again, per cycle, when its turn lacks the element it owes.",
+        description="Times a role is asked again, per cycle, when its turn lacks the element it owes "
+        "(or, for the Evaluator, when its PASS comes before a required check: not run, or stale since a "
+        "write).",
     )
     model_context_tokens: int | None = Field(
         None, gt=0, description="Context window of the models, tokens (None: not checked before a call)."
