@@ -368,10 +368,8 @@ def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
         for c in report.cases
     ]
     run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
-    assert failing_tests([run]) == [
-        "test_q.py::test_b: NameError: name 'random' is not defined",
-        "test_q.py::test_c: ImportError: x",
-    ]
+    # the record keeps why; what crosses to a model is only which (a test's output may differ on replay)
+    assert failing_tests([run]) == ["test_q.py::test_b: failed", "test_q.py::test_c: errors"]
     assert failing_tests([_call("run_pytest", requester="Specialist", facts={"tests": tests})]) == []
     many = [{"test": f"t.py::test_{i}", "outcome": "failed"} for i in range(12)]
     assert failing_tests([_call("run_pytest", facts={"tests": many})])[-1] == "… and 2 more"

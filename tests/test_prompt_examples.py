@@ -23,6 +23,7 @@ from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES
 from pse.roles import SINGLE_AGENT, Role
 from pse.runner import prepare_run
 from pse.tasks import TaskRegistry
+from repo_support import make_repo
 
 # A block never holds another opening of its own tag: a tag named in prose ("answer `<blocked>`") is no block.
 _BLOCK = re.compile(
@@ -40,7 +41,10 @@ _PROTOCOL_WORDS = {
     *("ALL_MET", "TESTS_FAILING", "LINT_FAILING", "CHECK_FAILING", "OUTPUT_MISSING", "CRITERIA_UNMET"),
 }
 _REPORT_LINE = re.compile(r"^(Artifacts|Evidence|Assumptions|Unresolved): (.*)$", re.M)
-_INPUTS = {"humaneval": {"PROBLEM": "def f(x: int) -> int:\n    return x\n", "ENTRY_POINT": "f"}}
+_INPUTS = {
+    "humaneval": {"PROBLEM": "def f(x: int) -> int:\n    return x\n", "ENTRY_POINT": "f"},
+    "code-change": {"REQUEST": "Make the function return its input."},
+}
 _REGISTRY = TaskRegistry.discover()
 _TASKS = sorted(name for name in _REGISTRY.names() if _REGISTRY.location(name).builtin)
 
@@ -77,7 +81,8 @@ def _prompts(
         runs_dir=tmp_path,
         **settings,
     )
-    prepared = prepare_run(task, config, inputs=_INPUTS.get(task), files=files)
+    repo = make_repo(tmp_path / "repository") if task == "code-change" else None  # it works on one
+    prepared = prepare_run(task, config, inputs=_INPUTS.get(task), files=files, repo=repo)
     return {role.name: role.system_message for role in prepared.engine.setup.roles}
 
 
@@ -133,7 +138,8 @@ def test_the_honest_way_out_is_told_only_where_the_task_gave_tests(tmp_path: Pat
     single = _prompts(tmp_path / "single", "humaneval", _GIVEN_TESTS, team="single")
     assert conflict in single[SINGLE_AGENT]
     for task in _TASKS:  # no built-in task seeds a test: its prompts are as they were
-        assert not any(conflict in prompt for prompt in _prompts(tmp_path / task, task).values()), task
+        told = any(conflict in prompt for prompt in _prompts(tmp_path / task, task).values())
+        assert told == (task == "code-change"), task  # but a repository comes with its own tests
 
 
 def test_no_prompt_holds_what_the_model_copied_before(tmp_path: Path) -> None:

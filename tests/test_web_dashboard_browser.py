@@ -364,7 +364,9 @@ def test_the_report_and_how_the_run_was_made(site: tuple[Any, str], runs: Runs, 
 
     page.goto(f"{url}/#/run/{runs.passed}")
     report = page.locator("#report .markdown")
-    expect(report.locator("li, p").first).to_contain_text("quicksort.py")
+    # the report opens with its title (task, outcome, run, why), then the Specialist's report
+    expect(report.locator("h1").first).to_contain_text("code-delivery")
+    expect(report.locator("li, p", has_text="Artifacts:").first).to_contain_text("quicksort.py")
     expect(page.locator('#run-info dd[data-role="Evaluator"]')).to_have_text("scripted · scripted")
     assert page.watch.problems == []
 

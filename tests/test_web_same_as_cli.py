@@ -97,7 +97,7 @@ def test_an_invalid_task_is_listed_with_the_problems_validate_prints(client: Tes
     assert listed["broken"]["problems"] == [
         "unknown key 'expected_output' — fix: did you mean 'expected_outputs'? (the top level takes: description, "
         "goal, inputs, seed, expected_outputs, required_checks, checks, policy, limits, report, verification, "
-        "cassette, mcp, sandbox, execution)"
+        "cassette, mcp, sandbox, repository, execution)"
     ]
     assert listed["notes"]["valid"] is True and listed["notes"]["problems"] == []
     assert listed["notes"]["warnings"] == []

@@ -80,7 +80,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "clean",
-        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all).",
+        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all), with their worktrees (--repo).",
         "pse.cli._clean:clean_cmd",
     ),
     Command(

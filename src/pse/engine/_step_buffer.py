@@ -69,13 +69,14 @@ def fit_to_tokens(text: str, cap: int) -> str:
 
 
 def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
-    """The tests that failed in the Evaluator's last `run_pytest` of a cycle, each with pytest's first line
-    of why (`test_x.py::test_a: NameError: …`), from the ToolAgent's record of the run, not a role's words.
-    A finding such as "pytest failed" does not tell a Specialist which line to change; this does."""
+    """The tests that failed in the Evaluator's last `run_pytest` of a cycle (`test_x.py::test_a: failed`),
+    from the ToolAgent's record of the run, not a role's words: a finding such as "pytest failed" names
+    no test to fix. Not pytest's message of why (the record keeps it): a test's output may differ from
+    run to run (a random seed), and what PSE sends a model must be the same when a run is replayed."""
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
     tests = runs[-1].facts.get("tests") if runs else None
     failing = [
-        f"{t.get('test')}: {t.get('message') or t.get('outcome')}"
+        f"{t.get('test')}: {t.get('outcome')}"
         for t in (tests if isinstance(tests, list) else [])
         if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
     ]

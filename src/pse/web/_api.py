@@ -107,7 +107,18 @@ def list_tasks(request: Request) -> list[TaskInfo]:
                 cassettes=_cassettes(task),
                 valid=True,
                 warnings=[
-                    w.message for w in offline_warnings(task, model_configured=_model_configured(settings))
+                    *(
+                        [
+                            "works on a git repository, which this page cannot choose: start it with "
+                            f"pse run {name} --repo PATH"
+                        ]
+                        if task.config.repository.required
+                        else []
+                    ),
+                    *(
+                        w.message
+                        for w in offline_warnings(task, model_configured=_model_configured(settings))
+                    ),
                 ],
             )
         )
