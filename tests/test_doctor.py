@@ -273,3 +273,31 @@ def test_the_doctor_says_whether_the_sandbox_can_reach_the_runs_folder(tmp_path:
         assert found.problem is not None and f"{closed} is closed to it" in found.problem
         assert "Fix: put the runs folder where every user may enter" in found.problem
     assert list(closed.iterdir()) == []  # its scratch run folder is gone
+
+
+async def test_the_verdict_exchange_tells_a_well_formed_blocked_from_a_broken_answer() -> None:
+    """An Evaluator may end with <blocked> (its grammar offers it): the doctor's verdict probe says the
+    model kept the format, where a reply with neither element is a format problem (seen on Gemma-3-270M)."""
+    from types import SimpleNamespace
+
+    from pse.doctor._exchange import verdict_exchange
+
+    class Answer:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        async def create(self, messages: object) -> object:
+            return SimpleNamespace(content=self.text, usage=SimpleNamespace(completion_tokens=7))
+
+    blocked = await verdict_exchange(Answer('<blocked reason_code="MISSING_DATA">no file</blocked>'))  # type: ignore[arg-type]
+    assert (blocked.valid, blocked.detail) == (
+        False,
+        "well-formed, but a <blocked> (MISSING_DATA), not a verdict",
+    )
+    prose = await verdict_exchange(Answer("It looks fine to me."))  # type: ignore[arg-type]
+    assert not prose.valid and prose.detail.startswith("verdict: found no <verdict> element(s)")
+    verdict = await verdict_exchange(  # type: ignore[arg-type]
+        Answer('<verdict status="PASS"><reason_code>ALL_MET</reason_code><criterion id="AC1" met="true">ok'
+               "</criterion><summary>s</summary></verdict>")
+    )  # fmt: skip
+    assert (verdict.valid, verdict.detail) == (True, "verdict PASS")

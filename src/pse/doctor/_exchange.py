@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from autogen_core.models import ChatCompletionClient, LLMMessage, SystemMessage, UserMessage
 
 from pse.exceptions import ProtocolError, PSEError
-from pse.protocol import DsmlError, ParamSpec, ToolSignature, parse_tool_calls, parse_verdict
+from pse.protocol import DsmlError, ParamSpec, ToolSignature, find_blocked, parse_tool_calls, parse_verdict
 from pse.roles import TASK_SOURCE, Role
 from pse.tools import Tool
 
@@ -103,7 +103,23 @@ async def verdict_exchange(client: ChatCompletionClient) -> Exchange:
     try:
         verdict = parse_verdict(text)
     except ProtocolError as exc:
+        # An Evaluator may end with <blocked> instead (issue 31), and its grammar offers it: well formed,
+        # it kept the protocol, though it is not the verdict asked for.
+        blocked = _blocked(text) if "<verdict" not in text else None
+        if blocked is not None:
+            return Exchange(
+                False, f"well-formed, but a <blocked> ({blocked}), not a verdict", seconds, tokens
+            )
         return Exchange(False, f"{exc}: {_excerpt(text)!r}", seconds, tokens)
     if "AC1" not in {c.id for c in verdict.criteria}:
         return Exchange(False, "a verdict, but it does not judge AC1", seconds, tokens)
     return Exchange(True, f"verdict {verdict.status}", seconds, tokens)
+
+
+def _blocked(text: str) -> str | None:
+    """The reason code of the one well-formed `<blocked>` an Evaluator's answer holds, if it holds one."""
+    try:
+        found = find_blocked(text, Role.EVALUATOR)
+    except ProtocolError:
+        return None
+    return found.reason_code if found is not None else None
