@@ -204,8 +204,8 @@ async def test_pass_without_running_a_required_check_is_a_hard_gate_partial(tmp_
     assert cycle.result == "PARTIAL" and cycle.result_reason.startswith("HARD_GATE")
     assert cycle.gate.failures == ["check:pytest: the Evaluator did not run run_pytest"]
     assert [(r.role, r.error) for r in cycle.repairs] == [
-        ("Evaluator", "your PASS came before the evidence it needs: run run_pytest with target '.' (not run "
-         "yet), read the results, then send your verdict")
+        ("Evaluator", "Your PASS came before the evidence it needs: run run_pytest with target '.' (not run "
+         "yet), read the results, then send your verdict.")
     ]  # fmt: skip
     asked = prepared.player.requests["Evaluator"][-1][-1].content  # type: ignore[union-attr]
     assert "run run_pytest with target '.' (not run yet)" in asked

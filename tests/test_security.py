@@ -443,8 +443,8 @@ def test_a_forging_specialist_never_gets_a_pass_end_to_end(tmp_path: Path, sandb
     cycle = trace["cycles"][0]
     assert cycle["verdict"]["status"] == "PASS" and cycle["result"] == "PARTIAL"
     assert [r["error"] for r in cycle["repairs"]] == [
-        "your PASS came before the evidence it needs: run run_pytest with target '.' (not run yet), read "
-        "the results, then send your verdict"
+        "Your PASS came before the evidence it needs: run run_pytest with target '.' (not run yet), read "
+        "the results, then send your verdict."
     ]
     denied = [c["arguments"]["path"] for c in cycle["tool_calls"] if c["rule"] == "protect.check_config"]
     assert denied == ["conftest.py", "pytest.py", "ruff.toml"]

@@ -40,10 +40,7 @@ REPORT_EARLY = (
     "Specialist",
     "<report>\nArtifacts: quicksort.py\nEvidence: written\nAssumptions: none\nUnresolved: none\n</report>",
 )
-ASKED = (
-    "the plan's output(s) {} are not in the workspace yet: they are yours to create, write each with "
-    "write_file before you report"
-)
+ASKED = "{} not written yet: write {} with write_file before you report."
 
 
 async def _run(tmp_path: Path, turns: list[tuple[str, str]]) -> object:
@@ -62,10 +59,14 @@ async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path
     # wrote quicksort.py copied it into test_quicksort.py when told only the name)
     asked = cycle.repairs[0].error
     assert asked.startswith(
-        ASKED.format("test_quicksort.py") + ". What the task says of it: `test_quicksort.py` is the other "
-        "file: its first line is `from quicksort import quicksort`, then six short pytest functions"
+        ASKED.format("test_quicksort.py is", "it")
+        + " What the task says of it: `test_quicksort.py` is the other "
+        "file: its first lines are `from quicksort import quicksort` and `import random`, then six short pytest"
     )
     assert "`quicksort.py` holds the function" not in asked  # a sentence of the other file only
+    # The task's own prompt names the file, so neither the goal nor the outputs list is quoted again: the
+    # 1.5B model, sent both under "PSE could not read your last message", wrote quicksort.py again.
+    assert "Deliver" not in asked and "could not read" not in asked
     assert len(asked) < len(ASKED) + 700
     sent = [m.content for m in cycle.messages if m.source == "Specialist"]
     assert sent == [
@@ -91,10 +92,10 @@ async def test_a_block_on_missing_data_before_any_output_is_asked_once_and_then_
     cycle = trace.cycles[0]  # type: ignore[attr-defined]
     [asked] = [r.error for r in cycle.repairs]
     assert asked.startswith(
-        "you blocked on missing data, but " + ASKED.format("quicksort.py, test_quicksort.py")
+        "You blocked on missing data, but " + ASKED.format("quicksort.py, test_quicksort.py are", "each")
     )
     assert "`quicksort.py` holds the function `quicksort` and nothing else" in asked
-    assert asked.endswith("; block again only if data the task needs is missing")
+    assert asked.endswith(" Block again only if data the task needs is missing.")
     assert cycle.blocked is not None and cycle.blocked.reason_code == "MISSING_DATA"
     assert trace.outcome == "ESCALATED"  # type: ignore[attr-defined]
 

@@ -236,7 +236,9 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 run.events.emit(
                     FormatRepairEvent(run_id=run.events.run_id, at=fix.at, cycle=record.index, repair=fix)
                 )
-                request = repair_request(role, wrong)
+                # A parse problem gets the repair frame; a nudge is sent as it is (said as what is owed, a
+                # small model followed it; framed as an unreadable message, it wrote its last file again).
+                request = repair_request(role, problem) if problem is not None else wrong
                 crew.contexts.record(TASK_SOURCE, request)
                 seen = [_as_seen_by(role, m.source, m.content) for m in record.messages[start:]]
                 opening = [*opening, *seen, UserMessage(content=request, source=TASK_SOURCE)]

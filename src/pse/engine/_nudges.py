@@ -2,9 +2,10 @@
 
 A small model loses whole cycles to turns that are well formed but premature: a Specialist that reads an
 output it has to create, finds none and blocks on missing data; one that reports after its first file; an
-Evaluator that says PASS before running every required check. Each is sent back once, as a format repair
-(counted against `PSE_FORMAT_RETRIES`), with what is still owed. A nudge never changes what a role said
-and never skips a gate: the turn that follows is parsed and judged like any other, and a block the role
+Evaluator that says PASS before running every required check. Each is sent back once, counted as a format
+repair (against `PSE_FORMAT_RETRIES`), in its own words: what is still owed, not "could not read" (so
+told, the 1.5B model wrote its last file again). A nudge never changes what a role said and never skips a
+gate: the turn that follows is parsed and judged like any other, and a block the role
 repeats stands (the honest exit stays open).
 """
 
@@ -86,20 +87,32 @@ def unwritten(
     absent = missing(plan.outputs)
     if not absent:
         return None
+    one = len(absent) == 1
     why = (
-        f"the plan's output(s) {', '.join(absent)} are not in the workspace yet: they are yours to create, "
-        "write each with write_file before you report"
+        f"{', '.join(absent)} {'is' if one else 'are'} not written yet: write {'it' if one else 'each'} "
+        "with write_file before you report."
     )
     quoted, room = [], _QUOTE_CHARS
     for path in absent:
-        for sentence in said_about(path, told, plan):
+        for sentence in _first_said(path, told, plan):
             if len(sentence) > room:
                 continue
             quoted.append(sentence)
             room -= len(sentence)
     if quoted:
-        why += ". What the task says of it: " + " ".join(quoted)
+        why += f" What the task says of {'it' if one else 'them'}: " + " ".join(quoted)
     return why
+
+
+def _first_said(path: str, told: Sequence[str], plan: PlanRecord | None) -> list[str]:
+    """What the most specific text that names `path` says of it: the task's own prompt if it does, else the
+    task message, else the plan. Only the first such text: a small model follows the sentence it is given
+    last, and the task's instruction for a file is worth more than the goal naming it again."""
+    for text in told:
+        found = [sentence for sentence in said_about(path, [text]) if sentence.strip("`.") != path]
+        if found:
+            return found
+    return [sentence for sentence in said_about(path, [], plan) if sentence.strip("`.") != path]
 
 
 def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
@@ -107,7 +120,7 @@ def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
     unwritten (a small model read an output it had to create, found none, and blocked)."""
     if unwritten is None or reason_code != "MISSING_DATA":
         return None
-    return f"you blocked on missing data, but {unwritten}; block again only if data the task needs is missing"
+    return f"You blocked on missing data, but {unwritten} Block again only if data the task needs is missing."
 
 
 def pass_early(
@@ -123,7 +136,7 @@ def pass_early(
     if not checks:
         return None
     return (
-        "your PASS came before the evidence it needs: run "
+        "Your PASS came before the evidence it needs: run "
         + "; ".join(checks)
-        + ", read the results, then send your verdict"
+        + ", read the results, then send your verdict."
     )
