@@ -368,3 +368,16 @@ def test_a_steps_unreadable_verdict_is_repaired_by_the_one_role_loop_and_recorde
     # The repair request crossed into the Evaluator's context after its own phase, tool results included.
     s1 = [m["content"] for m in cycle["messages"] if m["step"] == "S1" and m["source"] == "Evaluator"]
     assert s1[-2] == "The module looks right to me." and s1[-1].startswith("<verdict")
+
+
+def test_a_deadline_inside_a_step_is_named_as_the_deadline(tmp_path: Path) -> None:
+    # Each scripted reply takes 1 s and the run has 2.5 s: the Planner's turn ends near 1 s, S1's
+    # Specialist's first near 2 s, and the deadline falls inside its second (it read as the turn cap).
+    trace = _run(tmp_path, DEMO, scripted_latency_s=1.0, run_timeout_s=2.5)
+    assert trace["outcome"] == "TIMEOUT"
+    (s1,) = trace["cycles"][0]["steps"]
+    assert (s1["step"], s1["result"], s1["result_reason"]) == (
+        "S1",
+        "ERROR",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    )
