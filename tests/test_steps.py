@@ -351,3 +351,33 @@ def test_calls_held_by_steps_running_at_once_are_each_decided_and_the_run_waits_
     assert max(waiting) == 2  # S2's and S3's writes waited at the same time
     moves = [(t["from"], t["to"]) for t in trace["transitions"]]
     assert moves.count(("RUNNING", "AWAITING_APPROVAL")) == moves.count(("AWAITING_APPROVAL", "RUNNING"))
+
+
+def test_a_steps_unreadable_verdict_is_repaired_by_the_one_role_loop_and_recorded(tmp_path: Path) -> None:
+    # S1's Evaluator ends its phase with prose instead of a verdict: the role loop tasks cycles use asks it
+    # again with the parser's words, records the repair in the cycle, and the step goes on to PASS.
+    turns = list(DEMO)
+    turns.insert(4, {"role": "Evaluator", "step": "S1", "content": "The module looks right to me."})
+    trace = _run(tmp_path, turns)
+    assert trace["outcome"] == "PASSED"
+    assert _attempts(trace) == [("S1", 1, "PASS"), ("S2", 1, "PASS"), ("S3", 1, "PARTIAL"), ("S3", 2, "PASS")]
+    cycle = trace["cycles"][0]
+    assert [(r["role"], r["attempt"]) for r in cycle["repairs"]] == [("Evaluator", 1)]
+    assert "verdict" in cycle["repairs"][0]["error"]
+    assert trace["cassette_positions"]["Evaluator@S1"] == 3
+    # The repair request crossed into the Evaluator's context after its own phase, tool results included.
+    s1 = [m["content"] for m in cycle["messages"] if m["step"] == "S1" and m["source"] == "Evaluator"]
+    assert s1[-2] == "The module looks right to me." and s1[-1].startswith("<verdict")
+
+
+def test_a_deadline_inside_a_step_is_named_as_the_deadline(tmp_path: Path) -> None:
+    # Each scripted reply takes 1 s and the run has 2.5 s: the Planner's turn ends near 1 s, S1's
+    # Specialist's first near 2 s, and the deadline falls inside its second (it read as the turn cap).
+    trace = _run(tmp_path, DEMO, scripted_latency_s=1.0, run_timeout_s=2.5)
+    assert trace["outcome"] == "TIMEOUT"
+    (s1,) = trace["cycles"][0]["steps"]
+    assert (s1["step"], s1["result"], s1["result_reason"]) == (
+        "S1",
+        "ERROR",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    )

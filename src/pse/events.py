@@ -421,7 +421,7 @@ class FormatRepair(_Record):
 
     role: str
     error: str = Field(description="what the parser said")
-    attempt: int = Field(description="repairs of this role in this cycle, from 1")
+    attempt: int = Field(description="repairs of this role in this phase (a step's, or the cycle's), from 1")
     at: str = Field(default_factory=utc_now)
 
 

@@ -70,7 +70,7 @@ def command_settings(**overrides: Any) -> Settings:
 
     A bad option value is reported as the option's (`--provider: …`), not as a variable's.
     """
-    from pse.config._settings import load_settings_given
+    from pse.config._load import load_settings_given
 
     given = {k: v for k, v in overrides.items() if v is not None}
     settings = load_settings_given(option_names(given), **given)

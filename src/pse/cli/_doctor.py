@@ -13,7 +13,7 @@ from rich.table import Table
 
 from pse.cli._common import option_names
 from pse.cli._control import strip_control
-from pse.config._settings import load_settings_given
+from pse.config._load import load_settings_given
 from pse.doctor import DoctorReport, ExchangeResult, ModelCheck, diagnose
 
 __all__ = ["doctor_cmd"]

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pse.cli._common import option_names
-from pse.config._settings import load_settings_given
+from pse.config._load import load_settings_given
 from pse.exceptions import UserError
 from pse.knowledge import MAX_K, KnowledgeBase, citations_of
 from pse.runner import registry_for

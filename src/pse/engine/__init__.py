@@ -7,7 +7,17 @@ from pse.engine._approvals import (
     read_decision,
     write_decision,
 )
-from pse.engine._cycle import Crew, CycleOutcome, CycleStop, NextCycle, RunControl, run_cycle
+from pse.engine._crew import (
+    Crew,
+    CycleOutcome,
+    CycleStop,
+    NextCycle,
+    RunControl,
+    StepCrew,
+    StepScope,
+    StepWiring,
+)
+from pse.engine._cycle import run_cycle
 from pse.engine._engine import Engine, interrupted_cycle
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
@@ -19,7 +29,7 @@ from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
-from pse.engine._steps import StepCrew, StepScope, StepWiring, kept_steps
+from pse.engine._steps import kept_steps
 from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,

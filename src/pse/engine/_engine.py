@@ -20,16 +20,8 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.engine._cycle import (
-    Crew,
-    CycleKind,
-    CycleOutcome,
-    CycleStop,
-    NextCycle,
-    RunControl,
-    phase_order,
-    run_cycle,
-)
+from pse.engine._crew import Crew, CycleKind, CycleOutcome, CycleStop, NextCycle, RunControl, StepWiring
+from pse.engine._cycle import phase_order, run_cycle
 from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._ledger import Ledger
@@ -37,7 +29,7 @@ from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
-from pse.engine._steps import StepWiring, kept_steps
+from pse.engine._steps import kept_steps
 from pse.events import (
     CycleStarted,
     GateRecord,

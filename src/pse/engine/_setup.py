@@ -11,10 +11,10 @@ from autogen_agentchat.base import ChatAgent
 
 from pse.config import Settings
 from pse.engine._approvals import ApprovalDesk
+from pse.engine._crew import StepCrew
 from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
-from pse.engine._steps import StepCrew
 from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter

@@ -20,57 +20,34 @@ once. When every step passed, the Evaluator reviews the task-level criteria over
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from autogen_agentchat.base import ChatAgent
-from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
+from autogen_core.models import LLMMessage, UserMessage
 
+from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepScope, StepWiring
+from pse.engine._finals import conclude, read_final
 from pse.engine._graph import StepSpec, step_specs, task_criteria
+from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._step_buffer import artifact_list, fit_to_tokens
 from pse.events import (
     BlockedRecord,
-    GateRecord,
     PlanRecord,
     StepAttemptRecord,
     StepEvent,
-    ToolCallRecord,
     VerdictRecord,
     utc_now,
 )
 from pse.exceptions import ProtocolError
 from pse.protocol import find_blocked, parse_verdict, render_plan
 from pse.roles import TASK_SOURCE, Role
-from pse.team import CycleOpening, FailureBox, Phase, RoleSetup
+from pse.team import CycleOpening, FailureBox
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord
 
-if TYPE_CHECKING:
-    from pse.engine._cycle import Crew, CycleOutcome, NextCycle, RunControl
-
-__all__ = ["StepCrew", "StepScope", "StepWiring", "kept_steps", "run_steps"]
-
-
-@dataclass(frozen=True)
-class StepScope:
-    """What a step's ToolAgent enforces: the step its calls belong to, and (for its Specialist) the only
-    paths `write_file` may write."""
-
-    step: str
-    outputs: frozenset[str] | None = None
-    """None: writes are not narrowed (the step's review)."""
-
-
-@dataclass(frozen=True)
-class StepCrew:
-    """What the runner gives step mode: each role's setup for a step (its own cassette stream and
-    client), and a ToolAgent that enforces a `StepScope`."""
-
-    role: Callable[[str, str], RoleSetup]
-    tool_agent: Callable[[StepScope], ChatAgent]
+__all__ = ["kept_steps", "run_steps"]
 
 
 def kept_steps(cycles: Sequence[CycleRecord]) -> dict[str, StepSpec]:
@@ -85,31 +62,6 @@ def kept_steps(cycles: Sequence[CycleRecord]) -> dict[str, StepSpec]:
         kept = {i: s for i, s in kept.items() if i in specs and specs[i].same_as(s)}
         kept |= {a.step: specs[a.step] for a in cycle.steps if a.result == "PASS" and a.step in specs}
     return kept
-
-
-GateFn = Callable[[VerdictRecord | None, PlanRecord, Sequence[ToolCallRecord]], GateRecord]
-
-
-@dataclass
-class StepWiring:
-    """What step mode needs beside the crew: per-step roles and ToolAgents, the step gate, the limits.
-
-    Attributes:
-        role: (role, step) → that role's setup for the step (its own cassette stream).
-        tool_agent: a ToolAgent that enforces `StepScope`.
-        gate: the step's hard gates over (its verdict, its sub-plan, the attempt's tool calls).
-        kept: steps that passed in earlier cycles and are still in the plan (set by the engine).
-    """
-
-    role: Callable[[str, str], RoleSetup]
-    tool_agent: Callable[[StepScope], ChatAgent]
-    gate: GateFn
-    workspace: Path
-    max_retries: int
-    parallel: int
-    max_steps: int
-    step_buffer_tokens: int
-    kept: dict[str, StepSpec] = field(default_factory=dict)
 
 
 @dataclass
@@ -264,8 +216,6 @@ async def _attempt(
     run: RunControl,
     box: FailureBox,
 ) -> _Attempt:
-    from pse.engine._cycle import CycleOutcome, _run_phase, repair_request
-
     attempt = StepAttemptRecord(
         step=step.id,
         attempt=number,
@@ -278,56 +228,70 @@ async def _attempt(
     local = CycleOutcome()  # the phases' own stop and failure reporting
     specs = step_specs(plan)
     brief = _step_brief(plan, step, specs, wiring.workspace) + (f"\n\n{buffer}" if buffer else "")
+    cap = f"turn cap: {crew.turns_per_cycle} turns in one phase of a step (PSE_TURNS_PER_CYCLE)"
+
+    def work(role: str, scope: StepScope) -> RoleWork:
+        """`role`'s phase of this step: its own setup and a ToolAgent that enforces `scope`."""
+        setup, tool_agent = wiring.role(role, step.id), wiring.tool_agent(scope)
+        return RoleWork(role, setup, tool_agent, _Silent(), lambda: crew.turns_per_cycle, cap, step.id)
+
     scope = StepScope(step.id, frozenset(step.outputs))
     opening: list[LLMMessage] = [UserMessage(content=brief, source=TASK_SOURCE)]
-    phase = Phase(
-        wiring.role(Role.SPECIALIST, step.id), opening, wiring.tool_agent(scope), box, crew.turns_per_cycle
+    done = await run_role(
+        work(Role.SPECIALIST, scope),
+        opening,
+        _as_read,
+        retries=0,
+        record=record,
+        run=run,
+        box=box,
+        outcome=local,
     )
-    report = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)
-    stopped = _stopped(phase, local, box, crew)
-    if stopped is None:
+    stopped = _stopped(local, box) if done is None else None
+    if done is not None:
         try:
-            result.blocked = find_blocked(report, Role.SPECIALIST)
+            result.blocked = find_blocked(done.final, Role.SPECIALIST)
         except ProtocolError as exc:
             stopped = f"REPORT_ERROR: {exc}"
     if stopped is None and result.blocked is not None:
         _end(attempt, "BLOCKED", f"Specialist blocked: {result.blocked.reason_code}", run, record)
         return result
-    if stopped is not None:
-        _end(attempt, "ERROR", stopped, run, record)
+    if stopped is not None or done is None:
+        _end(attempt, "ERROR", stopped or _stopped(local, box), run, record)
         return result
-    review: list[LLMMessage] = [UserMessage(content=_review_brief(plan, step, report), source=TASK_SOURCE)]
     verdict: VerdictRecord | None = None
-    problem = ""
-    for repair in range(crew.format_retries + 1):
-        phase = Phase(
-            wiring.role(Role.EVALUATOR, step.id),
-            review,
-            wiring.tool_agent(StepScope(step.id)),
-            box,
-            crew.turns_per_cycle,
-        )
-        final = await _run_phase(phase, _Silent(), record, run, box, local, step=step.id)
-        stopped = _stopped(phase, local, box, crew)
-        if stopped is not None:
-            _end(attempt, "ERROR", stopped, run, record)
-            return result
+
+    def read(final: str) -> tuple[str | None, str | None]:
+        nonlocal verdict
         try:
             verdict = parse_verdict(final)
-            break
         except ProtocolError as exc:
-            problem = str(exc)
-            if repair < crew.format_retries:
-                ask = repair_request(Role.EVALUATOR, problem)
-                seen = AssistantMessage(content=final, source=Role.EVALUATOR)
-                review = [*review, seen, UserMessage(content=ask, source=TASK_SOURCE)]
+            return str(exc), None
+        return None, None
+
+    review: list[LLMMessage] = [
+        UserMessage(content=_review_brief(plan, step, done.final), source=TASK_SOURCE)
+    ]
+    reviewed = await run_role(
+        work(Role.EVALUATOR, StepScope(step.id)),
+        review,
+        read,
+        retries=crew.format_retries,
+        record=record,
+        run=run,
+        box=box,
+        outcome=local,
+    )
+    if reviewed is None:
+        _end(attempt, "ERROR", _stopped(local, box), run, record)
+        return result
     attempt.verdict = verdict
     sub = PlanRecord(goal=plan.goal, steps=[s for s in plan.steps if s.id == step.id],
                      criteria=list(step.criteria), outputs=list(step.outputs))  # fmt: skip
     calls = [c for c in record.tool_calls if c.step == step.id and c.at >= attempt.started_at]
     attempt.gate = wiring.gate(verdict, sub, calls)
     if verdict is None:
-        _end(attempt, "ERROR", f"REVIEW_ERROR: {problem}", run, record)
+        _end(attempt, "ERROR", f"REVIEW_ERROR: {reviewed.problem}", run, record)
     elif verdict.status == "PASS" and not attempt.gate.passed:
         _end(attempt, "PARTIAL", "HARD_GATE: " + "; ".join(attempt.gate.failures), run, record)
     else:
@@ -339,16 +303,16 @@ async def _attempt(
     return result
 
 
-def _stopped(phase: Phase, local: CycleOutcome, box: FailureBox, crew: Crew) -> str | None:
+def _as_read(final: str) -> tuple[str | None, str | None]:
+    """A step's report is read after its phase (`find_blocked`): the role loop has nothing to repair."""
+    return None, None
+
+
+def _stopped(local: CycleOutcome, box: FailureBox) -> str:
+    """Why a step's phase was cut short: the role loop's stop, else the model's failure."""
     if local.stop is not None:
         return local.stop.reason
-    if box.failure is not None:
-        return f"{type(box.failure).__name__}: {box.failure}"
-    if box.refused is not None:
-        return str(box.refused)
-    if not phase.finished.fired:
-        return f"turn cap: {crew.turns_per_cycle} turns in one phase of a step (PSE_TURNS_PER_CYCLE)"
-    return None
+    return f"{type(box.failure).__name__}: {box.failure}"
 
 
 def _end(attempt: StepAttemptRecord, result: str, reason: str, run: RunControl, record: CycleRecord) -> None:
@@ -366,8 +330,6 @@ async def _final_review(
     outcome: CycleOutcome,
 ) -> None:
     """Every step passed: the Evaluator judges the task-level criteria over the whole workspace."""
-    from pse.engine._cycle import _conclude, _read_final, _run_phase, repair_request
-
     run.machine.enter(State.REVIEWING, "every step passed; the final review")
     criteria = task_criteria(plan)
     outcome.review_plan = PlanRecord(
@@ -381,24 +343,20 @@ async def _final_review(
         + listed
     )
     opening: list[LLMMessage] = [UserMessage(content=brief, source=TASK_SOURCE)]
-    role = crew.roles[Role.EVALUATOR]
-    for repair in range(crew.format_retries + 1):
-        phase = Phase(role, opening, crew.tool_agent, box, crew.turns_per_cycle)
-        final = await _run_phase(phase, crew.contexts, record, run, box, outcome)
-        if outcome.stop is None and box.refused is not None:
-            from pse.engine._cycle import CycleStop
+    work = RoleWork(
+        Role.EVALUATOR,
+        crew.roles[Role.EVALUATOR],
+        crew.tool_agent,
+        crew.contexts,
+        lambda: crew.turns_per_cycle,
+        f"turn cap: {crew.turns_per_cycle} turns in the final review",
+    )
 
-            outcome.stop = CycleStop("TIMEOUT", str(box.refused))
-        if outcome.stop is None and box.failure is None and not phase.finished.fired:
-            from pse.engine._cycle import CycleStop
+    def read(final: str) -> tuple[str | None, str | None]:
+        return read_final(Role.EVALUATOR, final, outcome, run), None
 
-            outcome.stop = CycleStop("TIMEOUT", f"turn cap: {crew.turns_per_cycle} turns in the final review")
-        if outcome.stop is not None or box.failure is not None:
-            return
-        problem = _read_final(Role.EVALUATOR, final, outcome, run)
-        if problem is None or repair >= crew.format_retries:
-            _conclude(Role.EVALUATOR, final, problem, outcome)
-            return
-        ask = repair_request(Role.EVALUATOR, problem)
-        seen = AssistantMessage(content=final, source=Role.EVALUATOR)
-        opening = [*opening, seen, UserMessage(content=ask, source=TASK_SOURCE)]
+    result = await run_role(
+        work, opening, read, retries=crew.format_retries, record=record, run=run, box=box, outcome=outcome
+    )
+    if result is not None:
+        conclude(Role.EVALUATOR, result.final, result.problem, outcome)

@@ -7,7 +7,7 @@ that no AutoGen or provider module was even imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -18,10 +18,29 @@ from pse.tasks._rules_config import RulesFile, load_rows
 from pse.tasks._rules_summary import Finding, RulesSummary, SourceInfo, Window
 from pse.tasks._toml import read_toml
 
-if TYPE_CHECKING:
-    from pse.tasks._task import Task
+__all__ = [
+    "Finding",
+    "RulesSummary",
+    "RulesTask",
+    "SourceInfo",
+    "Window",
+    "evaluate_rules",
+    "load_rules",
+    "run_rules",
+]
 
-__all__ = ["Finding", "RulesSummary", "SourceInfo", "Window", "evaluate_rules", "load_rules", "run_rules"]
+
+class RulesTask(Protocol):
+    """What the rules engine reads of a task (a `Task` is one): its name, folder and `rules.toml`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    @property
+    def rules_path(self) -> Path | None: ...
 
 
 def load_rules(path: Path) -> RulesFile:
@@ -51,7 +70,7 @@ def evaluate_rules(rules: RulesFile, data_dir: Path, task_name: str) -> RulesSum
     return RulesSummary(task=task_name, sources=infos, findings=findings)
 
 
-def run_rules(task: Task, out_dir: Path, data_dir: Path | None = None) -> RulesSummary:
+def run_rules(task: RulesTask, out_dir: Path, data_dir: Path | None = None) -> RulesSummary:
     """Run a task's rules and write `rules_summary.json` and `rules_summary.md` into `out_dir`.
 
     Args:

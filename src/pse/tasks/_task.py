@@ -18,6 +18,7 @@ from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES, SINGLE_AGENT, Role
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
+from pse.tasks._rules import run_rules
 from pse.tasks._toml import read_toml
 from pse.tools import check_config_reason, declared_config
 
@@ -283,8 +284,6 @@ class Task:
         Returns:
             The workspace-relative paths written, sorted.
         """
-        from pse.tasks._rules import run_rules  # local: the rules engine imports this module
-
         resolved = self.resolve_inputs(inputs)
         workspace.mkdir(parents=True, exist_ok=True)
         for item in self.config.seed:

@@ -1,0 +1,54 @@
+"""Loading the settings for a run: the environment and `.env`, keyword arguments winning, unknown variables
+warned of, invalid values named by where a person set them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+
+from pse.config._settings import Settings, _problems
+from pse.config._variables import warn_of_unknown_variables
+from pse.exceptions import ConfigError
+
+__all__ = ["load_settings", "load_settings_given"]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings from the environment and `.env`, keyword arguments winning.
+
+    Warns (`UnknownVariableWarning`, once per process) of every `PSE_*` variable that is no setting,
+    naming the closest one: a typo there would otherwise go unnoticed.
+
+    Raises:
+        ConfigError: a keyword is no setting (the message names the closest one), or a value is invalid
+            (the message names its variable).
+    """
+    return load_settings_given({}, **overrides)
+
+
+def load_settings_given(given_as: Mapping[str, str], /, **overrides: object) -> Settings:
+    """`load_settings`, with the names a person gave the overrides under, for the error message.
+
+    Args:
+        given_as: flat setting name → what a person called it where they set it (the CLI passes
+            `{"provider": "--provider"}`); an override it does not name keeps its variable's name.
+        **overrides: settings by their field names (per-role ones flat: `planner_model`).
+
+    Raises:
+        ConfigError: as `load_settings`; an invalid value is named by where it came from (its
+            variable, or the option that set it) and the message says what to fix there.
+    """
+    warn_of_unknown_variables()
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        labels = {name: label for name, label in given_as.items() if name in overrides}
+        places = ["_".join(str(p) for p in err["loc"]) for err in exc.errors()]
+        flagged = [labels[p] for p in dict.fromkeys(places) if p in labels]
+        passed = [f"{p}=" for p in dict.fromkeys(places) if p in overrides and p not in labels]
+        fixes = [f"Fix the value of {', '.join(flagged)}."] if flagged else []
+        fixes += [f"Fix the argument {', '.join(passed)}."] if passed else []
+        if any(p not in overrides for p in places):
+            fixes.append("Fix the variable in your environment or .env.")
+        raise ConfigError(f"invalid configuration:\n  {_problems(exc, labels)}\n{' '.join(fixes)}") from exc
