@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pse.events import SEVERITIES
 from pse.exceptions import ProtocolError
 from pse.protocol._budget import (
     CONFLICT_TEST_CHARS,
@@ -45,7 +46,7 @@ from pse.protocol._budget import (
     fit_sizes,
 )
 from pse.protocol._gbnf import avoiding, char_class, chunked, literal, repeat
-from pse.protocol._tags import BLOCKED_REASONS, SEVERITIES, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
 from pse.roles import SINGLE_AGENT, Role
 
