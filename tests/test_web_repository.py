@@ -4,12 +4,22 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from browser_support import free_port
+from browser_support import (
+    AXE,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Watch,
+    axe_violations,
+    free_port,
+    needs_chromium,
+    serving,
+)
 from cli_support import pse
 from pse.config import Settings
 from pse.exceptions import UserError
@@ -100,3 +110,41 @@ def test_pse_serve_refuses_a_repository_that_is_not_one_before_it_listens(
     code, _, said = pse(monkeypatch, capsys, "serve", "--runs-dir", str(tmp_path / "runs"), "--port", str(free_port()),
                         "--repo", str(tmp_path / "plain"))  # fmt: skip
     assert code == 2 and f"--repo {tmp_path / 'plain'} is not a git repository" in said
+
+
+@needs_chromium
+def test_the_start_form_offers_the_allowed_repositories_and_a_base_ref(tmp_path: Path) -> None:
+    """In Chromium: the Repository field lists what the server allows, the Base ref field comes with a
+    repository, a bad ref is refused in the page's alert, and a good one starts the run on its branch."""
+    from playwright.sync_api import expect, sync_playwright
+
+    repo = make_repo(tmp_path)
+    tasks = make_task(tmp_path)
+    (tasks / TASK / "cassette.json").write_text(json.dumps({"turns": turns({"calc/core.py": FIXED})}))
+    app = create_app(_settings(tmp_path, tasks), repositories=[repo])
+    with serving(app, "pse-web-repository") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.watch = Watch(page, ("400 (Bad Request)",))
+        page.goto(f"{url}/")
+        page.select_option("#start-task", TASK)
+        expect(page.locator("#start-repo option")).to_have_text(
+            ["none (a fresh workspace)", str(repo.resolve())]
+        )
+        expect(page.locator("#start-base")).to_have_count(0)
+        page.select_option("#start-repo", str(repo.resolve()))
+        page.fill("#start-base", "nope")
+        if AXE.is_file():
+            assert axe_violations(page) == []
+        page.click("#start-button")
+        expect(page.locator("#start-error")).to_contain_text(
+            "Could not start fix-repo: --base nope: no such commit"
+        )
+        page.fill("#start-base", "main")
+        page.click("#start-button")
+        expect(page).to_have_url(re.compile(r"#/run/\d{8}-\d{6}-fix-repo-[0-9a-f]{6}$"))
+        expect(page.locator("#run-outcome")).to_have_text("PASSED", timeout=60_000)
+        run_id = page.url.rsplit("/", 1)[1]
+        assert page.watch.problems == []
+        browser.close()
+    assert git(repo, "show", f"pse/{run_id}:calc/core.py") == FIXED
