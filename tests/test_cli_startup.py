@@ -39,10 +39,12 @@ print(json.dumps(sorted({{m.split(".")[0] if not m.startswith("pse.") else ".".j
 """
 
 
-def _loaded_after(args: list[str], tmp_path: Path, *, call: str = "main()") -> list[str]:
+def _loaded_after(
+    args: list[str], tmp_path: Path, *, call: str = "main()", heavy: tuple[str, ...] = _HEAVY
+) -> list[str]:
     """The heavy packages a fresh interpreter holds after `pse ARGS` (run in `tmp_path`)."""
     result = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(call=call, heavy=_HEAVY), json.dumps(args)],
+        [sys.executable, "-c", _PROBE.format(call=call, heavy=heavy), json.dumps(args)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -74,6 +76,46 @@ def test_reading_commands_load_neither_autogen_nor_the_runner(args: list[str], t
         == []
     )
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats"], ["stats", "--json"]])
+def test_reading_commands_read_the_run_store_without_sqlalchemy(args: list[str], tmp_path: Path) -> None:
+    """SQLAlchemy was the largest import of `pse trace list` and `pse stats` (~160 ms): an embedded store
+    in step with its folder is read with the standard library's sqlite3, and what is listed is the
+    store's rows."""
+    from pse.config import Settings
+    from pse.store import close_stores, open_store
+    from pse.trace import Trace, write_trace
+
+    runs = tmp_path / "runs"
+    for i in range(3):
+        trace = Trace(
+            run_id=f"run-{i}", task="t", started_at=f"2026-01-01T10:0{i}:00+00:00", outcome="PASSED"
+        )
+        write_trace(trace, runs / trace.run_id)
+    open_store(Settings(runs_dir=runs)).sync(runs)  # the store as the runs left it
+    close_stores()
+    (runs / "run-1" / "trace.json").unlink()  # the store still has its row; the folder is not a run now
+    (runs / "run-1").rmdir()
+    assert _loaded_after([*args, "--runs-dir", str(runs)], tmp_path, heavy=("sqlalchemy",)) == ["sqlalchemy"]
+    # the store synced (it dropped run-1's row); from now on it is read without SQLAlchemy
+    assert _loaded_after([*args, "--runs-dir", str(runs)], tmp_path, heavy=("sqlalchemy", *_HEAVY)) == []
+    run_pse = "import sys; from pse.cli import main; sys.argv[0] = 'pse'; main()"
+    shown = subprocess.run(
+        [sys.executable, "-c", run_pse, *args, "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+        env={**os.environ, "COLUMNS": "120"},
+    ).stdout
+    if args == ["trace", "list"]:
+        assert [line.split()[0] for line in shown.splitlines() if line.strip().startswith("run-")] == [
+            "run-2",
+            "run-0",
+        ]
+    elif args == ["stats", "--json"]:
+        assert json.loads(shown)["runs"] == 2
 
 
 def _commands(table: tuple[Command, ...], prefix: str = "") -> list[tuple[str, Command]]:

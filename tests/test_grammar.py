@@ -254,3 +254,74 @@ def test_the_grammar_names_every_granted_tool_and_no_other() -> None:
     text = turn_grammar(TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR)))
     named = {tool for tool in (t.name for t in builtin_tools()) if f'name=\\"{tool}\\"' in text}
     assert named == granted and Tool.WRITE_FILE not in named
+
+
+# ---- findings (a repository run's Evaluator) ------------------------------------------------------
+
+
+def _with_findings(*findings: str) -> str:
+    """A verdict on AC1..AC3 with these `<finding>` elements before its summary."""
+    return _verdict("AC1", "AC2", "AC3").replace(
+        "\n  <summary>", "".join(f"\n  {f}" for f in findings) + "\n  <summary>"
+    )
+
+
+def test_an_evaluator_told_of_findings_may_name_them_before_its_summary(evaluator: Grammar) -> None:
+    told = Grammar(
+        turn_grammar(
+            TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR), ("AC1", "AC2", "AC3"), findings=True)
+        )
+    )
+    full = '<finding id="F1" severity="high" criterion="AC2" path="src/x.py" line="41">overflows</finding>'
+    bare = '<finding id="F2" severity="low">a name says too little</finding>'
+    message = _with_findings(full, bare)
+    assert told.accepts(message) and told.accepts(_verdict("AC1", "AC2", "AC3"))  # findings are optional
+    assert not evaluator.accepts(message)  # an Evaluator not told of findings sends none
+    parsed = parse_verdict(message).findings
+    assert [(f.id, f.severity, f.criterion, f.path, f.line) for f in parsed] == [
+        ("F1", "high", "AC2", "src/x.py", 41),
+        ("F2", "low", None, None, None),
+    ]
+    refused = {
+        "out of order": _with_findings(bare.replace("F2", "F1"), full.replace("F1", "F2")).replace(
+            'id="F1" severity="low"', 'id="F2" severity="low"'
+        ),
+        "no F1": _with_findings(bare),
+        "a severity parse_verdict refuses": _with_findings(full.replace("high", "critical")),
+        "a criterion the plan lacks": _with_findings(full.replace("AC2", "AC9")),
+        "an absolute path": _with_findings(full.replace("src/x.py", "/etc/passwd")),
+        "a path up": _with_findings(full.replace("src/x.py", "src/../x.py")),
+        "line 0": _with_findings(full.replace('line="41"', 'line="0"')),
+        "attributes out of order": _with_findings(
+            full.replace(' criterion="AC2" path="src/x.py"', ' path="src/x.py" criterion="AC2"')
+        ),
+        "after the summary": _verdict("AC1", "AC2", "AC3").replace("</verdict>", full + "</verdict>"),
+        "a tag in its text": _with_findings(full.replace("overflows", "<b>overflows</b>")),
+    }
+    assert [why for why, text in refused.items() if told.accepts(text)] == []
+
+
+def test_every_sampled_finding_parses_as_the_grammar_numbers_it() -> None:
+    grammar = Grammar(
+        turn_grammar(TurnShape(Role.EVALUATOR, (), ("AC1", "AC2"), max_invokes=4, findings=True))
+    )
+    rng = random.Random(20261203)
+    counts = set()
+    for _ in range(150):
+        text = grammar.sample(rng, _POOL)
+        if "<verdict" not in text:
+            continue
+        findings = parse_verdict(text).findings
+        assert [f.id for f in findings] == [f"F{i}" for i in range(1, len(findings) + 1)], text
+        assert all(f.criterion in (None, "AC1", "AC2") and f.line != 0 for f in findings), text
+        counts.add(len(findings))
+    assert {0, 1} <= counts  # verdicts with findings and without were sampled
+
+
+def test_the_findings_prompt_is_what_tells_the_grammar_of_findings() -> None:
+    from pse.protocol import FINDINGS_ASKED, asks_findings
+    from pse.tasks import findings_prompt
+
+    assert FINDINGS_ASKED in findings_prompt()
+    assert asks_findings(["You are the Evaluator.", findings_prompt()])
+    assert not asks_findings(["You are the Evaluator.", "Judge each criterion."])

@@ -9,6 +9,7 @@ would be cut at the limit is not in the grammar at all.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -238,3 +239,48 @@ def test_plan_texts_are_whole_sentences_at_a_real_budget() -> None:
     assert grammar.accepts(
         f'<plan><goal>{sentence} {sentence}</goal><criterion id="AC1">{sentence}</criterion></plan>'
     )
+
+
+@pytest.mark.parametrize("criteria", list(_CRITERIA), ids=list(_CRITERIA))
+@pytest.mark.parametrize("max_chars", BUDGETS)
+def test_findings_take_only_the_room_a_budgeted_verdict_leaves(max_chars: int, criteria: str) -> None:
+    """An Evaluator told of findings gets as many as fit after the criteria and the summary, whose
+    bounds stay what they were; the longest message, findings and all, fits the budget."""
+    if (max_chars, criteria) == (512, "six"):
+        return  # no verdict fits (above)
+    # without tools, so the longest message is a verdict (a tool call may be longer than any)
+    shape = TurnShape(Role.EVALUATOR, (), _CRITERIA[criteria], 16, max_chars)
+    told = dataclasses.replace(shape, findings=True)
+    longest, without = Grammar(turn_grammar(told)).longest(), Grammar(turn_grammar(shape)).longest()
+    assert longest <= max_chars
+    assert (longest > without) == (shape.sizes().findings > 0)
+    tooled = dataclasses.replace(told, tools=role_tools(Role.EVALUATOR, "code-delivery"))
+    assert Grammar(turn_grammar(tooled)).longest() <= max_chars
+    if max_chars >= 6144 and criteria != "none":  # with a known plan (what a run has), at 2k tokens
+        assert shape.sizes().findings >= 1
+
+
+def test_without_a_budget_a_verdict_may_hold_eight_findings() -> None:
+    shape = TurnShape(Role.EVALUATOR, (), ("AC1",), findings=True)
+    assert shape.sizes().findings == 8
+    grammar = turn_grammar(shape)
+    assert "finding-8 ::=" in grammar and "finding-9" not in grammar
+
+
+def test_the_constrained_client_offers_findings_where_the_instructions_tell_of_them() -> None:
+    from autogen_core.models import SystemMessage
+
+    from pse.tasks import findings_prompt
+
+    async def support() -> ConstraintSupport:
+        return ConstraintSupport("http://127.0.0.1:1/v1", "llama.cpp", "test")
+
+    spec = ModelSpec(role=Role.EVALUATOR, provider="openai", model="m", constrain="grammar")
+    evaluator = ConstrainedChatCompletionClient(_Inner([]), spec, (), support)  # type: ignore[arg-type]
+    asked = [SystemMessage(content="You are the Evaluator.\n\n" + findings_prompt())]
+    plain = [SystemMessage(content="You are the Evaluator.")]
+    assert evaluator.shape(asked).findings and not evaluator.shape(plain).findings
+    planner = ConstrainedChatCompletionClient(
+        _Inner([]), spec.model_copy(update={"role": Role.PLANNER}), (), support
+    )  # type: ignore[arg-type]
+    assert not planner.shape(asked).findings  # only a verdict holds findings

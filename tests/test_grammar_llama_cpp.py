@@ -213,3 +213,49 @@ def test_llama_cpp_refuses_the_repetition_that_killed_the_server(vocab: _Vocab) 
     assert loaded
     vocab.lib.llama_sampler_free(loaded)
     assert not vocab.lib.llama_sampler_init_grammar(vocab.vocab, rule.format(1013).encode(), b"root")
+
+
+def test_llama_cpp_takes_a_verdicts_findings_in_the_grammar_and_the_json_schema(vocab: _Vocab) -> None:
+    """An Evaluator told of findings (a repository run's): llama.cpp's grammar engine accepts them in
+    order before the summary and refuses one out of order; its JSON-schema converter accepts them too."""
+    shape = TurnShape(Role.EVALUATOR, role_tools(Role.EVALUATOR), ("AC1",), findings=True)
+    verdict = (
+        '<verdict status="PASS">\n<reason_code>ALL_MET</reason_code>\n<criterion id="AC1" met="true">ok</criterion>\n'
+        "{}<summary>s</summary>\n</verdict>"
+    )
+    findings = (
+        '<finding id="F1" severity="high" criterion="AC1" path="calc/core.py" line="2">overflows</finding>\n'
+        '<finding id="F2" severity="low">a name</finding>\n'
+    )
+    grammar = turn_grammar(shape)
+    assert vocab.accepts(grammar, verdict.format(findings))
+    assert vocab.accepts(grammar, verdict.format(""))
+    assert not vocab.accepts(grammar, verdict.format(findings.replace("F1", "F3")))
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    from_schema = llama_grammar.json_schema_to_gbnf(json.dumps(turn_schema(shape)))
+    answer = {
+        "kind": "verdict",
+        "status": "PASS",
+        "reason_code": "ALL_MET",
+        "criteria": {"AC1": {"met": True, "finding": "ok"}},
+        "findings": [
+            {"severity": "high", "text": "overflows", "criterion": "AC1", "path": "calc/core.py", "line": 2}
+        ],
+        "summary": "s",
+    }
+    text = json.dumps(answer, separators=(", ", ": "))
+    assert vocab.accepts(from_schema, text), text
+    assert vocab.accepts(grammar, protocol_from_json(text))
+
+
+def test_llama_cpp_loads_the_planners_json_schema_and_takes_its_plan(vocab: _Vocab) -> None:
+    """The plan's output paths had the pattern escape `\\s`, which llama-cpp-python's converter does not
+    know: llama.cpp refused the Planner's whole schema (PSE_CONSTRAIN=json). Under a token budget, as
+    runs have one: without one, the goal's 2000 characters are past llama.cpp's repetition limit."""
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    shape = TurnShape(Role.PLANNER, (), None, 16, 3 * 4096)
+    grammar = llama_grammar.json_schema_to_gbnf(json.dumps(turn_schema(shape)))
+    plan = {"kind": "plan", "goal": "g", "steps": ["s"], "criteria": ["c"], "outputs": ["src/a.py"]}
+    assert vocab.accepts(grammar, json.dumps(plan, separators=(", ", ": ")))
+    assert not vocab.accepts(grammar, json.dumps({**plan, "outputs": ["a b.py"]}, separators=(", ", ": ")))
+    assert vocab.accepts(turn_grammar(shape), protocol_from_json(json.dumps(plan)))

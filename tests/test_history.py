@@ -87,3 +87,46 @@ def test_run_ids_are_plain_folder_names(tmp_path: Path, bad: str) -> None:
 def test_unknown_run_says_how_to_list(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="pse trace list"):
         run_dir_of(tmp_path, "20260101-000000-t-abcdef")
+
+
+def test_the_reading_commands_read_the_embedded_store_without_opening_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`list_runs` and `compute_stats` (`pse trace list`, `pse stats`) read an embedded store in step with
+    its folder through the standard library, and get what the store answers; a store out of step is
+    the store's to sync, and a folder without a store is read from its traces, creating nothing."""
+    from pse._run_index import read_runs
+    from pse.config import load_settings
+    from pse.history import compute_stats, list_runs
+
+    runs = tmp_path / "runs"
+    _trace(runs, "r1", "PASSED", 1, started="2026-01-01T10:00")
+    _trace(runs, "r2", "ESCALATED", 2, denied=1, started="2026-01-01T11:00")
+    _trace(runs, "r3", None, 1, started="2026-01-01T11:00")  # the same start: the run id decides
+    settings = load_settings(runs_dir=runs)
+    assert read_runs(runs) is not None and not (runs / "runs.sqlite3").exists()
+    no_store = (list_runs(runs, settings), compute_stats(runs, settings))
+    assert not (runs / "runs.sqlite3").exists()  # a reader creates nothing
+
+    history = RunHistory(runs, settings, sync_every_s=0)
+    store_entries, store_stats = history.entries(), history.stats()[0]
+    assert [e.run_id for e in store_entries] == ["r3", "r2", "r1"]
+    assert no_store == (store_entries, store_stats)
+    assert read_runs(runs) == store_entries and read_runs(runs, limit=2) == store_entries[:2]
+
+    class Unopened(RunHistory):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("the store was opened")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("pse.history.RunHistory", Unopened)
+        assert list_runs(runs, settings, limit=1) == store_entries[:1]
+        assert compute_stats(runs, settings) == store_stats
+
+    _trace(runs, "r4", "PASSED", 3, started="2026-01-01T12:00")  # a folder the store has not seen yet
+    assert read_runs(runs) is None
+    assert [e.run_id for e in list_runs(runs, settings)] == ["r4", "r3", "r2", "r1"]  # the store synced
+    assert read_runs(runs) == history.entries()
+    assert compute_stats(runs, settings) == history.stats()[0]
+    _trace(runs, "r3", "PASSED", 2, started="2026-01-01T11:00")  # the running run went on
+    assert read_runs(runs) is None and list_runs(runs, settings)[1].outcome == "PASSED"

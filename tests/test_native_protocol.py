@@ -140,6 +140,64 @@ def test_the_verdicts_criterion_ids_are_the_enum_of_the_plan_in_the_request() ->
     assert "enum" not in unknown["parameters"]["properties"]["criteria"]["items"]["properties"]["id"]
 
 
+def test_an_evaluator_told_of_findings_is_offered_them_in_its_verdict() -> None:
+    from pse.tasks import findings_prompt
+
+    evaluator = _client(Role.EVALUATOR)
+    request = [
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    told = [SystemMessage(content="You are the Evaluator.\n\n" + findings_prompt()), *request]
+
+    def verdict(messages: list[Any]) -> dict[str, Any]:
+        offered = next(f for f in evaluator.offer(messages) if f["name"] == OutputFunction.SUBMIT_VERDICT)
+        assert offered.get("strict") is True and _strict_everywhere(dict(offered["parameters"]))
+        return dict(offered["parameters"])
+
+    assert "findings" not in verdict(request)["properties"]  # what every other run is offered, unchanged
+    findings = verdict(told)["properties"]["findings"]
+    assert list(verdict(told)["properties"]) == ["status", "reason_code", "criteria", "findings", "summary"]
+    item = findings["items"]["properties"]
+    assert list(item) == ["id", "severity", "text", "criterion", "path", "line"]
+    assert item["severity"]["enum"] == ["high", "medium", "low"]
+    assert item["criterion"]["enum"] == ["AC1", "AC2", "AC3", "AC4", None]
+    assert (item["path"]["type"], item["line"]["type"]) == (["string", "null"], ["integer", "null"])
+    assert not any("findings" in f["parameters"]["properties"] for f in _client(Role.PLANNER).offer(told)
+                   if f["name"] in set(OutputFunction))  # fmt: skip
+
+
+def test_a_verdict_with_findings_becomes_its_finding_elements_and_back() -> None:
+    from pse.protocol import parse_verdict
+
+    args = {
+        "status": "PASS",
+        "reason_code": "ALL_MET",
+        "criteria": [{"id": "AC1", "met": True, "finding": "3 passed"}],
+        "findings": [
+            {"id": "F1", "severity": "high", "text": "a < b overflows", "criterion": "AC1", "path": "src/x.py",
+             "line": 41},
+            {"id": "F2", "severity": "low", "text": "a name", "criterion": None, "path": None, "line": None},
+        ],
+        "summary": "s",
+    }  # fmt: skip
+    text = render_native("", [NativeCall("submit_verdict", json.dumps(args))], {"submit_verdict"})
+    assert text == (
+        '<verdict status="PASS">\n  <reason_code>ALL_MET</reason_code>\n'
+        '  <criterion id="AC1" met="true">3 passed</criterion>\n'
+        '  <finding id="F1" severity="high" criterion="AC1" path="src/x.py" line="41">a < b overflows</finding>\n'
+        '  <finding id="F2" severity="low">a name</finding>\n'  # a null attribute is left out
+        "  <summary>s</summary>\n</verdict>"
+    )
+    found = parse_verdict(text).findings
+    assert [(f.id, f.severity, f.criterion, f.path, f.line) for f in found] == [
+        ("F1", "high", "AC1", "src/x.py", 41),
+        ("F2", "low", None, None, None),
+    ]
+    assert [json.loads(c.arguments) for c in native_calls(text)] == [args]  # and back, every field
+    assert render_native("", native_calls(text), {"submit_verdict"}) == text
+
+
 def test_a_tool_named_like_an_output_function_is_refused() -> None:
     player = CassettePlayer(Cassette())
     clash = FunctionSpec("submit_plan", "a tool", {"type": "object", "properties": {}})

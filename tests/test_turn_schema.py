@@ -158,3 +158,39 @@ def test_random_values_are_rendered_so_the_grammar_accepts_them_and_they_read_ba
         assert grammar.accepts(text), value
         (call,) = parse_tool_calls(text, signatures).items
         assert isinstance(call, ToolCall) and call.arguments["content"] == value
+
+
+def test_an_evaluator_told_of_findings_lists_them_and_they_come_back_numbered() -> None:
+    told = TurnShape(Role.EVALUATOR, (_TOOLS[Tool.RUN_PYTEST],), ("AC1", "AC2"), findings=True)
+    assert "findings" not in _variants(turn_schema(_EVALUATOR))["verdict"]["properties"]
+    verdict = _variants(turn_schema(told))["verdict"]
+    assert verdict["required"] == ["kind", "status", "reason_code", "criteria", "findings", "summary"]
+    findings = verdict["properties"]["findings"]
+    assert (findings["minItems"], findings["maxItems"]) == (0, 8)
+    assert findings["items"]["required"] == ["severity", "text"]
+    assert findings["items"]["properties"]["criterion"] == {"enum": ["AC1", "AC2"]}
+    answer = {
+        "kind": "verdict",
+        "status": "PASS",
+        "reason_code": "ALL_MET",
+        "criteria": {"AC1": {"met": True, "finding": "ok"}, "AC2": {"met": True, "finding": "2 passed"}},
+        "findings": [
+            {
+                "severity": "high",
+                "text": "add overflows",
+                "criterion": "AC1",
+                "path": "calc/core.py",
+                "line": 2,
+            },
+            {"severity": "low", "text": "a name says too little"},
+        ],
+        "summary": "met, not mergeable",
+    }
+    text = _back(told, answer)
+    assert [
+        (f.id, f.severity, f.text, f.criterion, f.path, f.line) for f in parse_verdict(text).findings
+    ] == [
+        ("F1", "high", "add overflows", "AC1", "calc/core.py", 2),
+        ("F2", "low", "a name says too little", None, None, None),
+    ]
+    assert parse_verdict(_back(told, {**answer, "findings": []})).findings == []

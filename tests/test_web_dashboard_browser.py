@@ -613,3 +613,50 @@ def test_a_cycle_shows_the_evidence_its_checks_ran_over(site: tuple[Any, str], r
     expect(pytest_run.locator(".coverage li")).to_have_text(
         ["✓ quicksort.py: 100% of 8 lines ran, 7 while the tests ran"]
     )
+
+
+@needs_axe
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_verdicts_findings_are_shown_where_the_verdict_is(tmp_path: Path, scheme: str) -> None:
+    """The cycle's verdict lists its findings (issue 32): severity, id, where, text; readable (axe), and
+    at 390 px without sideways scroll."""
+    from playwright.sync_api import expect
+
+    from pse.events import CriterionResult, FindingRecord, VerdictRecord
+    from pse.trace import CycleRecord, Trace, write_trace
+
+    at = "2026-01-01T10:00:00.000+00:00"
+    findings = [
+        FindingRecord(id="F1", severity="high", text="add() overflows on big ints", criterion="AC1",
+                      path="calc/core.py", line=2),
+        FindingRecord(id="F2", severity="low", text="a name says too little"),
+    ]  # fmt: skip
+    verdict = VerdictRecord(
+        status="PASS",
+        reason_code="ALL_MET",
+        criteria=[CriterionResult(id="AC1", met=True, finding="3 passed")],
+        summary="met, but not mergeable",
+        findings=findings,
+    )
+    trace = Trace(run_id="run-findings", task="fix-repo", started_at=at, ended_at=at, outcome="ESCALATED")
+    trace.cycles = [
+        CycleRecord(
+            index=1, kind="initial", first_speaker="Planner", started_at=at, verdict=verdict, result="PARTIAL"
+        )
+    ]
+    write_trace(trace, tmp_path / "runs" / trace.run_id)
+    with _dashboard(Settings(runs_dir=tmp_path / "runs")) as (browser, url):
+        for width in (1400, 390):
+            page = _page(browser, width=width, scheme=scheme)
+            page.goto(f"{url}/#/run/{trace.run_id}")
+            table = page.locator("#cycle-1 table.findings")
+            expect(table.locator("caption")).to_have_text("Findings (2)")
+            assert [row.inner_text().split("\t") for row in table.locator("tbody tr").all()] == [
+                ["high", "F1", "AC1, calc/core.py:2", "add() overflows on big ints"],
+                ["low", "F2", "", "a name says too little"],
+            ]
+            assert sideways_overflow(page) == 0
+            if width == 1400:
+                assert axe_violations(page) == [], scheme
+            assert page.watch.problems == []
+            page.close()

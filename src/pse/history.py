@@ -14,15 +14,18 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from pse._run_entry import RunEntry
 from pse._run_id import check_run_id
-from pse.config import Settings, load_settings
+from pse._run_index import ALL_RUNS, RunFilter, read_runs
 from pse.exceptions import UserError
-from pse.store import ALL_RUNS, BatchStore, RunFilter, open_store
+
+if TYPE_CHECKING:
+    from pse.config import Settings
+    from pse.store import BatchStore
 
 __all__ = [
     "RunEntry",
@@ -100,6 +103,9 @@ class RunHistory:
         sync_every_s: float = 2.0,
         create: bool = True,
     ) -> None:
+        from pse.config import load_settings
+        from pse.store import open_store
+
         self.runs_dir = runs_dir
         settings = settings if settings is not None else load_settings(runs_dir=runs_dir)
         self.store: BatchStore = open_store(settings, runs_dir, create=create)
@@ -143,8 +149,24 @@ def list_runs(
     runs_dir: Path, settings: Settings | None = None, *, limit: int | None = None
 ) -> list[RunEntry]:
     """Every run with a readable trace (or the `limit` newest), newest first. Creates nothing: a runs
-    folder without a store is read into an in-memory one."""
+    folder without a store is read from its traces.
+
+    The embedded store, when it is in step with the folder, is read without SQLAlchemy (what
+    `pse trace list` pays for at start-up); otherwise the store syncs and answers."""
+    if _embedded(runs_dir, settings):
+        entries = read_runs(runs_dir, limit=limit)
+        if entries is not None:
+            return entries
     return RunHistory(runs_dir, settings, sync_every_s=0, create=False).entries(limit=limit)
+
+
+def _embedded(runs_dir: Path, settings: Settings | None) -> bool:
+    """Whether the runs of `runs_dir` are indexed by the embedded store (no PSE_STORE_URL)."""
+    if settings is None:
+        from pse.config import load_settings
+
+        settings = load_settings(runs_dir=runs_dir)
+    return settings.store_url is None
 
 
 def stats_of(entries: Sequence[RunEntry]) -> Stats:
@@ -203,5 +225,10 @@ def stats_of_totals(t: dict[str, Any]) -> Stats:
 
 
 def compute_stats(runs_dir: Path, settings: Settings | None = None) -> Stats:
-    """The statistics of every finished run in `runs_dir` (creating nothing, as `list_runs`)."""
+    """The statistics of every finished run in `runs_dir` (creating nothing, and read as `list_runs`
+    reads: the database's sums when only the store can answer, `stats_of` over the entries when not)."""
+    if _embedded(runs_dir, settings):
+        entries = read_runs(runs_dir)
+        if entries is not None:
+            return stats_of(entries)
     return RunHistory(runs_dir, settings, sync_every_s=0, create=False).stats()[0]

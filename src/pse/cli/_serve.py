@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -51,6 +52,13 @@ def serve_cmd(
     port: Annotated[int, typer.Option(help="Port to listen on (1-65535).")] = 8080,
     runs_dir: RunsDir = None,
     tasks_dir: TasksDir = None,
+    repo: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--repo",
+            help="A git repository the Start form may start runs on (repeat for more).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the web dashboard: live runs, history, trace explorer and metrics."""
     from pse.web import serve
@@ -58,7 +66,7 @@ def serve_cmd(
     settings = command_settings(runs_dir=runs_dir, tasks_dir=tasks_dir)
     check_port(host, port)
     try:
-        serve(settings, host=host, port=port)
+        serve(settings, host=host, port=port, repositories=repo or ())
     except SystemExit as exc:  # uvicorn exits 3 when it cannot start: a usage error here, not a run's ERROR
         if exc.code in (0, None):
             raise

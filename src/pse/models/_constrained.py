@@ -29,7 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, UserMessage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, SystemMessage, UserMessage
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import ConfigError, ModelUnavailableError
@@ -40,6 +40,7 @@ from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.protocol import (
     ToolSignature,
     TurnShape,
+    asks_findings,
     plan_criteria,
     protocol_from_json,
     turn_grammar,
@@ -168,6 +169,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
             for m in messages
         )
+        # Findings where the role's instructions tell it of them (a repository run's Evaluator).
+        instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
         shape = TurnShape(
             self.spec.role,
             self.tools,
@@ -175,6 +178,7 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             self.max_invokes,
             evidence=evidence,
             questions=self.questions,
+            findings=self.spec.role == Role.EVALUATOR and asks_findings(instructions),
         )
         if self.max_tokens is None:
             return shape

@@ -32,6 +32,7 @@ from autogen_core.models import (
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
+    SystemMessage,
     UserMessage,
 )
 from autogen_core.tools import ParametersSchema, ToolSchema
@@ -42,6 +43,7 @@ from pse.protocol import (
     OUTPUTS,
     FunctionSpec,
     NativeCall,
+    asks_findings,
     escape_prose,
     function_results,
     output_functions,
@@ -108,7 +110,9 @@ class NativeProtocolClient(WrapperChatCompletionClient):
     def offer(self, messages: Sequence[LLMMessage]) -> list[ToolSchema]:
         """The functions offered with a request: the role's tools, then its output functions."""
         ids = _plan_ids(messages) if self.role == Role.EVALUATOR else []
-        return [_schema(spec) for spec in (*self.tools, *output_functions(self.role, ids))]
+        instructions = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
+        findings = self.role == Role.EVALUATOR and asks_findings(instructions)
+        return [_schema(spec) for spec in (*self.tools, *output_functions(self.role, ids, findings=findings))]
 
     def request(self, messages: Sequence[LLMMessage]) -> list[LLMMessage]:
         """The messages as the provider gets them: the role's turns as calls, the answers as results."""

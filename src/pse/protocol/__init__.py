@@ -24,9 +24,11 @@ from pse.protocol._functions import (
     tool_function,
 )
 from pse.protocol._grammar import (
+    FINDINGS_ASKED,
     MAX_PLAN_ITEMS,
     PROSE_CHARS,
     TurnShape,
+    asks_findings,
     plan_criteria,
     turn_grammar,
 )
@@ -54,6 +56,7 @@ from pse.protocol._tags import (
 
 __all__ = [
     "BLOCKED_REASONS",
+    "FINDINGS_ASKED",
     "MAX_PLAN_ITEMS",
     "OUTPUTS",
     "PROSE_CHARS",
@@ -70,6 +73,7 @@ __all__ = [
     "ToolCall",
     "ToolSignature",
     "TurnShape",
+    "asks_findings",
     "escape_prose",
     "find_blocked",
     "find_clarification",

@@ -29,6 +29,7 @@ from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
     "CONFLICT_TEST_CHARS",
+    "MAX_FINDINGS",
     "MAX_PLAN_ITEMS",
     "PROSE_CHARS",
     "TEXT_CHARS",
@@ -53,6 +54,10 @@ budget allows more invokes per message: about 200 lines of code (with fewer invo
 USEFUL_CHECK_VALUE = 1500
 """The same for the Planner and the Evaluator, whose long values are commands and their own tests: more
 calls of one message (a check, a lint, a read) matter more to them than a long value."""
+MAX_FINDINGS = 8
+"""Most `<finding>`s of one verdict under the grammar (ids F1..F8); a budget may allow fewer or none."""
+FINDING_LINE_DIGITS = 6
+"""Most digits of a finding's `line`."""
 CONFLICT_TEST_CHARS = 120
 """Most characters of the test a `SPEC_CONFLICT` names (a pytest node id)."""
 _MIN_TEXT = 8
@@ -77,6 +82,8 @@ class GrammarSizes:
         invokes: most invokes in one message.
         short: most characters of a short value (a parameter with `max_chars`: at most that many).
         goal: most characters of a plan's goal, which says the whole task in a sentence (None: `text`).
+        findings: most `<finding>`s of a verdict (an Evaluator told of them): what room the budget
+            leaves after the criteria and the summary, never taken from them.
     """
 
     prose: int
@@ -87,6 +94,7 @@ class GrammarSizes:
     invokes: int
     short: int | None = None
     goal: int | None = None
+    findings: int = 0
 
 
 def fit_sizes(
@@ -103,7 +111,14 @@ def fit_sizes(
     """
     if max_chars is None:
         return GrammarSizes(
-            PROSE_CHARS, TEXT_CHARS, MAX_PLAN_ITEMS, 200, None, max_invokes, goal=2 * TEXT_CHARS
+            PROSE_CHARS,
+            TEXT_CHARS,
+            MAX_PLAN_ITEMS,
+            200,
+            None,
+            max_invokes,
+            goal=2 * TEXT_CHARS,
+            findings=MAX_FINDINGS,
         )
     sizes = _fit(role, tools, criteria, max_chars, max_invokes)
     if sizes is None:
@@ -139,6 +154,7 @@ def _fit(
         raise ValueError(f"unknown role {role!r}")
     if text < _MIN_TEXT:
         return None
+    findings = _findings(room, criteria, items, text, path) if role in (Role.EVALUATOR, SINGLE_AGENT) else 0
     invokes, value, short = 1, None, max(_MIN_TEXT, room // 8)
     if tools:
         useful = USEFUL_VALUE if role in (Role.SPECIALIST, SINGLE_AGENT) else USEFUL_CHECK_VALUE
@@ -147,7 +163,7 @@ def _fit(
             return None
         invokes, value = calls
     goal = 2 * text if role == Role.PLANNER else None
-    return GrammarSizes(prose, text, items, path, value, invokes, short, goal)
+    return GrammarSizes(prose, text, items, path, value, invokes, short, goal, findings)
 
 
 # Longest texts of the fixed parts (see `_grammar.py`): `<plan>` ws `<goal>` … `</goal>` ws … `</plan>`.
@@ -209,6 +225,21 @@ def _verdict(room: int, criteria: Sequence[str] | None) -> tuple[int, int]:
         1,
     )
     return items, min(_MAX_BUDGETED_TEXT, (room - _VERDICT_OVERHEAD - items * per) // (items + 1))
+
+
+_FINDING = (
+    len(f'<finding id="F{MAX_FINDINGS}" severity="medium" criterion="" path="" line=""></finding>') + _WS
+)
+
+
+def _findings(room: int, criteria: Sequence[str] | None, items: int, text: int, path: int) -> int:
+    """How many findings fit in what a verdict of `items` criteria and texts of `text` characters leaves
+    of `room`: each a text, its criterion id, a path of `path` units and a line number."""
+    judged = len(criteria) * _JUDGED + sum(map(len, criteria)) if criteria else items * (_JUDGED + _ANY_ID)
+    left = room - _VERDICT_OVERHEAD - judged - (items + 1) * text
+    cid = max(map(len, criteria)) if criteria else _ANY_ID
+    per = _FINDING + cid + 2 + 2 * path + FINDING_LINE_DIGITS + text
+    return max(0, min(MAX_FINDINGS, left // per))
 
 
 _CALLS_OVERHEAD = len("<tool_calls></tool_calls>") + _WS

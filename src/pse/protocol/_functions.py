@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pse.events import SEVERITIES
 from pse.protocol._tags import BLOCKED_REASONS, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
 from pse.roles import SINGLE_AGENT, Role
@@ -137,10 +138,42 @@ def _report() -> FunctionSpec:
     )
 
 
-def _verdict(criterion_ids: Sequence[str]) -> FunctionSpec:
+def _nullable(kind: str, description: str) -> dict[str, Any]:
+    return {"type": [kind, "null"], "description": description}
+
+
+def _findings(criterion_ids: Sequence[str]) -> dict[str, Any]:
+    """The verdict's findings, as `<finding id= severity= criterion= path= line=>` holds them (strict:
+    every field present, null where the text protocol leaves an attribute out)."""
+    criterion = _nullable("string", "the criterion it concerns, or null")
+    if criterion_ids:
+        criterion["enum"] = [*criterion_ids, None]
+    return {
+        "type": "array",
+        "description": "problems you found, ranked (may be empty); a PASS with a high one does not stand",
+        "items": _strict(
+            {
+                "id": _text("F1, F2 … in order"),
+                "severity": {
+                    "type": "string",
+                    "enum": list(SEVERITIES),
+                    "description": "high: the change is wrong, unsafe or breaks something; medium: a real "
+                    "shortcoming that does not break the goal; low: style, naming, a nicety",
+                },
+                "text": _text("the problem, in a sentence"),
+                "criterion": criterion,
+                "path": _nullable("string", "the workspace file it is in, or null"),
+                "line": _nullable("integer", "its line in that file, or null"),
+            }
+        ),
+    }
+
+
+def _verdict(criterion_ids: Sequence[str], findings: bool = False) -> FunctionSpec:
     ids: dict[str, Any] = _text("the id of a criterion of the plan")
     if criterion_ids:
         ids["enum"] = list(criterion_ids)
+    found = {"findings": _findings(criterion_ids)} if findings else {}
     return FunctionSpec(
         OutputFunction.SUBMIT_VERDICT,
         "Submit your verdict on the plan's criteria, from evidence you gathered yourself, and end your turn.",
@@ -166,6 +199,7 @@ def _verdict(criterion_ids: Sequence[str]) -> FunctionSpec:
                         }
                     ),
                 },
+                **found,
                 "summary": _text("one or two sentences"),
             }
         ),
@@ -188,14 +222,17 @@ def _block() -> FunctionSpec:
     )
 
 
-def output_functions(role: str, criterion_ids: Sequence[str] = ()) -> list[FunctionSpec]:
-    """The output functions of `role`; `criterion_ids` (the plan's) become the enum of a verdict's ids."""
+def output_functions(
+    role: str, criterion_ids: Sequence[str] = (), *, findings: bool = False
+) -> list[FunctionSpec]:
+    """The output functions of `role`; `criterion_ids` (the plan's) become the enum of a verdict's ids;
+    `findings`: the verdict carries findings too (an Evaluator told of them, `asks_findings`)."""
     made = {
         OutputFunction.SUBMIT_PLAN: _plan,
         OutputFunction.SUBMIT_REPORT: _report,
         OutputFunction.BLOCK: _block,
     }
     return [
-        _verdict(criterion_ids) if name == OutputFunction.SUBMIT_VERDICT else made[name]()
+        _verdict(criterion_ids, findings) if name == OutputFunction.SUBMIT_VERDICT else made[name]()
         for name in OUTPUTS.get(role, ())
     ]

@@ -8,7 +8,10 @@ from the messages it is sent, with PSE's own `parse_plan`). `turn_grammar` turns
 * **Specialist**: its `<report>` (Artifacts / Evidence / Assumptions / Unresolved lines), a `<blocked>`,
   or tool calls.
 * **Evaluator**: tool calls, or one `<verdict>` with a status, an UPPER_SNAKE reason code, exactly the
-  plan's criteria in plan order (each once) and a summary.
+  plan's criteria in plan order (each once) and a summary; an Evaluator told of findings (a repository
+  run's, `asks_findings`) may name up to `GrammarSizes.findings` of them before the summary,
+  `<finding id="F1" severity="high|medium|low" [criterion="AC2"] [path="src/x.py"] [line="41"]>`, numbered
+  in order, each attribute optional but id and severity, a criterion one of the plan's.
 * The Specialist, the Evaluator and the single agent may also end with a `conflict`:
   `<blocked reason_code="SPEC_CONFLICT" test="TEST">SENTENCE</blocked>`, a given test that contradicts
   the specification, named, with the sentence it contradicts.
@@ -32,20 +35,34 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pse.events import SEVERITIES
 from pse.exceptions import ProtocolError
-from pse.protocol._budget import CONFLICT_TEST_CHARS, MAX_PLAN_ITEMS, PROSE_CHARS, GrammarSizes, fit_sizes
+from pse.protocol._budget import (
+    CONFLICT_TEST_CHARS,
+    FINDING_LINE_DIGITS,
+    MAX_PLAN_ITEMS,
+    PROSE_CHARS,
+    GrammarSizes,
+    fit_sizes,
+)
 from pse.protocol._gbnf import avoiding, char_class, chunked, literal, repeat
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ParamSpec, ToolSignature
 from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
+    "FINDINGS_ASKED",
     "MAX_PLAN_ITEMS",
     "PROSE_CHARS",
     "TurnShape",
+    "asks_findings",
     "plan_criteria",
     "turn_grammar",
 ]
+
+FINDINGS_ASKED = '<finding id="FINDING_ID" severity="SEVERITY"'
+"""The line of `prompts/findings.md` that tells an Evaluator of findings (a repository run's): an
+Evaluator whose instructions hold it may name findings under the grammar and the schemas."""
 
 _ANY_ORDER_PARAMS = 4  # up to this many parameters, any order (2**n rules); more: declared order
 _RULE_CHARS = re.compile(r"[^A-Za-z0-9]+")
@@ -70,6 +87,7 @@ def _common(sizes: GrammarSizes) -> list[str]:
 _CLOSE_TAG = literal('">')
 _MET = literal('" met="')
 _SELF_CLOSE = literal('"/>')
+_QUOTE = literal('"')
 
 
 @dataclass(frozen=True)
@@ -98,6 +116,9 @@ class TurnShape:
     evidence: bool = True
     questions: bool = False
     """The Planner may ask a person instead of planning (`<clarification>`, PSE_PLANNER_QUESTIONS)."""
+    findings: bool = False
+    """The Evaluator may name findings in its verdict (`<finding>`s): it was told of them
+    (`asks_findings`)."""
 
     def sizes(self) -> GrammarSizes:
         """The bounds of every part of the message (raises ValueError when nothing fits `max_chars`)."""
@@ -147,6 +168,11 @@ def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
     return None
 
 
+def asks_findings(texts: Iterable[str]) -> bool:
+    """Whether a request's messages (its system message first) tell the role of findings."""
+    return any(FINDINGS_ASKED in text for text in texts)
+
+
 def turn_grammar(shape: TurnShape) -> str:
     """The GBNF of every message `shape.role` may send now (root rule `root`).
 
@@ -161,7 +187,7 @@ def turn_grammar(shape: TurnShape) -> str:
         elif kind == "report":
             rules += _report_rules(sizes)
         elif kind == "verdict":
-            rules += _verdict_rules(shape.criteria, sizes)
+            rules += _verdict_rules(shape.criteria, sizes, shape.findings)
         elif kind == "blocked":
             rules += _blocked_rules()
         elif kind == "conflict":
@@ -253,7 +279,7 @@ def _criterion_open(cid: str) -> str:
     return literal(f'<criterion id="{cid}" met="')
 
 
-def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> list[str]:
+def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes, findings: bool) -> list[str]:
     statuses = " | ".join(literal(s) for s in VERDICT_STATUSES)
     reason = f"{_tag('reason_code')} code {literal('</reason_code>')}"
     close = f"{_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
@@ -262,16 +288,45 @@ def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> lis
         items = " ".join(f"{_criterion_open(cid)} {judged}" for cid in criteria)
     else:
         items = f"( any-criterion ){{1,{sizes.items}}}"
+    found = findings and sizes.findings > 0
     rules = [
         f"verdict ::= {_open('verdict', 'status')} ( {statuses} ) {_CLOSE_TAG} ws {reason} ws {items} "
+        + ("finding-1 " if found else "")
         + close,
         'met ::= "true" | "false"',
         "code ::= [A-Z] [A-Z0-9_]{0,39}",
     ]
+    if not criteria or found:
+        rules.append("criterion-id ::= [A-Za-z0-9] [A-Za-z0-9_.]{0,15}")
     if not criteria:
-        rules.append(
-            f"any-criterion ::= {_open('criterion', 'id')} [A-Za-z0-9] [A-Za-z0-9_.]{{0,15}} {_MET} {judged}"
+        rules.append(f"any-criterion ::= {_open('criterion', 'id')} criterion-id {_MET} {judged}")
+    if found:
+        rules += _finding_rules(criteria, sizes)
+    return rules
+
+
+def _finding_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> list[str]:
+    """`finding-1` .. `finding-N`: optional findings F1.. in order, each with a severity and, optionally, a
+    criterion (one of the plan's), a relative path and a line number, in the order the prompt shows."""
+    severities = " | ".join(literal(s) for s in SEVERITIES)
+    cid = " | ".join(literal(c) for c in criteria) if criteria else "criterion-id"
+    first = char_class('"<>/. \t\r\n', negate=True)
+    criterion, path, line = literal(' criterion="'), literal(' path="'), literal(' line="')
+    rules = [
+        f"severity ::= {severities}",
+        f"finding-criterion ::= ( {criterion} ( {cid} ) {_QUOTE} )?",
+        f'finding-path ::= ( {path} "."? {first} finding-path-units {_QUOTE} )?',
+        f'finding-path-units ::= ( {_PATH_CHAR} | "." {_PATH_CHAR} ){{0,{sizes.path}}}',
+        f"finding-line ::= ( {line} [1-9] [0-9]{{0,{FINDING_LINE_DIGITS - 1}}} {_QUOTE} )?",
+    ]
+    for k in range(1, sizes.findings + 1):
+        opening = literal(f'<finding id="F{k}" severity="')
+        item = (
+            f"{opening} severity {_QUOTE} finding-criterion finding-path finding-line {literal('>')} text "
+            f"{literal('</finding>')} ws"
         )
+        tail = f" finding-{k + 1}" if k < sizes.findings else ""
+        rules.append(f"finding-{k} ::= ( {item}{tail} )?")
     return rules
 
 

@@ -215,9 +215,21 @@ def _verdict(args: Mapping[str, Any]) -> str:
         met_attribute = "" if met is None else f' met="{_attribute_safe(_text(met))}"'
         cid = _attribute_safe(_text(fields.get("id", "")))
         lines.append(f'  <criterion id="{cid}"{met_attribute}>{_text(fields.get("finding", ""))}</criterion>')
+    lines += [_finding(entry) for entry in _entries(args.get("findings"))]
     if "summary" in args:
         lines.append(f"  <summary>{_text(args['summary'])}</summary>")
     return "\n".join([*lines, "</verdict>"])
+
+
+def _finding(entry: object) -> str:
+    """One entry of `findings` as its `<finding>`; an attribute given as null is left out."""
+    fields = entry if isinstance(entry, dict) else {"text": entry}
+    attributes = "".join(
+        f' {name}="{_attribute_safe(_text(fields[name]))}"'
+        for name in ("id", "severity", "criterion", "path", "line")
+        if fields.get(name) is not None
+    )
+    return f"  <finding{attributes}>{_text(fields.get('text', ''))}</finding>"
 
 
 def _blocked(args: Mapping[str, Any]) -> str:
@@ -266,6 +278,18 @@ def _verdict_call(element: str) -> NativeCall:
         "criteria": [{"id": c.id, "met": c.met, "finding": c.finding} for c in verdict.criteria],
         "summary": verdict.summary,
     }
+    if verdict.findings:  # only then: a verdict without findings is sent as it always was
+        args["findings"] = [
+            {
+                "id": f.id,
+                "severity": f.severity,
+                "text": f.text,
+                "criterion": f.criterion,
+                "path": f.path,
+                "line": f.line,
+            }
+            for f in verdict.findings
+        ]
     return NativeCall(OutputFunction.SUBMIT_VERDICT.value, _arguments(args))
 
 

@@ -8,7 +8,8 @@ message and each tool value (a short parameter at its `max_chars`) have the same
 counts. Under a token budget that bounds a looping model the same way; whether the whole answer fits
 the limit is not measured for JSON (keys, quotes and escapes add to it), only for the grammar. A
 plan's steps and criteria are lists of texts, numbered S1.. and AC1.. on the way back; an
-Evaluator's `criteria` is an object with exactly the plan's ids as keys.
+Evaluator's `criteria` is an object with exactly the plan's ids as keys, and an Evaluator told of
+findings (`TurnShape.findings`) gives a list of them, numbered F1.. on the way back.
 
 `protocol_from_json` turns the model's JSON answer into the protocol text it stands for, rendered by the
 protocol's own renderers, so everything downstream (the ToolAgent, the engine's parsers, the trace,
@@ -22,8 +23,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pse.events import PlanItem, PlanRecord
-from pse.protocol._budget import CONFLICT_TEST_CHARS, GrammarSizes
+from pse.events import SEVERITIES, PlanItem, PlanRecord
+from pse.protocol._budget import CONFLICT_TEST_CHARS, FINDING_LINE_DIGITS, GrammarSizes
 from pse.protocol._dsml import render_tool_calls
 from pse.protocol._grammar import TurnShape
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, render_plan
@@ -63,7 +64,7 @@ def turn_schema(shape: TurnShape) -> JsonObject:
         elif kind == "report":
             variants.append(_kind("report", dict.fromkeys(_REPORT_FIELDS, _text(sizes)), sizes))
         elif kind == "verdict":
-            variants.append(_verdict(shape.criteria, sizes))
+            variants.append(_verdict(shape.criteria, sizes, shape.findings))
         elif kind == "blocked":
             variants.append(_blocked(sizes))
         elif kind == "conflict":
@@ -82,13 +83,19 @@ def _list(items: JsonObject, sizes: GrammarSizes, *, least: int) -> JsonObject:
     return {"type": "array", "items": items, "minItems": least, "maxItems": sizes.items}
 
 
-def _plan(sizes: GrammarSizes) -> JsonObject:
-    path: JsonObject = {
+def _path(sizes: GrammarSizes) -> JsonObject:
+    """A relative path, as bounded as the grammar's (`..` is refused where it is used). No `\\s` in the
+    pattern: llama.cpp's converter has no such escape, and refused the whole schema for it."""
+    return {
         "type": "string",
         "minLength": 1,
         "maxLength": 2 + 2 * sizes.path,
-        "pattern": r'^[^/"<>\s][^"<>\s]*$',
+        "pattern": r'^[^/"<> \t\r\n][^"<> \t\r\n]*$',
     }
+
+
+def _plan(sizes: GrammarSizes) -> JsonObject:
+    path = _path(sizes)
     text = _text(sizes)
     return _kind(
         "plan",
@@ -116,7 +123,29 @@ def _conflict(sizes: GrammarSizes) -> JsonObject:
     return _kind("conflict", {"test": test, "specification": _text(sizes)}, sizes)
 
 
-def _verdict(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> JsonObject:
+def _findings(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> JsonObject:
+    """Up to `sizes.findings` findings, each a severity and a text, and where it is when known."""
+    criterion: JsonObject = (
+        {"enum": list(criteria)}
+        if criteria
+        else {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.]{0,15}$"}
+    )
+    finding = {
+        "type": "object",
+        "properties": {
+            "severity": {"enum": list(SEVERITIES)},
+            "text": _text(sizes),
+            "criterion": criterion,
+            "path": _path(sizes),
+            "line": {"type": "integer", "minimum": 1, "maximum": 10**FINDING_LINE_DIGITS - 1},
+        },
+        "required": ["severity", "text"],
+        "additionalProperties": False,
+    }
+    return {"type": "array", "items": finding, "minItems": 0, "maxItems": sizes.findings}
+
+
+def _verdict(criteria: tuple[str, ...] | None, sizes: GrammarSizes, findings: bool = False) -> JsonObject:
     judged: JsonObject = {
         "type": "object",
         "properties": {"met": {"type": "boolean"}, "finding": _text(sizes)},
@@ -144,6 +173,7 @@ def _verdict(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> JsonObjec
             "status": {"enum": list(VERDICT_STATUSES)},
             "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,39}$"},
             "criteria": by_id,
+            **({"findings": _findings(criteria, sizes)} if findings and sizes.findings else {}),
             "summary": _text(sizes),
         },
         sizes,
@@ -235,6 +265,11 @@ def _render_verdict(data: JsonObject) -> str:
     for cid, judged in data["criteria"].items():
         met = "true" if judged["met"] is True else "false"
         lines.append(f'  <criterion id="{cid}" met="{met}">{judged["finding"]}</criterion>')
+    for number, found in enumerate(data.get("findings") or [], start=1):
+        where = "".join(f' {key}="{found[key]}"' for key in ("criterion", "path", "line") if key in found)
+        lines.append(
+            f'  <finding id="F{number}" severity="{found["severity"]}"{where}>{found["text"]}</finding>'
+        )
     lines += [f"  <summary>{data['summary']}</summary>", "</verdict>"]
     return "\n".join(lines)
 

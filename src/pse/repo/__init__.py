@@ -22,6 +22,7 @@ from pse.repo._worktree import (
     open_worktree,
     read_record,
     remove_worktree,
+    repository_folder,
     write_record,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "open_worktree",
     "read_record",
     "remove_worktree",
+    "repository_folder",
     "write_record",
 ]

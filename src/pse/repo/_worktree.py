@@ -26,7 +26,15 @@ from pse.events import RepositoryRecord
 from pse.exceptions import UserError
 from pse.repo._git import GitFailed, git
 
-__all__ = ["RECORD_FILE", "branch_for", "open_worktree", "read_record", "remove_worktree", "write_record"]
+__all__ = [
+    "RECORD_FILE",
+    "branch_for",
+    "open_worktree",
+    "read_record",
+    "remove_worktree",
+    "repository_folder",
+    "write_record",
+]
 
 RECORD_FILE = "repo.json"
 """The run folder's record of its worktree (written by PSE; read to remove the worktree with the run)."""
@@ -68,6 +76,15 @@ def _check_repo(repo: Path) -> Path:
     if inside.split()[:1] != [b"true"] and inside.split()[1:2] != [b"true"]:
         raise _fix_repo(shown)
     return path
+
+
+def repository_folder(repo: Path) -> Path:
+    """The absolute folder of the git repository `repo` (what `pse serve --repo` allows the dashboard).
+
+    Raises:
+        UserError: no such folder, a file, no git repository, or one git refuses for its owner.
+    """
+    return _check_repo(repo)
 
 
 def _check_outside(path: Path, shown: str, workspace: Path) -> None:

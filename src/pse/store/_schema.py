@@ -12,6 +12,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from pse._run_index import SCHEMA_VERSION
 from pse.exceptions import ConfigError
 
 __all__ = ["SCHEMA_VERSION", "batch_items", "batches", "metadata", "migrate", "run_tags", "runs"]
@@ -96,7 +97,8 @@ def _v1(conn: Connection) -> None:
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
 """Migration n+1 is `MIGRATIONS[n]`; append, never edit one that shipped."""
 
-SCHEMA_VERSION = len(MIGRATIONS)
+if len(MIGRATIONS) != SCHEMA_VERSION:  # the reader without SQLAlchemy checks the version it knows
+    raise RuntimeError(f"pse._run_index.SCHEMA_VERSION is {SCHEMA_VERSION}; set it to {len(MIGRATIONS)}")
 
 
 def migrate(conn: Connection, where: str) -> int:

@@ -10,8 +10,6 @@ the row is written again at the next cycle end, or by `pse store rebuild`.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,7 +23,16 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from pse._run_entry import RunEntry
-from pse._run_files import MAX_TRACE_BYTES, read_beneath
+from pse._run_index import (
+    ALL_RUNS,
+    ENTRY_FIELDS,
+    STORE_FILE,
+    RunFilter,
+    entry_of_row,
+    out_of_step,
+    read_entry,
+    run_folders,
+)
 from pse.exceptions import ConfigError
 from pse.store._schema import SCHEMA_VERSION, migrate, run_tags, runs
 
@@ -39,28 +46,9 @@ __all__ = [
     "public_store_url",
 ]
 
-STORE_FILE = "runs.sqlite3"
-"""The embedded store's file, in the runs directory (next to the run folders)."""
-
-_ENTRY_FIELDS = [name for name in RunEntry.model_fields if name != "tags"]
-
 
 class StoreUnavailable(ConfigError):
     """The store's database cannot be reached or answered with an error."""
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs a query wants: all of them by default. `outcome` "RUNNING" means "no outcome yet";
-    `finished`: only runs with an outcome."""
-
-    task: str | None = None
-    outcome: str | None = None
-    tags: tuple[tuple[str, str], ...] = ()
-    finished: bool = False
-
-
-ALL_RUNS = RunFilter()
 
 
 @dataclass(frozen=True)
@@ -225,7 +213,7 @@ class RunStore:
     def get(self, run_id: str) -> RunEntry | None:
         with self._read() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).mappings().first()
-        return None if row is None else _entry(row)
+        return None if row is None else entry_of_row(row)
 
     def _where(self, query: Any, where: RunFilter) -> Any:
         if where.task:
@@ -251,7 +239,7 @@ class RunStore:
         if limit is not None:
             query = query.limit(limit)
         with self._read() as conn:
-            return [_entry(row) for row in conn.execute(query).mappings()]
+            return [entry_of_row(row) for row in conn.execute(query).mappings()]
 
     def count(self, where: RunFilter = ALL_RUNS) -> int:
         with self._read() as conn:
@@ -314,20 +302,15 @@ class RunStore:
                     )
                 )
             }
-        names = set(_folders(root))
-        stale = [name for name in names if name not in known]
-        for name, (outcome, mtime_ns, size) in known.items():
-            if name in names and outcome is None and _trace_stat(root, name) not in (None, (mtime_ns, size)):
-                stale.append(name)
-        rows = [row for row in (_read_entry(root, name) for name in stale) if row is not None]
+        stale, gone = out_of_step(root, known)
+        rows = [row for row in (read_entry(root, name) for name in stale) if row is not None]
         self.record_many(rows, root)
-        gone = [name for name in known if name not in names]
         return len(rows) + (self.forget(gone) if gone else 0)
 
     def index_folder(self, runs_dir: Path, run_id: str) -> bool:
         """Index one run folder of `runs_dir` from its trace; False when it has no readable trace."""
         root = runs_dir.resolve()
-        row = _read_entry(root, run_id)
+        row = read_entry(root, run_id)
         if row is not None:
             self.record_many([row], root)
         return row is not None
@@ -335,10 +318,10 @@ class RunStore:
     def rebuild(self, runs_dir: Path) -> RebuildReport:
         """Re-index every trace of `runs_dir` and drop every row of that folder without one."""
         root = runs_dir.resolve()
-        names = sorted(_folders(root))
+        names = sorted(run_folders(root))
         rows, skipped = [], []
         for name in names:
-            row = _read_entry(root, name)
+            row = read_entry(root, name)
             if row is None:
                 skipped.append(name)
             else:
@@ -353,7 +336,7 @@ class RunStore:
 
 def _value(entry: RunEntry, root: str, mtime_ns: int, size: int, now: float) -> dict[str, Any]:
     return {
-        **{name: getattr(entry, name) for name in _ENTRY_FIELDS},
+        **{name: getattr(entry, name) for name in ENTRY_FIELDS},
         "tags": json.dumps(entry.tags, sort_keys=True),
         "runs_root": root,
         "trace_mtime_ns": mtime_ns,
@@ -391,42 +374,3 @@ def _short(exc: BaseException) -> str:
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _entry(row: Any) -> RunEntry:
-    data = {name: row[name] for name in _ENTRY_FIELDS}
-    data["tags"] = json.loads(row["tags"] or "{}")
-    return RunEntry(**data)
-
-
-def _folders(root: Path) -> Iterator[str]:
-    try:
-        with os.scandir(root) as listing:
-            for item in listing:
-                if item.is_dir(follow_symlinks=False):
-                    yield item.name
-    except FileNotFoundError:
-        return
-
-
-def _trace_stat(root: Path, name: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(os.path.join(root, name, "trace.json"), follow_symlinks=False)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
-
-
-def _read_entry(root: Path, name: str) -> tuple[RunEntry, int, int] | None:
-    """The row of a run folder's trace, or None (no trace, half-written, foreign, a symlink)."""
-    seen = _trace_stat(root, name)
-    if seen is None:
-        return None
-    try:
-        raw = read_beneath(root, [name, "trace.json"], max_bytes=MAX_TRACE_BYTES)
-        entry = RunEntry.of_json(json.loads(raw))
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-    if entry.run_id != name:
-        return None  # a trace copied into another run's folder is not that run
-    return entry, seen[0], seen[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -33,13 +34,14 @@ from pse.web._catalog import (
     facts_of,
     is_infrastructure_error,
 )
-from pse.web._deps import TRACE, history_of, manager_of, root_of, run_dir, settings_of
+from pse.web._deps import TRACE, history_of, manager_of, repositories_of, root_of, run_dir, settings_of
 from pse.web._runs import TooManyRuns
 from pse.web._schemas import (
     CASSETTE_NAME,
     OUTCOME_FILTERS,
     InputInfo,
     MetricsResponse,
+    Repositories,
     RunListItem,
     RunPage,
     StartedRun,
@@ -109,10 +111,10 @@ def list_tasks(request: Request) -> list[TaskInfo]:
                 warnings=[
                     *(
                         [
-                            "works on a git repository, which this page cannot choose: start it with "
-                            f"pse run {name} --repo PATH"
+                            "works on a git repository, and this server allows none: restart it with "
+                            f"pse serve --repo PATH to pick one here, or run pse run {name} --repo PATH"
                         ]
-                        if task.config.repository.required
+                        if task.config.repository.required and not repositories_of(request)
                         else []
                     ),
                     *(
@@ -139,6 +141,37 @@ def _cassettes(task: Task) -> list[str]:
     return sorted(names)
 
 
+@router.get("/repositories")
+def list_repositories(request: Request) -> Repositories:
+    """The git repositories the Start form may work on: those the server was started with."""
+    return Repositories(repositories=list(repositories_of(request)))
+
+
+def _repository(body: StartRun, request: Request) -> Path | None:
+    """The repository a start asks for, if the server allows it (an allow-list: a browser never names a
+    folder of its own choosing).
+
+    Raises:
+        HTTPException: 400 for a repository the server was not started with, or a base without one.
+    """
+    if body.repo is None:
+        if body.base is not None:
+            raise HTTPException(
+                400, "a base ref needs a repository: pick one under Repository, or leave Base empty"
+            )
+        return None
+    allowed = repositories_of(request)
+    if body.repo not in allowed:
+        listed = ", ".join(allowed) if allowed else "none"
+        raise HTTPException(
+            400,
+            f"this server may not work on the repository {body.repo!r} (it allows: {listed}); fix: restart "
+            f"the dashboard with pse serve --repo {body.repo} (repeat --repo for more), or pick an allowed "
+            "one",
+        )
+    return Path(body.repo)
+
+
 @router.post("/runs", status_code=201)
 async def start_run(body: StartRun, request: Request) -> StartedRun:
     """Start a run of `body.task`; it executes in this process. Returns its id at once."""
@@ -149,6 +182,7 @@ async def start_run(body: StartRun, request: Request) -> StartedRun:
         raise HTTPException(404, str(exc)) from None
     except UserError as exc:
         raise HTTPException(400, str(exc)) from None
+    repo = _repository(body, request)
     options = {"provider": body.provider, "model": body.model, "base_url": body.base_url}
     update: dict[str, object] = {k: v for k, v in options.items() if v}
     scripted = body.provider == "scripted" or (not body.provider and not _model_configured(settings))
@@ -168,7 +202,7 @@ async def start_run(body: StartRun, request: Request) -> StartedRun:
         update["cassette"] = cassette
     try:
         run_settings = with_overrides(settings, "run options", **update)
-        live = manager_of(request).start(body.task, run_settings, body.inputs)
+        live = manager_of(request).start(body.task, run_settings, body.inputs, repo=repo, base=body.base)
     except TooManyRuns as exc:
         raise HTTPException(429, str(exc)) from None
     except TaskNotFoundError as exc:

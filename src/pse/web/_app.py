@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from pse.config import Settings, load_settings
 from pse.history import RunHistory
+from pse.repo import repository_folder
 from pse.web._api import router
 from pse.web._catalog import TraceCatalog
 from pse.web._evals import router as evals_router
@@ -35,8 +36,11 @@ NOT_BUILT = (
 )
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, repositories: Sequence[Path] = ()) -> FastAPI:
     """Build the dashboard app for `settings` (default: read from the environment).
+
+    `repositories` are the git repositories the Start form may work on (`pse serve --repo PATH`): a
+    run is started on no other.
 
     The token is `settings.web_token` (`PSE_WEB_TOKEN`); when set, every `/api` call needs it as a
     bearer token. Runs started through the app execute as asyncio tasks of the serving loop; leaving
@@ -44,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings or load_settings()
     token = settings.web_token.get_secret_value() if settings.web_token is not None else None
+    allowed = tuple(dict.fromkeys(str(repository_folder(repo)) for repo in repositories))
     manager = RunManager(settings)
 
     @asynccontextmanager
@@ -66,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.web_token = token or None
     app.state.manager = manager
     app.state.runs_root = root
+    app.state.repositories = allowed
     app.state.evals_root = evals
     app.state.history = RunHistory(root, app.state.settings)
     app.state.catalog = TraceCatalog(root)
@@ -85,15 +91,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def serve(settings: Settings | None = None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+def serve(
+    settings: Settings | None = None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    repositories: Sequence[Path] = (),
+) -> None:
     """Serve the dashboard with uvicorn until interrupted.
 
     Raises:
-        UserError: `host` is not loopback and `PSE_WEB_TOKEN` is unset or too short (nothing is bound).
+        UserError: `host` is not loopback and `PSE_WEB_TOKEN` is unset or too short (nothing is bound), or
+            a repository is no git repository's folder.
     """
     import uvicorn
 
     settings = settings or load_settings()
     token = settings.web_token.get_secret_value() if settings.web_token is not None else None
     check_bind(host, token)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+    app = create_app(settings, repositories=repositories)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)

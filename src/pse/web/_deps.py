@@ -13,7 +13,7 @@ from pse.exceptions import UserError
 from pse.history import RunHistory, run_dir_of
 from pse.web._runs import RunManager
 
-__all__ = ["TRACE", "history_of", "manager_of", "root_of", "run_dir", "settings_of"]
+__all__ = ["TRACE", "history_of", "manager_of", "repositories_of", "root_of", "run_dir", "settings_of"]
 
 TRACE = "trace.json"
 
@@ -21,6 +21,11 @@ TRACE = "trace.json"
 def settings_of(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+def repositories_of(request: Request) -> tuple[str, ...]:
+    """The git repositories runs started here may work on (`pse serve --repo PATH`), absolute."""
+    return tuple(request.app.state.repositories)
 
 
 def manager_of(request: Request) -> RunManager:

@@ -124,8 +124,17 @@ class RunManager:
         """A run started by this server (live or among the recently finished), or None."""
         return self.runs.get(run_id)
 
-    def start(self, task_name: str, settings: Settings, inputs: dict[str, str]) -> LiveRun:
-        """Prepare a run and start it as a task of the running loop; returns at once.
+    def start(
+        self,
+        task_name: str,
+        settings: Settings,
+        inputs: dict[str, str],
+        *,
+        repo: Path | None = None,
+        base: str | None = None,
+    ) -> LiveRun:
+        """Prepare a run and start it as a task of the running loop; returns at once. `repo`, `base`: a
+        repository run's (`prepare_run`).
 
         Raises:
             TooManyRuns: `MAX_ACTIVE_RUNS` runs are executing.
@@ -134,7 +143,15 @@ class RunManager:
         self._check_capacity()
         live = LiveRun(new_run_id(task_name))
         live.attach(
-            prepare_run(task_name, settings, inputs=inputs, on_event=live.publish, run_id=live.run_id)
+            prepare_run(
+                task_name,
+                settings,
+                inputs=inputs,
+                on_event=live.publish,
+                run_id=live.run_id,
+                repo=repo,
+                base=base,
+            )
         )
         return self._launch(live)
 

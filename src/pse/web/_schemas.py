@@ -59,6 +59,14 @@ class StartRun(BaseModel):
     model: str | None = Field(None, pattern=_MODEL_NAME.pattern)
     base_url: str | None = Field(None, max_length=300)
     cassette: str | None = Field(None, pattern=CASSETTE_NAME.pattern)
+    repo: str | None = Field(
+        None, max_length=4096, description="a repository the server allows (`pse serve --repo PATH`)"
+    )
+    base: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9._/@{}~^-]{0,199}$",
+        description="the ref the run's worktree starts from (default HEAD); with `repo`",
+    )
 
     @field_validator("inputs")
     @classmethod
@@ -84,6 +92,12 @@ class StartRun(BaseModel):
         if parts.username or parts.password:
             raise ValueError("base_url may not carry credentials")
         return value
+
+
+class Repositories(BaseModel):
+    """`GET /api/repositories`: the git repositories the Start form may work on (`pse serve --repo`)."""
+
+    repositories: list[str]
 
 
 class StartedRun(BaseModel):
