@@ -144,6 +144,31 @@ async def test_a_revise_and_a_replan_tell_the_specialist_which_tests_failed(tmp_
     assert "## What the last cycle left" not in (trace.cycles[1].step_buffer or "")  # the Planner's is apart
 
 
+E_FAIL_WORK = ("Evaluator", E_FAIL[1].replace("WRONG_APPROACH", "TESTS_FAILING"))
+
+
+async def test_a_fail_over_fixable_work_is_asked_once_and_the_next_verdict_stands(tmp_path: Path) -> None:
+    # The 1.5B model's habit (issue 29): FAIL, "TESTS_FAILING". Its own reason is work to fix under the
+    # plan, so it is asked once; it answers PARTIAL and the next cycle is a revise, not a re-plan.
+    asked = (
+        "Your FAIL asks for a new plan, but its reason, TESTS_FAILING, is work the Specialist can fix under "
+        "this plan: that is PARTIAL. Send your verdict again; FAIL only if the plan itself is wrong."
+    )
+    turns = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL_WORK, E_PARTIAL, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+    trace, prepared = await _run(tmp_path, turns)
+    assert [(r.role, r.error) for r in trace.cycles[0].repairs] == [("Evaluator", asked)]
+    assert prepared.player is not None
+    assert prepared.player.requests["Evaluator"][2][-1].content == asked  # sent as it is, no repair frame
+    assert [(c.kind, c.result) for c in trace.cycles] == [("initial", "PARTIAL"), ("revise", "PASS")]
+    assert trace.outcome == "PASSED"
+    # Asked once: a FAIL it repeats stands, and a FAIL over the plan (WRONG_APPROACH) is never asked.
+    again = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL_WORK, E_FAIL_WORK]
+    trace, _ = await _run(tmp_path / "again", again, max_fail_retries=0)
+    assert len(trace.cycles[0].repairs) == 1 and trace.cycles[0].result == "FAIL"
+    trace, _ = await _run(tmp_path / "plan", [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL], max_fail_retries=0)
+    assert trace.cycles[0].repairs == [] and trace.cycles[0].result == "FAIL"
+
+
 async def test_fail_over_its_cap_escalates_with_a_record(tmp_path: Path) -> None:
     cycle = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL]
     trace, prepared = await _run(tmp_path, cycle + cycle, max_fail_retries=1)

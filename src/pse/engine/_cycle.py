@@ -27,7 +27,7 @@ from pse.engine._crew import (
     RunControl,
 )
 from pse.engine._finals import conclude, read_final
-from pse.engine._nudges import blocked_early, pass_early, to_write, unwritten
+from pse.engine._nudges import blocked_early, fail_for_work, pass_early, to_write, unwritten
 from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
@@ -104,7 +104,9 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.blocked is not None:
                     early = blocked_early(early, outcome.blocked.reason_code)
                 if role == Role.EVALUATOR and problem is None:
-                    early = pass_early(crew.owed, outcome.verdict, record.tool_calls)
+                    early = pass_early(crew.owed, outcome.verdict, record.tool_calls) or fail_for_work(
+                        outcome.verdict
+                    )
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 return problem, early
 

@@ -2,7 +2,8 @@
 
 A small model loses whole cycles to turns that are well formed but premature: a Specialist that reads an
 output it has to create, finds none and blocks on missing data; one that reports after its first file; an
-Evaluator that says PASS before running every required check. Each is sent back once, counted as a format
+Evaluator that says PASS before running every required check, or FAIL (a new plan) over work the
+Specialist can fix under this one. Each is sent back once, counted as a format
 repair (against `PSE_FORMAT_RETRIES`), in its own words: what is still owed, not "could not read" (so
 told, the 1.5B model wrote its last file again). A nudge never changes what a role said and never skips a
 gate: the turn that follows is parsed and judged like any other, and a block the role
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
 
-__all__ = ["blocked_early", "pass_early", "said_about", "to_write", "unwritten"]
+__all__ = ["FIXABLE", "blocked_early", "fail_for_work", "pass_early", "said_about", "to_write", "unwritten"]
 
 _SEEDED = "## Files already in the workspace\n"
 _BLOCK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)")
@@ -139,4 +140,23 @@ def pass_early(
         "Your PASS came before the evidence it needs: run "
         + "; ".join(checks)
         + ", read the results, then send your verdict."
+    )
+
+
+FIXABLE = frozenset({"TESTS_FAILING", "LINT_FAILING", "CHECK_FAILING", "OUTPUT_MISSING"})
+"""Reasons about the work, not the plan: the evaluator prompt's examples of a PARTIAL's reason."""
+
+
+def fail_for_work(verdict: VerdictRecord | None) -> str | None:
+    """Why an Evaluator's FAIL is asked about once: its own reason is work the Specialist can fix under the
+    plan (a failing test, a finding, a missing output), which is a PARTIAL — a revise that keeps the plan
+    and says what to fix — not a FAIL, which throws the plan away. The 1.5B model said FAIL with
+    TESTS_FAILING in every run; each re-plan cost a Planner turn and the Specialist rewrote its files as
+    they were. The verdict it sends next stands, whatever it is."""
+    if verdict is None or verdict.status != "FAIL" or verdict.reason_code not in FIXABLE:
+        return None
+    return (
+        f"Your FAIL asks for a new plan, but its reason, {verdict.reason_code}, is work the Specialist "
+        "can fix under this plan: that is PARTIAL. Send your verdict again; FAIL only if the plan itself "
+        "is wrong."
     )
