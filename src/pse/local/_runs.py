@@ -46,7 +46,11 @@ QWEN_RUN: Mapping[str, object] = MappingProxyType(
         "model_temperature": 0,
         "model_timeout_s": 600,
         "model_max_retries": 0,  # the same prompt at temperature 0 loops again: no retry of a timeout
-        "turns_per_cycle": 12,
+        # Tool turns count: a clean cycle is 7 turns (plan, the writes and their results, the report, the
+        # checks and their results, the verdict), 11 with the two one-time nudges of a small model (an
+        # early report, a PASS before a check); at 12 the 1.5B model's first passing cycle hit the cap on
+        # its last check.
+        "turns_per_cycle": 20,
         "max_partial_retries": 2,
         "max_fail_retries": 1,
         "format_retries": 1,
