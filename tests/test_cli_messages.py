@@ -166,13 +166,30 @@ def test_a_review_without_a_verdict_never_prints_none() -> None:
     gate = GateRecord(passed=False, failures=["check:pytest: the Evaluator did not run run_pytest"])
     verdict = VerdictRecord(status="PASS", reason_code="ALL_MET")
     lines = _lines(
-        VerdictEvent(run_id="r1", cycle=1, verdict=None, gate=gate),
-        VerdictEvent(run_id="r1", cycle=2, verdict=verdict, gate=gate),
+        VerdictEvent(
+            run_id="r1", cycle=1, verdict=None, gate=gate, result="ERROR", result_reason="REVIEW_ERROR"
+        ),
+        VerdictEvent(
+            run_id="r1", cycle=2, verdict=verdict, gate=gate, result="PARTIAL", result_reason="HARD_GATE"
+        ),
     )
     assert [line for line, _ in lines] == [
-        "    Engine cycle 1: no verdict",  # the gates of a cycle nobody reviewed are not its cause
+        "    Engine cycle 1: no verdict → ERROR",  # the gates of a cycle nobody reviewed are not its cause
         "    Engine cycle 2: Evaluator PASS → gate `check:pytest` failed → PARTIAL",
     ]
+
+
+def test_the_live_view_shows_the_result_the_engine_sent_and_decides_nothing() -> None:
+    # A PASS over failed gates the engine recorded without enforcing: the event says PASS, so the view does.
+    gate = GateRecord(passed=False, failures=["check:pytest: 2 failed"], enforced=False)
+    verdict = VerdictRecord(status="PASS", reason_code="ALL_MET")
+    lines = _lines(VerdictEvent(run_id="r1", cycle=1, verdict=verdict, gate=gate, result="PASS"))
+    assert (
+        lines[0][0] == "    Engine cycle 1: Evaluator PASS → gate `check:pytest` failed (not enforced) → PASS"
+    )
+    # The same review with the engine's decision PARTIAL: the view says PARTIAL.
+    lines = _lines(VerdictEvent(run_id="r1", cycle=1, verdict=verdict, gate=gate, result="PARTIAL"))
+    assert lines[0][0].endswith("failed (not enforced) → PARTIAL")
 
 
 def _closed_port() -> int:

@@ -154,9 +154,10 @@ def _failed_gates(gate: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _overruled(cycle: Mapping[str, Any]) -> bool:
-    """The Evaluator said PASS and an enforced gate said no: without the gate the run ended there."""
-    verdict, gate = cycle.get("verdict") or {}, cycle.get("gate") or {}
-    return verdict.get("status") == "PASS" and bool(_failed(gate)) and bool(gate.get("enforced", True))
+    """The Evaluator said PASS and the engine judged the cycle PARTIAL: only enforced failed gates do
+    that (`pse.engine._judge`), and without them the run ended there."""
+    verdict = cycle.get("verdict") or {}
+    return verdict.get("status") == "PASS" and cycle.get("result") == "PARTIAL"
 
 
 def first_cause(trace: Trace | Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -414,6 +414,13 @@ class VerdictEvent(_Event):
     gate: GateRecord
     error: str | None = None
     stopped: str | None = Field(None, description="why the cycle was stopped before a review, if it was")
+    result: str = Field(
+        "",
+        description="what the engine decided the cycle came to (the trace's cycle `result`): PASS, PARTIAL "
+        "(also a PASS whose enforced gates failed), FAIL, BLOCKED, ERROR, TIMEOUT, QUESTIONS; empty in "
+        "events from before the engine sent it",
+    )
+    result_reason: str = Field("", description="why (the trace's cycle `result_reason`)")
 
 
 class FormatRepair(_Record):

@@ -285,6 +285,8 @@ class Trace(_Model):
                     gate=c.gate,
                     error=c.review_error,
                     stopped=c.stopped,
+                    result=c.result,
+                    result_reason=c.result_reason,
                 )
                 timed.append((c.ended_at, 3, verdict))
         for c in self.cycles:  # each step attempt is two events: begun, then ended

@@ -72,15 +72,6 @@ def _line(label: str, label_style: str, body: str = "", body_style: str = "defau
     return line
 
 
-def _cycle_result(event: VerdictEvent) -> str:
-    """What the engine makes of a review (a PASS with an enforced gate failure is a PARTIAL)."""
-    if event.verdict is None:
-        return ""
-    if event.verdict.status == "PASS" and not event.gate.passed and event.gate.enforced:
-        return "PARTIAL"
-    return event.verdict.status
-
-
 class LiveView:
     """A compact, continuously refreshed view: what is happening now ("cycle 1 · Specialist writing
     quicksort.py · 3 tool calls", as the dashboard's live line says it), state, tokens, and a line per
@@ -234,13 +225,12 @@ class LiveView:
             "gate": event.gate.model_dump(),
             "stopped": event.stopped,
             "review_error": event.error,
-            "result": _cycle_result(event),
+            "result": event.result,  # the engine's decision (pse.engine._judge), shown, never re-derived
             "ended_at": event.at,
         }
         self._cycle.update(cycle)
         reviewer = SINGLE_AGENT if self.speaker == SINGLE_AGENT else Role.EVALUATOR
-        result = _cycle_result(event)
-        style = _VERDICT_STYLE.get(result, "red") if event.verdict is not None else "magenta"
+        style = _VERDICT_STYLE.get(event.result, "red") if event.verdict is not None else "magenta"
         self._add(_line("Engine", style, flat(cycle_link(cycle, reviewer).text())))
 
     def _repair(self, event: FormatRepairEvent) -> None:

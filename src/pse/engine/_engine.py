@@ -24,6 +24,7 @@ from pse.engine._crew import Crew, CycleKind, CycleOutcome, CycleStop, NextCycle
 from pse.engine._cycle import phase_order, run_cycle
 from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
+from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._setup import RunSetup
@@ -351,7 +352,8 @@ class Engine:
     # ---- decisions ----------------------------------------------------------------------------
 
     def _apply(self, cycle: CycleRecord, outcome: CycleOutcome) -> None:
-        """Judge what the cycle came to: gates first, then the state table."""
+        """What the cycle came to: its gates, the one decision of its result (`decide`), announced, then
+        the state table's move."""
         cycle.plan = outcome.plan or cycle.plan
         cycle.verdict, cycle.review_error, cycle.blocked = (
             outcome.verdict,
@@ -371,6 +373,8 @@ class Engine:
         )
         # The single team has no Evaluator for the gates to hold to account: its verdict is its claim.
         cycle.gate.enforced = self.settings.hard_gates and self.settings.team == "pse"
+        decided = decide(outcome, cycle.gate)
+        cycle.result, cycle.result_reason = decided.result, decided.reason
         self.events.emit(
             VerdictEvent(
                 run_id=self.trace.run_id,
@@ -380,38 +384,27 @@ class Engine:
                 gate=cycle.gate,
                 error=cycle.review_error,
                 stopped=cycle.stopped,
+                result=cycle.result,
+                result_reason=cycle.result_reason,
             )
         )
         if outcome.stop is not None:
-            cycle.result, cycle.result_reason = outcome.stop.outcome, outcome.stop.reason
             self._stop(outcome.stop)
         elif outcome.clarification is not None:
             cycle.clarification = outcome.clarification
-            asked = len(outcome.clarification.questions)
-            cycle.result, cycle.result_reason = "QUESTIONS", f"the Planner asked {asked} question(s)"
             self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
         elif outcome.step_failure is not None:
-            self._step_failed(cycle, outcome.step_failure)
+            self._step_failed(cycle.result_reason)
         elif cycle.blocked is not None:
-            cycle.result = "BLOCKED"
-            cycle.result_reason = f"{cycle.blocked.role} blocked: {cycle.blocked.reason_code}"
             self._move(State.BLOCKED, cycle.result_reason)
         elif cycle.verdict is None:
-            reason = (
-                cycle.review_error or "REVIEW_ERROR: the cycle ended without a verdict from the Evaluator"
-            )
-            cycle.result, cycle.result_reason = "ERROR", reason
-            self._stop(CycleStop("ERROR", reason))
+            self._stop(CycleStop("ERROR", cycle.result_reason))
         else:
-            self._judge(cycle)
+            self._after_review(cycle)
 
-    def _judge(self, cycle: CycleRecord) -> None:
-        verdict = cycle.verdict
-        assert verdict is not None
-        status, reason = verdict.status, verdict.reason_code
-        if status == "PASS" and not cycle.gate.passed and cycle.gate.enforced:
-            status, reason = "PARTIAL", "HARD_GATE: " + "; ".join(cycle.gate.failures)
-        cycle.result, cycle.result_reason = status, reason
+    def _after_review(self, cycle: CycleRecord) -> None:
+        """The state table's move after a judged review (`cycle.result`): pass, revise, re-plan, escalate."""
+        status, reason = cycle.result, cycle.result_reason
         counters, s = self.trace.counters, self.settings
         if status == "PASS":
             if cycle.gate.passed:
@@ -453,9 +446,8 @@ class Engine:
         else:
             self._move(State.ESCALATED, f"{status} ({reason}) with every retry used")
 
-    def _step_failed(self, cycle: CycleRecord, reason: str) -> None:
+    def _step_failed(self, reason: str) -> None:
         """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
-        cycle.result, cycle.result_reason = "FAIL", reason
         counters, s = self.trace.counters, self.settings
         if counters.fail_retries < s.max_fail_retries:
             counters.fail_retries += 1

@@ -29,6 +29,7 @@ from autogen_core.models import LLMMessage, UserMessage
 from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepScope, StepWiring
 from pse.engine._finals import conclude, read_final
 from pse.engine._graph import StepSpec, step_specs, task_criteria
+from pse.engine._judge import judge
 from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._step_buffer import artifact_list, fit_to_tokens
@@ -290,12 +291,8 @@ async def _attempt(
                      criteria=list(step.criteria), outputs=list(step.outputs))  # fmt: skip
     calls = [c for c in record.tool_calls if c.step == step.id and c.at >= attempt.started_at]
     attempt.gate = wiring.gate(verdict, sub, calls)
-    if verdict is None:
-        _end(attempt, "ERROR", f"REVIEW_ERROR: {reviewed.problem}", run, record)
-    elif verdict.status == "PASS" and not attempt.gate.passed:
-        _end(attempt, "PARTIAL", "HARD_GATE: " + "; ".join(attempt.gate.failures), run, record)
-    else:
-        _end(attempt, verdict.status, verdict.reason_code, run, record)
+    judged = judge(verdict, attempt.gate, no_verdict=f"REVIEW_ERROR: {reviewed.problem}")
+    _end(attempt, judged.result, judged.reason, run, record)
     if verdict is not None and verdict.status == "BLOCKED":
         result.blocked = BlockedRecord(
             role=Role.EVALUATOR, reason_code=verdict.reason_code, detail=verdict.summary

@@ -37,12 +37,10 @@ export function applyEvent(run, ev) {
     case "retrieval": (cycle().retrievals ||= []).push(ev); break;
     case "drift": (cycle().drifts ||= []).push(ev.drift); break;
     case "format_repair": (cycle().repairs ||= []).push(ev.repair); break;
-    case "verdict": { // the engine turns a PASS whose enforced gates failed into PARTIAL (the trace says so at the end)
-      const gated = ev.verdict && ev.verdict.status === "PASS" && ev.gate && !ev.gate.passed && ev.gate.enforced !== false;
+    case "verdict": // the engine's decision of the cycle's result (pse.engine._judge), shown as it is sent
       Object.assign(cycle(), { verdict: ev.verdict, gate: ev.gate, review_error: ev.error, stopped: ev.stopped,
-        ended_at: ev.at, result: ev.verdict ? (gated ? "PARTIAL" : ev.verdict.status) : "ERROR" });
+        ended_at: ev.at, result: ev.result, result_reason: ev.result_reason });
       break;
-    }
     case "transition": run.state = ev.transition.to; break;
     case "step": { // begun (result ""), then ended: the later record replaces the earlier
       const list = (cycle().steps ||= []);
@@ -100,6 +98,7 @@ export function eventLine(ev) {
       return `${ev.message.source}: ${ev.said !== undefined ? ev.said : prose(ev.message.content)}`;
     case "tool_call": return `${ev.call.requester} ↳ ${ev.said !== undefined ? ev.said : `${ev.call.tool} ${ev.call.decision === "denied" ? "denied" : ev.call.status}`}`;
     case "verdict": return ev.verdict ? `verdict ${ev.verdict.status} (${ev.verdict.reason_code})${ev.gate.passed ? "" : "; gate: " + ev.gate.failures.join("; ")}`
+        + (ev.result && ev.result !== ev.verdict.status ? ` → ${ev.result}` : "")
       : ev.stopped ? `no review: ${ev.stopped}` : `review error: ${ev.error}`;
     case "format_repair": return `format repair: ${ev.repair.role} asked again (attempt ${ev.repair.attempt}): ${ev.repair.error}`;
     case "drift": return `replay drift: ${ev.drift.role} turn ${ev.drift.turn}: ${ev.drift.recorded_chars} → ${ev.drift.chars} chars`;
@@ -179,8 +178,8 @@ function gateDetails(failed) {
   return failed.map(([name, detail]) => `${name}: ${firstSentence(detail)}`).join("; ");
 }
 
-const overruled = (c) => !!c.verdict && c.verdict.status === "PASS" && failedGates(c.gate).length > 0
-  && (c.gate || {}).enforced !== false;
+// A PASS the engine judged PARTIAL: only enforced failed gates do that (pse.engine._judge).
+const overruled = (c) => !!c.verdict && c.verdict.status === "PASS" && c.result === "PARTIAL";
 
 /** The cycle that set an ERROR run's error off, or null (as pse._causal.first_cause). */
 export function firstCause(run) {
