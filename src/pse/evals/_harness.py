@@ -39,7 +39,7 @@ from pse.config import Settings, with_overrides
 from pse.evals._hidden import run_hidden_check
 from pse.evals._impossible import DEFAULT_SEED, IMPOSSIBLE, ORDINARY, Mutation, names_test
 from pse.evals._results import EvalSummary, HiddenResult, ResultRow, latest_rows, summarize_rows
-from pse.evals._suite import Instance, Suite
+from pse.evals._suite_model import Instance, Suite
 from pse.events import utc_now
 from pse.exceptions import PSEError, UserError
 from pse.protocol import SPEC_CONFLICT
