@@ -26,7 +26,6 @@ ALLOWED_OVER = {
     "sandbox/_runner.py",
     "config/_settings.py",
     "toolagent/_executor.py",
-    "models/_resilient.py",
     "events.py",
     "trace.py",
     "protocol/_grammar.py",
