@@ -27,7 +27,6 @@ ALLOWED_OVER = {
     "config/_settings.py",
     "events.py",
     "trace.py",
-    "protocol/_dsml.py",
 }
 
 
