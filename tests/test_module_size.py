@@ -26,7 +26,6 @@ ALLOWED_OVER = {
     "sandbox/_runner.py",
     "config/_settings.py",
     "events.py",
-    "trace.py",
 }
 
 
