@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from pse.engine import load_trace
+from pse.evals._arms import parse_arms, select_instances
 from pse.evals._direct import DirectRow, ask_direct, direct_summary, judge_direct
-from pse.evals._harness import EvalRun, _stage_hidden, parse_arms, read_rows, run_eval, select_instances
+from pse.evals._harness import EvalRun, _stage_hidden, read_rows, run_eval
 from pse.evals._impossible import DEFAULT_SEED, IMPOSSIBLE, ORDINARY
 from pse.evals._results import ResultRow
 from pse.evals._suite import Instance, Suite, load_suite, variant_instances

@@ -321,7 +321,8 @@ def test_the_single_agent_has_the_same_exit(tmp_path: Path) -> None:
 
     from impossible_scripts import single_exit_he53
     from pse.config import load_settings
-    from pse.evals._harness import EvalRun, run_eval, select_instances
+    from pse.evals._arms import select_instances
+    from pse.evals._harness import EvalRun, run_eval
     from pse.evals._suite import load_suite, variant_instances
     from pse.runner import registry_for
 

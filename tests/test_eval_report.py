@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from eval_rows import EVAL_ID, HOSTILE_INSTANCE, HOSTILE_OUTPUT, HOSTILE_REASON, META, ROWS, write_folder
 from pse.config import Settings
 from pse.evals import EvalSummary, ResultRow, read_eval, render_report, summarize_rows, write_report
-from pse.evals._report import DARK_PALETTE, LIGHT_PALETTE, REPORT_CSP
+from pse.evals._report_style import DARK_PALETTE, LIGHT_PALETTE, REPORT_CSP
 from pse.exceptions import UserError
 from pse.web import create_app
 

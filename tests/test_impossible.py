@@ -17,7 +17,7 @@ import pytest
 
 from pse.config import load_settings
 from pse.evals import HiddenResult, ResultRow
-from pse.evals._harness import impossible_check, result_row, select_instances
+from pse.evals._arms import select_instances
 from pse.evals._hidden import run_hidden_check
 from pse.evals._impossible import (
     HUMANEVAL_TEST_FILE,
@@ -28,6 +28,7 @@ from pse.evals._impossible import (
     names_test,
 )
 from pse.evals._results import summarize_arm
+from pse.evals._rows import impossible_check, result_row
 from pse.evals._suite import Instance, load_suite, parse_variants, variant_instances
 from pse.events import BlockedRecord
 from pse.exceptions import UserError

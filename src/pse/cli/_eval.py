@@ -14,7 +14,8 @@ from rich.table import Table
 from pse.batch import RayExecutor
 from pse.cli._common import RunsDir, TasksDir, command_settings, err, out, run_interruptible, shown
 from pse.evals import ArmSummary, EvalSummary, ResultRow
-from pse.evals._harness import ARMS, EvalRun, parse_arms, run_eval, select_instances
+from pse.evals._arms import ARMS, parse_arms, select_instances
+from pse.evals._harness import EvalRun, run_eval
 from pse.evals._impossible import DEFAULT_SEED, VARIANTS
 from pse.evals._suite import load_suite, parse_variants, suite_problems, variant_instances
 from pse.exceptions import UserError

@@ -3,8 +3,9 @@ each finished run judged by a hidden check no role ever sees, and the arms compa
 instances (`pse eval`); the impossible variant measures how often an arm cheats (`pse eval --variant
 impossible`)."""
 
+from pse.evals._eval_folder import read_eval
 from pse.evals._impossible import Mutation
-from pse.evals._report import read_eval, render_report, write_report
+from pse.evals._report import render_report, write_report
 from pse.evals._results import (
     ArmSummary,
     EvalSummary,

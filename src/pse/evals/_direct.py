@@ -23,7 +23,7 @@ from pse.config import Settings
 from pse.evals._hidden import run_hidden_check
 from pse.evals._results import HiddenResult
 from pse.evals._stats import wilson
-from pse.evals._suite import Instance
+from pse.evals._suite_model import Instance
 
 __all__ = [
     "DIRECT_MAX_TOKENS",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pse.config import Settings
 from pse.evals._results import HiddenResult
-from pse.evals._suite import Instance
+from pse.evals._suite_model import Instance
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import Sandbox, SandboxLimits
 

@@ -12,231 +12,36 @@ an attribute only escaped and double-quoted.
 
 An evaluation folder holds `eval.json` (what was asked), `results.jsonl` (a `ResultRow` per line; a
 crash can leave a torn last line, which is skipped), `summary.json` (an `EvalSummary`) and this
-report. `read_eval` reads the folder and never follows a symlink inside it: the folder itself and
-each file are opened with `O_NOFOLLOW` (`pse._run_files`), so the dashboard can reuse it on folders
-it does not trust beyond the evaluations directory.
+report. `read_eval` (`pse.evals._eval_folder`) reads the folder and never follows a symlink inside
+it: the folder itself and each file are opened with `O_NOFOLLOW` (`pse._run_files`), so the dashboard
+can reuse it on folders it does not trust beyond the evaluations directory.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
 import os
 import re
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from pse._run_files import read_beneath
 from pse.evals._charts import pass_rate_chart, tokens_chart
-from pse.evals._results import ArmSummary, EvalSummary, ResultRow, latest_rows, summarize_rows
+from pse.evals._eval_folder import REPORT_FILE, read_eval
+from pse.evals._figures import ARM_FIGURES, CHEAT_FIGURES, DASH, p_value
+from pse.evals._report_style import REPORT_CSP, STYLESHEET
+from pse.evals._results import ArmSummary, EvalSummary, ResultRow, latest_rows
 from pse.exceptions import UserError
 
-__all__ = [
-    "ARM_FIGURES",
-    "CHEAT_FIGURES",
-    "DARK_PALETTE",
-    "LIGHT_PALETTE",
-    "MAX_RESULTS_BYTES",
-    "REPORT_CSP",
-    "read_eval",
-    "read_eval_summary",
-    "render_report",
-    "write_report",
-]
+__all__ = ["render_report", "write_report"]
 
-MAX_RESULTS_BYTES = 64 * 1024 * 1024
-"""Largest `results.jsonl` read (a row with its capped hidden output is a few KiB)."""
-MAX_JSON_BYTES = 16 * 1024 * 1024
-"""Largest `eval.json` or `summary.json` read."""
 MAX_OUTPUT_CHARS = 4000
 """Hidden check output shown per row (head and tail); the row in results.jsonl keeps what it has."""
-
-META_FILE, RESULTS_FILE, SUMMARY_FILE, REPORT_FILE = (
-    "eval.json",
-    "results.jsonl",
-    "summary.json",
-    "report.html",
-)
-DASH = "—"
-"""What an undefined figure (None) shows as."""
-
-# Text colours (ink … warn) are ≥ 4.5:1 on both backgrounds, bar colours ≥ 3:1 (tests/test_eval_report.py).
-LIGHT_PALETTE = {
-    "bg": "#ffffff", "panel": "#f6f8fa", "ink": "#1f2328", "muted": "#59636e", "line": "#d1d9e0",
-    "link": "#0550ae", "pass": "#116329", "fail": "#a40e26", "warn": "#7d4e00",
-    "bar-claimed": "#0969da", "bar-true": "#1a7f37", "bar-false": "#cf222e", "bar-tokens": "#8250df",
-}  # fmt: skip
-DARK_PALETTE = {
-    "bg": "#0d1117", "panel": "#161b22", "ink": "#e6edf3", "muted": "#9198a1", "line": "#3d444d",
-    "link": "#58a6ff", "pass": "#3fb950", "fail": "#ff7b72", "warn": "#d29922",
-    "bar-claimed": "#4493f8", "bar-true": "#3fb950", "bar-false": "#f85149", "bar-tokens": "#ab7df8",
-}  # fmt: skip
-
-
-def _variables(palette: dict[str, str]) -> str:
-    return " ".join(f"--{name}: {colour};" for name, colour in palette.items())
-
-
-_CSS = f"""
-:root {{ color-scheme: light dark; {_variables(LIGHT_PALETTE)} }}
-@media (prefers-color-scheme: dark) {{ :root {{ {_variables(DARK_PALETTE)} }} }}
-* {{ box-sizing: border-box; }}
-body {{ margin: 0; background: var(--bg); color: var(--ink);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }}
-main {{ max-width: 1200px; margin: 0 auto; padding: 16px; }}
-h1 {{ font-size: 1.5rem; margin: 0.2em 0 0.4em; overflow-wrap: anywhere; }}
-h2 {{ font-size: 1.15rem; margin: 1.6em 0 0.5em; }}
-a {{ color: var(--link); }}
-code, pre {{ font: 0.85rem/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }}
-.muted, .axis {{ color: var(--muted); fill: var(--muted); }}
-.pass {{ color: var(--pass); font-weight: 600; }}
-.fail {{ color: var(--fail); font-weight: 600; }}
-.warn {{ color: var(--warn); font-weight: 600; }}
-dl.meta {{ display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 14px; margin: 0; }}
-dl.meta dt {{ color: var(--muted); }}
-dl.meta dd {{ margin: 0; overflow-wrap: anywhere; }}
-.scroll {{ overflow-x: auto; max-width: 100%; border: 1px solid var(--line); border-radius: 6px; }}
-table {{ border-collapse: collapse; width: 100%; }}
-th, td {{ padding: 6px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top;
-  white-space: nowrap; }}
-thead th {{ background: var(--panel); font-size: 0.8rem; text-transform: uppercase; letter-spacing: .03em; }}
-tbody th {{ font-weight: 600; white-space: normal; min-width: 9ch; }}
-table.sticky tbody th {{ position: sticky; left: 0; background: var(--bg); }}
-td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-td.text, th.text {{ white-space: normal; min-width: 12ch; max-width: 44ch; overflow-wrap: anywhere; }}
-td small {{ display: block; color: var(--muted); white-space: normal; overflow-wrap: anywhere; }}
-tr.first td, tr.first th {{ border-top: 2px solid var(--line); }}
-details pre {{ white-space: pre-wrap; overflow-wrap: anywhere; max-height: 20em; overflow: auto;
-  margin: 4px 0; padding: 6px; background: var(--panel); border-radius: 4px; }}
-.charts {{ display: grid; gap: 16px;
-  grid-template-columns: repeat(auto-fit, minmax(min(100%, 440px), 1fr)); }}
-.charts figure {{ margin: 0; padding: 8px; border: 1px solid var(--line); border-radius: 6px; }}
-figcaption {{ font-weight: 600; margin-bottom: 4px; }}
-svg.chart {{ display: block; width: 100%; height: auto; }}
-svg.chart text {{ fill: var(--ink); font-size: 13px; }}
-svg.chart text.value {{ font-size: 11px; }}
-svg.chart .grid {{ stroke: var(--line); }}
-svg.chart .whisker {{ stroke: var(--ink); stroke-width: 1.5; }}
-.c-claimed {{ fill: var(--bar-claimed); }} .c-true {{ fill: var(--bar-true); }}
-.c-false {{ fill: var(--bar-false); }} .c-tokens {{ fill: var(--bar-tokens); }}
-footer {{ margin-top: 2em; color: var(--muted); font-size: 0.85rem; }}
-"""
-
-_STYLE_HASH = base64.b64encode(hashlib.sha256(_CSS.encode()).digest()).decode()
-REPORT_CSP = (
-    f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src data:; base-uri 'none'; "
-    "form-action 'none'"
-)
-"""The report's policy: its one stylesheet (by hash) and nothing else; no script can run in it.
-
-The page carries it in a `<meta>`; served over HTTP, add `frame-ancestors 'none'` (a header only)."""
 
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
-
-
-# ---- reading an evaluation folder ---------------------------------------------------------------
-
-
-class _Meta(BaseModel):
-    """The fields of eval.json the report relies on; others are kept as they are."""
-
-    model_config = ConfigDict(extra="allow")
-
-    eval_id: str
-    suite: str
-    task: str
-    description: str = ""
-    arms: list[str]
-    instances: list[str]
-    created_at: str = ""
-
-
-def _read(out_dir: Path, name: str, max_bytes: int) -> bytes | None:
-    """A file of the folder, None when absent; never through a symlink (the folder's or the file's)."""
-    folder = Path(os.path.normpath(out_dir.absolute()))
-    try:
-        return read_beneath(folder.parent, [folder.name, name], max_bytes=max_bytes)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise UserError(f"{out_dir / name}: {exc.strerror or exc}") from None
-
-
-def _read_meta(out_dir: Path) -> dict[str, Any]:
-    raw = _read(out_dir, META_FILE, MAX_JSON_BYTES)
-    if raw is None:
-        raise UserError(
-            f"{out_dir} holds no {META_FILE} (or it is a symlink): it is not an evaluation folder "
-            "`pse eval` wrote; pass the folder it printed"
-        )
-    try:
-        return _Meta.model_validate_json(raw).model_dump()
-    except ValidationError as exc:
-        raise UserError(f"{out_dir / META_FILE} is not an evaluation's description: {exc}") from None
-
-
-def _read_rows(out_dir: Path) -> list[ResultRow]:
-    raw = _read(out_dir, RESULTS_FILE, MAX_RESULTS_BYTES)
-    rows: list[ResultRow] = []
-    for line in (raw or b"").decode("utf-8", errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            rows.append(ResultRow.model_validate_json(line))
-        except ValidationError:
-            continue  # a line torn by a crash, or not a row: the next run of the instance writes it again
-    return rows
-
-
-def _read_summary(out_dir: Path) -> EvalSummary | None:
-    raw = _read(out_dir, SUMMARY_FILE, MAX_JSON_BYTES)
-    if raw is None:
-        return None
-    try:
-        return EvalSummary.model_validate_json(raw)
-    except ValidationError:
-        return None  # computed again from the rows
-
-
-def _summarize(meta: dict[str, Any], rows: Sequence[ResultRow]) -> EvalSummary:
-    now = max((r.finished_at for r in rows), default="") or datetime.now(UTC).isoformat(timespec="seconds")
-    return summarize_rows(
-        rows, eval_id=meta["eval_id"], suite=meta["suite"], task=meta["task"], arms=meta["arms"], now=now
-    )
-
-
-def read_eval(out_dir: Path) -> tuple[dict[str, Any], list[ResultRow], EvalSummary]:
-    """An evaluation folder's description, rows and summary.
-
-    Rows that do not parse (a torn last line) are skipped; a missing or unreadable summary.json is
-    computed from the rows (`updated_at`: the last row's `finished_at`). A symlinked folder or file
-    reads as absent.
-
-    Returns:
-        `(meta, rows, summary)`: eval.json as a dict (its known fields checked), every readable row in
-        file order (a re-run instance appears twice; the summary and the report keep the last), and
-        the summary.
-
-    Raises:
-        UserError: the folder has no eval.json, or it is not a valid one, or a file is over its cap.
-    """
-    meta = _read_meta(out_dir)
-    rows = _read_rows(out_dir)
-    return meta, rows, _read_summary(out_dir) or _summarize(meta, rows)
-
-
-def read_eval_summary(out_dir: Path) -> tuple[dict[str, Any], EvalSummary]:
-    """eval.json and summary.json only (the rows are read only when the summary is missing): a listing."""
-    meta = _read_meta(out_dir)
-    return meta, _read_summary(out_dir) or _summarize(meta, _read_rows(out_dir))
 
 
 def write_report(out_dir: Path, dashboard_url: str | None = None) -> Path:
@@ -258,78 +63,6 @@ def write_report(out_dir: Path, dashboard_url: str | None = None) -> Path:
     os.replace(partial, target)
     return target
 
-
-# ---- formatting -----------------------------------------------------------------------------------
-
-
-def _fixed(value: float | None, digits: int) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
-
-
-def _rate(value: float | None, ci: tuple[float, float] | None) -> str:
-    """`0.40 (0.22–0.61)`: a rate with its 95 % interval; — when undefined."""
-    if value is None:
-        return DASH
-    return f"{value:.2f}" if ci is None else f"{value:.2f} ({ci[0]:.2f}–{ci[1]:.2f})"
-
-
-def _count(value: float | None) -> str:
-    return DASH if value is None else f"{round(value):,}"
-
-
-def _money(value: float | None, currency: str) -> str:
-    return DASH if value is None else f"{value:.4f} {currency}"
-
-
-def _p_value(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _outcomes(arm: ArmSummary) -> str:
-    return " · ".join(f"{name} {n}" for name, n in arm.outcomes.items()) or DASH
-
-
-def _rate_of(field: str) -> Callable[[ArmSummary], str]:
-    return lambda arm: _rate(getattr(arm, field), getattr(arm, f"{field}_ci95"))
-
-
-ARM_FIGURES: tuple[tuple[str, str, Callable[[ArmSummary], str]], ...] = (
-    ("instances", "instances", lambda a: str(a.instances)),
-    ("claimed_pass_rate", "claimed pass rate", _rate_of("claimed_pass_rate")),
-    ("true_pass_rate", "true pass rate", _rate_of("true_pass_rate")),
-    ("false_pass_rate", "false pass rate (of claimed)", _rate_of("false_pass_rate")),
-    ("escaped_defects", "escaped defects", lambda a: str(a.escaped_defects)),
-    ("first_pass_rate", "first pass rate", _rate_of("first_pass_rate")),
-    ("mean_rework_cycles", "mean rework cycles", lambda a: _fixed(a.mean_rework_cycles, 2)),
-    ("handoff_failure_rate", "handoff failure rate", _rate_of("handoff_failure_rate")),
-    ("unauthorized_call_rate", "unauthorized call rate", _rate_of("unauthorized_call_rate")),
-    ("tokens", "tokens", lambda a: f"{a.tokens:,}"),
-    ("tokens_per_true_pass", "tokens per true pass", lambda a: _count(a.tokens_per_true_pass)),
-    ("cost", "cost", lambda a: _money(a.cost, a.currency)),
-    ("cost_per_true_pass", "cost per true pass", lambda a: _money(a.cost_per_true_pass, a.currency)),
-    ("wall_s_per_instance", "wall s per instance", lambda a: _fixed(a.wall_s_per_instance, 1)),
-    ("outcomes", "outcomes", _outcomes),
-    ("hidden_check_errors", "hidden checks that could not run", lambda a: str(a.hidden_check_errors)),
-)
-"""The arms table, row by row: (key, label, figure). The dashboard's eval page shows the same rows."""
-
-CHEAT_FIGURES: tuple[tuple[str, str, Callable[[ArmSummary], str]], ...] = (
-    ("impossible_instances", "impossible instances", lambda a: str(a.impossible_instances)),
-    ("cheat_rate", "cheat rate (PASSED)", _rate_of("cheat_rate")),
-    ("cheats", "cheats", lambda a: str(a.cheats)),
-    ("honest_exit_rate", "honest exit rate (SPEC_CONFLICT naming the test)", _rate_of("honest_exit_rate")),
-    ("honest_exits", "honest exits", lambda a: str(a.honest_exits)),
-    ("spec_conflicts", "SPEC_CONFLICT exits (any test named)", lambda a: str(a.spec_conflicts)),
-    ("solve_rate", "solve rate (ordinary variant)", _rate_of("solve_rate")),
-    (
-        "impossible_outcomes",
-        "outcomes (impossible)",
-        lambda a: " · ".join(f"{k} {n}" for k, n in a.impossible_outcomes.items()) or DASH,
-    ),
-    ("impossible_tokens", "tokens (impossible)", lambda a: f"{a.impossible_tokens:,}"),
-)
-"""The impossible variant's table (shown when an evaluation has impossible instances): the same rows on
-the dashboard's eval page."""
 
 _OUTCOME_CLASS = {"PASSED": "pass", "ESCALATED": "warn", "TIMEOUT": "warn", "ERROR": "fail"}
 
@@ -373,7 +106,7 @@ def render_report(
             f'<meta http-equiv="Content-Security-Policy" content="{_e(REPORT_CSP)}">\n',
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
             '<link rel="icon" href="data:,">\n',
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n",
+            f"<title>{_e(title)}</title>\n<style>{STYLESHEET}</style>\n</head>\n<body>\n<main>\n",
             _header(summary, meta),
             _arms_table(arms),
             _cheating_table(summary, arms),
@@ -481,7 +214,7 @@ def _paired(summary: EvalSummary) -> str:
         f'<tr data-pair="{_e(t.a)} vs {_e(t.b)}"><td>{_e(t.a)}</td><td>{_e(t.b)}</td>'
         f'<td class="num">{t.instances}</td><td class="num">{t.both}</td><td class="num">{t.only_a}</td>'
         f'<td class="num">{t.only_b}</td><td class="num">{t.neither}</td>'
-        f'<td class="num">{_p_value(t.mcnemar_p)}</td></tr>'
+        f'<td class="num">{p_value(t.mcnemar_p)}</td></tr>'
         for t in summary.paired
     )
     return (

@@ -58,8 +58,9 @@ from pse.models._ratelimit import (
 )
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
-from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy, public_url
+from pse.models._resilient import ResilientChatCompletionClient, public_url
 from pse.models._resumed import ResumedTurnsClient, Turn
+from pse.models._retrying import RetryPolicy
 from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._servers import crash_note, note_answered, note_started_server

@@ -20,7 +20,8 @@ from pse.models._native import NativeProtocolClient
 from pse.models._probe import SERVER_PROBES, ConstraintProbes
 from pse.models._ratelimit import limiter_for
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
-from pse.models._resilient import ResilientChatCompletionClient, RetryPolicy
+from pse.models._resilient import ResilientChatCompletionClient
+from pse.models._retrying import RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._usage import UsageSink
 from pse.protocol import FunctionSpec, ToolSignature

@@ -25,50 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
-import re
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-import ollama
-import openai
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage
 
 from pse.config import ModelSpec
 from pse.exceptions import ModelAuthError, ModelUnavailableError
 from pse.models._cached import CachedSlot, cached_slot
-from pse.models._context import context_window_error, is_context_overflow
+from pse.models._context import context_window_error
 from pse.models._digest import message_texts
-from pse.models._ratelimit import Grant, LimitKey, RateLimiter, retry_after_s
+from pse.models._ratelimit import Grant, LimitKey, RateLimiter
+from pse.models._retrying import FailureKind, RetryPolicy, classify_failure, lost_connection, retry_after
 from pse.models._servers import crash_note, note_answered
 from pse.models._usage import CallUsage, UsageMeter, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.tokens import count_message_tokens, count_tokens
 
-__all__ = ["ResilientChatCompletionClient", "RetryPolicy", "public_url"]
+__all__ = ["ResilientChatCompletionClient", "public_url"]
 
 _PROTOCOL_TAGS = ("<tool_calls>", "<plan>", "<verdict", "<blocked")
-_RETRY_STATUS = frozenset({408, 409, 425, 429})
-_BACKOFF_CAP_S = 60.0
-_OPENAI_PREFIX = re.compile(r"^Error code: \d+ - ")  # the SDK's own prefix; we say "HTTP <status>" already
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try one call: a timeout per attempt, retries after the first, first backoff delay."""
-
-    timeout_s: float
-    max_retries: int
-    backoff_s: float
-
-    def delay(self, retry: int) -> float:
-        """Delay before retry number `retry` (1-based): exponential, with ±50 % jitter."""
-        base: float = min(_BACKOFF_CAP_S, self.backoff_s * 2.0 ** (retry - 1))
-        return base * (0.5 + random.random())
 
 
 def public_url(url: str | None, provider: str) -> str:
@@ -79,55 +58,6 @@ def public_url(url: str | None, provider: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-_Kind = Literal["retry", "auth", "context", "fatal"]
-
-
-def _classify(exc: BaseException) -> tuple[_Kind, str] | None:
-    """How to treat a provider exception; None when it is no provider failure (a bug: let it propagate)."""
-    if isinstance(exc, TimeoutError):
-        return "retry", "no answer within the timeout"
-    if isinstance(exc, openai.APIStatusError):
-        return _by_status(exc.status_code, _short(_OPENAI_PREFIX.sub("", exc.message)))
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return "retry", f"connection failed: {_short(str(exc.__cause__ or exc))}"
-    if isinstance(exc, ollama.ResponseError):
-        return _by_status(exc.status_code, _short(str(exc.error)))
-    if isinstance(
-        exc, ConnectionError | httpx.TransportError
-    ):  # ollama raises the builtin on refused connects
-        return "retry", f"connection failed: {_short(str(exc) or type(exc).__name__)}"
-    if isinstance(exc, openai.OpenAIError | ollama.RequestError | httpx.HTTPError):
-        return "fatal", _short(str(exc) or type(exc).__name__)
-    return None
-
-
-def _lost_connection(exc: BaseException) -> bool:
-    """The server was not there (or hung up): a refused or dropped connection, not a timeout or an HTTP
-    error."""
-    if isinstance(exc, openai.APITimeoutError | TimeoutError):
-        return False
-    return isinstance(exc, openai.APIConnectionError | ConnectionError | httpx.TransportError)
-
-
-def _by_status(status: int, message: str) -> tuple[_Kind, str]:
-    text = f"HTTP {status}: {message}"
-    if status in (401, 403):
-        return "auth", text
-    if status in (400, 413, 422) and is_context_overflow(message):
-        return "context", text
-    if status in _RETRY_STATUS or status >= 500:
-        return "retry", text
-    return "fatal", text
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """The Retry-After of a provider's HTTP error, seconds, capped (None: none, or "now"; Ollama's
-    errors carry no headers)."""
-    if isinstance(exc, openai.APIStatusError):
-        return retry_after_s(exc.response.headers, time.time()) or None
-    return None
 
 
 @dataclass
@@ -145,11 +75,6 @@ class _Waits:
 def _used(result: CreateResult) -> int | None:
     """Tokens the provider reported for an answer (None: it reported none)."""
     return (result.usage.prompt_tokens + result.usage.completion_tokens) or None
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class ResilientChatCompletionClient(WrapperChatCompletionClient):
@@ -254,7 +179,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                         yield item
                 except Exception as exc:
                     if started:
-                        kind = _classify(exc)
+                        kind = classify_failure(exc)
                         if kind is None:
                             raise
                         self._raise(
@@ -291,11 +216,11 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         A retried HTTP error's Retry-After pauses the endpoint for every run (with a limiter), even when
         no retry is left, and this call's retry waits at least that long.
         """
-        verdict = _classify(exc)
+        verdict = classify_failure(exc)
         if verdict is None:
             raise exc
         kind, detail = verdict
-        pause = _retry_after(exc) if kind == "retry" else None
+        pause = retry_after(exc) if kind == "retry" else None
         if pause is not None and self.limiter is not None:
             await self.limiter.pause(self.key, pause)
         if kind != "retry" or retry >= self.policy.max_retries:
@@ -325,7 +250,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
         where = public_url(spec.base_url, spec.provider)
         return f"{spec.role}'s model {spec.model!r} ({spec.provider} at {where})"
 
-    def _raise(self, kind: _Kind, detail: str, exc: Exception) -> NoReturn:
+    def _raise(self, kind: FailureKind, detail: str, exc: Exception) -> NoReturn:
         role = self.spec.role.upper()
         if kind == "context":
             raise context_window_error(
@@ -337,7 +262,7 @@ class ResilientChatCompletionClient(WrapperChatCompletionClient):
                 f"PSE_{role}_API_KEY or PSE_API_KEY (or OPENAI_API_KEY); not retried."
             ) from exc
         tries = self.attempts
-        crashed = crash_note(self.spec.base_url) if _lost_connection(exc) and self.spec.base_url else None
+        crashed = crash_note(self.spec.base_url) if lost_connection(exc) and self.spec.base_url else None
         if crashed is not None:
             raise ModelUnavailableError(
                 f"{self._where()}: {crashed}; last error: {detail}. A grammar llama.cpp refuses kills "

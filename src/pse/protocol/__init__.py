@@ -14,8 +14,8 @@ from pse.protocol._dsml import (
     ToolSignature,
     has_tool_calls,
     parse_tool_calls,
-    render_tool_calls,
 )
+from pse.protocol._dsml_render import render_tool_calls
 from pse.protocol._functions import (
     OUTPUTS,
     FunctionSpec,

@@ -1,4 +1,4 @@
-"""DSML: the tool-call wire format. Pure functions: parse and render requests (results: `_results`).
+"""DSML: the tool-call wire format, parsed. Pure functions (rendered: `_dsml_render`; results: `_results`).
 
 Requests, inside any role's message (prose and Markdown fences around them are fine)::
 
@@ -37,7 +37,7 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pse.protocol._normalise import normalise_value
@@ -45,6 +45,8 @@ from pse.protocol._scan import AttributeScanner, Cursor
 from pse.protocol._types import DsmlError, ParamSpec, ParsedMessage, ToolCall, ToolSignature
 
 __all__ = [
+    "CDATA_CLOSE",
+    "CDATA_OPEN",
     "DsmlError",
     "ParamSpec",
     "ParsedMessage",
@@ -52,15 +54,13 @@ __all__ = [
     "ToolSignature",
     "has_tool_calls",
     "parse_tool_calls",
-    "render_invoke",
-    "render_tool_calls",
 ]
 
-_CDATA_OPEN = "<![CDATA["
-_CDATA_CLOSE = "]]>"
+CDATA_OPEN = "<![CDATA["
+CDATA_CLOSE = "]]>"
 _ATTRS = AttributeScanner(r"\w:.-")
-_CDATA_OPENER = re.compile(re.escape(_CDATA_OPEN))
-_CDATA_CLOSER = re.compile(re.escape(_CDATA_CLOSE))
+CDATA_OPENER = re.compile(re.escape(CDATA_OPEN))
+CDATA_CLOSER = re.compile(re.escape(CDATA_CLOSE))
 _TAG_END = re.compile(">")
 _CALLS_OPEN = re.compile(r"<tool_calls(?=[\s>/])")
 _RESULTS_OPEN = re.compile(r"<tool_results(?=[\s>/])")
@@ -105,8 +105,8 @@ class _Requests:
         self._text = text
         self._calls = Cursor(text, _CALLS_OPEN)
         self._results_close = Cursor(text, _RESULTS_CLOSE)
-        self._cdata_open = Cursor(text, _CDATA_OPENER)
-        self._cdata_close = Cursor(text, _CDATA_CLOSER)
+        self._cdata_open = Cursor(text, CDATA_OPENER)
+        self._cdata_close = Cursor(text, CDATA_CLOSER)
         self._tag_end = Cursor(text, _TAG_END)
 
     def next_block(self, pos: int) -> int | None:
@@ -155,17 +155,17 @@ def _read_value(text: str, pos: int, pname: str) -> tuple[str, int, str | None]:
     normalising the raw body changed)."""
     lead = _WS.match(text, pos)
     assert lead is not None
-    if text.startswith(_CDATA_OPEN, lead.end()):
+    if text.startswith(CDATA_OPEN, lead.end()):
         parts: list[str] = []
         cur = lead.end()
-        while text.startswith(_CDATA_OPEN, cur):
-            close = text.find(_CDATA_CLOSE, cur + len(_CDATA_OPEN))
+        while text.startswith(CDATA_OPEN, cur):
+            close = text.find(CDATA_CLOSE, cur + len(CDATA_OPEN))
             if close < 0:
                 raise _SyntaxProblem(
                     f"parameter {pname!r}: unclosed <![CDATA[ (no ']]>' before the end of the message)"
                 )
-            parts.append(text[cur + len(_CDATA_OPEN) : close])
-            cur = close + len(_CDATA_CLOSE)
+            parts.append(text[cur + len(CDATA_OPEN) : close])
+            cur = close + len(CDATA_CLOSE)
         trail = _WS.match(text, cur)
         assert trail is not None
         m = _PARAM_CLOSE.match(text, trail.end())
@@ -381,32 +381,3 @@ def parse_tool_calls(
         )
         return ParsedMessage((DsmlError(1, "too_many_invokes", message),), found)
     return ParsedMessage(tuple(items), found)
-
-
-def _cdata(value: str) -> str:
-    return _CDATA_OPEN + value.replace(_CDATA_CLOSE, "]]]]><![CDATA[>") + _CDATA_CLOSE
-
-
-def render_tool_calls(calls: Sequence[tuple[str, Mapping[str, str]]]) -> str:
-    """Render requests as one `<tool_calls>` block that `parse_tool_calls` reads back exactly.
-
-    A value is written raw unless raw text would not round-trip (it holds `</parameter` or `<![CDATA[`, or
-    the parser would normalise it: a fenced or block-indented value); then it is written as CDATA
-    sections with every `]]>` split.
-    """
-    invokes = [render_invoke(name, arguments) for name, arguments in calls]
-    return "\n".join(["<tool_calls>", *invokes, "</tool_calls>"])
-
-
-def render_invoke(name: str, arguments: Mapping[str, str], *, error: str | None = None) -> str:
-    """One `<invoke>` of a `<tool_calls>` block; with `error`, one that fails as `bad_arguments`, saying why.
-
-    `error` must hold no `"`, `<` or `>` (an attribute value); `pse.protocol._native` writes it.
-    """
-    lines = [f'<invoke name="{name}" error="{error}">' if error is not None else f'<invoke name="{name}">']
-    for pname, value in arguments.items():
-        raw_ok = _CDATA_OPEN not in value and "</parameter" not in value and normalise_value(value)[1] is None
-        body = value if raw_ok else _cdata(value)
-        lines.append(f'<parameter name="{pname}">{body}</parameter>')
-    lines.append("</invoke>")
-    return "\n".join(lines)

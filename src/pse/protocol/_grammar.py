@@ -31,7 +31,6 @@ block it shows (tests/test_grammar.py holds that against the reference cassettes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -45,9 +44,10 @@ from pse.protocol._budget import (
     GrammarSizes,
     fit_sizes,
 )
-from pse.protocol._gbnf import avoiding, char_class, chunked, literal, repeat
+from pse.protocol._call_grammar import call_rules, open_tag
+from pse.protocol._gbnf import char_class, literal, repeat
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
-from pse.protocol._types import ParamSpec, ToolSignature
+from pse.protocol._types import ToolSignature
 from pse.roles import SINGLE_AGENT, Role
 
 __all__ = [
@@ -64,8 +64,6 @@ FINDINGS_ASKED = '<finding id="FINDING_ID" severity="SEVERITY"'
 """The line of `prompts/findings.md` that tells an Evaluator of findings (a repository run's): an
 Evaluator whose instructions hold it may name findings under the grammar and the schemas."""
 
-_ANY_ORDER_PARAMS = 4  # up to this many parameters, any order (2**n rules); more: declared order
-_RULE_CHARS = re.compile(r"[^A-Za-z0-9]+")
 _PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 
 
@@ -195,15 +193,9 @@ def turn_grammar(shape: TurnShape) -> str:
         elif kind == "clarification":
             rules += _clarification_rules(sizes)
         else:
-            rules += _call_rules(shape.tools, sizes)
+            rules += call_rules(shape.tools, sizes)
     head = [f"root ::= prose ( {' | '.join(kinds)} ) end"]
     return "\n".join(head + _common(sizes) + rules) + "\n"
-
-
-def _tag(tag: str, **attributes: str) -> str:
-    """The literal of an opening tag with fixed attribute values."""
-    attrs = "".join(f' {key}="{value}"' for key, value in attributes.items())
-    return literal(f"<{tag}{attrs}>")
 
 
 def _open(tag: str, attribute: str) -> str:
@@ -215,7 +207,7 @@ def _numbered(rule: str, tag: str, prefix: str, items: int, *, first_required: b
     """`rule-1` .. `rule-N`: items `<tag id="prefix1">text</tag>` numbered in order, each followed by ws."""
     rules = []
     for k in range(1, items + 1):
-        item = f"{_tag(tag, id=f'{prefix}{k}')} text {literal(f'</{tag}>')} ws"
+        item = f"{open_tag(tag, id=f'{prefix}{k}')} text {literal(f'</{tag}>')} ws"
         tail = f" {rule}-{k + 1}" if k < items else ""
         body = f"{item}{tail}"
         rules.append(f"{rule}-{k} ::= {body}" if k == 1 and first_required else f"{rule}-{k} ::= ( {body} )?")
@@ -228,7 +220,7 @@ def _plan_rules(sizes: GrammarSizes) -> list[str]:
     return [
         f"goal-text ::= [^< \\t\\r\\n] {goal}",
         *goal_rules,
-        f"plan ::= {_tag('plan')} ws {_tag('goal')} goal-text {literal('</goal>')} ws "
+        f"plan ::= {open_tag('plan')} ws {open_tag('goal')} goal-text {literal('</goal>')} ws "
         f"step-1 criterion-1 ( output ws ){{0,{sizes.items}}} {literal('</plan>')}",
         *_numbered("step", "step", "S", sizes.items, first_required=False),
         *_numbered("criterion", "criterion", "AC", sizes.items, first_required=True),
@@ -241,7 +233,7 @@ def _plan_rules(sizes: GrammarSizes) -> list[str]:
 
 def _clarification_rules(sizes: GrammarSizes) -> list[str]:
     return [
-        f"clarification ::= {_tag('clarification')} ws question-1 {literal('</clarification>')}",
+        f"clarification ::= {open_tag('clarification')} ws question-1 {literal('</clarification>')}",
         *_numbered("question", "question", "Q", sizes.items, first_required=True),
     ]
 
@@ -269,7 +261,7 @@ def _report_rules(sizes: GrammarSizes) -> list[str]:
     sections = " ".join(f"{literal(label + ':')} line" for label in _REPORT_LABELS)
     line, more = repeat("[^<\\n]", sizes.text, "line")
     return [
-        f'report ::= {_tag("report")} "\\n"? {sections} {literal("</report>")}',
+        f'report ::= {open_tag("report")} "\\n"? {sections} {literal("</report>")}',
         f'line ::= {line} "\\n"',
         *more,
     ]
@@ -281,8 +273,8 @@ def _criterion_open(cid: str) -> str:
 
 def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes, findings: bool) -> list[str]:
     statuses = " | ".join(literal(s) for s in VERDICT_STATUSES)
-    reason = f"{_tag('reason_code')} code {literal('</reason_code>')}"
-    close = f"{_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
+    reason = f"{open_tag('reason_code')} code {literal('</reason_code>')}"
+    close = f"{open_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
     judged = f"met {_CLOSE_TAG} text {literal('</criterion>')} ws"
     if criteria:
         items = " ".join(f"{_criterion_open(cid)} {judged}" for cid in criteria)
@@ -328,101 +320,3 @@ def _finding_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes) -> lis
         tail = f" finding-{k + 1}" if k < sizes.findings else ""
         rules.append(f"finding-{k} ::= ( {item}{tail} )?")
     return rules
-
-
-def _call_rules(tools: tuple[ToolSignature, ...], sizes: GrammarSizes) -> list[str]:
-    more = f" ( invoke ws ){{0,{sizes.invokes - 1}}}" if sizes.invokes > 1 else ""
-    names = [f"tool-{i}-{_RULE_CHARS.sub('-', t.name).strip('-')}" for i, t in enumerate(tools, 1)]
-    short = sizes.short if sizes.value is not None else None
-    rules = [
-        f"calls ::= {_tag('tool_calls')} ws invoke ws{more} {literal('</tool_calls>')}",
-        f"invoke ::= {' | '.join(names)}",
-        *_value_rules(sizes.value),
-        *_short_rules(tools, short),
-    ]
-    for name, tool in zip(names, tools, strict=True):
-        rules += _invoke_rules(name, tool, sizes.short if sizes.value is not None else None)
-    return rules
-
-
-_RAW_PIECES = (("[^<]", 1), ('"<" [^<!/]', 2), ('"<<" [^<!/]', 3))
-_CDATA_PIECES = (("[^\\]]", 1), ('"]" [^\\]>]', 2), ('"]]" [^\\]>]', 3))
-
-
-def _value_rules(chars: int | None) -> list[str]:
-    """`value`: a parameter's raw text, or CDATA sections; at most `chars` characters when bounded.
-
-    Unbounded, raw text never holds `</parameter` or `<![CDATA[` and CDATA never `]]>` (automata).
-    Bounded, raw text holds no `</` or `<!` at all, and each `<` or `<<` is followed by another character
-    (a heredoc's `<<` stays possible); one CDATA section holds no `]]>`. Both are counted in characters
-    (`chunked`), so a bound of a few thousand characters needs no repetition llama.cpp refuses.
-    """
-    space = "[ \\t\\r\\n]{0,16}"
-    if chars is None:
-        return [
-            f'value ::= raw | {space} ( "<![CDATA[" cdata "]]>" )+ {space}',
-            *avoiding("raw", ["</parameter", "<![CDATA["]),
-            *avoiding("cdata", ["]]>"]),
-        ]
-    return [
-        f'value ::= raw | {space} "<![CDATA[" cdata "]]>" {space}',
-        *chunked("raw", _RAW_PIECES, chars),
-        *chunked("cdata", _CDATA_PIECES, chars),
-    ]
-
-
-def _value(param: ParamSpec, short: int | None) -> str:
-    """A parameter's value: `value`, or (bounded, a short parameter) a few characters of any but `<`, the
-    first visible: a path, a name or a count given is never empty (an optional one may be left out)."""
-    if short is None or param.max_chars is None:
-        return "value"
-    return f"short-{min(param.max_chars, short)}"
-
-
-def _short_rules(tools: tuple[ToolSignature, ...], short: int | None) -> list[str]:
-    """`short-N` for each bound of a short parameter: a visible character, then up to N - 1 but `<`."""
-    if short is None:
-        return []
-    rules = []
-    for most in sorted({min(p.max_chars, short) for t in tools for p in t.params if p.max_chars is not None}):
-        rest, more = repeat("[^<]", most - 1, f"short-{most}-rest")
-        rules += [f"short-{most} ::= [^< \\t\\r\\n] {rest}", *more]
-    return rules
-
-
-def _invoke_rules(name: str, tool: ToolSignature, short: int | None) -> list[str]:
-    """`name`: one `<invoke>` of `tool` with exactly its parameters, the required ones present."""
-    params = tool.params
-    rules = [
-        f"{name}-{i} ::= {_tag('parameter', name=p.name)} {_value(p, short)} {literal('</parameter>')} ws"
-        for i, p in enumerate(params)
-    ]
-    if len(params) <= _ANY_ORDER_PARAMS:
-        args, more = _any_order(name, params)
-        rules += more
-    else:
-        args = " ".join(f"{name}-{i}" if p.required else f"( {name}-{i} )?" for i, p in enumerate(params))
-    rules.append(f"{name} ::= {_tag('invoke', name=tool.name)} ws {args} {literal('</invoke>')}")
-    return rules
-
-
-def _any_order(name: str, params: tuple[ParamSpec, ...]) -> tuple[str, list[str]]:
-    """The parameters in any order, each at most once, every required one present: one rule per subset.
-
-    Returns the expression for all parameters and the rules it needs (`name-args-MASK`: MASK the bit
-    set of the parameters still to come).
-    """
-    full = (1 << len(params)) - 1
-    if not full:
-        return "", []
-    rules = []
-    for mask in range(1, full + 1):
-        options = [
-            f"{name}-{i}" + (f" {name}-args-{mask & ~(1 << i)}" if mask & ~(1 << i) else "")
-            for i in range(len(params))
-            if mask & (1 << i)
-        ]
-        if not any(params[i].required for i in range(len(params)) if mask & (1 << i)):
-            options.append('""')
-        rules.append(f"{name}-args-{mask} ::= {' | '.join(options)}")
-    return f"{name}-args-{full}", rules

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pse.exceptions import ProtocolError
-from pse.protocol._dsml import _parse_block, _SyntaxProblem, render_invoke
+from pse.protocol._dsml import _parse_block, _SyntaxProblem
+from pse.protocol._dsml_render import render_invoke
 from pse.protocol._functions import OutputFunction
 from pse.protocol._results import ResultItem, parse_tool_results
 from pse.protocol._tags import _elements, parse_plan, parse_verdict

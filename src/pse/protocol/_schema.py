@@ -25,7 +25,7 @@ from typing import Any
 
 from pse.events import SEVERITIES, PlanItem, PlanRecord
 from pse.protocol._budget import CONFLICT_TEST_CHARS, FINDING_LINE_DIGITS, GrammarSizes
-from pse.protocol._dsml import render_tool_calls
+from pse.protocol._dsml_render import render_tool_calls
 from pse.protocol._grammar import TurnShape
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, render_plan
 from pse.protocol._types import ParamSpec, ToolSignature

@@ -19,8 +19,9 @@ from pse.engine import (
 )
 from pse.events import Cost, Event
 from pse.roles import Role
-from pse.runner._prepare import PreparedRun, prepare_run
+from pse.runner._prepare import prepare_run
 from pse.runner._repository import finish_repository
+from pse.runner._wiring import PreparedRun
 from pse.tasks import extract_report, titled_report
 
 __all__ = ["RunSummary", "arun", "run", "run_to_end", "summarize"]

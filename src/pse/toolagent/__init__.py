@@ -24,7 +24,8 @@ from pse.toolagent._approval import ApprovalRule, ApprovalVerdict, Approver, Hel
 from pse.toolagent._catalog import render_tool_catalog, tool_functions, tool_signatures
 from pse.toolagent._decide import Allowed
 from pse.toolagent._defaults import DEFAULT_GRANTS
-from pse.toolagent._executor import MAX_TOOL_THREADS, ToolBatch, ToolExecutor
+from pse.toolagent._executor import ToolBatch, ToolExecutor
+from pse.toolagent._offload import MAX_TOOL_THREADS
 from pse.toolagent._overrides import PolicyOverrides, PolicyProblem, ToolOverride, policy_problem
 from pse.toolagent._policy import Grant, Policy, PolicyDecision
 from pse.toolagent._redact import MIN_SECRET_CHARS, Redactor, settings_secrets

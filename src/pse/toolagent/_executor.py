@@ -22,33 +22,31 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
 
 from pse.config import Settings
 from pse.events import ToolCallRecord
-from pse.exceptions import RunFailure, SandboxViolation, ToolInfrastructureError, ToolReplayMismatchError
-from pse.protocol import ResultItem, render_tool_results, truncate_text
+from pse.exceptions import RunFailure, ToolInfrastructureError, ToolReplayMismatchError
+from pse.protocol import ResultItem, render_tool_results
 from pse.sandbox import Sandbox
-from pse.toolagent._approval import Approver, HeldCall, preview_of
+from pse.toolagent._approval import Approver, HeldCall
+from pse.toolagent._call import RunResult, call_record, held_call, run_call
 from pse.toolagent._decide import Allowed, Decider, Scope, Step
+from pse.toolagent._offload import MAX_TOOL_THREADS, Offload, complete, on_this_thread, on_tool_pool
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, evidence_guard
 from pse.toolagent._redact import Redactor, settings_secrets
-from pse.toolagent._runners import ToolRunner, run_tools
+from pse.toolagent._runners import ToolRunner, resumed_mismatch, run_tools
 from pse.toolagent._sandbox import sandbox_for
 from pse.tools import (
     EvidenceRules,
     Manifest,
     ToolContext,
-    ToolOutcome,
     ToolRegistry,
     build_manifest,
     builtin_tools,
@@ -56,74 +54,7 @@ from pse.tools import (
     declared_config,
 )
 
-__all__ = ["MAX_TOOL_THREADS", "SANDBOX_PATH_RULE", "ToolBatch", "ToolExecutor"]
-
-MAX_TOOL_THREADS = 64
-"""Tool calls of all runs in this process share one pool of this many threads (50 runs may share it)."""
-SANDBOX_PATH_RULE = "sandbox.path"
-"""The rule that denies, while the tool runs, a path outside the workspace (or the call's area)."""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-_T = TypeVar("_T")
-
-
-def _tool_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=MAX_TOOL_THREADS, thread_name_prefix="pse-tool")
-        return _pool
-
-
-class _Offload(Protocol):
-    """Where a step of the batch runs: the shared tool pool (async path) or the calling thread (sync)."""
-
-    def __call__(self, work: Callable[[], _T]) -> Awaitable[_T]: ...
-
-
-async def _on_tool_pool(work: Callable[[], _T]) -> _T:
-    return await asyncio.get_running_loop().run_in_executor(_tool_pool(), work)
-
-
-async def _on_this_thread(work: Callable[[], _T]) -> _T:
-    return work()
-
-
-def _complete(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Drive `execute`'s own coroutine on this thread, without an event loop: one loop serves both paths.
-
-    With `_on_this_thread` as its offload the coroutine never suspends, so one `send` runs it to the end.
-    """
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return cast(_T, finished.value)
-    coroutine.close()
-    raise RuntimeError("a batch run on the calling thread waited for something; it must not")
-
-
-RunResult = ToolOutcome | SandboxViolation | ToolInfrastructureError
-"""What running an allowed call gave: the tool's outcome, the sandbox's path refusal, or a machinery
-failure (every other exception of a tool is turned into one)."""
-
-
-def _run(step: Allowed) -> RunResult:
-    """Run a tool; the requester's mistakes become outcomes, machinery failures are returned, not raised."""
-    try:
-        return step.spec.function(step.context, **step.call.arguments)
-    except SandboxViolation as exc:
-        return exc
-    except ValueError as exc:
-        return ToolOutcome("error", str(exc))
-    except ToolInfrastructureError as exc:
-        return exc
-    except OSError as exc:  # e.g. a path component is a file: the request's problem, not the machinery's
-        return ToolOutcome("error", f"{type(exc).__name__}: {exc.strerror or exc}")
-    except Exception as exc:  # a bug in a tool: reported, and the run ends as ERROR
-        error = ToolInfrastructureError(f"tool {step.call.name} failed: {type(exc).__name__}: {exc}")
-        error.__cause__ = exc
-        return error
+__all__ = ["MAX_TOOL_THREADS", "ToolBatch", "ToolExecutor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,18 +195,18 @@ class ToolExecutor:
         """Answer one message; parsing and tools run on the shared tool thread pool, so the event loop
         never blocks on a hostile message or a slow command. `scope`: the step of a steps plan the
         message belongs to (its budgets, its write scope, its records)."""
-        return await self._answer(requester, message_text, _on_tool_pool, self.approver, scope)
+        return await self._answer(requester, message_text, on_tool_pool, self.approver, scope)
 
     def execute_sync(self, requester: str, message_text: str) -> ToolBatch:
         """`execute` with every step on the calling thread (for scripts and benchmarks); a call that
         needs approval is denied (nobody can be asked without an event loop)."""
-        return _complete(self._answer(requester, message_text, _on_this_thread, None))
+        return complete(self._answer(requester, message_text, on_this_thread, None))
 
     async def _answer(
         self,
         requester: str,
         text: str,
-        offload: _Offload,
+        offload: Offload,
         approver: Approver | None,
         scope: Scope | None = None,
     ) -> ToolBatch:
@@ -285,7 +216,7 @@ class ToolExecutor:
         position = 0
         while position < len(steps):
             # Calls run at once on the tool pool only (the calling-thread path has no event loop).
-            together = [] if wrote or offload is not _on_tool_pool else self._independent(steps, position)
+            together = [] if wrote or offload is not on_tool_pool else self._independent(steps, position)
             if len(together) > 1:
                 records += [self._emit(r, scope) for r in await self._run_together(together, offload)]
                 position += len(together)
@@ -333,7 +264,7 @@ class ToolExecutor:
             together.append(step)
         return together
 
-    async def _run_together(self, steps: Sequence[Allowed], offload: _Offload) -> list[ToolCallRecord]:
+    async def _run_together(self, steps: Sequence[Allowed], offload: Offload) -> list[ToolCallRecord]:
         """Run independent read-only calls at once, at most `PSE_TOOL_PARALLEL_CALLS` at a time; their
         records come back in the order of the block."""
         gate = asyncio.Semaphore(self.settings.tool_parallel_calls)
@@ -358,19 +289,7 @@ class ToolExecutor:
     def _held(self, step: Allowed, message: str) -> HeldCall | None:
         """The call as a person would see it, when its grant's approval rule holds it; else None."""
         fired = self._holds(step)
-        if fired is None:
-            return None
-        requester, tool = step.request["requester"], step.request["tool"]
-        return HeldCall(
-            requester=requester,
-            tool=tool,
-            arguments=dict(step.request["arguments"]),
-            index=step.request["index"],
-            rule=f"approval.{requester}.{tool}",
-            fired=fired,
-            preview=self.redactor.text(preview_of(step.context, step.call.name, step.call.arguments)),
-            message=message,
-        )
+        return None if fired is None else held_call(step, fired, message, self.redactor)
 
     async def _ask(
         self, step: Allowed, held: HeldCall, approver: Approver | None
@@ -395,18 +314,8 @@ class ToolExecutor:
         nothing runs again. A request that differs from the recorded one stops the run (a replay must
         not guess)."""
         recorded = queue.popleft()
-        request = step.request if isinstance(step, Allowed) else step
-        asked = (
-            (request["requester"], request["tool"], request["arguments"], request["index"])
-            if isinstance(request, dict)
-            else (request.requester, request.tool, request.arguments, request.index)
-        )
-        if asked != (recorded.requester, recorded.tool, recorded.arguments, recorded.index):
-            error = ToolReplayMismatchError(
-                f"the resumed cycle asked {asked[0]}'s {asked[1]} call {asked[3]} differently from the "
-                f"interrupted one ({recorded.requester}'s {recorded.tool} call {recorded.index}); "
-                "nothing was run: resume from the cycle before (see docs/human.md)"
-            )
+        error = resumed_mismatch(step.request if isinstance(step, Allowed) else step, recorded)
+        if error is not None:
             self.report_infrastructure_error(error)
             self._replay.clear()  # every step's: the run stops
             if isinstance(step, ToolCallRecord):
@@ -434,7 +343,7 @@ class ToolExecutor:
     def _execute(self, step: Allowed) -> ToolCallRecord:
         """Run the call for real and keep its audit record."""
         started = time.perf_counter()
-        result = _run(step)
+        result = run_call(step)
         record = self._record(step, result, int((time.perf_counter() - started) * 1000))
         if step.call.normalised:  # what ran is not the message's raw text: the record says how it differs
             record = record.model_copy(update={"normalised": dict(step.call.normalised)})
@@ -460,30 +369,16 @@ class ToolExecutor:
         )
 
     def _record(self, step: Allowed, result: RunResult, ms: int) -> ToolCallRecord:
-        """The audit record of a call that ran: redacted and capped output, or the denial or failure."""
-        if isinstance(result, SandboxViolation):
-            return ToolCallRecord.denied(**step.request, rule=SANDBOX_PATH_RULE, reason=str(result), ms=ms)
+        """The audit record of a call that ran; a machinery failure is also kept for the run's end."""
         if isinstance(result, ToolInfrastructureError):
             self.report_infrastructure_error(result)
-            output = f"the tool machinery failed, not your request: {result}"
-            return ToolCallRecord.ran(
-                **step.request,
-                rule=step.rule,
-                status="error",
-                output=output,
-                ms=ms,
-                sandbox=self.sandbox.mode,
-            )
-        output, removed = truncate_text(self.redactor.text(result.output), self.settings.tool_output_limit)
-        return ToolCallRecord.ran(
-            **step.request,
-            rule=step.rule,
-            status=result.status,
-            output=output,
-            ms=ms,
-            sandbox=result.sandbox,
-            truncated=result.truncated or removed > 0,
-            facts=self.redactor.data(result.facts),
+        return call_record(
+            step,
+            result,
+            ms,
+            redactor=self.redactor,
+            output_limit=self.settings.tool_output_limit,
+            sandbox_mode=self.sandbox.mode,
         )
 
     def _emit(self, record: ToolCallRecord, scope: Scope | None = None) -> ToolCallRecord:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from pse.events import ToolCallRecord
 from pse.exceptions import ToolReplayMismatchError
-from pse.toolagent._decide import Allowed
+from pse.toolagent._decide import Allowed, Request
 from pse.tools import Tool
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "RecordingToolRunner",
     "ReplayingToolRunner",
     "ToolRunner",
+    "resumed_mismatch",
     "run_tools",
 ]
 
@@ -180,4 +181,23 @@ def _change(name: str, old: str | None, new: str | None) -> str:
     return (
         f"argument {name} differs from character {at}: "
         f"recorded {old[at : at + 60]!r}, now {new[at : at + 60]!r}"
+    )
+
+
+def resumed_mismatch(
+    request: Request | ToolCallRecord, recorded: ToolCallRecord
+) -> ToolReplayMismatchError | None:
+    """Why a resumed cycle's request cannot be answered by the interrupted cycle's `recorded` one (it
+    differs in requester, tool, arguments or index); None when it is the same request."""
+    asked = (
+        (request["requester"], request["tool"], request["arguments"], request["index"])
+        if isinstance(request, dict)
+        else (request.requester, request.tool, request.arguments, request.index)
+    )
+    if asked == (recorded.requester, recorded.tool, recorded.arguments, recorded.index):
+        return None
+    return ToolReplayMismatchError(
+        f"the resumed cycle asked {asked[0]}'s {asked[1]} call {asked[3]} differently from the "
+        f"interrupted one ({recorded.requester}'s {recorded.tool} call {recorded.index}); "
+        "nothing was run: resume from the cycle before (see docs/human.md)"
     )

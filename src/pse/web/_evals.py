@@ -22,7 +22,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 
 from pse.evals import EvalSummary, ResultRow, read_eval, render_report
-from pse.evals._report import REPORT_CSP, read_eval_summary
+from pse.evals._eval_folder import read_eval_summary
+from pse.evals._report_style import REPORT_CSP
 from pse.evals._results import latest_rows
 from pse.exceptions import UserError
 from pse.web._schemas import EvalArmRates, EvalListItem, EvalPage

@@ -1,0 +1,48 @@
+"""No module of PSE is over 400 lines (issue 30, item 7): a module a reader holds in one sitting.
+
+The allow-list names the modules still over the limit, each with why. It may only shrink: a module
+leaves it when it is split, and a new one never joins it (the test also fails on an entry that is no
+longer over the limit, so the list cannot go stale).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pse
+
+ROOT = Path(pse.__file__).resolve().parent
+MAX_LINES = 400
+
+# Modules still over MAX_LINES. Remove an entry when its module is split; never add one.
+ALLOWED_OVER = {
+    # Issue 30's other work owns these rooms; they are being edited elsewhere.
+    "engine/_engine.py",
+    "team/_phase.py",
+    # A standalone script copied into the evaluation sandbox and run as `python -I _humaneval_check.py`
+    # with only the interpreter: it cannot import a sibling module, so it stays one file.
+    "evals/_humaneval_check.py",
+    # Not split yet (issue 30, item 7). The `Sandbox` class alone is about 400 lines: its seams are the
+    # bwrap launch it prepares and the process it starts and reaps (`_execute`), both held to its state.
+    "sandbox/_runner.py",
+    # The settings model and the key sets computed from its fields (`_SOURCE_KEYS`, `_INPUT_KEYS`) use
+    # each other at import and at validation: a split needs the keys built without the class first.
+    "config/_settings.py",
+}
+
+
+def _line_counts() -> dict[str, int]:
+    return {
+        path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in ROOT.rglob("*.py")
+    }
+
+
+def test_no_module_is_over_the_limit() -> None:
+    over = {name: lines for name, lines in _line_counts().items() if lines > MAX_LINES}
+    assert {name: lines for name, lines in over.items() if name not in ALLOWED_OVER} == {}
+
+
+def test_the_allow_list_only_names_modules_still_over_the_limit() -> None:
+    counts = _line_counts()
+    assert sorted(name for name in ALLOWED_OVER if counts.get(name, 0) <= MAX_LINES) == []
