@@ -202,3 +202,49 @@ def test_the_server_reports_the_prompt_tokens_llama_cpp_reused() -> None:
         ]
     assert [u["prompt_tokens_details"]["cached_tokens"] for u in reused] == [3, 4, 0]
     assert reused[0]["prompt_tokens"] == 5 and reused[0]["completion_tokens"] == 1
+
+
+_CHILD = """
+import os, sys, time
+from pse.local.__main__ import exit_with_parent
+exit_with_parent(os.getppid(), interval_s=0.05)
+print("watching", flush=True)
+time.sleep(120)
+"""
+_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+print(child.pid, child.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_server_whose_owner_is_killed_exits_instead_of_holding_the_model() -> None:
+    """`LocalServer` starts the server in its own session (no terminal signal reaches it) with
+    `--exit-with` its own pid; killed with SIGKILL, an owner runs no cleanup, and before this the server
+    went on loading both cores. The same watch, in a child of a process this test kills."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid, said = parent.stdout.readline().split()
+    assert said == "watching"
+    parent.kill()
+    parent.wait()
+    parent.stdout.close()
+    for _ in range(200):  # up to 20 s: the child is no longer ours to wait for, so look for it
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break  # exited, not yet reaped by its new parent
+        time.sleep(0.1)
+    else:
+        os.kill(int(pid), signal.SIGKILL)
+        pytest.fail("the server's watch did not end it after its owner was killed")

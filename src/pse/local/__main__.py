@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from pse.exceptions import UserError
@@ -35,11 +38,31 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         "--cache-dir", type=Path, default=None, help=f"assembled models (default {default_cache_dir()})"
     )
     parser.add_argument("--print-config", action="store_true", help="print the server config and exit")
+    parser.add_argument(
+        "--exit-with", type=int, default=None, metavar="PID", help="exit when process PID, the parent, ends"
+    )
     return parser.parse_args(argv)
+
+
+def exit_with_parent(pid: int, *, interval_s: float = 1.0) -> threading.Thread:
+    """Exit this process once `pid`, its parent, has ended (it is then re-parented): a server started by
+    `LocalServer` in its own session gets no terminal signal, and one whose owner was killed (SIGKILL, a
+    CI timeout) went on holding the model and both cores."""
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(interval_s)
+        os._exit(0)  # nobody is left to serve; the model's memory goes back with the process
+
+    thread = threading.Thread(target=watch, name="pse-local-exit-with-parent", daemon=True)
+    thread.start()
+    return thread
 
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
+    if args.exit_with is not None:
+        exit_with_parent(args.exit_with)
     try:
         models = [local_model(alias.strip()) for alias in args.models.split(",") if alias.strip()]
         config = server_config(

@@ -135,6 +135,7 @@ class LocalServer:
         self.port = _free_port(self.host)
         command = [sys.executable, "-m", "pse.local", "--host", self.host, "--port", str(self.port)]
         command += ["--threads", str(self.threads), "--models", ",".join(m.alias for m in self.models)]
+        command += ["--exit-with", str(os.getpid())]  # its own session: it must notice this process end
         if self.cache_dir is not None:
             command += ["--cache-dir", str(self.cache_dir)]
         if self.log is None:
