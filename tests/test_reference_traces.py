@@ -13,7 +13,8 @@ opens with a note of the outputs it is to write; only prompt token counts change
 29, on the 1.5B model's runs): a failing test's record keeps pytest's first line of why (`message`), a
 revise cycle's step_buffer lists the failing tests with it, and the Evaluator's prompt words PARTIAL and
 FAIL apart; the step_buffers, the test records and prompt token counts changed, nothing else. Then
-code-delivery's Specialist prompt said which imports its files hold: its prompt token counts only.
+code-delivery's Specialist prompt said which imports its files hold, and its Evaluator prompt that a
+returned input is no new list: their prompt token counts only.
 """
 
 from __future__ import annotations

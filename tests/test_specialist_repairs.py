@@ -61,7 +61,7 @@ async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path
     assert asked.startswith(
         ASKED.format("test_quicksort.py is", "it")
         + " What the task says of it: `test_quicksort.py` is the other "
-        "file: its first lines are `from quicksort import quicksort` and `import random`, then six short pytest"
+        "file: its first lines are `import random`, an empty line and `from quicksort import quicksort`"
     )
     assert "`quicksort.py` holds the function" not in asked  # a sentence of the other file only
     # The task's own prompt names the file, so neither the goal nor the outputs list is quoted again: the
