@@ -135,8 +135,8 @@ def test_the_1_5b_model_keeps_the_protocol_and_the_server_lives(code_delivery: P
 @pytest.mark.xfail(
     strict=False,
     reason="issue 29's goal, not reached yet: at temperature 0, Qwen2.5-Coder-1.5B ends code-delivery "
-    "ESCALATED or TIMEOUT: its test file starts with a copy of quicksort, whatever PSE's notes say, so the "
-    "sealed checks refuse it (README, Real models)",
+    "TIMEOUT or ESCALATED; its closest cycles passed every visible check on a quicksort that returns the "
+    "input itself for one item, which this test's reference suite refuses (README, Real models)",
 )
 def test_code_delivery_passes_with_qwen_and_the_hidden_check_holds(code_delivery: Path) -> None:
     trace = load_trace(code_delivery)
