@@ -129,3 +129,28 @@ def test_the_evaluator_of_a_repository_run_is_told_how_to_report_findings(tmp_pa
     assert "<finding" not in systems["Specialist"] and "<finding" not in systems["Planner"]
     plain = {r.name: r.system_message for r in prepare_run("fix-repo", settings).engine.setup.roles}
     assert "<finding" not in plain["Evaluator"]  # recorded cassettes of other runs keep their prompts
+
+
+def test_a_finding_that_comes_back_counts_against_its_criterion_cap() -> None:
+    """Issue 32: a finding the revise did not remove is a failure of its criterion, even where the verdict
+    calls the criterion met, so the per-criterion cap ends a loop of the same finding."""
+    from pse.engine._escalation import criterion_failures, criterion_over_cap
+    from pse.events import CriterionResult, FindingRecord, VerdictRecord
+    from pse.trace import CycleRecord
+
+    def cycle(index: int, *findings: FindingRecord) -> CycleRecord:
+        met = [CriterionResult(id="AC1", met=True), CriterionResult(id="AC2", met=True)]
+        verdict = VerdictRecord(status="PASS", reason_code="ALL_MET", criteria=met, findings=list(findings))
+        return CycleRecord(
+            index=index, kind="revise", first_speaker="Specialist", started_at="", verdict=verdict
+        )
+
+    high = FindingRecord(id="F1", severity="high", text="overflows", criterion="AC1", path="calc/core.py")
+    elsewhere = FindingRecord(id="F1", severity="high", text="overflows", criterion="AC1", path="calc/io.py")
+    loose = FindingRecord(id="F2", severity="low", text="a name")  # no criterion: no cap to count against
+    cycles = [cycle(1, high, loose), cycle(2, high, loose), cycle(3, high)]
+    back = "came back: F1 high (AC1, calc/core.py): overflows"
+    assert criterion_failures(cycles) == {("AC1", ""): [(2, back), (3, back)]}
+    assert criterion_over_cap(cycles[:2], 2) is None  # first seen in 1, back once in 2
+    assert criterion_over_cap(cycles, 2) == ("AC1", 2)  # back again in 3: the cap is reached
+    assert criterion_failures([cycle(1, high), cycle(2, elsewhere)]) == {}  # another file: a new finding

@@ -46,16 +46,28 @@ def criterion_failures(cycles: Sequence[CycleRecord]) -> dict[tuple[str, str], l
 
     A criterion is its id *and* its text in the plan of that cycle: a re-plan that rewrites AC2 starts
     its count again, a re-plan that keeps it goes on counting (seed 001: the same criterion returned
-    at most twice).
+    at most twice). A `<finding>` that names a criterion and comes back in the next review (the same
+    criterion and file) counts against that criterion too, even where the verdict calls it met: a
+    problem that a revise did not remove is a failure of it, whatever the criteria alone say (issue 32).
     """
     found: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    before: set[tuple[str, str | None]] = set()
     for cycle in cycles:
         if cycle.verdict is None:
             continue
         text = {c.id: c.text for c in (cycle.plan.criteria if cycle.plan else [])}
+        failed: set[str] = set()
         for crit in cycle.verdict.criteria:
             if not crit.met:
+                failed.add(crit.id)
                 found.setdefault((crit.id, text.get(crit.id, "")), []).append((cycle.index, crit.finding))
+        for finding in cycle.verdict.findings:
+            cid = finding.criterion
+            if cid is not None and (cid, finding.path) in before and cid not in failed:
+                failed.add(cid)
+                again = f"came back: {finding.describe()}"
+                found.setdefault((cid, text.get(cid, "")), []).append((cycle.index, again))
+        before = {(f.criterion, f.path) for f in cycle.verdict.findings if f.criterion is not None}
     return found
 
 
