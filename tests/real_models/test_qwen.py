@@ -80,11 +80,12 @@ def test_the_server_reports_the_prompt_tokens_its_cache_served(qwen_server: Loca
     assert second["prompt_tokens_details"] == {"cached_tokens": int(str(first["prompt_tokens"])) - 1}
 
 
-RUN_LIMIT_S = 600
+RUN_LIMIT_S = 300
 """One run's wall-clock limit here (QWEN_RUN allows 30 minutes): CI runs this suite on 2 cores, after a
-test suite of about 16 minutes, and the whole of CI must stay well under an hour. Two cycles of the 1.5B
-model took 5 to 15 minutes in this project's runs; a run the limit cuts ends TIMEOUT, an outcome the
-protocol test accepts."""
+test suite of about 23 minutes, and the whole of CI must stay well under an hour. One cycle of the 1.5B
+model took 10 to 20 minutes in this project's runs, so the goal test cannot pass inside any limit CI can
+afford (it is xfail, and measured in the README's runs instead); 300 s is enough for the protocol test's
+turns (a plan, the writes, a report). A run the limit cuts ends TIMEOUT, an outcome that test accepts."""
 
 
 @pytest.fixture(scope="module")
