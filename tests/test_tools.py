@@ -261,19 +261,33 @@ def test_run_ruff_on_real_projects(tmp_path: Path, mode: str) -> None:
         "exit_code": 1,
         "findings": 2,
         "finding_list": [
-            "calc.py:1:1: I001 Import block is un-sorted or un-formatted",
-            "calc.py:1:8: F401 `os` imported but unused",
+            'calc.py:1:1: I001 Import block is un-sorted or un-formatted (ruff\'s fix: line 1 becomes "import os\\n\\n\\n")',
+            "calc.py:1:8: F401 `os` imported but unused (ruff's fix: delete line 1)",
         ],
         "target": ".",
         "report": "json",
         "unproven": [],
     }
     assert _result(out.output) == [
-        "calc.py:1:1: I001 Import block is un-sorted or un-formatted",
-        "calc.py:1:8: F401 `os` imported but unused",
+        'calc.py:1:1: I001 Import block is un-sorted or un-formatted (ruff\'s fix: line 1 becomes "import os\\n\\n\\n")',
+        "calc.py:1:8: F401 `os` imported but unused (ruff's fix: delete line 1)",
         "Found 2 finding(s).",
         "[exit code 1]",
     ]
+
+
+def test_a_ruff_finding_carries_ruffs_own_fix_as_lines_and_their_new_text(tmp_path: Path) -> None:
+    """What a revise cycle's Specialist reads: a finding's name alone did not tell the 1.5B model what to
+    change (it wrote the same file again); ruff's safe fix, quoted, does. Never applied by PSE."""
+    files = {
+        "test_q.py": "from q import q\nimport random\n\n\ndef test_q():\n    assert q(random.random())\n"
+    }
+    out = call("run_ruff", context(project(tmp_path / "p", files)))
+    assert out.facts["finding_list"] == [
+        "test_q.py:1:1: I001 Import block is un-sorted or un-formatted (ruff's fix: lines 1-4 become "
+        '"import random\\n\\nfrom q import q\\n\\n\\n")'
+    ]
+    assert (tmp_path / "p" / "test_q.py").read_text() == files["test_q.py"]  # reported, not applied
 
 
 def test_run_ruff_uses_the_configuration_only_the_task_declares(tmp_path: Path) -> None:

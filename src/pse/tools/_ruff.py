@@ -30,6 +30,8 @@ _RUFF_JSON_LIMIT = 8_000_000
 _LISTED = 10
 """Findings kept in the record (`finding_list`), beside their count."""
 _RUFF_REPORT = "ruff.json"
+_FIX_CHARS = 300
+"""A safe fix's new text is quoted in a finding's line up to this size (beyond it, only its name)."""
 
 
 def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
@@ -95,13 +97,37 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     facts["report"] = "json"
     facts["unproven"] = []
     prefix = result.cwd.rstrip("/") + "/"
-    lines = []
-    for f in findings:
-        name = str(f.get("filename", "")).removeprefix(prefix)
-        loc = f.get("location") or {}
-        lines.append(f"{name}:{loc.get('row')}:{loc.get('column')}: {f.get('code')} {f.get('message')}")
+    lines = [_finding_line(f, prefix) for f in findings]
     lines.append(
         f"Found {len(findings)} finding(s)." if findings else f"All checks passed! ({len(files)} file(s))"
     )
     listed = {"finding_list": lines[: min(len(findings), _LISTED)]} if findings else {}
     return command_outcome(result, {**facts, "findings": len(findings), **listed}, shown + "\n".join(lines))
+
+
+def _finding_line(finding: dict[str, Any], prefix: str) -> str:
+    """One finding on one line, with ruff's own safe fix when it has one: which lines, and their new text.
+
+    A finding's name alone ("I001 Import block is un-sorted") did not tell a small model what to change:
+    given it in a revise cycle, the 1.5B model wrote the same file again. The fix is ruff's, read from
+    its JSON report, never applied: the Specialist still writes the change."""
+    name = str(finding.get("filename", "")).removeprefix(prefix)
+    loc = finding.get("location") or {}
+    line = f"{name}:{loc.get('row')}:{loc.get('column')}: {finding.get('code')} {finding.get('message')}"
+    fix = finding.get("fix") or {}
+    if fix.get("applicability") != "safe":
+        return line
+    edits = fix.get("edits") or []
+    if len(edits) == 1:
+        edit = edits[0]
+        start, end = edit.get("location") or {}, edit.get("end_location") or {}
+        content = str(edit.get("content", ""))
+        first, after = start.get("row"), end.get("row")
+        whole_lines = start.get("column") == 1 and end.get("column") == 1 and isinstance(first, int)
+        if whole_lines and isinstance(after, int) and after > first and len(content) <= _FIX_CHARS:
+            one = after - first == 1
+            rows = f"line {first}" if one else f"lines {first}-{after - 1}"
+            new = f"{rows} {'becomes' if one else 'become'} {json.dumps(content)}"
+            change = f"delete {rows}" if not content else new
+            return f"{line} (ruff's fix: {change})"
+    return f"{line} (ruff's fix: {fix['message']})" if fix.get("message") else line
