@@ -122,9 +122,9 @@ def _finding_line(finding: dict[str, Any], prefix: str) -> str:
         edit = edits[0]
         start, end = edit.get("location") or {}, edit.get("end_location") or {}
         content = str(edit.get("content", ""))
-        first, after = start.get("row"), end.get("row")
-        whole_lines = start.get("column") == 1 and end.get("column") == 1 and isinstance(first, int)
-        if whole_lines and isinstance(after, int) and after > first and len(content) <= _FIX_CHARS:
+        first, after = int(start.get("row") or 0), int(end.get("row") or 0)
+        whole_lines = start.get("column") == 1 and end.get("column") == 1
+        if whole_lines and 0 < first < after and len(content) <= _FIX_CHARS:
             one = after - first == 1
             rows = f"line {first}" if one else f"lines {first}-{after - 1}"
             new = f"{rows} {'becomes' if one else 'become'} {json.dumps(content)}"
