@@ -123,3 +123,26 @@ def test_what_the_task_says_of_an_output_is_found_by_its_whole_name() -> None:
     ]
     assert said_about("x.py", [prompt]) == ["Write `x.py` first."]  # not test_x.py, not sub/x.py
     assert said_about("y.py", [prompt], plan) == []
+
+
+def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> None:
+    """Told the whole task at once, the 1.5B model put the test file's `import random` into quicksort.py;
+    with the sentences of quicksort.py quoted last, in the note before its first turn, it did not."""
+    from pse.engine._nudges import to_write
+    from pse.events import PlanRecord
+
+    task = TaskRegistry.discover(None).get("code-delivery")
+    assert task is not None
+    told = [task.role_prompt("Specialist")]
+    plan = PlanRecord(goal="Deliver both.", outputs=["quicksort.py", "test_quicksort.py"])
+    note = to_write(plan, "# Task\n", "initial", told)
+    assert note is not None and note.startswith(
+        "Not in the workspace yet, for you to write with write_file: quicksort.py, test_quicksort.py. They "
+        "are yours to create, not missing data. Write quicksort.py first. What the task says of it: "
+        "`quicksort.py` holds the function `quicksort` and nothing else: no import at all, no tests. "
+        "`quicksort.py` returns a new list on every path"
+    )
+    assert "random" not in note and "test_quicksort.py is" not in note  # nothing of the other file
+    # A task that says nothing of its outputs gets the plain note; a re-plan's lists every output.
+    assert to_write(plan, "# Task\n", "initial") == note.split(" Write quicksort.py first.")[0]
+    assert to_write(plan, "# Task\n", "replan", told).startswith("The plan's outputs")  # type: ignore[union-attr]

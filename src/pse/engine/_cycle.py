@@ -73,7 +73,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 run.machine.enter(state, why)
             notes = spec.notes
             todo = (
-                to_write(record.plan, spec.packet, spec.kind)
+                to_write(record.plan, spec.packet, spec.kind, _told(crew, role, spec.packet))
                 if role == Role.SPECIALIST and spec.kind != "revise"
                 else None
             )

@@ -38,20 +38,24 @@ def _seeded(packet: str) -> set[str] | None:
     return {line[2:] for line in listing if line.startswith("- ")}
 
 
-def to_write(plan: PlanRecord | None, packet: str, kind: str) -> str | None:
-    """The Specialist's note of what it is to write, from the plan and the task message alone (so a resumed
-    cycle opens as the interrupted one did): a small model read the outputs first, found none, and blocked
-    on missing data."""
+def to_write(plan: PlanRecord | None, packet: str, kind: str, told: Sequence[str] = ()) -> str | None:
+    """The Specialist's note of what it is to write, from the plan, the task message and what the role was
+    told (`told`, as for `unwritten`) alone, so a resumed cycle opens as the interrupted one did: a small
+    model read the outputs first, found none, and blocked on missing data. On a first cycle it also quotes
+    what the task says of the first new output: told the whole task at once, the 1.5B model put the test
+    file's `import random` into `quicksort.py`; with the sentences of that file quoted last, it did not."""
     if plan is None or not plan.outputs:
         return None
     seeded = _seeded(packet)
     if kind == "initial" and seeded is not None:
         new = [path for path in plan.outputs if path not in seeded]
         if new:
-            return (
+            note = (
                 f"Not in the workspace yet, for you to write with write_file: {', '.join(new)}. "
                 "They are yours to create, not missing data."
             )
+            quoted = _quoted(new[0], told, plan)
+            return f"{note} Write {new[0]} first. What the task says of it: {quoted}" if quoted else note
     return (
         f"The plan's outputs, for you to write with write_file: {', '.join(plan.outputs)}. "
         "An output you have not written yet is not missing data."
@@ -93,16 +97,22 @@ def unwritten(
         f"{', '.join(absent)} {'is' if one else 'are'} not written yet: write {'it' if one else 'each'} "
         "with write_file before you report."
     )
+    quoted = _quoted(absent, told, plan)
+    if quoted:
+        why += f" What the task says of {'it' if one else 'them'}: {quoted}"
+    return why
+
+
+def _quoted(paths: str | Sequence[str], told: Sequence[str], plan: PlanRecord | None) -> str:
+    """What the task says of `paths` (`_first_said` of each), within `_QUOTE_CHARS`; empty if nothing."""
     quoted, room = [], _QUOTE_CHARS
-    for path in absent:
+    for path in [paths] if isinstance(paths, str) else paths:
         for sentence in _first_said(path, told, plan):
             if len(sentence) > room:
                 continue
             quoted.append(sentence)
             room -= len(sentence)
-    if quoted:
-        why += f" What the task says of {'it' if one else 'them'}: " + " ".join(quoted)
-    return why
+    return " ".join(quoted)
 
 
 def _first_said(path: str, told: Sequence[str], plan: PlanRecord | None) -> list[str]:
