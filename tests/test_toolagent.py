@@ -222,3 +222,30 @@ async def test_a_failure_outside_any_tool_is_kept_and_stops_every_later_call(ws:
         assert [(r.decision, r.rule, r.status, r.output) for r in batch.records] == [
             ("allowed", "roles.Planner.read_file", "error", "not run: the tool machinery failed on an earlier request")
         ] * 2  # fmt: skip
+
+
+async def test_a_request_sent_again_with_nothing_written_since_says_so(ws: Path) -> None:
+    """The 1.5B Evaluator sent read_file + run_pytest four times over in one cycle, until the turn cap:
+    its calls still run, and the results of a repeat say that nothing new can come of it."""
+    from pse.toolagent._repeats import REPEAT_NOTE
+
+    ex = ToolExecutor(ws, Settings(sandbox="fallback"))
+    look = request(("read_file", {"path": "a.txt"}), ("list_files", {"path": "."}))
+    other = request(("read_file", {"path": "a.txt"}))
+
+    async def notes(role: str, text: str) -> list[str]:
+        batch = await ex.execute(role, text)
+        assert all(r.status == "ok" for r in batch.records)  # run, whatever the note says
+        return [i.output for i in parse_tool_results(batch.text)[1] if REPEAT_NOTE in i.output]
+
+    assert await notes("Evaluator", look) == []
+    assert await notes("Evaluator", other) == []  # a different request
+    assert await notes("Planner", look) == []  # another role's first
+    [again] = await notes("Evaluator", look)  # on the last result of the batch
+    assert again.endswith("\n" + REPEAT_NOTE) and await notes("Evaluator", other) != []
+    # A write (by any role) may change what the same request finds: no note until it is repeated again.
+    await ex.execute("Specialist", request(("write_file", {"path": "b.txt", "content": "beta\n"})))
+    assert await notes("Evaluator", look) == []
+    assert await notes("Evaluator", look) != []
+    ex.new_cycle()  # a new cycle starts afresh
+    assert await notes("Evaluator", look) == []

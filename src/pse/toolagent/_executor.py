@@ -41,6 +41,7 @@ from pse.toolagent._offload import MAX_TOOL_THREADS, Offload, complete, on_this_
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, evidence_guard
 from pse.toolagent._redact import Redactor, settings_secrets
+from pse.toolagent._repeats import Repeats
 from pse.toolagent._runners import ToolRunner, resumed_mismatch, run_tools
 from pse.toolagent._sandbox import sandbox_for
 from pse.tools import (
@@ -151,6 +152,7 @@ class ToolExecutor:
             self._replay.setdefault(record.step, deque()).append(record)
         self._records: list[ToolCallRecord] = []
         self._infrastructure_error: RunFailure | None = None
+        self._repeats = Repeats()
 
     @property
     def records(self) -> list[ToolCallRecord]:
@@ -169,6 +171,7 @@ class ToolExecutor:
     def new_cycle(self) -> None:
         """Start a cycle: every role's per-tool budget is full again."""
         self._decider.new_cycle()
+        self._repeats.new_cycle()
 
     def stop_at(self, deadline: float | None) -> None:
         """No command runs past the run's wall-clock limit (a `time.monotonic()` instant)."""
@@ -225,6 +228,7 @@ class ToolExecutor:
             position += 1
             if isinstance(step, Allowed) and (step.context.writable or step.context.evaluation_writable):
                 wrote = True
+                self._repeats.wrote()
             queue = self._replay.get(scope.step if scope is not None else None)
             if queue and self._infrastructure_error is None:
                 record = self._replayed(step, queue)
@@ -247,6 +251,9 @@ class ToolExecutor:
         # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
+        again = self._repeats.note(requester, scope.step if scope is not None else None, records)
+        if again is not None and items:
+            items[-1] = replace(items[-1], output=f"{items[-1].output}\n{again}")
         return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
 
     def _independent(self, steps: Sequence[Step], start: int) -> list[Allowed]:
