@@ -1,24 +1,32 @@
-"""A role is one object (`RoleSpec`), and the places that use a role's facts read them from it.
+"""A role is one object (`RoleSpec`), a crew is data (`CrewSpec`), and the places that use them read them.
 
 Issue 30, item 2: a role's facts (description, prompt, what its final message owes, the states its phase
-enters, its grammar) live in its spec.
+enters, its grammar) live in its spec, and the `single` baseline is a crew, not a flag the engine, the
+team or the runner branches on.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
+from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from pse.config import Settings
+from pse.config._models import Team
 from pse.engine._finals import repair_request
 from pse.engine._state import State, check_transition
 from pse.protocol import TurnShape
 from pse.roles import (
     ALL_ROLES,
+    CREWS,
+    PSE_CREW,
     ROLE_SPECS,
     ROLES,
     SINGLE_AGENT,
+    SINGLE_CREW,
     Role,
     role_spec,
 )
@@ -27,6 +35,8 @@ from pse.tasks._paths import prompts_dir
 from pse.team import describe
 from pse.toolagent import DEFAULT_GRANTS, Policy
 from pse.tools import Tool
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "pse"
 
 
 def test_every_participant_has_one_spec_named_as_it() -> None:
@@ -85,11 +95,11 @@ def test_autogen_shows_the_specs_description() -> None:
 
 def test_a_role_of_its_own_has_default_grants_and_a_borrowing_seat_holds_their_union() -> None:
     """The grants are the policy's table (roles sit below the tools, so a spec cannot name one); the
-    Agent borrows the Specialist's and the Evaluator's, as its policy seat holds them."""
+    Agent borrows the Specialist's and the Evaluator's, and its policy seat is built from `borrows`."""
     own = [name for name, spec in ROLE_SPECS.items() if not spec.borrows]
     assert own == list(ROLES) == list(DEFAULT_GRANTS)
-    assert role_spec(SINGLE_AGENT).borrows == (Role.SPECIALIST, Role.EVALUATOR)
-    policy = Policy.default(Settings()).with_single_agent(SINGLE_AGENT)
+    borrowed = role_spec(SINGLE_AGENT).borrows
+    policy = Policy.default(Settings()).with_seat(SINGLE_AGENT, borrowed)
     held = dict(policy.tools_for(SINGLE_AGENT))
     assert held == {
         Tool.READ_FILE: "read-only",
@@ -103,3 +113,54 @@ def test_a_role_of_its_own_has_default_grants_and_a_borrowing_seat_holds_their_u
     }
     grant = policy.grant(SINGLE_AGENT, Tool.RUN_PYTEST)
     assert grant is not None and grant.areas == ("workspace",)  # no evaluation area: it has no own tests
+
+
+def test_the_crews_are_the_team_settings_values() -> None:
+    assert set(CREWS) == set(get_args(Team))
+    assert Settings().crew is PSE_CREW and Settings(team="single").crew is SINGLE_CREW
+    assert (PSE_CREW.speakers, PSE_CREW.reviewer, PSE_CREW.hard_gates_apply) == (ROLES, Role.EVALUATOR, True)
+    assert (PSE_CREW.plans, PSE_CREW.independent_review, PSE_CREW.self_review) == (True, True, False)
+    assert (SINGLE_CREW.speakers, SINGLE_CREW.reviewer) == ((SINGLE_AGENT,), SINGLE_AGENT)
+    assert (SINGLE_CREW.hard_gates_apply, SINGLE_CREW.plans, SINGLE_CREW.independent_review) == (
+        False,
+        False,
+        False,
+    )
+    assert all(speaker in ROLE_SPECS for crew in CREWS.values() for speaker in crew.speakers)
+
+
+def _settings(node: ast.expr) -> bool:
+    """Whether `node` reads as the settings (`settings`, `s`, `self.settings`): not a phase's AutoGen team."""
+    return (isinstance(node, ast.Name) and node.id in ("settings", "s")) or (
+        isinstance(node, ast.Attribute) and node.attr == "settings"
+    )
+
+
+def _team_branches(path: Path) -> list[str]:
+    """Each place `path` names a team, reads the `team` setting, or names the single team's Agent."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and node.value in CREWS:
+            found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.Attribute) and node.attr == "team" and _settings(node.value):
+            found.append(f"{path.name}:{node.lineno}: settings.team")
+        elif isinstance(node, ast.Name) and node.id == "SINGLE_AGENT":
+            found.append(f"{path.name}:{node.lineno}: SINGLE_AGENT")
+    return found
+
+
+def test_the_engine_the_team_and_the_runner_read_the_crew_and_never_branch_on_the_team() -> None:
+    found = [
+        hit
+        for room in ("engine", "team", "runner")
+        for p in (SRC / room).rglob("*.py")
+        for hit in _team_branches(p)
+    ]
+    assert found == []
+
+
+def test_the_branch_check_sees_a_branch(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('def f(self, s):\n    return s.team == "single" or self.settings.team == "pse"\n')
+    found = sorted(_team_branches(module))
+    assert found == ["m.py:2: 'pse'", "m.py:2: 'single'", "m.py:2: settings.team", "m.py:2: settings.team"]

@@ -1,4 +1,4 @@
-"""The participants of a run: each LLM role as one `RoleSpec`, and the ToolAgent.
+"""The participants of a run: each LLM role as one `RoleSpec`, the crews they form, and the ToolAgent.
 
 Role names are a public contract (cassettes, traces, `PSE_<ROLE>_*` variables, policy tables); every
 other module refers to them through `Role`. `Role` is a `StrEnum`, so a member equals its name as a
@@ -6,8 +6,10 @@ string and serializes as one.
 
 A role's facts live in its `RoleSpec` (`ROLE_SPECS`, read with `role_spec`): its description, base
 prompt, the task prompts it reads, what its final message owes and how PSE reads it, the states its
-phase enters, the blocks its grammar allows. A role's default tool grants are the policy's table
-(`toolagent.DEFAULT_GRANTS`): this module sits below the tools in the layers, so it cannot name them.
+phase enters, the blocks its grammar allows. A crew (`CrewSpec`, `CREWS`) is which roles speak, in which
+order, and how their review is judged; `PSE_TEAM` selects one (`Settings.crew`). A role's default tool
+grants are the policy's table (`toolagent.DEFAULT_GRANTS`): this module sits below the tools in the
+layers, so it cannot name them.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ from typing import Literal
 
 __all__ = [
     "ALL_ROLES",
+    "CREWS",
+    "PSE_CREW",
     "ROLES",
     "ROLE_SPECS",
     "SINGLE_AGENT",
+    "SINGLE_CREW",
     "TASK_SOURCE",
     "TOOL_AGENT",
+    "CrewSpec",
     "FinalKind",
     "Role",
     "RoleSpec",
@@ -156,3 +162,48 @@ def role_spec(name: str) -> RoleSpec:
     if spec is None:
         raise ValueError(f"unknown role {name!r}; roles are {', '.join(ALL_ROLES)}")
     return spec
+
+
+@dataclass(frozen=True, slots=True)
+class CrewSpec:
+    """Who works in a run and how their review is judged: data, selected by `PSE_TEAM` (`Settings.crew`).
+
+    Attributes:
+        name: the `PSE_TEAM` value that selects it.
+        speakers: the participants, in speaking order; a run's first cycle runs them all.
+        self_review: the last speaker reviews its own work. Its verdict is final (nobody is left to
+            revise or re-plan: a review that did not pass escalates), and no hard gate holds it to
+            account (there is no independent Evaluator whose evidence the gates could check).
+    """
+
+    name: str
+    speakers: tuple[str, ...]
+    self_review: bool = False
+
+    @property
+    def reviewer(self) -> str:
+        """Who gives the crew's verdicts: its last speaker."""
+        return self.speakers[-1]
+
+    @property
+    def hard_gates_apply(self) -> bool:
+        """Whether the hard gates may turn the crew's PASS into PARTIAL (PSE_HARD_GATES permitting)."""
+        return not self.self_review
+
+    @property
+    def plans(self) -> bool:
+        """Whether a Planner speaks: only then can a plan's steps run (`execution = "steps"`)."""
+        return Role.PLANNER in self.speakers
+
+    @property
+    def independent_review(self) -> bool:
+        """Whether an Evaluator speaks: only then can it have tests of its own (`independent_tests`)."""
+        return Role.EVALUATOR in self.speakers
+
+
+PSE_CREW = CrewSpec("pse", ROLES)
+"""The Planner, the Specialist and the Evaluator, their review held to the hard gates."""
+SINGLE_CREW = CrewSpec("single", (SINGLE_AGENT,), self_review=True)
+"""The evaluation baseline: one Agent that does the work and reviews it itself."""
+CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW)}
+"""Every crew, by its `PSE_TEAM` value."""

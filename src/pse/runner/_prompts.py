@@ -48,7 +48,7 @@ def system_prompts(
                 "or PSE_PLANNER_QUESTIONS=false"
             )
         extra[Role.PLANNER] = questions_prompt()
-    if task.config.execution == "steps" and settings.team == "pse":
+    if task.config.execution == "steps" and settings.crew.plans:
         extra[Role.PLANNER] = "\n\n".join(filter(None, [extra.get(Role.PLANNER), steps_prompt()]))
     if on_repository and settings.protocol == "dsml" and Role.EVALUATOR in speakers:
         extra[Role.EVALUATOR] = "\n\n".join(filter(None, [extra.get(Role.EVALUATOR), findings_prompt()]))
