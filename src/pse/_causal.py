@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pse.roles import SINGLE_AGENT, TOOL_AGENT, Role
+from pse.roles import CREWS, PSE_CREW, TOOL_AGENT, Role
 from pse.tools import Tool
 from pse.trace import Trace
 
@@ -197,7 +197,7 @@ def root_cause(trace: Trace | Mapping[str, Any]) -> str:
 def reviewer_of(trace: Trace | Mapping[str, Any]) -> str:
     """Who gives a run's verdicts: the Evaluator, or the Agent of the single team (its own review)."""
     data = _data(trace)
-    return SINGLE_AGENT if (data.get("settings") or {}).get("team") == "single" else str(Role.EVALUATOR)
+    return CREWS.get(str((data.get("settings") or {}).get("team")), PSE_CREW).reviewer
 
 
 def _said(cycle: Mapping[str, Any], reviewer: str) -> tuple[str, str]:

@@ -1,15 +1,40 @@
-"""The participants of a run, by name: the three LLM roles and the ToolAgent. The one place they are spelled.
+"""The participants of a run: each LLM role as one `RoleSpec`, the crews they form, and the ToolAgent.
 
 Role names are a public contract (cassettes, traces, `PSE_<ROLE>_*` variables, policy tables); every
 other module refers to them through `Role`. `Role` is a `StrEnum`, so a member equals its name as a
 string and serializes as one.
+
+A role's facts live in its `RoleSpec` (`ROLE_SPECS`, read with `role_spec`): its description, base
+prompt, the task prompts it reads, what its final message owes and how PSE reads it, the states its
+phase enters, the blocks its grammar allows. A crew (`CrewSpec`, `CREWS`) is which roles speak, in which
+order, and how their review is judged; `PSE_TEAM` selects one (`Settings.crew`). A role's default tool
+grants are the policy's table (`toolagent.DEFAULT_GRANTS`): this module sits below the tools in the
+layers, so it cannot name them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
 
-__all__ = ["ALL_ROLES", "ROLES", "SINGLE_AGENT", "TASK_SOURCE", "TOOL_AGENT", "Role"]
+__all__ = [
+    "ALL_ROLES",
+    "CREWS",
+    "PSE_CREW",
+    "ROLES",
+    "ROLE_SPECS",
+    "SINGLE_AGENT",
+    "SINGLE_CREW",
+    "TASK_SOURCE",
+    "TOOL_AGENT",
+    "CrewSpec",
+    "FinalKind",
+    "Role",
+    "RoleSpec",
+    "role_spec",
+]
 
 
 class Role(StrEnum):
@@ -35,3 +60,150 @@ TOOL_AGENT = "ToolAgent"
 """The group-chat name of the ToolAgent: a participant, not a role (no model, no policy of its own)."""
 TASK_SOURCE = "user"
 """The source AutoGen gives the task message that opens a cycle."""
+
+FinalKind = Literal["plan", "report", "verdict"]
+"""What a role's final message is read as (`engine._finals.read_final`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSpec:
+    """One LLM participant, as configuration: who it is and what its turn owes. The loop lives elsewhere.
+
+    Attributes:
+        name: the seat's name (a `Role`, or `SINGLE_AGENT`): cassettes, traces and policies use it.
+        description: the one line AutoGen shows for its agent.
+        prompt: its base prompt, a file of `prompts/`.
+        final: what its final message is read as.
+        owes: what its final message must hold, as the repair request words it ("Your turn must end
+            with …").
+        finals: the blocks its grammar lets it end with (`protocol.turn_grammar`), beside tool calls.
+        enters: the states its phase enters before it speaks, each with the transition's reason.
+        enters_after: the state its final message, once read, moves the run to (a self-review's).
+        borrows: the roles whose work it does: it reads their task prompts and holds the union of their
+            grants (the single team's Agent); empty for a role with its own.
+    """
+
+    name: str
+    description: str
+    prompt: str
+    final: FinalKind
+    owes: str
+    finals: tuple[str, ...]
+    enters: tuple[tuple[str, str], ...] = ()
+    enters_after: tuple[str, str] | None = None
+    borrows: tuple[str, ...] = ()
+
+
+_OWES_VERDICT = (
+    'exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> holding <reason_code>, one '
+    '<criterion id="…" met="true|false">finding</criterion> per plan criterion, and <summary>'
+)
+
+ROLE_SPECS: Mapping[str, RoleSpec] = {
+    spec.name: spec
+    for spec in (
+        RoleSpec(
+            name=Role.PLANNER,
+            description="Defines the work and its acceptance criteria. Never executes, never judges.",
+            prompt="planner.md",
+            final="plan",
+            owes='exactly one <plan> with a <goal>, numbered <criterion id="AC1">…</criterion> entries and '
+            '<output path="…"/> entries (or <blocked reason_code="…">why</blocked> if you cannot plan)',
+            finals=("plan", "blocked"),
+        ),
+        RoleSpec(
+            name=Role.SPECIALIST,
+            description="Executes the plan inside its bounds and reports artifacts and evidence.",
+            prompt="specialist.md",
+            final="report",
+            owes="every output of the plan written with write_file, then exactly one <report> (or "
+            '<blocked reason_code="…">why</blocked> if the plan cannot be carried out)',
+            finals=("report", "blocked", "conflict"),
+            enters=(("RUNNING", "Specialist started"),),
+        ),
+        RoleSpec(
+            name=Role.EVALUATOR,
+            description="Judges each criterion against evidence it gathers itself. Never fixes.",
+            prompt="evaluator.md",
+            final="verdict",
+            owes=_OWES_VERDICT,
+            finals=("verdict", "conflict"),
+            enters=(("REVIEWING", "Specialist reported; Evaluator started"),),
+        ),
+        # The single team's one agent: no Planner (the task is its plan), no Evaluator (it reviews itself).
+        RoleSpec(
+            name=SINGLE_AGENT,
+            description="Does the whole task alone, then reviews its own work (the evaluation baseline).",
+            prompt="single.md",
+            final="verdict",
+            owes='exactly one <verdict status="PASS|PARTIAL|FAIL|BLOCKED"> on your own work, holding '
+            '<reason_code>, one <criterion id="…" met="true|false">finding</criterion> per requirement you '
+            "checked, and <summary>",
+            finals=("verdict", "conflict"),
+            enters=(
+                ("PLANNED", "single team: no Planner, the task is the plan"),
+                ("RUNNING", "Agent started"),
+            ),
+            enters_after=("REVIEWING", "the Agent reviewed its own work"),
+            borrows=(Role.SPECIALIST, Role.EVALUATOR),
+        ),
+    )
+}
+"""Every LLM participant's spec, by name: the three roles and the single team's Agent."""
+
+
+def role_spec(name: str) -> RoleSpec:
+    """The spec of the participant `name`.
+
+    Raises:
+        ValueError: `name` is no participant.
+    """
+    spec = ROLE_SPECS.get(name)
+    if spec is None:
+        raise ValueError(f"unknown role {name!r}; roles are {', '.join(ALL_ROLES)}")
+    return spec
+
+
+@dataclass(frozen=True, slots=True)
+class CrewSpec:
+    """Who works in a run and how their review is judged: data, selected by `PSE_TEAM` (`Settings.crew`).
+
+    Attributes:
+        name: the `PSE_TEAM` value that selects it.
+        speakers: the participants, in speaking order; a run's first cycle runs them all.
+        self_review: the last speaker reviews its own work. Its verdict is final (nobody is left to
+            revise or re-plan: a review that did not pass escalates), and no hard gate holds it to
+            account (there is no independent Evaluator whose evidence the gates could check).
+    """
+
+    name: str
+    speakers: tuple[str, ...]
+    self_review: bool = False
+
+    @property
+    def reviewer(self) -> str:
+        """Who gives the crew's verdicts: its last speaker."""
+        return self.speakers[-1]
+
+    @property
+    def hard_gates_apply(self) -> bool:
+        """Whether the hard gates may turn the crew's PASS into PARTIAL (PSE_HARD_GATES permitting)."""
+        return not self.self_review
+
+    @property
+    def plans(self) -> bool:
+        """Whether a Planner speaks: only then can a plan's steps run (`execution = "steps"`)."""
+        return Role.PLANNER in self.speakers
+
+    @property
+    def independent_review(self) -> bool:
+        """Whether an Evaluator speaks: only then can it have tests of its own (`independent_tests`)."""
+        return Role.EVALUATOR in self.speakers
+
+
+PSE_CREW = CrewSpec("pse", ROLES)
+"""The Planner, the Specialist and the Evaluator, their review held to the hard gates."""
+SINGLE_CREW = CrewSpec("single", (SINGLE_AGENT,), self_review=True)
+"""The evaluation baseline: one Agent that does the work and reviews it itself."""
+CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW)}
+"""Every crew, by its `PSE_TEAM` value."""

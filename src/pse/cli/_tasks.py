@@ -14,7 +14,6 @@ from pse.cli._common import TasksDir, err, out
 from pse.cli._common import command_settings as _settings
 from pse.cli._run import EXIT_USAGE
 from pse.config import Settings
-from pse.roles import ROLES, SINGLE_AGENT
 from pse.runner import registry_for, user_tasks_dir
 from pse.tasks import Problem, Task, TaskRegistry, offline_warnings, run_rules, scaffold_task, validate
 from pse.tools import is_test_file
@@ -61,7 +60,7 @@ def _offline_warnings(
     """The warnings of every valid task validated: can it run offline, and does its cassette write
     what the task expects (a task with problems has those to fix first)."""
     troubled = {Path(p.file).resolve() for p in problems}
-    speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
+    speakers = settings.crew.speakers
     model_configured = all(settings.model_spec(role).provider != "scripted" for role in speakers)
     found: list[Problem] = []
     for name in [task] if task is not None else registry.names():

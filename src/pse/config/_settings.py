@@ -32,7 +32,7 @@ from pse.config._models import (
     Team,
 )
 from pse.exceptions import ConfigError
-from pse.roles import ROLES, SINGLE_AGENT, Role
+from pse.roles import CREWS, ROLES, SINGLE_AGENT, CrewSpec, Role
 
 __all__ = ["Settings", "with_overrides"]
 
@@ -369,6 +369,11 @@ class Settings(BaseSettings):
         if not value.strip().isdigit():
             raise ValueError("a limit is a whole number of at least 0; set 0 or leave it empty for no limit")
         return int(value)
+
+    @property
+    def crew(self) -> CrewSpec:
+        """The crew `team` selects (`PSE_TEAM`): the one place the setting becomes who speaks."""
+        return CREWS[self.team]
 
     def role(self, role: str) -> RoleSettings:
         """One role's own settings, before the fallback to the globals (see `model_spec`).

@@ -32,22 +32,11 @@ from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
 from pse.protocol import render_plan
-from pse.roles import SINGLE_AGENT, TASK_SOURCE, Role
+from pse.roles import TASK_SOURCE, Role, role_spec
 from pse.team import CycleOpening, FailureBox
 from pse.trace import CycleRecord
 
 __all__ = ["phase_order", "run_cycle"]
-
-
-_ENTRY: dict[str, tuple[tuple[State, str], ...]] = {
-    Role.SPECIALIST: ((State.RUNNING, "Specialist started"),),
-    Role.EVALUATOR: ((State.REVIEWING, "Specialist reported; Evaluator started"),),
-    # The single team's one agent: no Planner (the task is its plan), no Evaluator (it reviews itself).
-    SINGLE_AGENT: (
-        (State.PLANNED, "single team: no Planner, the task is the plan"),
-        (State.RUNNING, "Agent started"),
-    ),
-}
 
 
 async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunControl) -> CycleOutcome:
@@ -69,8 +58,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 if outcome.plan is not None:
                     await run_steps(crew, crew.steps, spec, record, run, box, outcome)
                 break
-            for state, why in _ENTRY.get(role, ()):
-                run.machine.enter(state, why)
+            for state, why in role_spec(role).enters:
+                run.machine.enter(State(state), why)
             notes = spec.notes
             todo = (
                 to_write(record.plan, spec.packet, spec.kind, _told(crew, role, spec.packet))

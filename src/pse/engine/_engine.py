@@ -41,7 +41,7 @@ from pse.events import (
     utc_now,
 )
 from pse.protocol import render_plan
-from pse.roles import SINGLE_AGENT, Role
+from pse.roles import Role
 from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
@@ -271,9 +271,7 @@ class Engine:
             kind: CycleKind = "replan" if plan is not None else "initial"
             packet = f"{task}\n\n{answered}"
             return NextCycle(kind, phase_order(Role.PLANNER), packet, answered if kind == "replan" else None)
-        if self.settings.team == "single":
-            return NextCycle("initial", (SINGLE_AGENT,), task)
-        return NextCycle("initial", phase_order(Role.PLANNER), task)
+        return NextCycle("initial", self.setup.crew.speakers, task)  # a first cycle: every speaker, in order
 
     async def _one_cycle(self, deadline: float) -> None:
         if self.steps is not None:
@@ -371,8 +369,9 @@ class Engine:
             workspace=self.setup.workspace,
             role_written_config=self.setup.tools.role_written_config(),
         )
-        # The single team has no Evaluator for the gates to hold to account: its verdict is its claim.
-        cycle.gate.enforced = self.settings.hard_gates and self.settings.team == "pse"
+        # A crew that reviews itself has no Evaluator for the gates to hold to account: its verdict is its
+        # claim.
+        cycle.gate.enforced = self.settings.hard_gates and self.setup.crew.hard_gates_apply
         decided = decide(outcome, cycle.gate)
         cycle.result, cycle.result_reason = decided.result, decided.reason
         self.events.emit(
@@ -405,17 +404,17 @@ class Engine:
     def _after_review(self, cycle: CycleRecord) -> None:
         """The state table's move after a judged review (`cycle.result`): pass, revise, re-plan, escalate."""
         status, reason = cycle.result, cycle.result_reason
-        counters, s = self.trace.counters, self.settings
+        counters, s, crew = self.trace.counters, self.settings, self.setup.crew
         if status == "PASS":
             if cycle.gate.passed:
                 gates = "every hard gate passed"
-            elif s.team == "single":
-                gates = "no hard gates (the single team has no Evaluator to hold to them)"
+            elif not crew.hard_gates_apply:
+                gates = f"no hard gates (the {crew.name} team has no Evaluator to hold to them)"
             else:
                 gates = "hard gates off (PSE_HARD_GATES=false)"
             self._move(State.PASSED, f"PASS ({reason}); {gates}")
-        elif s.team == "single":  # the baseline has no one to revise or re-plan: its verdict is final
-            self._move(State.ESCALATED, f"{status} ({reason}): the Agent's own review did not pass")
+        elif crew.self_review:  # nobody is left to revise or re-plan: the reviewer's own verdict is final
+            self._move(State.ESCALATED, f"{status} ({reason}): the {crew.reviewer}'s own review did not pass")
         elif status == "BLOCKED":
             self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
         elif (allowed := self._answered_cycles()) is not None and len(self._since_answer()) >= allowed:

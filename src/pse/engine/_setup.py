@@ -18,6 +18,7 @@ from pse.engine._ledger import PriceFn
 from pse.events import SandboxRecord
 from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter
+from pse.roles import CrewSpec
 from pse.team import RoleSetup
 from pse.trace import Trace
 
@@ -54,6 +55,8 @@ class RunSetup:
     """Everything one run is made of. The runner builds it; the engine only uses it.
 
     Attributes:
+        crew: who speaks, in which order, and how their review is judged (`Settings.crew`); `roles`
+            holds a setup for each of its speakers.
         events: the run's one event sink; the executor pushes its audit records into it.
         meter: where the roles' model clients report every call's usage; the engine's ledger listens.
         prefixes: measures how much of each prompt repeats one sent before (the ledger listens).
@@ -78,6 +81,7 @@ class RunSetup:
     workspace: Path
     run_dir: Path
     settings: Settings
+    crew: CrewSpec
     events: RunEvents
     meter: UsageMeter = field(default_factory=UsageMeter)
     prefixes: PrefixMeter = field(default_factory=PrefixMeter)

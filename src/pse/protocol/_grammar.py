@@ -48,7 +48,7 @@ from pse.protocol._call_grammar import call_rules, open_tag
 from pse.protocol._gbnf import char_class, literal, repeat
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ToolSignature
-from pse.roles import SINGLE_AGENT, Role
+from pse.roles import ROLE_SPECS, Role
 
 __all__ = [
     "FINDINGS_ASKED",
@@ -129,9 +129,10 @@ class TurnShape:
         Raises:
             ValueError: an unknown role.
         """
-        finals = _FINALS.get(self.role)
-        if finals is None:
+        spec = ROLE_SPECS.get(self.role)  # what a role may end with is its `RoleSpec`'s
+        if spec is None:
             raise ValueError(f"unknown role {self.role!r}; roles are {', '.join(Role)}")
+        finals = spec.finals
         if self.questions and self.role == Role.PLANNER:
             finals = ("plan", "clarification", *finals[1:])
         if (
@@ -139,14 +140,6 @@ class TurnShape:
         ):  # a look comes first: only a plan (or a question) may precede one
             finals = tuple(k for k in finals if k in ("plan", "clarification"))
         return finals + (("calls",) if self.tools else ())
-
-
-_FINALS: dict[str, tuple[str, ...]] = {
-    Role.PLANNER: ("plan", "blocked"),
-    Role.SPECIALIST: ("report", "blocked", "conflict"),
-    Role.EVALUATOR: ("verdict", "conflict"),
-    SINGLE_AGENT: ("verdict", "conflict"),  # the baseline's one agent ends with its verdict on its own work
-}
 
 
 def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pse.config import Settings
 from pse.exceptions import ConfigError
-from pse.roles import SINGLE_AGENT, Role
+from pse.roles import Role, role_spec
 from pse.runner._mcp import has_mcp_tools
 from pse.tasks import (
     Task,
@@ -48,7 +48,7 @@ def system_prompts(
                 "or PSE_PLANNER_QUESTIONS=false"
             )
         extra[Role.PLANNER] = questions_prompt()
-    if task.config.execution == "steps" and settings.team == "pse":
+    if task.config.execution == "steps" and settings.crew.plans:
         extra[Role.PLANNER] = "\n\n".join(filter(None, [extra.get(Role.PLANNER), steps_prompt()]))
     if on_repository and settings.protocol == "dsml" and Role.EVALUATOR in speakers:
         extra[Role.EVALUATOR] = "\n\n".join(filter(None, [extra.get(Role.EVALUATOR), findings_prompt()]))
@@ -60,8 +60,9 @@ def system_prompts(
     given = [
         p for p in seeded_files(task_message) if is_test_file(p) and p not in task.config.expected_outputs
     ]
-    honest = (Role.SPECIALIST, Role.EVALUATOR, SINGLE_AGENT) if given and settings.protocol == "dsml" else ()
-    for role in (r for r in honest if r in speakers):
+    # The roles whose grammar lets them end with a conflict (`RoleSpec.finals`) are told of it.
+    told = given and settings.protocol == "dsml"
+    for role in (r for r in speakers if told and "conflict" in role_spec(r).finals):
         extra[role] = "\n\n".join(filter(None, [extra.get(role), spec_conflict_prompt()]))
     return {
         role: task.system_prompt(role, settings.protocol)

@@ -38,7 +38,7 @@ from pse.models import (
     create_model_client,
     price_of,
 )
-from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT
+from pse.roles import ALL_ROLES, role_spec
 from pse.runner._index import StoreIndexer
 from pse.runner._mcp import McpSetup, start_mcp
 from pse.runner._prompts import system_prompts
@@ -142,8 +142,9 @@ def _wire_run(
     settings = _task_settings(settings, task)
     if limits:  # the caller's limits (an evaluation suite's) win over the task's own
         settings = with_overrides(settings, "limit override of the suite", **limits)
-    # Who speaks: the three roles, or (PSE_TEAM=single, the evaluation baseline) one Agent.
-    speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
+    # Who speaks: the crew PSE_TEAM selects (the three roles, or the evaluation baseline's one Agent).
+    crew = settings.crew
+    speakers = crew.speakers
     specs = {role: settings.model_spec(role) for role in speakers}
     telemetry = telemetry_for(settings, run_id)  # PSE_OTEL: AutoGen's spans go under the cycle span
     events = RunEvents(run_id, telemetry.watch(on_event) if telemetry is not None else on_event)
@@ -166,11 +167,13 @@ def _wire_run(
         )
         player.latency_s = settings.scripted_latency_s
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
-        if settings.team == "single" and SINGLE_AGENT not in player.positions:
+        # Every cassette scripts the three roles (perhaps with no turns); another speaker only if it has some.
+        unscripted = [role for role in speakers if role not in player.positions]
+        if unscripted:
+            role, one = unscripted[0], "the one speaker" if len(speakers) == 1 else "a speaker"
             raise CassetteError(
-                f"cassette {cassette} scripts no turns for {SINGLE_AGENT!r}, the one speaker of "
-                "PSE_TEAM=single: pass a cassette with Agent turns (record one with --record FILE), "
-                "or unset PSE_TEAM"
+                f"cassette {cassette} scripts no turns for {role!r}, {one} of PSE_TEAM={crew.name}: pass a "
+                f"cassette with {role} turns (record one with --record FILE), or unset PSE_TEAM"
             )
     recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
     replay = tool_replay(task, cassette, player, scrubber, positions) if settings.replay_tools else None
@@ -187,10 +190,11 @@ def _wire_run(
     policy = Policy.default(settings, knowledge.registry).with_overrides(task.config.policy)
     if trace is not None and trace.answers:  # a person's widenings for this run (`pse answer --grant`)
         policy = policy.with_human_grants(human_grants(trace))
+    for role in speakers:  # a seat that does other roles' work holds their tools (the single team's Agent)
+        if borrowed := role_spec(role).borrows:
+            policy = policy.with_seat(role, borrowed)
     evaluation_dir = None
-    if settings.team == "single":
-        policy = policy.with_single_agent(SINGLE_AGENT)
-    elif verification.independent_tests:
+    if verification.independent_tests and crew.independent_review:
         policy = policy.with_independent_tests()
         evaluation_dir = run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
@@ -282,7 +286,7 @@ def _wire_run(
     # then belongs to the run's trace), and reset before each later one.
     tool_agent = ToolAgent(executor)
     step_crew: StepCrew | None = None
-    if task.config.execution == "steps" and settings.team == "pse":
+    if task.config.execution == "steps" and crew.plans:
         if settings.context_mode == "history":
             raise ConfigError(
                 f'task {task.name!r} runs in steps (execution = "steps"), where each step has a context of '
@@ -311,6 +315,7 @@ def _wire_run(
         workspace=workspace,
         run_dir=run_dir,
         settings=settings,
+        crew=crew,
         gates=GatePolicy(
             required_checks=list(task.config.required_checks),
             expected_outputs=list(task.config.expected_outputs),

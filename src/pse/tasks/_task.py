@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from pse._suggest import did_you_mean
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
-from pse.roles import ROLES, SINGLE_AGENT, Role
+from pse.roles import ROLE_SPECS, ROLES, role_spec
 from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
 from pse.tasks._paths import prompts_dir
 from pse.tasks._rules import run_rules
@@ -73,8 +73,10 @@ def role_file(role: str) -> str:
 
 
 def base_prompt(role: str) -> str:
-    """The base prompt shared by every task for one role (`prompts/<role>.md`)."""
-    return (prompts_dir() / role_file(role)).read_text(encoding="utf-8").strip()
+    """The base prompt shared by every task for one role (`prompts/`, the file its `RoleSpec` names; the
+    role's name in any case, as `role_file` takes it)."""
+    named = {name.lower(): name for name in ROLE_SPECS}.get(role.lower(), role)
+    return (prompts_dir() / role_spec(named).prompt).read_text(encoding="utf-8").strip()
 
 
 def findings_prompt() -> str:
@@ -174,17 +176,15 @@ class Task:
     def system_prompt(self, role: str, protocol: ProtocolMode = "dsml") -> str:
         """Protocol + base role prompt + the task's role prompt (the engine appends the role's tools).
 
-        The single team's Agent (the evaluation baseline) gets `prompts/single.md` and the task's
-        Specialist and Evaluator prompts: what the work needs and how it is checked, from one agent.
+        A seat that does other roles' work (`RoleSpec.borrows`: the single team's Agent, the evaluation
+        baseline) gets its own base prompt and the task's prompts of those roles, each under a heading:
+        what the work needs and how it is checked, from one agent.
         """
-        if role == SINGLE_AGENT:
-            own = (prompts_dir() / "single.md").read_text(encoding="utf-8").strip()
-            parts = [own] + [
-                f"## What this task tells its {r}\n\n{self.role_prompt(r)}"
-                for r in (Role.SPECIALIST, Role.EVALUATOR)
-            ]
-            return "\n\n".join((protocol_prompt(protocol), *parts)) + "\n"
-        return "\n\n".join((protocol_prompt(protocol), base_prompt(role), self.role_prompt(role))) + "\n"
+        borrowed = role_spec(role).borrows
+        own = [f"## What this task tells its {r}\n\n{self.role_prompt(r)}" for r in borrowed] or [
+            self.role_prompt(role)
+        ]
+        return "\n\n".join((protocol_prompt(protocol), base_prompt(role), *own)) + "\n"
 
     # --- inputs and the opening message ----------------------------------------------------
     def resolve_inputs(self, inputs: dict[str, str] | None = None) -> dict[str, str]:

@@ -8,15 +8,9 @@ from typing import Any
 from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
 
-from pse.roles import Role
+from pse.roles import ROLE_SPECS
 
 __all__ = ["RoleSetup", "describe"]
-
-_DESCRIPTIONS: dict[str, str] = {
-    Role.PLANNER: "Defines the work and its acceptance criteria. Never executes, never judges.",
-    Role.SPECIALIST: "Executes the plan inside its bounds and reports artifacts and evidence.",
-    Role.EVALUATOR: "Judges each criterion against evidence it gathers itself. Never fixes.",
-}
 
 
 @dataclass(frozen=True)
@@ -37,5 +31,6 @@ class RoleSetup:
 
 
 def describe(role: str) -> str:
-    """The one-line description AutoGen shows for a role's agent."""
-    return _DESCRIPTIONS.get(role, role)
+    """The one-line description AutoGen shows for a role's agent (its `RoleSpec`'s; else its name)."""
+    spec = ROLE_SPECS.get(role)
+    return spec.description if spec is not None else role

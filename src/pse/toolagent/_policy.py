@@ -6,7 +6,7 @@ Enforced in code by the executor, never by a prompt. `Policy.default` is the REA
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -93,13 +93,14 @@ class Policy:
         )
         return Policy(grants, self._tool_modes, self._default_budget, self._denied)
 
-    def with_single_agent(self, name: str) -> Policy:
-        """A copy with one more requester, `name`, granted the union of the Specialist's and the
-        Evaluator's tools (the read-write mode wins; the larger budget), in the workspace only: the
-        `single` baseline's agent. Each grant keeps the rule it came from, so its audit says which."""
+    def with_seat(self, name: str, roles: Sequence[str]) -> Policy:
+        """A copy with one more requester, `name`, granted the union of `roles`' tools (the read-write
+        mode wins; the larger budget), in the workspace only: a seat that does those roles' work (the
+        `single` baseline's Agent, `RoleSpec.borrows`). Each grant keeps the rule it came from, so its
+        audit says which."""
         grants = {role: dict(tools) for role, tools in self._grants.items()}
         union: dict[str, Grant] = {}
-        for role in (Role.SPECIALIST, Role.EVALUATOR):
+        for role in roles:
             for tool, grant in self._grants.get(role, {}).items():
                 old = union.get(tool)
                 if old is None or (grant.mode == "read-write" and old.mode != "read-write"):

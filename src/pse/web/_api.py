@@ -22,7 +22,6 @@ from starlette.background import BackgroundTask
 from pse.config import Settings, with_overrides
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunEntry, RunFilter
-from pse.roles import ROLES, SINGLE_AGENT
 from pse.runner import registry_for
 from pse.tasks import Task, offline_warnings, validate
 from pse.web._catalog import (
@@ -129,7 +128,7 @@ def list_tasks(request: Request) -> list[TaskInfo]:
 
 def _model_configured(settings: Settings) -> bool:
     """Whether every role of these settings has a real model (none falls back to the scripted one)."""
-    speakers = (SINGLE_AGENT,) if settings.team == "single" else ROLES
+    speakers = settings.crew.speakers
     return all(settings.model_spec(role).provider != "scripted" for role in speakers)
 
 
