@@ -146,3 +146,44 @@ def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> 
     # A task that says nothing of its outputs gets the plain note; a re-plan's lists every output.
     assert to_write(plan, "# Task\n", "initial") == note.split(" Write quicksort.py first.")[0]
     assert to_write(plan, "# Task\n", "replan", told).startswith("The plan's outputs")  # type: ignore[union-attr]
+
+
+BROKEN_TESTS = (
+    "Specialist",
+    '<tool_calls><invoke name="write_file"><parameter name="path">test_quicksort.py</parameter>'
+    '<parameter name="content">from quicksort import quicksort\n\n\ndef test_empty():\n'
+    "    assert quicksort([]) == []]\n</parameter></invoke></tool_calls>",
+)
+
+
+async def test_a_report_over_an_output_that_does_not_parse_goes_back_once(tmp_path: Path) -> None:
+    """The 1.5B model wrote a test file ending in a stray `]`, read the write's note that it does not parse,
+    and reported: a whole review and a revise cycle lost. Asked once, it writes the file again."""
+    trace = await _run(
+        tmp_path, [PLAN, WRITE_ONE, BROKEN_TESTS, REPORT_EARLY, WRITE_BOTH, REPORT, E_CHECKS, E_PARTIAL]
+    )
+    cycle = trace.cycles[0]  # type: ignore[attr-defined]
+    [asked] = [r.error for r in cycle.repairs]
+    assert asked == (
+        "test_quicksort.py does not parse as Python: unmatched ']' (line 5). "
+        "Write it again with write_file before you report."
+    )
+    assert [m.content for m in cycle.messages if m.source == "Specialist"][-2:] == [WRITE_BOTH[1], REPORT[1]]
+    assert cycle.verdict is not None  # then reviewed as usual
+
+
+def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) -> None:
+    from pse.engine._nudges import unparsed_outputs
+
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / "bad.py").write_text("def f(:\n")
+    (tmp_path / "nul.py").write_bytes(b"x = 1\x00\n")
+    outside = tmp_path.parent / "outside.py"
+    outside.write_text("def g(:\n")
+    (tmp_path / "link.py").symlink_to(outside)
+    (tmp_path / "notes.md").write_text("def f(:\n")
+    paths = ["ok.py", "bad.py", "nul.py", "link.py", "notes.md", "absent.py"]
+    assert unparsed_outputs(tmp_path, paths) == [
+        "bad.py does not parse as Python: invalid syntax (line 1)",
+        "nul.py does not parse as Python: it holds a null byte",
+    ]

@@ -154,6 +154,9 @@ class Crew:
     missing: Callable[[Sequence[str]], list[str]] | None = None
     """Which of these workspace paths do not exist: a Specialist's report before every output of the plan
     is written is sent back once, as a format repair (small models report after the first file)."""
+    broken: Callable[[Sequence[str]], list[str]] | None = None
+    """Why each of these workspace paths that is Python does not parse (`unparsed_outputs`): a report over
+    a broken output is sent back once, like one over a missing output."""
     owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None = None
     """The required checks an Evaluator's PASS comes before (`evidence_owed`): such a PASS is sent back once,
     so a model that forgot a check runs it in its phase instead of losing the cycle to a hard gate."""

@@ -27,7 +27,7 @@ from pse.engine._crew import (
     RunControl,
 )
 from pse.engine._finals import conclude, read_final
-from pse.engine._nudges import blocked_early, fail_for_work, pass_early, to_write, unwritten
+from pse.engine._nudges import blocked_early, fail_for_work, pass_early, to_write, unparsed, unwritten
 from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
@@ -87,6 +87,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 # that the gates judge the report, and a block stands: the honest exit stays open.
                 early = (
                     unwritten(crew.missing, record.plan, _told(crew, role, spec.packet))
+                    or unparsed(crew.broken, record.plan)
                     if role == Role.SPECIALIST and problem is None
                     else None
                 )

@@ -27,6 +27,7 @@ from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
+from pse.engine._nudges import unparsed_outputs
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
@@ -126,6 +127,7 @@ class Engine:
             questions=self.settings.planner_questions,
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
+            broken=functools.partial(unparsed_outputs, setup.workspace),
             owed=functools.partial(evidence_owed, policy=setup.gates) if self.settings.hard_gates else None,
         )
         self._cancel_reason: str | None = None

@@ -12,12 +12,26 @@ repeats stands (the honest exit stays open).
 
 from __future__ import annotations
 
+import ast
+import os
 import re
+import stat
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
 
-__all__ = ["FIXABLE", "blocked_early", "fail_for_work", "pass_early", "said_about", "to_write", "unwritten"]
+__all__ = [
+    "FIXABLE",
+    "blocked_early",
+    "fail_for_work",
+    "pass_early",
+    "said_about",
+    "to_write",
+    "unparsed",
+    "unparsed_outputs",
+    "unwritten",
+]
 
 _SEEDED = "## Files already in the workspace\n"
 _BLOCK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)")
@@ -101,6 +115,49 @@ def unwritten(
     if quoted:
         why += f" What the task says of {'it' if one else 'them'}: {quoted}"
     return why
+
+
+_PARSE_LIMIT = 2_000_000
+"""A Python output larger than this is not parsed for the nudge (the checks still judge it)."""
+
+
+def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
+    """Why each of `paths` that is a Python file of the workspace does not parse (one line each). A role
+    wrote these files: a link is not followed, and a file that is not regular or is too large is left to
+    the checks."""
+    found = []
+    for path in paths:
+        if not path.endswith(".py"):
+            continue
+        try:
+            fd = os.open(workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _PARSE_LIMIT:
+                continue
+            source = fh.read(_PARSE_LIMIT)
+        try:
+            ast.parse(source)
+        except SyntaxError as exc:
+            found.append(f"{path} does not parse as Python: {exc.msg} (line {exc.lineno})")
+        except ValueError:  # a null byte
+            found.append(f"{path} does not parse as Python: it holds a null byte")
+    return found
+
+
+def unparsed(broken: Callable[[Sequence[str]], list[str]] | None, plan: PlanRecord | None) -> str | None:
+    """Why a Specialist's report comes too early although every output exists: a Python output does not
+    parse. The 1.5B model reported over a test file its write's own note called unparsable; the checks
+    would have failed it, at the cost of a whole review and a revise cycle."""
+    if broken is None or plan is None or not plan.outputs:
+        return None
+    found = broken(plan.outputs)
+    if not found:
+        return None
+    again = "it" if len(found) == 1 else "each"
+    return "; ".join(found) + f". Write {again} again with write_file before you report."
 
 
 def _quoted(paths: str | Sequence[str], told: Sequence[str], plan: PlanRecord | None) -> str:
