@@ -14,7 +14,8 @@ opens with a note of the outputs it is to write; only prompt token counts change
 revise cycle's step_buffer lists the failing tests with it, and the Evaluator's prompt words PARTIAL and
 FAIL apart; the step_buffers, the test records and prompt token counts changed, nothing else. Then
 code-delivery's Specialist prompt said which imports its files hold, and its Evaluator prompt that a
-returned input is no new list: their prompt token counts only.
+returned input is no new list: their prompt token counts only. Then the Specialist's first note quoted
+what the task says of its first output (code-delivery's and incident-review's prompt token counts only).
 """
 
 from __future__ import annotations
