@@ -373,3 +373,37 @@ def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
     assert failing_tests([_call("run_pytest", requester="Specialist", facts={"tests": tests})]) == []
     many = [{"test": f"t.py::test_{i}", "outcome": "failed"} for i in range(12)]
     assert failing_tests([_call("run_pytest", facts={"tests": many})])[-1] == "… and 2 more"
+
+
+def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:
+    """pytest's JUnit message for it is only "collection failure": told that, the 1.5B model could not find
+    the stray bracket in its test file. Its own error line comes from the file, so it may cross (a test's
+    failure message stays in the record: it may differ on replay)."""
+    import subprocess
+    import sys
+
+    from pse.engine._step_buffer import failing_tests
+    from pse.tools._junit import parse_junit
+
+    (tmp_path / "test_a.py").write_text("from no_such_module import x\n")
+    (tmp_path / "test_b.py").write_text("def test_b():\n    assert [1] == [1]]\n")
+    report_path = tmp_path / "report.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report_path}"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
+    report = parse_junit(report_path.read_bytes())
+    assert report is not None
+    assert [(c.name, c.message) for c in report.cases] == [
+        ("test_a", "collection failure: ModuleNotFoundError: No module named 'no_such_module'"),
+        ("test_b", "collection failure: SyntaxError: unmatched ']' (line 2)"),
+    ]
+    tests = [
+        {"test": f"{c.name}.py::{c.name}", "outcome": c.outcome, "message": c.message} for c in report.cases
+    ]
+    assert failing_tests([_call("run_pytest", exit_code=2, facts={"tests": tests}, target=".")]) == [
+        "test_a.py::test_a: errors (collection failure: ModuleNotFoundError: No module named 'no_such_module')",
+        "test_b.py::test_b: errors (collection failure: SyntaxError: unmatched ']' (line 2))",
+    ]

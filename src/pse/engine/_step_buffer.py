@@ -18,7 +18,7 @@ from pathlib import Path
 from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.roles import Role
 from pse.tokens import count_tokens
-from pse.tools import Tool
+from pse.tools import COLLECTION_FAILURE, Tool
 
 __all__ = [
     "artifact_list",
@@ -76,13 +76,20 @@ def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
     tests = runs[-1].facts.get("tests") if runs else None
     failing = [
-        f"{t.get('test')}: {t.get('outcome')}"
+        f"{t.get('test')}: {t.get('outcome')}" + _collection(t.get("message"))
         for t in (tests if isinstance(tests, list) else [])
         if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
     ]
     if len(failing) > _MAX_FAILING:
         failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
     return failing
+
+
+def _collection(message: object) -> str:
+    """Why a test module could not be imported (its SyntaxError or ImportError, and the line): unlike a
+    test's failure, this comes from the file itself, the same on every run."""
+    head = f"{COLLECTION_FAILURE}: "
+    return f" ({message})" if isinstance(message, str) and message.startswith(head) else ""
 
 
 def check_problems(calls: Sequence[ToolCallRecord]) -> list[str]:

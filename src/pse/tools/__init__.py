@@ -27,6 +27,7 @@ from pse.tools._evidence import (
     protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
+from pse.tools._junit import COLLECTION_FAILURE
 from pse.tools._names import (
     BUILTIN_CHECKS,
     MCP_NAME,
@@ -45,6 +46,7 @@ from pse.tools._ruff import run_ruff
 
 __all__ = [
     "BUILTIN_CHECKS",
+    "COLLECTION_FAILURE",
     "EVALUATION_PREFIX",
     "MCP_NAME",
     "MCP_PREFIX",

@@ -8,10 +8,11 @@ declared, let alone expanded), and any shape problem makes the report invalid ra
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 
-__all__ = ["JUNIT_LIMIT", "JunitReport", "TestOutcome", "parse_junit"]
+__all__ = ["COLLECTION_FAILURE", "JUNIT_LIMIT", "JunitReport", "TestOutcome", "parse_junit"]
 
 JUNIT_LIMIT = 16 * 1024 * 1024
 """Largest report PSE reads."""
@@ -39,12 +40,30 @@ class JunitReport:
 _MESSAGE = 200
 
 
+COLLECTION_FAILURE = "collection failure"
+"""pytest's whole message for a test module it could not import; PSE adds the error's own line to it."""
+_FILE_LINE = re.compile(r'^E\s+File "[^"]*", line (\d+)', re.M)
+
+
 def _message(case: ElementTree.Element) -> str:
     for child in case:
         if child.tag in ("failure", "error"):
             text = (child.get("message") or child.text or "").strip()
+            if text == COLLECTION_FAILURE:
+                return _collection_failure(child.text or "")[:_MESSAGE]
             return text.splitlines()[0][:_MESSAGE] if text else ""
     return ""
+
+
+def _collection_failure(text: str) -> str:
+    """`collection failure: SyntaxError: unmatched ']' (line 25)`: the last `E` line of pytest's traceback,
+    and the line of the module it names, never a path (a sandbox's paths differ from run to run). Told
+    only "collection failure", the 1.5B model could not find its stray bracket."""
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    if not errors:
+        return COLLECTION_FAILURE
+    where = _FILE_LINE.findall(text)
+    return f"{COLLECTION_FAILURE}: {errors[-1]}" + (f" (line {where[-1]})" if where else "")
 
 
 def _outcome(case: ElementTree.Element) -> str:
