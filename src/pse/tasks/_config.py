@@ -15,6 +15,7 @@ from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason, split_mcp_name
 
 __all__ = [
     "BUILTIN_CHECKS",
+    "REPOSITORY_CHECK",
     "TASK_ERROR",
     "InputSpec",
     "LimitOverrides",
@@ -186,6 +187,8 @@ class VerificationSpec(_Strict):
 
 
 _AUTHOR = re.compile(r"[^<>\n]+ <[^<>\s]+>")
+REPOSITORY_CHECK = "tests"
+"""The check a run's `[repository] test_command_input` declares (`run_check(name="tests")`)."""
 
 
 class RepositorySpec(_Strict):
@@ -204,6 +207,12 @@ class RepositorySpec(_Strict):
     )
     required: bool = Field(
         default=False, description="the task works only on a repository: a run without --repo is refused"
+    )
+    test_command_input: str | None = Field(
+        default=None,
+        description="an optional input whose value, when a run gives it, is the repository's check command: "
+        f"the declared check '{REPOSITORY_CHECK}', required in place of pytest (default: run_pytest on the "
+        "repository's tests)",
     )
 
     @field_validator("protected")

@@ -13,7 +13,7 @@ from pydantic_core import ErrorDetails
 from pse._suggest import did_you_mean
 from pse.exceptions import ConfigError
 from pse.roles import ROLES
-from pse.tasks._config import BUILTIN_CHECKS, TASK_ERROR, TaskConfig
+from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TASK_ERROR, TaskConfig
 from pse.tasks._explain import explain
 from pse.tasks._rules_config import RulesFile, load_rows
 from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, role_file
@@ -121,7 +121,7 @@ def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
     checks: dict[str, Any] = raw["checks"] if isinstance(raw.get("checks"), dict) else {}
     required: list[Any] = raw["required_checks"] if isinstance(raw.get("required_checks"), list) else []
     known = [*BUILTIN_CHECKS, *checks]
-    return [
+    return _test_command_problems(path, raw, checks) + [
         Problem(
             file=str(path),
             message=f"required check {name!r} is neither built-in ({', '.join(BUILTIN_CHECKS)}) nor declared"
@@ -132,6 +132,41 @@ def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
         for name in required
         if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in checks
     ]
+
+
+def _test_command_problems(path: Path, raw: dict[str, Any], checks: dict[str, Any]) -> list[Problem]:
+    """`[repository] test_command_input` names an optional input, and its check's name is free."""
+    repository = raw.get("repository") if isinstance(raw.get("repository"), dict) else {}
+    name = (repository or {}).get("test_command_input")
+    if not isinstance(name, str):
+        return []
+    inputs = raw["inputs"] if isinstance(raw.get("inputs"), dict) else {}
+    where, problems = "[repository] test_command_input", []
+    if name not in inputs:
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: no input {name!r}",
+                fix=f'declare it: [inputs.{name}] description = "the repository\'s check command"',
+            )
+        )
+    elif isinstance(inputs[name], dict) and inputs[name].get("required"):
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: input {name!r} is required, so the default check (pytest) never runs",
+                fix=f"make [inputs.{name}] optional (required = false)",
+            )
+        )
+    if REPOSITORY_CHECK in checks:
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: the check {REPOSITORY_CHECK!r} it declares is declared in [checks] too",
+                fix=f"rename [checks] {REPOSITORY_CHECK}",
+            )
+        )
+    return problems
 
 
 def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:

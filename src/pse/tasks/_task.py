@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import shutil
@@ -16,7 +17,7 @@ from pse._suggest import did_you_mean
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES, SINGLE_AGENT, Role
-from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
+from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TaskConfig
 from pse.tasks._paths import prompts_dir
 from pse.tasks._rules import run_rules
 from pse.tasks._toml import read_toml
@@ -218,6 +219,22 @@ class Task:
                     f"task {self.name!r} needs input {name!r} ({spec.description}); pass --input {name}=VALUE"
                 )
         return resolved
+
+    def for_inputs(self, inputs: Mapping[str, str]) -> Task:
+        """The task as a run with these (resolved) inputs sees it: given its `[repository]
+        test_command_input`, the input's command is the declared check `tests`, required in place of pytest.
+        """
+        name = self.config.repository.test_command_input
+        command = inputs.get(name, "").strip() if name is not None else ""
+        if not command:
+            return self
+        required = [c for c in self.config.required_checks if c != "pytest"] + [REPOSITORY_CHECK]
+        config = self.config.model_copy(
+            update={"checks": {**self.config.checks, REPOSITORY_CHECK: command}, "required_checks": required}
+        )
+        task = copy.copy(self)
+        task.config = config
+        return task
 
     def seed_listing(self) -> list[str]:
         """Workspace-relative paths `seed_workspace` will create (sorted; deterministic)."""
