@@ -43,7 +43,7 @@ from pse.runner._index import StoreIndexer
 from pse.runner._mcp import McpSetup, start_mcp
 from pse.runner._prompts import system_prompts
 from pse.runner._replay import human_grants, replay_positions, tool_replay
-from pse.runner._repository import RunRepository
+from pse.runner._repository import RunRepository, finish_repository
 from pse.tasks import (
     Task,
 )
@@ -336,6 +336,11 @@ def _wire_run(
         approvals=approvals,
         steps=step_crew,
         index=StoreIndexer(settings, run_dir.parent.resolve()),
+        conclude=(
+            functools.partial(finish_repository, repository, run_dir=run_dir)
+            if repository is not None
+            else None
+        ),  # the commit on PASSED, before the outcome event announces it
     )
     engine = Engine(setup, trace)
     if repository is not None and engine.trace.repository is None:
