@@ -9,9 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from pse.mcp import INSTALL_HINT, McpServerSpec, sdk_problem, server_modes, server_name_problem
+from pse.mcp import McpServerSpec, server_name_problem
+from pse.tasks._mcp_config import mcp_problems
 from pse.toolagent import PolicyOverrides
-from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason, split_mcp_name
+from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
 
 __all__ = [
     "BUILTIN_CHECKS",
@@ -303,8 +304,12 @@ class TaskConfig(_Strict):
 
     @model_validator(mode="after")
     def _mcp_fits(self) -> TaskConfig:
-        errors = _mcp_problems(self)
-        if errors:
+        found = mcp_problems(self.mcp, self.sandbox.network, self.policy)
+        if found:
+            errors: list[InitErrorDetails] = [
+                {"type": _task_problem(message, fix), "loc": loc, "input": None}
+                for loc, message, fix in found
+            ]
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
@@ -331,42 +336,6 @@ class TaskConfig(_Strict):
             if not command.strip():
                 raise ValueError(f"check {name!r} has an empty command")
         return value
-
-
-def _mcp_problems(config: TaskConfig) -> list[InitErrorDetails]:
-    """The MCP servers against the SDK, the sandbox's network list and the policy's MCP grants."""
-    found: list[InitErrorDetails] = []
-
-    def problem(loc: tuple[str, ...], message: str, fix: str) -> None:
-        found.append({"type": _task_problem(message, fix), "loc": loc, "input": None})
-
-    if config.mcp and (missing := sdk_problem()) is not None:
-        problem(("mcp",), missing, f"install it ({INSTALL_HINT}), or drop the [mcp.*] tables")
-    for name in config.sandbox.network:
-        if name not in config.mcp:
-            problem(("sandbox", "network"), f"no MCP server {name!r}", f"declare [mcp.{name}], or drop it")
-        elif not config.mcp[name].network:
-            fix = f"set network = true in [mcp.{name}], or drop it from the list"
-            problem(("sandbox", "network"), f"MCP server {name} does not say it needs the network", fix)
-    for name, spec in config.mcp.items():
-        if spec.network and name not in config.sandbox.network:
-            fix = f'allow it with [sandbox] network = ["{name}"], or drop network = true'
-            problem(("mcp", name), "the server needs the network and the task does not allow it", fix)
-    for role, tool, setting in config.policy.settings():
-        parsed = split_mcp_name(tool)
-        if parsed is None:
-            continue
-        server = config.mcp.get(parsed[0])
-        if server is None:
-            declared = ", ".join(config.mcp) or "none"
-            fix = f"declare [mcp.{parsed[0]}] or fix the name; declared: {declared}"
-            problem(("policy", role, tool), f"no MCP server {parsed[0]!r} is declared", fix)
-        elif setting.mode not in (None, "deny", *server_modes(server)):
-            fix = f'use mode "read-only", or give [mcp.{parsed[0]}] workspace = "read-write"'
-            problem(
-                ("policy", role, tool), f"MCP server {parsed[0]} sees the workspace read-only at most", fix
-            )
-    return found
 
 
 class RegistryEntry(_Strict):
