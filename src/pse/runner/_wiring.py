@@ -312,7 +312,7 @@ def _wire_run(
         run_dir=run_dir,
         settings=settings,
         gates=GatePolicy(
-            required_checks=list(task.config.required_checks),
+            required_checks=task.config.all_required_checks,
             expected_outputs=list(task.config.expected_outputs),
             targets=dict(verification.targets),
             independent_tests=evaluation_dir is not None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pse.mcp import McpServerSpec, server_name_problem
+from pse.tasks._check_commands import command_checks, command_problem
 from pse.tasks._mcp_config import mcp_problems
 from pse.toolagent import PolicyOverrides
 from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
@@ -36,6 +38,14 @@ _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 """A pytest plugin as `-p` takes it: an entry-point name or a module path (never `no:NAME`)."""
 
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+TASK_ERROR = "task"
+"""The error type of a problem spanning several keys of task.toml (its context holds the fix)."""
+
+
+def _task_problem(message: str, fix: str) -> PydanticCustomError:
+    return PydanticCustomError(TASK_ERROR, "{message}", {"fix": fix, "message": message})
 
 
 class _Strict(BaseModel):
@@ -135,12 +145,31 @@ class VerificationSpec(_Strict):
         description="the gate rule for the verdict's <finding>s: a PASS with a finding of this severity or a "
         "worse one does not stand ('none': findings never block)",
     )
+    commands: list[str] = Field(
+        default_factory=list,
+        description="the repository's own check commands, run in the sandbox over the sealed snapshot like "
+        "any declared check ({python} and {task_dir} filled in): each is the check 'commandN' (N from 1, in "
+        'this order) the Evaluator must run with run_check(name="commandN"), and its last run must succeed',
+    )
     evidence: list[str] = Field(
         default_factory=list,
         description="workspace paths or globs (fnmatch: '*' also crosses folders, 'pkg/*') of files roles "
         "write that checks may see besides the outputs (support modules, fixtures); every other file a "
         "role wrote is left out of the checks' snapshot",
     )
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _commands(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            shown = json.dumps([value] if isinstance(value, str) else ["COMMAND", "..."])
+            raise _task_problem(f"{value!r} is not a list of command strings", f"write commands = {shown}")
+        for name, command in command_checks(value).items():
+            problem = command_problem(name, command)
+            if problem is not None:
+                fix = "use only {python} and {task_dir}" if command.strip() else "give it, or drop the entry"
+                raise _task_problem(problem, fix)
+        return value
 
     @field_validator("evidence")
     @classmethod
@@ -242,14 +271,6 @@ class SandboxSpec(_Strict):
     )
 
 
-TASK_ERROR = "task"
-"""The error type of a problem spanning several keys of task.toml (its context holds the fix)."""
-
-
-def _task_problem(message: str, fix: str) -> PydanticCustomError:
-    return PydanticCustomError(TASK_ERROR, "{message}", {"fix": fix, "message": message})
-
-
 class TaskConfig(_Strict):
     """A task's `task.toml`. Unknown keys are errors, so a typo never passes silently."""
 
@@ -327,15 +348,23 @@ class TaskConfig(_Strict):
     @classmethod
     def _known_placeholders(cls, value: dict[str, str]) -> dict[str, str]:
         for name, command in value.items():
-            unknown = set(re.findall(r"\{([^{}]*)\}", command)) - {"python", "task_dir"}
-            if unknown:
-                raise ValueError(
-                    f"check {name!r} uses unknown placeholder(s) {sorted(unknown)}; only {{python}} and "
-                    "{task_dir} are filled in"
-                )
-            if not command.strip():
-                raise ValueError(f"check {name!r} has an empty command")
+            problem = command_problem(name, command)
+            if problem is not None:
+                raise ValueError(problem)
         return value
+
+    @property
+    def all_checks(self) -> dict[str, str]:
+        """Every declared check by name: `[checks]`, then each `[verification] commands` entry."""
+        return {**self.checks, **command_checks(self.verification.commands)}
+
+    @property
+    def all_required_checks(self) -> list[str]:
+        """The checks a PASS needs: `required_checks`, then each `[verification] commands` entry's check."""
+        named = [
+            name for name in command_checks(self.verification.commands) if name not in self.required_checks
+        ]
+        return [*self.required_checks, *named]
 
 
 class RegistryEntry(_Strict):

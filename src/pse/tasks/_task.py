@@ -285,10 +285,10 @@ class Task:
                 "## Expected outputs (workspace paths)\n"
                 + "\n".join(f"- {path}" for path in self.config.expected_outputs)
             )
-        if self.config.required_checks:
+        if self.config.all_required_checks:
             parts.append(
                 "## Required checks (the Evaluator must run each, and its last run must succeed)\n"
-                + "\n".join(f"- {_check_call(name)}" for name in self.config.required_checks)
+                + "\n".join(f"- {_check_call(name)}" for name in self.config.all_required_checks)
             )
         if rules_summary:
             parts.append("## Rules summary (computed without a model)\n" + rules_summary.strip())
@@ -330,7 +330,9 @@ class Task:
         pass `task_dir` to fill it in here instead (to run a check by hand, outside the sandbox).
         """
         python = shlex.quote(sys.executable) + " -I"
-        resolved = {name: command.replace("{python}", python) for name, command in self.config.checks.items()}
+        resolved = {
+            name: command.replace("{python}", python) for name, command in self.config.all_checks.items()
+        }
         if task_dir is not None:
             folder = shlex.quote(str(task_dir))
             resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
