@@ -176,3 +176,25 @@ def test_a_bad_repository_suite_is_reported(
     (suite / "instances.jsonl").write_text(json.dumps(row) + "\n")
     code, _, err = pse(monkeypatch, capsys, "eval", "validate", str(suite))
     assert code == 2 and problem in err
+
+
+def test_the_direct_column_is_refused_on_a_repository_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One model request judged on one solution.py means nothing where every instance is a change to a
+    repository: `--arms direct` stops before anything runs, naming the fix."""
+    suite = _suite(tmp_path / "suite", _demo())
+    out, runs = tmp_path / "eval", tmp_path / "runs"
+    code, _, err = pse(
+        monkeypatch, capsys, "eval", str(suite), "--arms", "pse,direct", "--out", str(out), "--runs-dir", str(runs)
+    )  # fmt: skip
+    assert code == 2
+    assert " ".join(err.split()) == (  # one line, which the console may wrap
+        "error: --arms direct: suite suite is a repository suite (repo = textstats), and the direct column "
+        "judges one solution.py, not a change to a repository; drop direct from --arms (the arms are: pse, "
+        "single, pse-nogates, pse-history)"
+    )
+    assert not out.exists() and not runs.exists()  # nothing written for a call that cannot run
+    # on another suite it is no arm at all, and says where the column lives
+    code, _, err = pse(monkeypatch, capsys, "eval", "humaneval", "--arms", "direct", "--out", str(out))
+    assert code == 2 and "direct is not an arm of pse eval but make eval-local's bare-model column" in err
