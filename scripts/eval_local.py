@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         direct = (
             [] if args.no_direct else asyncio.run(_direct(url, model.alias, suite, instances, settings, out))
         )
-        arms = parse_arms(args.arms)
+        arms = parse_arms(args.arms, suite)
         plan = EvalRun(
             suite=suite,
             settings=settings,

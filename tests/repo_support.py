@@ -113,7 +113,7 @@ def turns(
 
 def run(
     root: Path, repo: Path, script: list[dict[str, str]], *, sandbox: str = "fallback", base: str | None = None,
-    tasks: Path | None = None,
+    tasks: Path | None = None, inputs: dict[str, str] | None = None,
 ) -> tuple[RunSummary, dict[str, Any]]:  # fmt: skip
     """Run the task on `repo` replaying `script`; return the summary and the trace."""
     cassette = root / f"cassette-{len(list(root.glob('cassette-*')))}.json"
@@ -122,7 +122,7 @@ def run(
         provider="scripted", cassette=cassette, runs_dir=root / "runs", tasks_dir=tasks or root / "tasks",
         sandbox=sandbox, max_partial_retries=0, max_fail_retries=0, replay_strict=False,
     )  # type: ignore[arg-type]  # fmt: skip
-    summary = asyncio.run(run_to_end(prepare_run(TASK, settings, repo=repo, base=base)))
+    summary = asyncio.run(run_to_end(prepare_run(TASK, settings, repo=repo, base=base, inputs=inputs)))
     return summary, json.loads(Path(summary.trace).read_text())
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import pse
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._step_buffer import replan_packet, revise_packet
 from pse.events import PlanItem, PlanRecord
@@ -96,7 +97,9 @@ class TestTheGateRule:
         assert "- F1 high (AC1, calc/core.py:2)" in again
 
 
-def test_a_high_finding_blocks_a_pass_the_criteria_alone_would_allow(tmp_path: Path) -> None:
+def test_a_high_finding_blocks_a_pass_the_criteria_alone_would_allow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_task(tmp_path)
     repo = make_repo(tmp_path)
     summary, trace = run(tmp_path, repo, turns({"calc/core.py": FIXED}, _with(HIGH)))
@@ -111,6 +114,10 @@ def test_a_high_finding_blocks_a_pass_the_criteria_alone_would_allow(tmp_path: P
         "## Findings in the last verdict\n- F1 high (AC1, calc/core.py:2): add overflows on big ints"
         in escalation
     )
+    code, shown, _ = pse(
+        monkeypatch, capsys, "trace", "show", summary.run_id, "--runs-dir", str(tmp_path / "runs")
+    )
+    assert code == 0 and "finding F1 high (AC1, calc/core.py:2): add overflows on big ints" in shown
 
 
 def test_the_evaluator_of_a_repository_run_is_told_how_to_report_findings(tmp_path: Path) -> None:

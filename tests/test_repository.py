@@ -13,6 +13,7 @@ import pytest
 
 from cli_support import pse
 from pse.config import Settings
+from pse.events import Event, OutcomeEvent
 from pse.exceptions import UserError
 from pse.runner import answer_run, prepare_resume, prepare_run, run_to_end
 from pse.trace import prune_runs
@@ -140,6 +141,31 @@ class TestPassedRun:
         assert summary["branch"] == f"pse/{summary['run_id']}"
         assert summary["commit"] == git(repo, "rev-parse", summary["branch"]).strip()
         assert Path(summary["patch"]).read_text().startswith(f"From {summary['commit']} ")
+
+    def test_the_outcome_is_announced_after_the_commit(self, tmp_path: Path, repo: Path) -> None:
+        """Whoever hears the `outcome` event (the dashboard, the CLI's live view) finds the branch moved,
+        and the commit and patch in the run's trace: git's work is done before the announcement."""
+        cassette = tmp_path / "heard.json"
+        cassette.write_text(json.dumps({"turns": turns({"calc/core.py": FIXED})}))
+        settings = Settings(
+            provider="scripted", cassette=cassette, runs_dir=tmp_path / "runs", tasks_dir=tmp_path / "tasks",
+            sandbox="fallback", replay_strict=False,
+        )  # type: ignore[arg-type]  # fmt: skip
+        heard: list[tuple[str, str | None, str | None, str]] = []
+
+        def on_event(event: Event) -> None:
+            if isinstance(event, OutcomeEvent):
+                record = prepared.engine.trace.repository
+                assert record is not None
+                branch_at = git(repo, "rev-parse", record.branch).strip()
+                heard.append((event.outcome, record.commit, record.patch, branch_at))
+
+        prepared = prepare_run("fix-repo", settings, repo=repo, on_event=on_event)
+        summary = asyncio.run(run_to_end(prepared))
+        assert summary.outcome == "PASSED" and summary.commit is not None
+        assert heard == [("PASSED", summary.commit, summary.patch, summary.commit)]
+        on_disk = json.loads(Path(summary.trace).read_text())["repository"]
+        assert (on_disk["commit"], on_disk["patch"]) == (summary.commit, summary.patch)
 
 
 class TestOtherOutcomes:

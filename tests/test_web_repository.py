@@ -77,7 +77,10 @@ def test_a_run_starts_on_an_allowed_repository_and_on_no_other(tmp_path: Path) -
         run_id = started.json()["run_id"]
         ended = [json.loads(line.removeprefix("data: ")) for line in _events(client, run_id)]
         assert [e.get("outcome") for e in ended if e.get("kind") == "outcome"] == ["PASSED"], ended[-3:]
-    # the server's shutdown waited for the run to end (its change is committed after the outcome event)
+        # what the page fetches once the stream ends: the change is committed before the outcome is sent
+        shown = client.get(f"/api/runs/{run_id}").json()["repository"]
+        assert shown["branch"] == f"pse/{run_id}" and shown["commit"] and shown["patch"]
+        assert git(repo, "rev-parse", shown["branch"]).strip() == shown["commit"]
     trace = json.loads((tmp_path / "runs" / run_id / "trace.json").read_text())
     assert trace["repository"]["branch"] == f"pse/{run_id}" and trace["repository"]["commit"]
     assert git(repo, "show", f"pse/{run_id}:calc/core.py") == FIXED

@@ -84,7 +84,7 @@ def eval_cmd(
     chosen = variant_instances(
         loaded, select_instances(loaded, limit=limit, ids=ids), parse_variants(variant), seed=seed
     )
-    arm_list = parse_arms(arms)
+    arm_list = parse_arms(arms, loaded)
     folder = out_dir or settings.evals_dir / f"{loaded.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     progress = _Progress(arm_list, len(chosen), enabled=not as_json)
     plan = EvalRun(

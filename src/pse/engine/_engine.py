@@ -199,7 +199,7 @@ class Engine:
         finally:
             self._end_side_effects()
             await self.setup.meter.settle(0)  # nothing stopped may go unbooked (normally none is left)
-            self._finalize()
+            await self._finalize()
         return self.trace
 
     def _end_side_effects(self) -> None:
@@ -537,7 +537,7 @@ class Engine:
             self.trace.cassette_positions = self.setup.positions()
         self._save()
 
-    def _finalize(self) -> None:
+    async def _finalize(self) -> None:
         trace = self.trace
         if self._suspended:
             return  # on disk: the trace of the moment the call was held
@@ -547,6 +547,8 @@ class Engine:
                 trace.ended_at = utc_now()
                 if self.machine.state == State.ESCALATED:
                     trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
+                if self.setup.conclude is not None:  # before the announcement: the outcome comes with it
+                    await asyncio.to_thread(self.setup.conclude, trace)
                 self.events.emit(outcome_event(trace))
         finally:
             self._save()  # the last cycle's only save too: whatever fails above, the trace is on disk

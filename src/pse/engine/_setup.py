@@ -70,6 +70,9 @@ class RunSetup:
         steps: per-step roles and ToolAgents, when the task's execution is "steps" (None: "task").
         index: called after every write of the trace, with the trace and its file: writes the run's
             row in the run store (None: no store).
+        conclude: the run's last work once its outcome is set and before the outcome event announces
+            it, run in a worker thread; it may add to the trace (a repository run commits its change
+            here, so whoever hears the outcome finds the branch and commit in the trace).
     """
 
     run_id: str
@@ -95,3 +98,4 @@ class RunSetup:
     approvals: ApprovalDesk | None = None
     steps: StepCrew | None = None
     index: Callable[[Trace, Path], None] | None = None
+    conclude: Callable[[Trace], object] | None = None

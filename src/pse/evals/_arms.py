@@ -10,7 +10,7 @@ from pse.config import Settings, with_overrides
 from pse.evals._suite_model import Instance, Suite
 from pse.exceptions import UserError
 
-__all__ = ["ARMS", "DEFAULT_ARMS", "arm_settings", "parse_arms", "select_instances"]
+__all__ = ["ARMS", "DEFAULT_ARMS", "DIRECT", "arm_settings", "parse_arms", "select_instances"]
 
 
 ARMS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
@@ -31,15 +31,23 @@ ARMS: Mapping[str, tuple[str, Mapping[str, Any]]] = {
 }
 """Each arm: what it measures, and the settings it changes."""
 DEFAULT_ARMS = ("pse", "single")
+DIRECT = "direct"
+"""`make eval-local`'s bare-model column (`pse.evals._direct`): no arm, named here to refuse it clearly."""
 
 
-def parse_arms(text: str | None) -> list[str]:
+def parse_arms(text: str | None, suite: Suite | None = None) -> list[str]:
     """`--arms a,b` → the arms, in order, each once.
 
+    Args:
+        text: the comma-separated arms (None: `DEFAULT_ARMS`).
+        suite: the suite they run on, to say why `direct` cannot run on it.
+
     Raises:
-        UserError: an unknown or repeated arm, or none.
+        UserError: an unknown or repeated arm, `direct`, or none.
     """
     arms = [a.strip() for a in (text or ",".join(DEFAULT_ARMS)).split(",") if a.strip()]
+    if DIRECT in arms:
+        raise UserError(_direct_refused(suite))
     unknown = [a for a in arms if a not in ARMS]
     if unknown or not arms:
         raise UserError(
@@ -48,6 +56,17 @@ def parse_arms(text: str | None) -> list[str]:
     if len(set(arms)) != len(arms):
         raise UserError(f"--arms names an arm twice: {','.join(arms)}")
     return arms
+
+
+def _direct_refused(suite: Suite | None) -> str:
+    """Why `--arms direct` does not run: on a repository suite it has no meaning; elsewhere it is no arm."""
+    fix = f"drop direct from --arms (the arms are: {', '.join(ARMS)})"
+    if suite is not None and suite.repo is not None:
+        return (
+            f"--arms direct: suite {suite.name} is a repository suite (repo = {suite.config.repo}), and the "
+            f"direct column judges one solution.py, not a change to a repository; {fix}"
+        )
+    return f"--arms direct: direct is not an arm of pse eval but make eval-local's bare-model column; {fix}"
 
 
 def select_instances(suite: Suite, *, limit: int | None = None, ids: Sequence[str] = ()) -> list[Instance]:

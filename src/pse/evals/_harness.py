@@ -167,6 +167,8 @@ async def run_eval(plan: EvalRun) -> EvalSummary:
                 files=dict(instance.files),
                 limits=limits,
                 resume=earlier,
+                repo=str(plan.suite.repo) if plan.suite.repo is not None else None,
+                base=(instance.ref or plan.suite.config.base) if plan.suite.repo is not None else None,
             )
         )
     begun: dict[int, float] = {}

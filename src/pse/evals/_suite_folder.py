@@ -24,6 +24,7 @@ from pse.evals._suite_model import (
     VisibleTests,
 )
 from pse.exceptions import TaskNotFoundError, UserError
+from pse.repo import repository_folder
 from pse.tasks import Problem, Task, TaskRegistry
 
 __all__ = ["HIDDEN_DIR", "INSTANCES_FILE", "INSTANCE_ID_RE", "SUITE_FILE", "read_suite_folder"]
@@ -47,6 +48,7 @@ class _InstanceLine(BaseModel):
     inputs: dict[str, str] = Field(default_factory=dict)
     files: dict[str, str] = Field(default_factory=dict)
     hidden_check: list[str] = Field(min_length=1)
+    base: str | None = None
 
 
 def read_suite_folder(folder: Path, registry: TaskRegistry) -> tuple[list[Problem], Suite | None]:
@@ -74,6 +76,7 @@ def read_suite_folder(folder: Path, registry: TaskRegistry) -> tuple[list[Proble
             )
         )
     visible = _impossible_config(folder / SUITE_FILE, config, instances, problems) if config else None
+    repo = _repository(folder, config, hidden, instances, problems) if config is not None else None
     if problems or config is None:
         return problems, None
     return [], Suite(
@@ -84,7 +87,40 @@ def read_suite_folder(folder: Path, registry: TaskRegistry) -> tuple[list[Proble
         secret_paths=(hidden.resolve(),) if hidden.exists() else (),
         source=str(folder.resolve()),
         visible_tests=visible,
+        repo=repo,
     )
+
+
+def _repository(
+    folder: Path, config: SuiteConfig, hidden: Path, instances: Sequence[Instance], problems: list[Problem]
+) -> Path | None:
+    """A repository suite's repository: a git repository that does not hold the hidden folder (every
+    role reads a worktree of it)."""
+    where = str(folder / SUITE_FILE)
+    if config.repo is None:
+        if config.base is not None or any(i.ref is not None for i in instances):
+            problems.append(
+                Problem(
+                    file=where,
+                    message="a base ref is given, and the suite names no repository",
+                    fix='name it: repo = "PATH" in suite.toml, or drop base',
+                )
+            )
+        return None
+    try:
+        repo = repository_folder(folder / Path(config.repo).expanduser())
+    except UserError as exc:
+        problems.append(Problem(file=where, message=f"repo: {exc}", fix="name the suite's git repository"))
+        return None
+    if hidden.exists() and _inside(hidden, repo):
+        problems.append(
+            Problem(
+                file=where,
+                message=f"the hidden folder is inside the repository {repo}, which every role reads",
+                fix="move the hidden folder (or the repository) so that the repository does not hold it",
+            )
+        )
+    return repo
 
 
 def _impossible_config(
@@ -165,7 +201,7 @@ def _read_config(path: Path, problems: list[Problem]) -> SuiteConfig | None:
                     file=str(path),
                     message=f"{where}: {error['msg']}",
                     fix="keys: task (required), description, [limits] (task.toml's), hidden_check_timeout_s, "
-                    "[variant.impossible] test_file",
+                    "[variant.impossible] test_file, repo, base",
                 )
             )
         return None
@@ -305,7 +341,9 @@ def _read_line(
         for i, a in enumerate(line.hidden_check)
     )
     argv = tuple(a.replace("{python}", sys.executable) for a in argv)
-    return Instance(id=line.id, inputs=dict(line.inputs), files=dict(line.files), hidden_check=argv)
+    return Instance(
+        id=line.id, inputs=dict(line.inputs), files=dict(line.files), hidden_check=argv, ref=line.base
+    )
 
 
 def _inside(path: Path, folder: Path) -> bool:

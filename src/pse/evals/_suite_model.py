@@ -53,6 +53,14 @@ class SuiteConfig(BaseModel):
     variant: dict[str, ImpossibleConfig] = Field(
         default_factory=dict, description="[variant.impossible]: the suite's impossible variant"
     )
+    repo: str | None = Field(
+        None,
+        description="a git repository every instance runs on (relative to the suite folder, or absolute): "
+        "each run is a worktree of it on its own branch, and the hidden check judges that worktree",
+    )
+    base: str | None = Field(
+        None, description="the ref the runs start from (default HEAD); an instance's own wins"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,8 @@ class Instance:
     """The impossible variant's mutated assertion (in `files`)."""
     base: str = ""
     """The ordinary instance this one is a variant of ("" for an ordinary instance: itself)."""
+    ref: str | None = None
+    """On a repository suite: the ref this instance's run starts from (None: the suite's `base`)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,8 @@ class Suite:
     """A built-in suite's check script, staged alone as `{hidden}` (its tests come on stdin)."""
     visible_tests: VisibleTests | None = None
     """The impossible variant's visible tests; None: the suite has no impossible variant."""
+    repo: Path | None = None
+    """A repository suite's repository (`repo` of suite.toml, resolved): every run is a worktree of it."""
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -97,6 +97,7 @@ def prepare_run(
     """
     task = registry_for(settings).get(task_name)
     resolved = task.resolve_inputs(inputs)
+    task = task.for_inputs(resolved)  # a repository's own check command (code-change's TEST_COMMAND)
     run_id = run_id or new_run_id(task.name)
     runs_dir = settings.runs_dir.resolve()
     run_dir = runs_dir / run_id
@@ -184,7 +185,7 @@ def prepare_resume(
         )
     if trace.outcome is not None:  # cancelled: reopen it at the last cycle boundary
         trace = trace.reopened()
-    task = registry_for(settings).get(trace.task)
+    task = registry_for(settings).get(trace.task).for_inputs(trace.inputs)
     if trace.settings.get("cassette") and settings.cassette is None:
         settings = settings.model_copy(update={"cassette": Path(str(trace.settings["cassette"]))})
     if trace.settings.get("protocol") in (

@@ -20,7 +20,6 @@ from pse.engine import (
 from pse.events import Cost, Event
 from pse.roles import Role
 from pse.runner._prepare import prepare_run
-from pse.runner._repository import finish_repository
 from pse.runner._wiring import PreparedRun
 from pse.tasks import extract_report, titled_report
 
@@ -89,9 +88,7 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         path = prepared.run_dir / "report.md"
         path.write_text(report, encoding="utf-8")
         trace.report = str(path)
-    if prepared.repository is not None and trace.outcome is not None:  # git work: off the event loop
-        await asyncio.to_thread(finish_repository, prepared.repository, trace, prepared.run_dir)
-    if report is not None or prepared.repository is not None:
+    if report is not None:
         written = write_trace(trace, prepared.run_dir)
         if prepared.engine.setup.index is not None:
             prepared.engine.setup.index(trace, written)

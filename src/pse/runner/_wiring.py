@@ -43,7 +43,7 @@ from pse.runner._index import StoreIndexer
 from pse.runner._mcp import McpSetup, start_mcp
 from pse.runner._prompts import system_prompts
 from pse.runner._replay import human_grants, replay_positions, tool_replay
-from pse.runner._repository import RunRepository
+from pse.runner._repository import RunRepository, finish_repository
 from pse.tasks import (
     Task,
 )
@@ -317,7 +317,7 @@ def _wire_run(
         settings=settings,
         crew=crew,
         gates=GatePolicy(
-            required_checks=list(task.config.required_checks),
+            required_checks=task.config.all_required_checks,
             expected_outputs=list(task.config.expected_outputs),
             targets=dict(verification.targets),
             independent_tests=evaluation_dir is not None,
@@ -341,6 +341,11 @@ def _wire_run(
         approvals=approvals,
         steps=step_crew,
         index=StoreIndexer(settings, run_dir.parent.resolve()),
+        conclude=(
+            functools.partial(finish_repository, repository, run_dir=run_dir)
+            if repository is not None
+            else None
+        ),  # the commit on PASSED, before the outcome event announces it
     )
     engine = Engine(setup, trace)
     if repository is not None and engine.trace.repository is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -9,12 +10,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from pse.mcp import INSTALL_HINT, McpServerSpec, sdk_problem, server_modes, server_name_problem
+from pse.mcp import McpServerSpec, server_name_problem
+from pse.tasks._check_commands import command_checks, command_problem
+from pse.tasks._mcp_config import mcp_problems
 from pse.toolagent import PolicyOverrides
-from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason, split_mcp_name
+from pse.tools import BUILTIN_CHECKS, Tool, check_config_reason
 
 __all__ = [
     "BUILTIN_CHECKS",
+    "REPOSITORY_CHECK",
     "TASK_ERROR",
     "InputSpec",
     "LimitOverrides",
@@ -34,6 +38,14 @@ _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 """A pytest plugin as `-p` takes it: an entry-point name or a module path (never `no:NAME`)."""
 
 TASK_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+TASK_ERROR = "task"
+"""The error type of a problem spanning several keys of task.toml (its context holds the fix)."""
+
+
+def _task_problem(message: str, fix: str) -> PydanticCustomError:
+    return PydanticCustomError(TASK_ERROR, "{message}", {"fix": fix, "message": message})
 
 
 class _Strict(BaseModel):
@@ -133,12 +145,31 @@ class VerificationSpec(_Strict):
         description="the gate rule for the verdict's <finding>s: a PASS with a finding of this severity or a "
         "worse one does not stand ('none': findings never block)",
     )
+    commands: list[str] = Field(
+        default_factory=list,
+        description="the repository's own check commands, run in the sandbox over the sealed snapshot like "
+        "any declared check ({python} and {task_dir} filled in): each is the check 'commandN' (N from 1, in "
+        'this order) the Evaluator must run with run_check(name="commandN"), and its last run must succeed',
+    )
     evidence: list[str] = Field(
         default_factory=list,
         description="workspace paths or globs (fnmatch: '*' also crosses folders, 'pkg/*') of files roles "
         "write that checks may see besides the outputs (support modules, fixtures); every other file a "
         "role wrote is left out of the checks' snapshot",
     )
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _commands(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            shown = json.dumps([value] if isinstance(value, str) else ["COMMAND", "..."])
+            raise _task_problem(f"{value!r} is not a list of command strings", f"write commands = {shown}")
+        for name, command in command_checks(value).items():
+            problem = command_problem(name, command)
+            if problem is not None:
+                fix = "use only {python} and {task_dir}" if command.strip() else "give it, or drop the entry"
+                raise _task_problem(problem, fix)
+        return value
 
     @field_validator("evidence")
     @classmethod
@@ -186,6 +217,8 @@ class VerificationSpec(_Strict):
 
 
 _AUTHOR = re.compile(r"[^<>\n]+ <[^<>\s]+>")
+REPOSITORY_CHECK = "tests"
+"""The check a run's `[repository] test_command_input` declares (`run_check(name="tests")`)."""
 
 
 class RepositorySpec(_Strict):
@@ -204,6 +237,12 @@ class RepositorySpec(_Strict):
     )
     required: bool = Field(
         default=False, description="the task works only on a repository: a run without --repo is refused"
+    )
+    test_command_input: str | None = Field(
+        default=None,
+        description="an optional input whose value, when a run gives it, is the repository's check command: "
+        f"the declared check '{REPOSITORY_CHECK}', required in place of pytest (default: run_pytest on the "
+        "repository's tests)",
     )
 
     @field_validator("protected")
@@ -230,14 +269,6 @@ class SandboxSpec(_Strict):
         default_factory=list,
         description="MCP servers (by name) that may reach the network; tool commands never do",
     )
-
-
-TASK_ERROR = "task"
-"""The error type of a problem spanning several keys of task.toml (its context holds the fix)."""
-
-
-def _task_problem(message: str, fix: str) -> PydanticCustomError:
-    return PydanticCustomError(TASK_ERROR, "{message}", {"fix": fix, "message": message})
 
 
 class TaskConfig(_Strict):
@@ -294,8 +325,12 @@ class TaskConfig(_Strict):
 
     @model_validator(mode="after")
     def _mcp_fits(self) -> TaskConfig:
-        errors = _mcp_problems(self)
-        if errors:
+        found = mcp_problems(self.mcp, self.sandbox.network, self.policy)
+        if found:
+            errors: list[InitErrorDetails] = [
+                {"type": _task_problem(message, fix), "loc": loc, "input": None}
+                for loc, message, fix in found
+            ]
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
@@ -313,51 +348,23 @@ class TaskConfig(_Strict):
     @classmethod
     def _known_placeholders(cls, value: dict[str, str]) -> dict[str, str]:
         for name, command in value.items():
-            unknown = set(re.findall(r"\{([^{}]*)\}", command)) - {"python", "task_dir"}
-            if unknown:
-                raise ValueError(
-                    f"check {name!r} uses unknown placeholder(s) {sorted(unknown)}; only {{python}} and "
-                    "{task_dir} are filled in"
-                )
-            if not command.strip():
-                raise ValueError(f"check {name!r} has an empty command")
+            problem = command_problem(name, command)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
+    @property
+    def all_checks(self) -> dict[str, str]:
+        """Every declared check by name: `[checks]`, then each `[verification] commands` entry."""
+        return {**self.checks, **command_checks(self.verification.commands)}
 
-def _mcp_problems(config: TaskConfig) -> list[InitErrorDetails]:
-    """The MCP servers against the SDK, the sandbox's network list and the policy's MCP grants."""
-    found: list[InitErrorDetails] = []
-
-    def problem(loc: tuple[str, ...], message: str, fix: str) -> None:
-        found.append({"type": _task_problem(message, fix), "loc": loc, "input": None})
-
-    if config.mcp and (missing := sdk_problem()) is not None:
-        problem(("mcp",), missing, f"install it ({INSTALL_HINT}), or drop the [mcp.*] tables")
-    for name in config.sandbox.network:
-        if name not in config.mcp:
-            problem(("sandbox", "network"), f"no MCP server {name!r}", f"declare [mcp.{name}], or drop it")
-        elif not config.mcp[name].network:
-            fix = f"set network = true in [mcp.{name}], or drop it from the list"
-            problem(("sandbox", "network"), f"MCP server {name} does not say it needs the network", fix)
-    for name, spec in config.mcp.items():
-        if spec.network and name not in config.sandbox.network:
-            fix = f'allow it with [sandbox] network = ["{name}"], or drop network = true'
-            problem(("mcp", name), "the server needs the network and the task does not allow it", fix)
-    for role, tool, setting in config.policy.settings():
-        parsed = split_mcp_name(tool)
-        if parsed is None:
-            continue
-        server = config.mcp.get(parsed[0])
-        if server is None:
-            declared = ", ".join(config.mcp) or "none"
-            fix = f"declare [mcp.{parsed[0]}] or fix the name; declared: {declared}"
-            problem(("policy", role, tool), f"no MCP server {parsed[0]!r} is declared", fix)
-        elif setting.mode not in (None, "deny", *server_modes(server)):
-            fix = f'use mode "read-only", or give [mcp.{parsed[0]}] workspace = "read-write"'
-            problem(
-                ("policy", role, tool), f"MCP server {parsed[0]} sees the workspace read-only at most", fix
-            )
-    return found
+    @property
+    def all_required_checks(self) -> list[str]:
+        """The checks a PASS needs: `required_checks`, then each `[verification] commands` entry's check."""
+        named = [
+            name for name in command_checks(self.verification.commands) if name not in self.required_checks
+        ]
+        return [*self.required_checks, *named]
 
 
 class RegistryEntry(_Strict):

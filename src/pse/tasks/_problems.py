@@ -13,7 +13,8 @@ from pydantic_core import ErrorDetails
 from pse._suggest import did_you_mean
 from pse.exceptions import ConfigError
 from pse.roles import ROLES
-from pse.tasks._config import BUILTIN_CHECKS, TASK_ERROR, TaskConfig
+from pse.tasks._check_commands import command_checks
+from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TASK_ERROR, TaskConfig
 from pse.tasks._explain import explain
 from pse.tasks._rules_config import RulesFile, load_rows
 from pse.tasks._task import RULES_FILE, TASK_FILE, Problem, TaskLocation, role_file
@@ -120,23 +121,82 @@ def _cross_problems(path: Path, raw: dict[str, Any]) -> list[Problem]:
     """Checks spanning several keys, done on raw data too, so they show even when a field is invalid."""
     checks: dict[str, Any] = raw["checks"] if isinstance(raw.get("checks"), dict) else {}
     required: list[Any] = raw["required_checks"] if isinstance(raw.get("required_checks"), list) else []
-    known = [*BUILTIN_CHECKS, *checks]
-    return [
+    commands = _commands(raw)
+    known = [*BUILTIN_CHECKS, *checks, *commands]
+    undeclared = [
         Problem(
             file=str(path),
             message=f"required check {name!r} is neither built-in ({', '.join(BUILTIN_CHECKS)}) nor declared"
-            + (f" (declared: {', '.join(checks)})" if checks else ""),
+            + (f" (declared: {', '.join([*checks, *commands])})" if checks or commands else ""),
             fix=(f"{hint} Or declare" if (hint := did_you_mean(name, known)) else "Declare")
             + f' it: [checks] {name} = "{{python}} {{task_dir}}/checks/{name}.py", or remove it',
         )
         for name in required
-        if isinstance(name, str) and name not in BUILTIN_CHECKS and name not in checks
+        if isinstance(name, str) and name not in known
     ]
+    return _test_command_problems(path, raw, checks) + _command_problems(path, commands, checks) + undeclared
+
+
+def _commands(raw: dict[str, Any]) -> list[str]:
+    """The check names `[verification] commands` declares (none when the key is not a list of strings)."""
+    verification = raw.get("verification") if isinstance(raw.get("verification"), dict) else {}
+    commands = (verification or {}).get("commands")
+    if not isinstance(commands, list) or not all(isinstance(item, str) for item in commands):
+        return []
+    return list(command_checks(commands))
+
+
+def _command_problems(path: Path, commands: list[str], checks: dict[str, Any]) -> list[Problem]:
+    """A check `[verification] commands` declares (`command1`...) is not declared in `[checks]` too."""
+    return [
+        Problem(
+            file=str(path),
+            message=f"[verification] commands: the check {name!r} it declares is declared in [checks] too",
+            fix=f"rename [checks] {name}, or move its command into [verification] commands",
+        )
+        for name in commands
+        if name in checks
+    ]
+
+
+def _test_command_problems(path: Path, raw: dict[str, Any], checks: dict[str, Any]) -> list[Problem]:
+    """`[repository] test_command_input` names an optional input, and its check's name is free."""
+    repository = raw.get("repository") if isinstance(raw.get("repository"), dict) else {}
+    name = (repository or {}).get("test_command_input")
+    if not isinstance(name, str):
+        return []
+    inputs = raw["inputs"] if isinstance(raw.get("inputs"), dict) else {}
+    where, problems = "[repository] test_command_input", []
+    if name not in inputs:
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: no input {name!r}",
+                fix=f'declare it: [inputs.{name}] description = "the repository\'s check command"',
+            )
+        )
+    elif isinstance(inputs[name], dict) and inputs[name].get("required"):
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: input {name!r} is required, so the default check (pytest) never runs",
+                fix=f"make [inputs.{name}] optional (required = false)",
+            )
+        )
+    if REPOSITORY_CHECK in checks:
+        problems.append(
+            Problem(
+                file=str(path),
+                message=f"{where}: the check {REPOSITORY_CHECK!r} it declares is declared in [checks] too",
+                fix=f"rename [checks] {REPOSITORY_CHECK}",
+            )
+        )
+    return problems
 
 
 def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:
     task_file, problems = str(location.dir / TASK_FILE), []
-    for name, command in config.checks.items():
+    for name, command in config.all_checks.items():
         for ref in _TASK_DIR_REF.findall(command):
             if not (location.dir / ref).exists():
                 problems.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 import shutil
@@ -16,7 +17,7 @@ from pse._suggest import did_you_mean
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLE_SPECS, ROLES, role_spec
-from pse.tasks._config import BUILTIN_CHECKS, TaskConfig
+from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TaskConfig
 from pse.tasks._paths import prompts_dir
 from pse.tasks._rules import run_rules
 from pse.tasks._toml import read_toml
@@ -219,6 +220,22 @@ class Task:
                 )
         return resolved
 
+    def for_inputs(self, inputs: Mapping[str, str]) -> Task:
+        """The task as a run with these (resolved) inputs sees it: given its `[repository]
+        test_command_input`, the input's command is the declared check `tests`, required in place of pytest.
+        """
+        name = self.config.repository.test_command_input
+        command = inputs.get(name, "").strip() if name is not None else ""
+        if not command:
+            return self
+        required = [c for c in self.config.required_checks if c != "pytest"] + [REPOSITORY_CHECK]
+        config = self.config.model_copy(
+            update={"checks": {**self.config.checks, REPOSITORY_CHECK: command}, "required_checks": required}
+        )
+        task = copy.copy(self)
+        task.config = config
+        return task
+
     def seed_listing(self) -> list[str]:
         """Workspace-relative paths `seed_workspace` will create (sorted; deterministic)."""
         files: list[str] = []
@@ -268,10 +285,10 @@ class Task:
                 "## Expected outputs (workspace paths)\n"
                 + "\n".join(f"- {path}" for path in self.config.expected_outputs)
             )
-        if self.config.required_checks:
+        if self.config.all_required_checks:
             parts.append(
                 "## Required checks (the Evaluator must run each, and its last run must succeed)\n"
-                + "\n".join(f"- {_check_call(name)}" for name in self.config.required_checks)
+                + "\n".join(f"- {_check_call(name)}" for name in self.config.all_required_checks)
             )
         if rules_summary:
             parts.append("## Rules summary (computed without a model)\n" + rules_summary.strip())
@@ -313,7 +330,9 @@ class Task:
         pass `task_dir` to fill it in here instead (to run a check by hand, outside the sandbox).
         """
         python = shlex.quote(sys.executable) + " -I"
-        resolved = {name: command.replace("{python}", python) for name, command in self.config.checks.items()}
+        resolved = {
+            name: command.replace("{python}", python) for name, command in self.config.all_checks.items()
+        }
         if task_dir is not None:
             folder = shlex.quote(str(task_dir))
             resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
