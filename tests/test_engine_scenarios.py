@@ -1,6 +1,8 @@
 """Scenario tests of the loop engine: scripted cassettes, the real ToolAgent, real pytest and ruff.
 
-Every scenario runs the built-in code-delivery task through the runner and asserts on the trace.
+Every scenario runs the built-in code-delivery task and asserts on the trace: most through `pse.testing`'s
+harness (turns in memory), the cancel and kill scenarios through the runner (they resume from the trace,
+which finds their cassette file).
 The cassettes are assembled from the turns of the task's own cassette (a buggy implementation,
 its fix, the Evaluator's check runs and verdicts) plus a few hand-written turns.
 """
@@ -23,11 +25,11 @@ from pse.config import load_settings
 from pse.engine import Trace, load_trace
 from pse.runner import PreparedRun, prepare_resume, prepare_run, run_to_end
 from pse.tasks import TaskRegistry
+from pse.testing import run_task
 from pse.tokens import count_tokens
 
-_TURNS = json.loads(
-    (TaskRegistry.discover(None).get("code-delivery").cassette_path).read_text()  # type: ignore[union-attr]
-)["turns"]
+CODE_DELIVERY = TaskRegistry.discover(None).get("code-delivery")
+_TURNS = json.loads(CODE_DELIVERY.cassette_path.read_text())["turns"]  # type: ignore[union-attr]
 PLAN, S_BAD, S_REPORT, E_CHECKS, E_PARTIAL, S_FIX, S_REPORT2, E_CHECKS2, E_PASS = (
     (t["role"], t["content"]) for t in _TURNS
 )
@@ -53,11 +55,8 @@ def _cassette(tmp_path: Path, turns: list[tuple[str, str]]) -> Path:
 
 
 async def _run(tmp_path: Path, turns: list[tuple[str, str]], **settings: Any) -> tuple[Trace, PreparedRun]:
-    options: dict[str, Any] = {"cassette": _cassette(tmp_path, turns), "runs_dir": tmp_path / "runs"}
-    options.update(settings)
-    prepared = prepare_run("code-delivery", load_settings(**options))
-    summary = await run_to_end(prepared)
-    return load_trace(Path(summary.trace)), prepared
+    _, trace, prepared = await run_task(CODE_DELIVERY, turns=turns, runs_dir=tmp_path / "runs", **settings)
+    return trace, prepared
 
 
 def _plan_criteria() -> int:

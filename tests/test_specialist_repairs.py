@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pse.config import load_settings
-from pse.engine import load_trace
-from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
+from pse.testing import run_task
 
-_TURNS = json.loads(
-    (TaskRegistry.discover(None).get("code-delivery").cassette_path).read_text()  # type: ignore[union-attr]
-)["turns"]
+CODE_DELIVERY = TaskRegistry.discover(None).get("code-delivery")
+_TURNS = json.loads(CODE_DELIVERY.cassette_path.read_text())["turns"]  # type: ignore[union-attr]
 PLAN, WRITE_BOTH, REPORT, E_CHECKS, E_PARTIAL, S_FIX, REPORT2, E_CHECKS2, E_PASS = (
     (t["role"], t["content"]) for t in _TURNS
 )
@@ -44,11 +41,8 @@ ASKED = "{} not written yet: write {} with write_file before you report."
 
 
 async def _run(tmp_path: Path, turns: list[tuple[str, str]]) -> object:
-    cassette = tmp_path / "cassette.json"
-    cassette.write_text(json.dumps({"version": 1, "turns": [{"role": r, "content": c} for r, c in turns]}))
-    settings = load_settings(cassette=cassette, runs_dir=tmp_path / "runs", sandbox="fallback")
-    summary = await run_to_end(prepare_run("code-delivery", settings))
-    return load_trace(Path(summary.trace))
+    run = await run_task(CODE_DELIVERY, turns=turns, runs_dir=tmp_path / "runs", sandbox="fallback")
+    return run.trace
 
 
 async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path) -> None:

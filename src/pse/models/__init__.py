@@ -30,6 +30,7 @@ from pse.models._format import (
     RecordedRequest,
     TurnUsage,
 )
+from pse.models._metered import MeteredChatCompletionClient
 from pse.models._native import NativeProtocolClient
 from pse.models._prefix import PrefixClient, PrefixMeter, common_prefix_tokens
 from pse.models._probe import (
@@ -98,6 +99,7 @@ __all__ = [
     "LocalLimiter",
     "MessageChange",
     "MessageDigest",
+    "MeteredChatCompletionClient",
     "NativeProtocolClient",
     "PrefixClient",
     "PrefixMeter",

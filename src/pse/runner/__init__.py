@@ -7,7 +7,7 @@ recorded cassette if `--record` was given.
 
 from pse.runner._answer import answer_run
 from pse.runner._approve import ApprovalAnswer, approve_call, pending_approvals
-from pse.runner._prepare import prepare_resume, prepare_run, registry_for, user_tasks_dir
+from pse.runner._prepare import prepare_resume, prepare_run, prepare_task, registry_for, user_tasks_dir
 from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
 from pse.runner._wiring import PreparedRun
 
@@ -21,6 +21,7 @@ __all__ = [
     "pending_approvals",
     "prepare_resume",
     "prepare_run",
+    "prepare_task",
     "registry_for",
     "run",
     "run_to_end",

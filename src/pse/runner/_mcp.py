@@ -46,7 +46,7 @@ def start_mcp(task: Task, settings: Settings, workspace: Path, registry: ToolReg
         )
     sandbox = sandbox_for(workspace, settings)
     servers = McpServers.start(
-        task.config.mcp, sandbox, task_dir=task.dir, network=task.config.sandbox.network
+        task.config.mcp, sandbox, task_dir=task.folder, network=task.config.sandbox.network
     )
     try:
         servers.register(registry)

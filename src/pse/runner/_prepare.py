@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autogen_agentchat.base import ChatAgent
+from autogen_core.models import ChatCompletionClient
 
 from pse.config import Settings
 from pse.engine import (
@@ -21,15 +22,13 @@ from pse.engine import (
 )
 from pse.events import Event
 from pse.exceptions import UserError
+from pse.models import CassettePlayer
 from pse.repo import remove_worktree
 from pse.runner._repository import RunRepository, load_repository, open_repository, repository_brief
 from pse.runner._wiring import PreparedRun, wire
-from pse.tasks import (
-    TaskRegistry,
-    write_files,
-)
+from pse.tasks import Task, TaskRegistry, write_files
 
-__all__ = ["PreparedRun", "prepare_resume", "prepare_run", "registry_for", "user_tasks_dir"]
+__all__ = ["PreparedRun", "prepare_resume", "prepare_run", "prepare_task", "registry_for", "user_tasks_dir"]
 
 
 def user_tasks_dir(settings: Settings) -> Path:
@@ -95,7 +94,48 @@ def prepare_run(
         TaskNotFoundError: no such task.
         UserError / ConfigError / CassetteError: a bad input, setting or cassette (nothing is left behind).
     """
-    task = registry_for(settings).get(task_name)
+    return prepare_task(
+        registry_for(settings).get(task_name),
+        settings,
+        inputs=inputs,
+        on_event=on_event,
+        run_id=run_id,
+        files=files,
+        tags=tags,
+        limits=limits,
+        agents=agents,
+        repo=repo,
+        base=base,
+    )
+
+
+def prepare_task(
+    task: Task,
+    settings: Settings,
+    *,
+    inputs: dict[str, str] | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    run_id: str | None = None,
+    files: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    limits: Mapping[str, Any] | None = None,
+    agents: Mapping[str, ChatAgent] | None = None,
+    repo: Path | None = None,
+    base: str | None = None,
+    player: CassettePlayer | None = None,
+    models: Mapping[str, ChatCompletionClient] | None = None,
+) -> PreparedRun:
+    """`prepare_run` for a task object: a registry's, or one built in memory (`pse.testing`).
+
+    Args:
+        player: the roles' scripted turns, in memory (default: the cassette of the settings or the task).
+        models: role name → a model client of the caller's for that role (`pse.testing`'s models, or any
+            AutoGen `ChatCompletionClient`), used as it is; its usage counts against the run's budgets.
+        (the rest as `prepare_run`'s)
+
+    Raises:
+        UserError / ConfigError / CassetteError: a bad input, setting or cassette (nothing is left behind).
+    """
     resolved = task.resolve_inputs(inputs)
     task = task.for_inputs(resolved)  # a repository's own check command (code-change's TEST_COMMAND)
     run_id = run_id or new_run_id(task.name)
@@ -141,6 +181,8 @@ def prepare_run(
             limits=limits,
             agents=agents,
             repository=repository,
+            player=player,
+            models=models,
         )
     except BaseException:
         import shutil

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
@@ -29,6 +29,7 @@ from pse.models import (
     CassettePlayer,
     CassetteRecorder,
     ConstraintLog,
+    MeteredChatCompletionClient,
     PrefixClient,
     PrefixMeter,
     ResumedTurnsClient,
@@ -62,6 +63,8 @@ from pse.toolagent import (
 from pse.tools import EvidenceRules
 
 __all__ = ["PreparedRun", "wire"]
+
+_T = TypeVar("_T")
 
 
 _LIMIT_FIELDS = (
@@ -138,6 +141,8 @@ def _wire_run(
     limits: Mapping[str, Any] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
     repository: RunRepository | None = None,
+    player: CassettePlayer | None = None,
+    models: Mapping[str, ChatCompletionClient] | None = None,
 ) -> PreparedRun:
     settings = _task_settings(settings, task)
     if limits:  # the caller's limits (an evaluation suite's) win over the task's own
@@ -149,9 +154,12 @@ def _wire_run(
     telemetry = telemetry_for(settings, run_id)  # PSE_OTEL: AutoGen's spans go under the cycle span
     events = RunEvents(run_id, telemetry.watch(on_event) if telemetry is not None else on_event)
     scrubber = Scrubber(settings.secrets())  # the recorder's rule: digests are of scrubbed text
+    given = _given(models or {}, speakers, "models")  # a client given for a role (pse.testing's)
+    if given and settings.protocol != "dsml":
+        raise ConfigError("models given for roles speak the XML protocol only: set PSE_PROTOCOL=dsml")
     cassette = settings.cassette or task.cassette_path
-    player: CassettePlayer | None = None
-    if any(spec.provider == "scripted" for spec in specs.values()):
+    scripted = [role for role in speakers if specs[role].provider == "scripted" and role not in given]
+    if player is None and scripted:  # no cassette given in memory: the settings' or the task's file
         if cassette is None:
             raise UserError(
                 f"task {task.name!r} has no cassette and no model is configured: pass --cassette FILE, "
@@ -167,8 +175,9 @@ def _wire_run(
         )
         player.latency_s = settings.scripted_latency_s
         settings = settings.model_copy(update={"cassette": Path(cassette).resolve()})
+    if player is not None and scripted:
         # Every cassette scripts the three roles (perhaps with no turns); another speaker only if it has some.
-        unscripted = [role for role in speakers if role not in player.positions]
+        unscripted = [role for role in scripted if role not in player.positions]
         if unscripted:
             role, one = unscripted[0], "the one speaker" if len(speakers) == 1 else "a speaker"
             raise CassetteError(
@@ -210,7 +219,7 @@ def _wire_run(
         policy,
         registry=knowledge.registry,
         checks=task.resolved_checks(),
-        task_dir=task.dir,
+        task_dir=task.folder,
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,
         pytest_plugins=task.config.verification.pytest_plugins,
@@ -235,6 +244,8 @@ def _wire_run(
     constraints = ConstraintLog(trace.settings.get("constrain_used") if trace is not None else None)
 
     def client_for(role: str, step: str | None = None) -> ChatCompletionClient:
+        if role in given:  # the same client in every step: its own code keeps its state
+            return MeteredChatCompletionClient(given[role], role, meter)
         return create_model_client(
             settings,
             role,
@@ -277,7 +288,7 @@ def _wire_run(
         on_repository=repository is not None,
         with_mcp=mcp is not None,
     )
-    own = _own_agents(agents or {}, speakers)
+    own = _given(agents or {}, speakers, "agents")
     roles = [
         RoleSetup(name=role, system_message=system[role], client=clients[role], agent=own.get(role))
         for role in speakers
@@ -366,19 +377,19 @@ def _wire_run(
     )
 
 
-def _own_agents(agents: Mapping[str, ChatAgent], speakers: tuple[str, ...]) -> dict[str, ChatAgent]:
-    """The user's own agents, each for a role of this run and named as it (the ToolAgent judges a request
-    by the seat it came from, which is the role's name).
+def _given(given: Mapping[str, _T], speakers: tuple[str, ...], what: str) -> dict[str, _T]:
+    """The caller's own agents or model clients, each for a role of this run; an agent is named as its
+    role (the ToolAgent judges a request by the seat it came from, which is the role's name).
 
     Raises:
         UserError: a key that is no role of this run, or an agent named otherwise than its role.
     """
-    for role, agent in agents.items():
+    for role, value in given.items():
         if role not in speakers:
-            raise UserError(f"agents: {role!r} is no role of this run; give one of {', '.join(speakers)}")
-        if getattr(agent, "name", None) != role:
+            raise UserError(f"{what}: {role!r} is no role of this run; give one of {', '.join(speakers)}")
+        if what == "agents" and getattr(value, "name", None) != role:
             raise UserError(
-                f"agents: the agent for {role} is named {getattr(agent, 'name', None)!r}; name it {role!r} "
+                f"agents: the agent for {role} is named {getattr(value, 'name', None)!r}; name it {role!r} "
                 "(its messages speak as its role, and the role's policy judges them)"
             )
-    return dict(agents)
+    return dict(given)

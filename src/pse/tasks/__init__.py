@@ -9,6 +9,16 @@ Typical use::
     system = task.system_prompt("Planner")          # protocol + base prompt + the task's prompt
 """
 
+from pse.tasks._base_prompts import (
+    base_prompt,
+    findings_prompt,
+    independent_tests_prompt,
+    mcp_prompt,
+    protocol_prompt,
+    questions_prompt,
+    spec_conflict_prompt,
+    steps_prompt,
+)
 from pse.tasks._config import (
     BUILTIN_CHECKS,
     InputSpec,
@@ -24,21 +34,7 @@ from pse.tasks._registry import TaskRegistry, validate
 from pse.tasks._report import extract_report, titled_report
 from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
 from pse.tasks._scaffold import scaffold_task
-from pse.tasks._task import (
-    Problem,
-    Task,
-    TaskLocation,
-    base_prompt,
-    findings_prompt,
-    independent_tests_prompt,
-    mcp_prompt,
-    protocol_prompt,
-    questions_prompt,
-    seeded_files,
-    spec_conflict_prompt,
-    steps_prompt,
-    write_files,
-)
+from pse.tasks._task import Problem, Task, TaskLocation, seeded_files, write_files
 
 __all__ = [
     "BUILTIN_CHECKS",

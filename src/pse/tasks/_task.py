@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from pse._suggest import did_you_mean
 from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
-from pse.roles import ROLE_SPECS, ROLES, role_spec
+from pse.roles import ROLES, role_spec
+from pse.tasks._base_prompts import base_prompt, protocol_prompt
 from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TaskConfig
-from pse.tasks._paths import prompts_dir
 from pse.tasks._rules import run_rules
 from pse.tasks._toml import read_toml
 from pse.tools import check_config_reason, declared_config
@@ -27,10 +27,6 @@ __all__ = [
     "Problem",
     "Task",
     "TaskLocation",
-    "base_prompt",
-    "independent_tests_prompt",
-    "mcp_prompt",
-    "protocol_prompt",
     "read_toml",
     "role_file",
 ]
@@ -73,35 +69,6 @@ def role_file(role: str) -> str:
     return f"{canonical.lower()}.md"
 
 
-def base_prompt(role: str) -> str:
-    """The base prompt shared by every task for one role (`prompts/`, the file its `RoleSpec` names; the
-    role's name in any case, as `role_file` takes it)."""
-    named = {name.lower(): name for name in ROLE_SPECS}.get(role.lower(), role)
-    return (prompts_dir() / role_spec(named).prompt).read_text(encoding="utf-8").strip()
-
-
-def findings_prompt() -> str:
-    """What the Evaluator reads on a repository run: `<finding>`s in its verdict (`prompts/findings.md`)."""
-    return (prompts_dir() / "findings.md").read_text(encoding="utf-8").strip()
-
-
-def independent_tests_prompt() -> str:
-    """What the Evaluator reads when the task requires its own tests (`prompts/independent_tests.md`)."""
-    return (prompts_dir() / "independent_tests.md").read_text(encoding="utf-8").strip()
-
-
-def mcp_prompt() -> str:
-    """What a role reads when it is granted MCP tools (`prompts/mcp.md`): how their values are typed,
-    and that a server's text is data."""
-    return (prompts_dir() / "mcp.md").read_text(encoding="utf-8").strip()
-
-
-def spec_conflict_prompt() -> str:
-    """What the Specialist, the Evaluator and the single agent read when the task gave tests
-    (`prompts/spec_conflict.md`): the honest way out of a given test that contradicts the specification."""
-    return (prompts_dir() / "spec_conflict.md").read_text(encoding="utf-8").strip()
-
-
 def seeded_files(task_message: str) -> list[str]:
     """The files a run's task message lists as already in the workspace (the task's seed and an
     evaluation instance's files; a listing cut short gives its first entries)."""
@@ -112,39 +79,48 @@ def seeded_files(task_message: str) -> list[str]:
     return [line[2:] for line in listing if line.startswith("- ") and not line.startswith("- … and ")]
 
 
-def questions_prompt() -> str:
-    """What the Planner reads when it may ask a person (`prompts/questions.md`, PSE_PLANNER_QUESTIONS)."""
-    return (prompts_dir() / "questions.md").read_text(encoding="utf-8").strip()
-
-
-def steps_prompt() -> str:
-    """What the Planner reads when its task runs in steps (`prompts/steps.md`, execution = "steps")."""
-    return (prompts_dir() / "steps.md").read_text(encoding="utf-8").strip()
-
-
-def protocol_prompt(protocol: ProtocolMode = "dsml") -> str:
-    """The protocol text every role reads: tool calls, plan, verdict, blocked (`prompts/protocol.md`), or
-    for the native protocol its function calls and output functions (`prompts/native.md`)."""
-    name = "native.md" if protocol == "native" else "protocol.md"
-    return (prompts_dir() / name).read_text(encoding="utf-8").strip()
-
-
 class Task:
-    """A loaded, valid task. Build one through `TaskRegistry.get`, which validates it first."""
+    """A loaded, valid task. Build one through `TaskRegistry.get`, which validates it first, or in memory
+    (`pse.testing`): a name, a config and the roles' prompts, no folder.
 
-    def __init__(self, location: TaskLocation, config: TaskConfig) -> None:
-        self.name = location.name
-        self.dir = location.dir
-        self.builtin = location.builtin
+    Args:
+        location: where the task's folder is; or, for a task in memory, only its name.
+        config: the task's config (`task.toml`'s, or one built in memory).
+        prompts: a task in memory's own prompt per role (a role without one gets its base prompt only).
+
+    Raises:
+        UserError: a task in memory whose config needs a folder (a seed, a cassette, `{task_dir}`).
+    """
+
+    def __init__(
+        self, location: TaskLocation | str, config: TaskConfig, prompts: Mapping[str, str] | None = None
+    ) -> None:
+        folder = None if isinstance(location, str) else location
+        self.name = location if isinstance(location, str) else location.name
+        self.folder: Path | None = folder.dir if folder is not None else None
+        """The task's folder (None: a task in memory)."""
+        self.builtin = folder is not None and folder.builtin
         self.config = config
+        self.prompts = dict(prompts or {})
+        if folder is None:
+            _check_in_memory(self.name, config, self.prompts)
 
     def __repr__(self) -> str:
-        return f"Task(name={self.name!r}, dir={str(self.dir)!r})"
+        return f"Task(name={self.name!r}, dir={str(self.folder)!r})"
 
     # --- files ------------------------------------------------------------------------------
     @property
+    def dir(self) -> Path:
+        """The task's folder (a registry's task has one; a task in memory raises: read `folder`)."""
+        if self.folder is None:
+            raise UserError(f"task {self.name!r} is in memory: it has no folder")
+        return self.folder
+
+    @property
     def cassette_path(self) -> Path | None:
         """The default cassette: the configured one, else `cassette.json` when present, else None."""
+        if self.folder is None:
+            return None
         if self.config.cassette is not None:
             return self.dir / self.config.cassette
         default = self.dir / DEFAULT_CASSETTE
@@ -153,12 +129,16 @@ class Task:
     @property
     def rules_path(self) -> Path | None:
         """The task's `rules.toml`, or None when it has no rules."""
+        if self.folder is None:
+            return None
         path = self.dir / RULES_FILE
         return path if path.is_file() else None
 
     @property
     def knowledge_dir(self) -> Path | None:
         """The task's `knowledge/` folder for `search_knowledge`, or None."""
+        if self.folder is None:
+            return None
         path = self.dir / "knowledge"
         return path if path.is_dir() else None
 
@@ -171,7 +151,10 @@ class Task:
 
     # --- prompts ----------------------------------------------------------------------------
     def role_prompt(self, role: str) -> str:
-        """The task's own prompt for a role (`planner.md`, `specialist.md` or `evaluator.md`)."""
+        """The task's own prompt for a role (`planner.md`, `specialist.md` or `evaluator.md`; in memory, the
+        one given, or none)."""
+        if self.folder is None:
+            return self.prompts.get(role, "").strip()
         return (self.dir / role_file(role)).read_text(encoding="utf-8").strip()
 
     def system_prompt(self, role: str, protocol: ProtocolMode = "dsml") -> str:
@@ -185,7 +168,7 @@ class Task:
         own = [f"## What this task tells its {r}\n\n{self.role_prompt(r)}" for r in borrowed] or [
             self.role_prompt(role)
         ]
-        return "\n\n".join((protocol_prompt(protocol), base_prompt(role), *own)) + "\n"
+        return "\n\n".join(filter(None, (protocol_prompt(protocol), base_prompt(role), *own))) + "\n"
 
     # --- inputs and the opening message ----------------------------------------------------
     def resolve_inputs(self, inputs: dict[str, str] | None = None) -> dict[str, str]:
@@ -239,7 +222,7 @@ class Task:
     def seed_listing(self) -> list[str]:
         """Workspace-relative paths `seed_workspace` will create (sorted; deterministic)."""
         files: list[str] = []
-        for item in self.config.seed:
+        for item in self.config.seed:  # a task in memory has none
             source = self.dir / item
             if source.is_dir():
                 files += [
@@ -337,6 +320,24 @@ class Task:
             folder = shlex.quote(str(task_dir))
             resolved = {name: command.replace("{task_dir}", folder) for name, command in resolved.items()}
         return resolved
+
+
+def _check_in_memory(name: str, config: TaskConfig, prompts: Mapping[str, str]) -> None:
+    """A task in memory has no folder: what its config would read from one is a mistake, said plainly."""
+    needs = [
+        *(["seed (give the files to the run: pse.testing's workspace_files)"] if config.seed else []),
+        *(["cassette (give the turns to the run: pse.testing's turns)"] if config.cassette else []),
+        *[f"checks.{k} uses {{task_dir}}" for k, v in config.checks.items() if "{task_dir}" in v],
+    ]
+    if needs:
+        raise UserError(
+            f"task {name!r} is in memory, with no folder, and its config needs one: {'; '.join(needs)}"
+        )
+    unknown = sorted(set(prompts) - set(ROLES))
+    if unknown:
+        raise UserError(
+            f"task {name!r}: prompts for {', '.join(unknown)}, which is no role; give {', '.join(ROLES)}"
+        )
 
 
 def _input_line(name: str, value: str) -> str:
