@@ -236,16 +236,18 @@ async def test_a_request_sent_again_with_nothing_written_since_says_so(ws: Path)
     async def notes(role: str, text: str) -> list[str]:
         batch = await ex.execute(role, text)
         assert all(r.status == "ok" for r in batch.records)  # run, whatever the note says
-        return [i.output for i in parse_tool_results(batch.text)[1] if REPEAT_NOTE in i.output]
+        # never inside a result: a read_file's result is the file's text, word for word
+        assert all(REPEAT_NOTE not in i.output for i in parse_tool_results(batch.text)[1])
+        return [REPEAT_NOTE] if batch.text.endswith("</tool_results>\n" + REPEAT_NOTE) else []
 
     assert await notes("Evaluator", look) == []
     assert await notes("Evaluator", other) == []  # a different request
     assert await notes("Planner", look) == []  # another role's first
-    [again] = await notes("Evaluator", look)  # on the last result of the batch
-    assert again.endswith("\n" + REPEAT_NOTE) and await notes("Evaluator", other) != []
+    assert await notes("Evaluator", look) == [REPEAT_NOTE]
+    assert await notes("Evaluator", other) == [REPEAT_NOTE]
     # A write (by any role) may change what the same request finds: no note until it is repeated again.
     await ex.execute("Specialist", request(("write_file", {"path": "b.txt", "content": "beta\n"})))
     assert await notes("Evaluator", look) == []
-    assert await notes("Evaluator", look) != []
+    assert await notes("Evaluator", look) == [REPEAT_NOTE]
     ex.new_cycle()  # a new cycle starts afresh
     assert await notes("Evaluator", look) == []

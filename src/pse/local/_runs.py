@@ -53,7 +53,9 @@ QWEN_RUN: Mapping[str, object] = MappingProxyType(
         "turns_per_cycle": 20,
         "max_partial_retries": 2,
         "max_fail_retries": 1,
-        "format_retries": 1,
+        # Each one-time nudge is a repair: at 1, a Specialist nudged for an early report could not be
+        # told that the test file it then wrote does not parse, and the review ran on it (run 9).
+        "format_retries": 2,
         "run_timeout_s": 1800,
         "tool_output_limit": 4000,
         "model_context_tokens": 16384,  # the server's n_ctx for the Qwen models

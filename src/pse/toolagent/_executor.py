@@ -251,10 +251,10 @@ class ToolExecutor:
         # No `ms` in what the role sees: timings differ between runs, and anything run-specific in a
         # prompt would break strict replay of a recorded cassette. The audit record keeps the timing.
         items = [ResultItem(r.index, r.tool, r.status, r.output) for r in records]
+        text = render_tool_results(requester, items)
+        # After the results, never inside one: a read_file's result is the file's text, word for word.
         again = self._repeats.note(requester, scope.step if scope is not None else None, records)
-        if again is not None and items:
-            items[-1] = replace(items[-1], output=f"{items[-1].output}\n{again}")
-        return ToolBatch(requester, render_tool_results(requester, items), tuple(records))
+        return ToolBatch(requester, text if again is None else f"{text}\n{again}", tuple(records))
 
     def _independent(self, steps: Sequence[Step], start: int) -> list[Allowed]:
         """The read-only calls from `start` on that may run at the same time (none held for a person,
