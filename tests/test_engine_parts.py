@@ -398,12 +398,12 @@ def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path
     assert report is not None
     assert [(c.name, c.message) for c in report.cases] == [
         ("test_a", "collection failure: ModuleNotFoundError: No module named 'no_such_module'"),
-        ("test_b", "collection failure: SyntaxError: unmatched ']' (line 2)"),
+        ("test_b", "collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]])"),
     ]
     tests = [
         {"test": f"{c.name}.py::{c.name}", "outcome": c.outcome, "message": c.message} for c in report.cases
     ]
     assert failing_tests([_call("run_pytest", exit_code=2, facts={"tests": tests}, target=".")]) == [
         "test_a.py::test_a: errors (collection failure: ModuleNotFoundError: No module named 'no_such_module')",
-        "test_b.py::test_b: errors (collection failure: SyntaxError: unmatched ']' (line 2))",
+        "test_b.py::test_b: errors (collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]]))",
     ]

@@ -44,7 +44,7 @@ def test_only_test_files_are_compared_and_nothing_outside_is_read(tmp_path: Path
 
 def test_a_python_file_that_does_not_parse_is_said_so_with_its_line(tmp_path: Path) -> None:
     assert _write(tmp_path, "quicksort.py", "def quicksort(items):\n    return sorted(items\n") == [
-        "quicksort.py does not parse as Python: '(' was never closed (line 2); write it again"
+        "quicksort.py does not parse as Python: '(' was never closed (line 2: return sorted(items); write it again"
     ]
 
 

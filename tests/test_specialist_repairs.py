@@ -159,7 +159,7 @@ async def test_a_report_over_an_output_that_does_not_parse_goes_back_once(tmp_pa
     cycle = trace.cycles[0]  # type: ignore[attr-defined]
     [asked] = [r.error for r in cycle.repairs]
     assert asked == (
-        "test_quicksort.py does not parse as Python: unmatched ']' (line 5). "
+        "test_quicksort.py does not parse as Python: unmatched ']' (line 5: assert quicksort([]) == []]). "
         "Write it again with write_file before you report."
     )
     assert [m.content for m in cycle.messages if m.source == "Specialist"][-2:] == [WRITE_BOTH[1], REPORT[1]]
@@ -178,6 +178,6 @@ def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) ->
     (tmp_path / "notes.md").write_text("def f(:\n")
     paths = ["ok.py", "bad.py", "nul.py", "link.py", "notes.md", "absent.py"]
     assert unparsed_outputs(tmp_path, paths) == [
-        "bad.py does not parse as Python: invalid syntax (line 1)",
+        "bad.py does not parse as Python: invalid syntax (line 1: def f(:)",
         "nul.py does not parse as Python: it holds a null byte",
     ]

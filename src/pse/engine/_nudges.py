@@ -12,7 +12,6 @@ repeats stands (the honest exit stays open).
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import stat
@@ -20,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
+from pse.tools import syntax_problem
 
 __all__ = [
     "FIXABLE",
@@ -138,12 +138,9 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
             if not stat.S_ISREG(info.st_mode) or info.st_size > _PARSE_LIMIT:
                 continue
             source = fh.read(_PARSE_LIMIT)
-        try:
-            ast.parse(source)
-        except SyntaxError as exc:
-            found.append(f"{path} does not parse as Python: {exc.msg} (line {exc.lineno})")
-        except ValueError:  # a null byte
-            found.append(f"{path} does not parse as Python: it holds a null byte")
+        problem = syntax_problem(path, source)
+        if problem is not None:
+            found.append(problem)
     return found
 
 

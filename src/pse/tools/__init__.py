@@ -41,6 +41,7 @@ from pse.tools._names import (
     split_mcp_name,
 )
 from pse.tools._protected import check_config_reason, declared_config
+from pse.tools._pyhints import syntax_problem
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 from pse.tools._ruff import run_ruff
 
@@ -87,6 +88,7 @@ __all__ = [
     "run_pytest",
     "run_ruff",
     "split_mcp_name",
+    "syntax_problem",
     "write_file",
 ]
 

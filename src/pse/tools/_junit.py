@@ -42,7 +42,7 @@ _MESSAGE = 200
 
 COLLECTION_FAILURE = "collection failure"
 """pytest's whole message for a test module it could not import; PSE adds the error's own line to it."""
-_FILE_LINE = re.compile(r'^E\s+File "[^"]*", line (\d+)', re.M)
+_FILE_LINE = re.compile(r'^File "[^"]*", line (\d+)')
 
 
 def _message(case: ElementTree.Element) -> str:
@@ -56,14 +56,21 @@ def _message(case: ElementTree.Element) -> str:
 
 
 def _collection_failure(text: str) -> str:
-    """`collection failure: SyntaxError: unmatched ']' (line 25)`: the last `E` line of pytest's traceback,
-    and the line of the module it names, never a path (a sandbox's paths differ from run to run). Told
-    only "collection failure", the 1.5B model could not find its stray bracket."""
-    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-    if not errors:
+    """`collection failure: SyntaxError: unmatched ']' (line 25: assert f(x) == [1]])`: the last `E` line
+    of pytest's traceback, and the line of the module it names with that line's code, never a path (a
+    sandbox's paths differ from run to run). Told only "collection failure", the 1.5B model could not find
+    its stray bracket."""
+    lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    if not lines:
         return COLLECTION_FAILURE
-    where = _FILE_LINE.findall(text)
-    return f"{COLLECTION_FAILURE}: {errors[-1]}" + (f" (line {where[-1]})" if where else "")
+    where = ""
+    for index, line in enumerate(lines):
+        found = _FILE_LINE.match(line)
+        if found:
+            code = " ".join(lines[index + 1].split()) if index + 2 < len(lines) else ""  # not the error
+            shown = code and not set(code) <= {"^", "~", " "}
+            where = f" (line {found.group(1)}" + (f": {code}" if shown else "") + ")"
+    return f"{COLLECTION_FAILURE}: {lines[-1]}{where}"
 
 
 def _outcome(case: ElementTree.Element) -> str:

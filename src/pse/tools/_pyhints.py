@@ -15,10 +15,34 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-__all__ = ["python_hints"]
+__all__ = ["python_hints", "syntax_problem"]
 
 _READ_LIMIT = 1_000_000
 """Sibling modules larger than this are not read for their names."""
+_LINE_CHARS = 120
+"""At most this much of the line that does not parse is quoted."""
+
+
+def _parsed(rel: str, source: str | bytes) -> ast.Module | str:
+    """The module `source` holds, or why the Python file `rel` does not parse, with the line quoted."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        line = " ".join((exc.text or "").split())[:_LINE_CHARS]
+        where = f"line {exc.lineno}" + (f": {line}" if line else "")
+        return f"{rel} does not parse as Python: {exc.msg} ({where})"
+    except ValueError:  # a null byte
+        return f"{rel} does not parse as Python: it holds a null byte"
+
+
+def syntax_problem(rel: str, source: str | bytes) -> str | None:
+    """Why `source`, the Python file `rel`, does not parse, with the line quoted; None if it parses.
+
+    The line is the writer's own text, quoted so that a reader of the trace, or a model, sees what to fix
+    without opening the file. (It did not move the 1.5B model: told the line, as when told only its number,
+    it wrote the same stray `]` again, with or without the grammar: its own way of ending that file.)"""
+    parsed = _parsed(rel, source)
+    return parsed if isinstance(parsed, str) else None
 
 
 def _is_test(name: str) -> bool:
@@ -51,10 +75,9 @@ def python_hints(real: Path, rel: str, content: str) -> list[str]:
     """Hints on the Python file just written at `real` (workspace path `rel`) with `content`."""
     if not rel.endswith(".py"):
         return []
-    try:
-        tree = ast.parse(content)
-    except SyntaxError as exc:
-        return [f"{rel} does not parse as Python: {exc.msg} (line {exc.lineno}); write it again"]
+    tree = _parsed(rel, content)
+    if isinstance(tree, str):
+        return [f"{tree}; write it again"]
     if not _is_test(PurePosixPath(rel).name):
         return []
     mine = _top_level_names(tree)
