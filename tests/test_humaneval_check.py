@@ -361,22 +361,19 @@ def test_run_as_a_script_it_loads_the_channel_staged_beside_it(tmp_path: Path) -
     problem = {key: PROBLEMS["HumanEval/0"][key] for key in ("task_id", "prompt", "test", "entry_point")}
     solution = tmp_path / "solution.py"
     solution.write_text(PROBLEMS["HumanEval/0"]["prompt"] + PROBLEMS["HumanEval/0"]["canonical_solution"])
-    completed = subprocess.run(
-        [sys.executable, "-I", str(staged / SCRIPT.name), str(solution)],
-        input=json.dumps(problem).encode(),
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-        cwd=tmp_path,
-    )
+
+    def staged_run() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-I", str(staged / SCRIPT.name), str(solution)],
+            input=json.dumps(problem).encode(),
+            capture_output=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    completed = staged_run()
     assert (completed.returncode, completed.stdout.decode().strip()) == (0, "PASSED HumanEval/0")
     (staged / CHANNEL.name).unlink()
-    alone = subprocess.run(
-        [sys.executable, "-I", str(staged / SCRIPT.name), str(solution)],
-        input=json.dumps(problem).encode(),
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-        cwd=tmp_path,
-    )
+    alone = staged_run()
     assert alone.returncode != 0 and b"_humaneval_channel.py" in alone.stderr
