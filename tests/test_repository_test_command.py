@@ -9,11 +9,9 @@ sandbox."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import re
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from pse.exceptions import ConfigError
 from pse.protocol import render_tool_calls
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
-from repo_support import BUGGY, FIXED, PASS, PLAN, calls, git, make_repo, make_task, run
+from repo_support import BUGGY, FIXED, RUN_PYTEST, calls, git, load_demo, make_repo, make_task, run, turns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,33 +32,7 @@ WITH_INPUT = (
 )
 
 
-def _script(writes: dict[str, str], checks: list[tuple[str, dict[str, str]]]) -> list[dict[str, str]]:
-    """The plan, a Specialist writing `writes`, an Evaluator running `checks` and then saying PASS."""
-    return [
-        {"role": "Planner", "content": PLAN},
-        {
-            "role": "Specialist",
-            "content": render_tool_calls(
-                [("write_file", {"path": p, "content": c}) for p, c in writes.items()]
-            ),
-        },
-        {"role": "Specialist", "content": "<report>Artifacts: calc/core.py</report>"},
-        {"role": "Evaluator", "content": render_tool_calls(checks)},
-        {"role": "Evaluator", "content": PASS},
-    ]
-
-
 RUN_TESTS = ("run_check", {"name": "tests"})
-RUN_PYTEST = ("run_pytest", {"target": "."})
-
-
-def _demo() -> ModuleType:
-    """`scripts/demo_repo.py`, the repository `make demo-repo` builds."""
-    spec = importlib.util.spec_from_file_location("demo_repo", ROOT / "scripts" / "demo_repo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _gate(trace: dict[str, Any], name: str) -> dict[str, Any]:
@@ -72,7 +44,10 @@ class TestGivenTestCommand:
         make_task(tmp_path, WITH_INPUT)
         repo = make_repo(tmp_path)
         summary, trace = run(
-            tmp_path, repo, _script({"calc/core.py": FIXED}, [RUN_TESTS]), inputs={"TEST_COMMAND": COMMAND}
+            tmp_path,
+            repo,
+            turns({"calc/core.py": FIXED}, checks=[RUN_TESTS]),
+            inputs={"TEST_COMMAND": COMMAND},
         )
         assert summary.outcome == "PASSED", summary.outcome_reason
         check = calls(trace, "run_check")[-1]
@@ -92,7 +67,10 @@ class TestGivenTestCommand:
         make_task(tmp_path, WITH_INPUT)
         repo = make_repo(tmp_path)
         summary, trace = run(
-            tmp_path, repo, _script({"calc/core.py": FIXED}, [RUN_PYTEST]), inputs={"TEST_COMMAND": COMMAND}
+            tmp_path,
+            repo,
+            turns({"calc/core.py": FIXED}, checks=[RUN_PYTEST]),
+            inputs={"TEST_COMMAND": COMMAND},
         )
         assert calls(trace, "run_pytest")[-1]["facts"]["passed"] == 2
         assert summary.outcome != "PASSED" and summary.commit is None
@@ -106,7 +84,7 @@ class TestGivenTestCommand:
         summary, trace = run(
             tmp_path,
             repo,
-            _script({"calc/core.py": BUGGY + comment}, [RUN_TESTS]),
+            turns({"calc/core.py": BUGGY + comment}, checks=[RUN_TESTS]),
             inputs={"TEST_COMMAND": COMMAND},
         )
         check = calls(trace, "run_check")[-1]
@@ -121,7 +99,9 @@ class TestGivenTestCommand:
         repo = make_repo(tmp_path)
         command = "test ! -e scratch.txt && " + COMMAND
         writes = {"calc/core.py": FIXED, "scratch.txt": "left by the Specialist\n"}
-        summary, trace = run(tmp_path, repo, _script(writes, [RUN_TESTS]), inputs={"TEST_COMMAND": command})
+        summary, trace = run(
+            tmp_path, repo, turns(writes, checks=[RUN_TESTS]), inputs={"TEST_COMMAND": command}
+        )
         assert calls(trace, "run_check")[-1]["facts"]["exit_code"] == 0
         assert summary.outcome == "PASSED", summary.outcome_reason
 
@@ -130,7 +110,7 @@ class TestWithoutTestCommand:
     def test_the_default_is_run_pytest_on_the_repositorys_tests(self, tmp_path: Path) -> None:
         make_task(tmp_path, WITH_INPUT)
         repo = make_repo(tmp_path)
-        summary, trace = run(tmp_path, repo, _script({"calc/core.py": FIXED}, [RUN_PYTEST]))
+        summary, trace = run(tmp_path, repo, turns({"calc/core.py": FIXED}, checks=[RUN_PYTEST]))
         assert summary.outcome == "PASSED", summary.outcome_reason
         assert _gate(trace, "check:pytest")["passed"] is True
         assert "- pytest: run_pytest" in trace["task_message"] and "run_check" not in trace["task_message"]
@@ -139,7 +119,7 @@ class TestWithoutTestCommand:
         make_task(tmp_path, WITH_INPUT)
         repo = make_repo(tmp_path)
         summary, trace = run(
-            tmp_path, repo, _script({"calc/core.py": FIXED}, [RUN_PYTEST]), inputs={"TEST_COMMAND": "  "}
+            tmp_path, repo, turns({"calc/core.py": FIXED}, checks=[RUN_PYTEST]), inputs={"TEST_COMMAND": "  "}
         )
         assert summary.outcome == "PASSED", summary.outcome_reason
         assert _gate(trace, "check:pytest")["passed"] is True
@@ -149,7 +129,7 @@ class TestTheBuiltInTask:
     def test_code_change_requires_its_test_command(self, tmp_path: Path) -> None:
         """The demo repository given TEST_COMMAND: the task's cassette, whose Evaluator runs run_pytest,
         no longer passes (not the check the run requires); with run_check(name="tests") instead it does."""
-        demo = _demo()
+        demo = load_demo()
         cassette = json.loads((ROOT / "tasks" / "code-change" / "cassette.json").read_text())
         found = {}
         for label, evaluator in (("cassette", None), ("run_check", render_tool_calls([RUN_TESTS]))):

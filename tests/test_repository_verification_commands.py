@@ -17,10 +17,9 @@ import pytest
 
 from cli_support import pse
 from pse.exceptions import ConfigError
-from pse.protocol import render_tool_calls
 from pse.sandbox import bwrap_problem
 from pse.tasks import TaskRegistry
-from repo_support import FIXED, PASS, PLAN, TASK, calls, make_repo, make_task, run
+from repo_support import FIXED, TASK, calls, make_repo, make_task, run, turns
 
 BWRAP_MISSING = bwrap_problem()
 MODES = [
@@ -49,22 +48,6 @@ def _task(root: Path, commands: list[str], extra: str = "") -> Path:
     return tasks
 
 
-def _script(writes: dict[str, str], checks: list[tuple[str, dict[str, str]]]) -> list[dict[str, str]]:
-    """The plan, a Specialist writing `writes`, an Evaluator running `checks` and then saying PASS."""
-    return [
-        {"role": "Planner", "content": PLAN},
-        {
-            "role": "Specialist",
-            "content": render_tool_calls(
-                [("write_file", {"path": p, "content": c}) for p, c in writes.items()]
-            ),
-        },
-        {"role": "Specialist", "content": "<report>Artifacts: calc/core.py</report>"},
-        {"role": "Evaluator", "content": render_tool_calls(checks)},
-        {"role": "Evaluator", "content": PASS},
-    ]
-
-
 def _gates(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["name"]: g for g in trace["cycles"][-1]["gate"]["results"] if g["name"].startswith("check:")}
 
@@ -78,7 +61,7 @@ class TestTheCommandsAreTheRequiredChecks:
         # the repository's tests pass; its second check (a function the change had to add) does not
         _task(tmp_path, [PYTEST, "grep -q 'def subtract' calc/core.py"])
         repo = make_repo(tmp_path)
-        summary, trace = run(tmp_path, repo, _script({"calc/core.py": FIXED}, RUN_BOTH), sandbox=mode)
+        summary, trace = run(tmp_path, repo, turns({"calc/core.py": FIXED}, checks=RUN_BOTH), sandbox=mode)
         passing, failing = _check_run(trace, "command1"), _check_run(trace, "command2")
         assert passing["status"] == "ok" and passing["facts"]["exit_code"] == 0
         assert "2 passed" in passing["output"]
@@ -101,7 +84,7 @@ class TestTheCommandsAreTheRequiredChecks:
         _task(tmp_path, [PYTEST, "test ! -e scratch.txt && grep -q 'a + b' calc/core.py"])
         repo = make_repo(tmp_path)
         writes = {"calc/core.py": FIXED, "scratch.txt": "left by the Specialist\n"}
-        summary, trace = run(tmp_path, repo, _script(writes, RUN_BOTH), sandbox=mode)
+        summary, trace = run(tmp_path, repo, turns(writes, checks=RUN_BOTH), sandbox=mode)
         assert summary.outcome == "PASSED", summary.outcome_reason
         assert [_check_run(trace, n)["facts"]["exit_code"] for n in ("command1", "command2")] == [0, 0]
         assert all(g["passed"] for g in _gates(trace).values()) and len(_gates(trace)) == 2
@@ -110,7 +93,7 @@ class TestTheCommandsAreTheRequiredChecks:
     def test_a_command_the_evaluator_skipped_blocks_the_pass(self, tmp_path: Path) -> None:
         _task(tmp_path, [PYTEST, "grep -q 'a + b' calc/core.py"])
         repo = make_repo(tmp_path)
-        script = _script({"calc/core.py": FIXED}, [("run_check", {"name": "command1"})])
+        script = turns({"calc/core.py": FIXED}, checks=[("run_check", {"name": "command1"})])
         summary, trace = run(tmp_path, repo, script)
         assert summary.outcome != "PASSED" and summary.commit is None
         gate = _gates(trace)["check:command2"]

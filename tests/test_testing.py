@@ -106,3 +106,17 @@ async def test_a_model_or_turn_for_no_role_is_refused_before_the_run(tmp_path: P
     with pytest.raises(CassetteError, match=r"turns: .*role must be one of"):
         await run_task(TASK, turns=[("Reviewer", "x")], runs_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_a_keyword_that_is_no_run_option_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    """prepare_run and prepare_task share their options (`RunOptions`): a misspelt one is a TypeError, as
+    with a plain signature, and no run folder is made."""
+    from pse.config import Settings
+    from pse.runner import prepare_run, prepare_task
+
+    settings = Settings(runs_dir=tmp_path / "runs")
+    with pytest.raises(TypeError, match=r"prepare_run\(\) got an unexpected keyword argument 'input'"):
+        prepare_run("hello-world", settings, input={"X": "1"})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"prepare_task\(\) got an unexpected keyword argument 'tag'"):
+        prepare_task(in_memory_task(TASK), settings, tag={"a": "b"})  # type: ignore[call-arg]
+    assert not (tmp_path / "runs").exists()

@@ -18,7 +18,7 @@ No setting is silently ignored: an unknown keyword (`load_settings`, `with_overr
 
 from __future__ import annotations
 
-from pse.config._load import load_settings
+from pse.config._load import load_settings, with_overrides
 from pse.config._models import (
     ConstrainMode,
     ContextMode,
@@ -31,7 +31,7 @@ from pse.config._models import (
     SandboxMode,
     Team,
 )
-from pse.config._settings import Settings, with_overrides
+from pse.config._settings import Settings
 from pse.config._variables import env_example, env_variables, settings_table
 from pse.roles import ROLES
 

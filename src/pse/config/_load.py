@@ -1,5 +1,5 @@
 """Loading the settings for a run: the environment and `.env`, keyword arguments winning, unknown variables
-warned of, invalid values named by where a person set them."""
+warned of, invalid values named by where a person set them; and validated copies with some replaced."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from pse.config._settings import Settings, _problems
+from pse.config._settings import Settings
+from pse.config._sources import validation_problems
 from pse.config._variables import warn_of_unknown_variables
 from pse.exceptions import ConfigError
 
-__all__ = ["load_settings", "load_settings_given"]
+__all__ = ["load_settings", "load_settings_given", "with_overrides"]
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -51,4 +52,23 @@ def load_settings_given(given_as: Mapping[str, str], /, **overrides: object) -> 
         fixes += [f"Fix the argument {', '.join(passed)}."] if passed else []
         if any(p not in overrides for p in places):
             fixes.append("Fix the variable in your environment or .env.")
-        raise ConfigError(f"invalid configuration:\n  {_problems(exc, labels)}\n{' '.join(fixes)}") from exc
+        raise ConfigError(
+            f"invalid configuration:\n  {validation_problems(exc, labels)}\n{' '.join(fixes)}"
+        ) from exc
+
+
+def with_overrides(settings: Settings, where: str = "override", **overrides: object) -> Settings:
+    """A validated copy of `settings` with some fields replaced (the environment is not read again).
+
+    Overrides are named like the fields, per-role ones flat (`planner_model="..."`).
+
+    Raises:
+        ConfigError: an override is no setting (the message names the closest one) or not a valid
+            value for its field; `where` says whose override it was.
+    """
+    if not overrides:
+        return settings
+    try:
+        return Settings.model_validate({**settings.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid {where}:\n  {validation_problems(exc)}") from exc

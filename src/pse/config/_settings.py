@@ -1,13 +1,11 @@
-"""The settings model, read from the environment and `.env`, and the functions that build validated copies."""
+"""The settings model: every field, where the environment sets it, and how a role's model is resolved."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -16,9 +14,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from pse._suggest import closest as _closest
 from pse.config._models import (
-    _FLAT_ROLE_NAMES,
     _ROLE_FIELDS,
     ConstrainMode,
     ContextMode,
@@ -31,37 +27,11 @@ from pse.config._models import (
     SandboxMode,
     Team,
 )
+from pse.config._sources import SettingsOnly, nest_role_names
 from pse.exceptions import ConfigError
 from pse.roles import CREWS, ROLES, SINGLE_AGENT, CrewSpec, Role
 
-__all__ = ["Settings", "with_overrides"]
-
-
-class _SettingsOnly(PydanticBaseSettingsSource):
-    """The environment or `.env`, as `source` reads it, plus `PSE_<ROLE>_<FIELD>` into the role models.
-
-    It passes on settings only: a stray `PSE_*` variable is `load_settings`' warning, never a validation
-    error, and `PSE_PLANNER` itself is no variable (the role models are read from the flat names).
-    """
-
-    def __init__(self, settings_cls: type[BaseSettings], source: EnvSettingsSource) -> None:
-        super().__init__(settings_cls)
-        self._source = source
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ reads through the wrapped source
-
-    def __call__(self) -> dict[str, Any]:
-        data = {key: value for key, value in self._source().items() if key in _SOURCE_KEYS}
-        variables = {name.lower(): value for name, value in self._source.env_vars.items()}
-        for field in _ROLE_FIELDS:
-            prefix = f"pse_{field}_"
-            own = {
-                key: variables[prefix + key] for key in RoleSettings.model_fields if prefix + key in variables
-            }
-            if own:
-                data[field] = own
-        return data
+__all__ = ["Settings"]
 
 
 class Settings(BaseSettings):
@@ -334,8 +304,8 @@ class Settings(BaseSettings):
         assert isinstance(env_settings, EnvSettingsSource) and isinstance(dotenv_settings, EnvSettingsSource)
         return (
             init_settings,
-            _SettingsOnly(settings_cls, env_settings),
-            _SettingsOnly(settings_cls, dotenv_settings),
+            SettingsOnly(settings_cls, env_settings),
+            SettingsOnly(settings_cls, dotenv_settings),
             file_secret_settings,
         )
 
@@ -343,20 +313,7 @@ class Settings(BaseSettings):
     @classmethod
     def _refuse_unknown_and_nest_roles(cls, data: Any) -> Any:
         """Every key is a setting (else ConfigError); `planner_model=...` goes into `planner.model`."""
-        if not isinstance(data, Mapping):
-            return data
-        unknown = [str(key) for key in data if key not in _INPUT_KEYS]
-        if unknown:
-            raise ConfigError(_unknown_settings_message(unknown))
-        nested = {key: value for key, value in data.items() if key not in _FLAT_ROLE_NAMES}
-        for name, (field, key) in _FLAT_ROLE_NAMES.items():
-            if name in data:  # a flat name wins over the same field of a nested value
-                own = nested.get(field)
-                if isinstance(own, RoleSettings):
-                    own = own.model_dump(exclude_unset=True)
-                if own is None or isinstance(own, Mapping):
-                    nested[field] = {**(own or {}), key: data[name]}
-        return nested
+        return nest_role_names(cls, data)
 
     @field_validator("model_rpm", "model_tpm", "model_max_concurrency", mode="before")
     @classmethod
@@ -435,69 +392,3 @@ class Settings(BaseSettings):
 
 
 _DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
-
-
-def _problems(exc: ValidationError, given: Mapping[str, str] | None = None) -> str:
-    """One line per invalid field, named by where its value came from: its environment variable, or
-    (`given`: flat setting name → label) the option or argument that set it."""
-    lines = []
-    for err in exc.errors():
-        name = _source_of(err["loc"], given)
-        lines.append(f"{name}: {err['msg']} (got {err.get('input')!r})")
-    return "\n  ".join(lines)
-
-
-def _source_of(loc: tuple[int | str, ...], given: Mapping[str, str] | None) -> str:
-    flat = "_".join(str(p) for p in loc)
-    if given and flat in given:
-        return given[flat]
-    return "PSE_" + flat.upper() if loc else "settings"
-
-
-def with_overrides(settings: Settings, where: str = "override", **overrides: object) -> Settings:
-    """A validated copy of `settings` with some fields replaced (the environment is not read again).
-
-    Overrides are named like the fields, per-role ones flat (`planner_model="..."`).
-
-    Raises:
-        ConfigError: an override is no setting (the message names the closest one) or not a valid
-            value for its field; `where` says whose override it was.
-    """
-    if not overrides:
-        return settings
-    try:
-        return Settings.model_validate({**settings.model_dump(), **overrides})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid {where}:\n  {_problems(exc)}") from exc
-
-
-def _unknown_settings_message(unknown: list[str]) -> str:
-    valid = [name for name in Settings.model_fields if name not in _ROLE_FIELDS] + list(_FLAT_ROLE_NAMES)
-    parts = []
-    for name in unknown:
-        closest = _closest(name.lower(), valid)
-        parts.append(f"{name!r}" + (f" (did you mean {closest!r}?)" if closest else ""))
-    return (
-        f"unknown setting{'s' if len(parts) > 1 else ''} {', '.join(parts)}; a setting is a variable of "
-        "the configuration table in lower case without PSE_ (README, .env.example)"
-    )
-
-
-def _aliases(field: FieldInfo) -> list[str]:
-    alias = field.validation_alias
-    return [str(choice) for choice in alias.choices] if isinstance(alias, AliasChoices) else []
-
-
-def _env_names(name: str, field: FieldInfo) -> list[str]:
-    return _aliases(field) or [f"PSE_{name.upper()}"]
-
-
-_SOURCE_KEYS = frozenset(
-    key
-    for name, field in Settings.model_fields.items()
-    if name not in _ROLE_FIELDS
-    for key in (name, *_aliases(field))
-)
-"""The keys the environment and `.env` sources produce for settings: field names and alias choices."""
-_INPUT_KEYS = _SOURCE_KEYS | set(_ROLE_FIELDS) | set(_FLAT_ROLE_NAMES)
-"""Every key `Settings` accepts: the settings, the role models and the flat per-role names."""

@@ -11,7 +11,8 @@ from pydantic_settings import DotEnvSettingsSource
 
 from pse._suggest import closest as _closest
 from pse.config._models import _ROLE_FIELDS, RoleSettings
-from pse.config._settings import Settings, _env_names
+from pse.config._settings import Settings
+from pse.config._sources import env_names
 from pse.exceptions import UnknownVariableWarning
 
 __all__ = ["env_example", "env_variables", "settings_table", "warn_of_unknown_variables"]
@@ -29,7 +30,7 @@ def _variables() -> list[_Variable]:
     rows = []
     for name, field in Settings.model_fields.items():
         if name not in _ROLE_FIELDS:
-            rows.append(_Variable(_env_names(name, field), _default_text(field), field.description or ""))
+            rows.append(_Variable(env_names(name, field), _default_text(field), field.description or ""))
             continue
         for key, own in RoleSettings.model_fields.items():
             description = f"{_ROLE_FIELDS[name]}'s {own.description or key}"

@@ -277,12 +277,12 @@ def _meta(plan: EvalRun, out: Path) -> dict[str, Any]:
 
 def _stage_hidden(suite: Suite, out: Path) -> Path | None:
     """The folder each hidden check gets as `{hidden}`: the suite's, or the built-in runner staged alone."""
-    runner = suite.runner
-    if runner is None:
+    if not suite.runner:
         return suite.hidden_dir
     staged = out / "hidden"
     staged.mkdir(mode=0o700, exist_ok=True)
-    shutil.copy2(runner, staged / runner.name)
+    for file in suite.runner:
+        shutil.copy2(file, staged / file.name)
     return staged
 
 

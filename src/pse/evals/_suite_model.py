@@ -112,8 +112,9 @@ class Suite:
     hidden_dir: Path | None
     secret_paths: tuple[Path, ...] = ()
     source: str = ""
-    runner: Path | None = None
-    """A built-in suite's check script, staged alone as `{hidden}` (its tests come on stdin)."""
+    runner: tuple[Path, ...] = ()
+    """A built-in suite's check script, then the modules it loads from beside it: staged alone as
+    `{hidden}` (its tests come on stdin)."""
     visible_tests: VisibleTests | None = None
     """The impossible variant's visible tests; None: the suite has no impossible variant."""
     repo: Path | None = None

@@ -13,6 +13,12 @@ endpoint in the process (`limiter_for`); another executor installs its own `Limi
 (`install_limiter_backend`).
 """
 
+from pse.models._client import (
+    CONTEXT_WINDOW_TOKENS,
+    SCRIPTED_MODEL_INFO,
+    BaseChatCompletionClient,
+    InProcessChatCompletionClient,
+)
 from pse.models._compare import MessageChange, RequestDifference, compare_request
 from pse.models._constrained import (
     ConstrainedChatCompletionClient,
@@ -62,13 +68,14 @@ from pse.models._recording import CassetteRecorder, RecordingChatCompletionClien
 from pse.models._resilient import ResilientChatCompletionClient, public_url
 from pse.models._resumed import ResumedTurnsClient, Turn
 from pse.models._retrying import RetryPolicy
-from pse.models._scripted import SCRIPTED_MODEL_INFO, CassettePlayer, ScriptedChatCompletionClient
+from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._servers import crash_note, note_answered, note_started_server
 from pse.models._usage import SETTLE_S, CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
+    "CONTEXT_WINDOW_TOKENS",
     "GENERIC_MODEL_INFO",
     "PROBE_PROMPT",
     "RETRY_AFTER_CAP_S",
@@ -78,6 +85,7 @@ __all__ = [
     "TOOL_OUTPUT_SPEAKERS",
     "WINDOW_S",
     "Admission",
+    "BaseChatCompletionClient",
     "CallOptions",
     "CallUsage",
     "Cassette",
@@ -92,6 +100,7 @@ __all__ = [
     "Cost",
     "Dialect",
     "Grant",
+    "InProcessChatCompletionClient",
     "LimitKey",
     "LimitState",
     "LimiterBackend",

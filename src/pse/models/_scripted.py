@@ -16,46 +16,31 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from autogen_core import CancellationToken, FunctionCall
+from autogen_core import FunctionCall
 from autogen_core.models import (
-    ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    ModelCapabilities,
-    ModelFamily,
-    ModelInfo,
     RequestUsage,
 )
-from autogen_core.tools import Tool, ToolSchema
-from pydantic import BaseModel
 
 from pse.events import DriftRecord
 from pse.exceptions import CassetteError, CassetteExhaustedError, ReplayMismatchError
+from pse.models._client import CallOptions, InProcessChatCompletionClient
 from pse.models._compare import MessageChange, RequestDifference, compare_request
 from pse.models._digest import message_texts
 from pse.models._format import Cassette, CassetteTurn
 from pse.models._scrub import Scrubber
 from pse.models._usage import CallUsage, UsageSink
-from pse.models._wrapper import CONTEXT_WINDOW_TOKENS
 from pse.roles import ALL_ROLES, ROLES, SINGLE_AGENT
 from pse.tokens import count_message_tokens, count_tokens
 
-__all__ = ["SCRIPTED_MODEL_INFO", "CassettePlayer", "ScriptedChatCompletionClient"]
+__all__ = ["CassettePlayer", "ScriptedChatCompletionClient"]
 
 _DSML_TAGS = ("<tool_calls>", "<plan>", "<report>", "<verdict", "<blocked")
-
-SCRIPTED_MODEL_INFO: ModelInfo = {
-    "vision": False,
-    "function_calling": False,
-    "json_output": False,
-    "family": ModelFamily.UNKNOWN,
-    "structured_output": False,
-    "multiple_system_messages": True,
-}
 
 
 class CassettePlayer:
@@ -228,7 +213,7 @@ def _function_calls(turn: CassetteTurn, role: str, *, offered: bool) -> list[Fun
     ]
 
 
-class ScriptedChatCompletionClient(ChatCompletionClient):
+class ScriptedChatCompletionClient(InProcessChatCompletionClient):
     """Answers each request of one role with that role's next cassette turn.
 
     A turn with `tool_calls` answers as the native function calls a provider returns (ids `call_1`, …),
@@ -254,42 +239,25 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         """The cassette stream played: the role, or `ROLE@STEP` for one step of a steps plan."""
         self.model = model
         self.meter = meter
-        self._actual = RequestUsage(prompt_tokens=0, completion_tokens=0)
-        self._total = RequestUsage(prompt_tokens=0, completion_tokens=0)
+        super().__init__()
 
     @property
     def requests(self) -> list[list[LLMMessage]]:
         """Every request this role made, in order (kept by the shared player)."""
         return self.player.requests[self.key]
 
-    async def create(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> CreateResult:
+    async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
         started = time.perf_counter()
         if self.player.latency_s > 0:
             await asyncio.sleep(self.player.latency_s)
         turn = self.player.next_turn(self.key, messages)
-        calls = _function_calls(turn, self.role, offered=bool(tools))
+        calls = _function_calls(turn, self.role, offered=bool(options.tools))
         if turn.usage is not None:
             usage = RequestUsage(turn.usage.prompt_tokens, turn.usage.completion_tokens)
         else:
             reply = "\n".join([turn.content, *(f"{c.name}({c.arguments})" for c in calls or ())])
             usage = RequestUsage(count_message_tokens(message_texts(messages)), count_tokens(reply))
-        self._actual = RequestUsage(
-            self._actual.prompt_tokens + usage.prompt_tokens,
-            self._actual.completion_tokens + usage.completion_tokens,
-        )
-        self._total = RequestUsage(
-            self._total.prompt_tokens + usage.prompt_tokens,
-            self._total.completion_tokens + usage.completion_tokens,
-        )
+        self._add_usage(usage)
         if self.meter is not None:
             finish = "function_calls" if calls is not None else "stop"
             ms = round((time.perf_counter() - started) * 1000)
@@ -303,43 +271,3 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
                 finish_reason="function_calls", content=calls, usage=usage, cached=False, thought=thought
             )
         return CreateResult(finish_reason="stop", content=turn.content, usage=usage, cached=False)
-
-    async def create_stream(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = [],
-        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
-        json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> AsyncGenerator[str | CreateResult, None]:
-        result = await self.create(messages, tools=tools)
-        if isinstance(result.content, str):
-            yield result.content
-        yield result
-
-    async def close(self) -> None:
-        return None
-
-    def actual_usage(self) -> RequestUsage:
-        return self._actual
-
-    def total_usage(self) -> RequestUsage:
-        return self._total
-
-    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []) -> int:
-        return count_message_tokens(message_texts(messages))
-
-    def remaining_tokens(
-        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
-    ) -> int:
-        return CONTEXT_WINDOW_TOKENS - self.count_tokens(messages)
-
-    @property
-    def capabilities(self) -> ModelCapabilities:
-        return {"vision": False, "function_calling": False, "json_output": False}
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return SCRIPTED_MODEL_INFO

@@ -7,13 +7,21 @@ recorded cassette if `--record` was given.
 
 from pse.runner._answer import answer_run
 from pse.runner._approve import ApprovalAnswer, approve_call, pending_approvals
-from pse.runner._prepare import prepare_resume, prepare_run, prepare_task, registry_for, user_tasks_dir
+from pse.runner._prepare import (
+    RunOptions,
+    prepare_resume,
+    prepare_run,
+    prepare_task,
+    registry_for,
+    user_tasks_dir,
+)
 from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
 from pse.runner._wiring import PreparedRun
 
 __all__ = [
     "ApprovalAnswer",
     "PreparedRun",
+    "RunOptions",
     "RunSummary",
     "answer_run",
     "approve_call",

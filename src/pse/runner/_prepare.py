@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
@@ -28,7 +28,15 @@ from pse.runner._repository import RunRepository, load_repository, open_reposito
 from pse.runner._wiring import PreparedRun, wire
 from pse.tasks import Task, TaskRegistry, write_files
 
-__all__ = ["PreparedRun", "prepare_resume", "prepare_run", "prepare_task", "registry_for", "user_tasks_dir"]
+__all__ = [
+    "PreparedRun",
+    "RunOptions",
+    "prepare_resume",
+    "prepare_run",
+    "prepare_task",
+    "registry_for",
+    "user_tasks_dir",
+]
 
 
 def user_tasks_dir(settings: Settings) -> Path:
@@ -62,23 +70,13 @@ def _sweep(runs_dir: Path, retention_days: int, run_id: str) -> None:
         prune_runs(runs_dir, retention_days, keep={run_id})
 
 
-def prepare_run(
-    task_name: str,
-    settings: Settings,
-    *,
-    inputs: dict[str, str] | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    run_id: str | None = None,
-    files: Mapping[str, str] | None = None,
-    tags: Mapping[str, str] | None = None,
-    limits: Mapping[str, Any] | None = None,
-    agents: Mapping[str, ChatAgent] | None = None,
-    repo: Path | None = None,
-    base: str | None = None,
-) -> PreparedRun:
-    """Create the run folder and workspace, seed it, and wire the engine.
+class RunOptions(TypedDict, total=False):
+    """What `prepare_run` and `prepare_task` take besides the task and the settings; all optional.
 
-    Args:
+    Attributes:
+        inputs: the task's inputs, by name.
+        on_event: called with every event of the run as it happens.
+        run_id: the run's id (default: a new one).
         files: workspace path → content, written after the task's seed (an evaluation instance's
             files); listed in the task message with the seed.
         tags: labels kept in the trace (`pse eval` tags its runs with the eval, arm and instance).
@@ -89,41 +87,42 @@ def prepare_run(
             (the repository's working tree, index, current branch and stash are never touched); a
             PASSED run commits its change there and writes `change.patch`.
         base: the ref the worktree starts from (default HEAD); only with `repo`.
+    """
+
+    inputs: dict[str, str] | None
+    on_event: Callable[[Event], None] | None
+    run_id: str | None
+    files: Mapping[str, str] | None
+    tags: Mapping[str, str] | None
+    limits: Mapping[str, Any] | None
+    agents: Mapping[str, ChatAgent] | None
+    repo: Path | None
+    base: str | None
+
+
+def prepare_run(task_name: str, settings: Settings, **options: Unpack[RunOptions]) -> PreparedRun:
+    """Create the run folder and workspace, seed it, and wire the engine.
+
+    Args:
+        task_name: a task of the registry (`registry_for(settings)`).
+        **options: see `RunOptions`.
 
     Raises:
         TaskNotFoundError: no such task.
         UserError / ConfigError / CassetteError: a bad input, setting or cassette (nothing is left behind).
+        TypeError: an option that is none of `RunOptions`.
     """
-    return prepare_task(
-        registry_for(settings).get(task_name),
-        settings,
-        inputs=inputs,
-        on_event=on_event,
-        run_id=run_id,
-        files=files,
-        tags=tags,
-        limits=limits,
-        agents=agents,
-        repo=repo,
-        base=base,
-    )
+    _refuse_unknown(options, "prepare_run")
+    return prepare_task(registry_for(settings).get(task_name), settings, **options)
 
 
 def prepare_task(
     task: Task,
     settings: Settings,
     *,
-    inputs: dict[str, str] | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    run_id: str | None = None,
-    files: Mapping[str, str] | None = None,
-    tags: Mapping[str, str] | None = None,
-    limits: Mapping[str, Any] | None = None,
-    agents: Mapping[str, ChatAgent] | None = None,
-    repo: Path | None = None,
-    base: str | None = None,
     player: CassettePlayer | None = None,
     models: Mapping[str, ChatCompletionClient] | None = None,
+    **options: Unpack[RunOptions],
 ) -> PreparedRun:
     """`prepare_run` for a task object: a registry's, or one built in memory (`pse.testing`).
 
@@ -131,14 +130,17 @@ def prepare_task(
         player: the roles' scripted turns, in memory (default: the cassette of the settings or the task).
         models: role name → a model client of the caller's for that role (`pse.testing`'s models, or any
             AutoGen `ChatCompletionClient`), used as it is; its usage counts against the run's budgets.
-        (the rest as `prepare_run`'s)
+        **options: see `RunOptions`.
 
     Raises:
         UserError / ConfigError / CassetteError: a bad input, setting or cassette (nothing is left behind).
+        TypeError: an option that is none of `RunOptions`.
     """
-    resolved = task.resolve_inputs(inputs)
+    _refuse_unknown(options, "prepare_task")
+    repo, base = options.get("repo"), options.get("base")
+    resolved = task.resolve_inputs(options.get("inputs"))
     task = task.for_inputs(resolved)  # a repository's own check command (code-change's TEST_COMMAND)
-    run_id = run_id or new_run_id(task.name)
+    run_id = options.get("run_id") or new_run_id(task.name)
     runs_dir = settings.runs_dir.resolve()
     run_dir = runs_dir / run_id
     workspace = run_dir / "workspace"
@@ -159,7 +161,7 @@ def prepare_task(
         else:
             workspace.mkdir()
         task.seed_workspace(workspace, resolved)
-        extra = write_files(workspace, files or {})
+        extra = write_files(workspace, options.get("files") or {})
         summary_md = workspace / "rules_summary.md"
         rules_summary = summary_md.read_text(encoding="utf-8") if summary_md.is_file() else None
         listed = [*extra, *sorted(repository.files.tracked)] if repository is not None else extra
@@ -174,12 +176,12 @@ def prepare_task(
             workspace=workspace,
             task_message=message,
             inputs=resolved,
-            on_event=on_event,
+            on_event=options.get("on_event"),
             positions=None,
             trace=None,
-            tags=tags,
-            limits=limits,
-            agents=agents,
+            tags=options.get("tags"),
+            limits=options.get("limits"),
+            agents=options.get("agents"),
             repository=repository,
             player=player,
             models=models,
@@ -191,6 +193,13 @@ def prepare_task(
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return prepared
+
+
+def _refuse_unknown(options: Mapping[str, object], caller: str) -> None:
+    """A keyword that is no option is a mistake said at once, as a plain signature would say it."""
+    unknown = sorted(set(options) - RunOptions.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
 
 
 def prepare_resume(

@@ -47,8 +47,9 @@ from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, drop_privileges, write_usern
 from pse.sandbox._copies import Accept, Copy, Synced, copy_workspace, refresh_copy, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import Identity
+from pse.sandbox._launch import Launch, close_fds
 from pse.sandbox._process import kill_group, limits_prefix, wait_gone
-from pse.sandbox._runner import _INSIDE, Sandbox, _close, _Launch, _substitute
+from pse.sandbox._runner import _INSIDE, Sandbox, _substitute
 from pse.sandbox._uids import lease_uid
 
 __all__ = ["STDERR_TAIL_CHARS", "SandboxedProcess", "WorkspaceAccess", "start_process"]
@@ -168,7 +169,7 @@ class SandboxedProcess:
             wait_gone(self._child)
         with self.sandbox._lock:
             self.sandbox._running.discard(self._proc.pid)
-        _close(self._status_fd)
+        close_fds(self._status_fd)
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
             with contextlib.suppress(OSError):
                 if stream is not None:
@@ -212,7 +213,7 @@ def start_process(
         identity = Identity(uid, uid, True, leased=True)
     scratch = tempfile.TemporaryDirectory(prefix="pse-srv-")
     root = Path(scratch.name)
-    launch: _Launch | None = None
+    launch: Launch | None = None
     try:
         if identity.switch:
             os.chmod(root, 0o711)  # the process's uid may enter, not list
@@ -254,11 +255,11 @@ def start_process(
             launch.label = label
         else:
             full = [*drop_privileges(identity), *limits_prefix(sandbox.limits), *command]
-            launch = _Launch(full, Path(start_dir), str(home), label)
+            launch = Launch(full, Path(start_dir), str(home), label)
         stderr = (root / "stderr").open("w+b")
     except BaseException:
         if launch is not None:
-            _close(launch.status_fd, launch.info_fd, launch.block_fd, *launch.pass_fds)
+            close_fds(launch.status_fd, launch.info_fd, launch.block_fd, *launch.pass_fds)
         scratch.cleanup()
         lease.close()
         raise
@@ -275,7 +276,7 @@ def start_process(
 
 def _spawn(
     sandbox: Sandbox,
-    launch: _Launch,
+    launch: Launch,
     env: dict[str, str],
     scratch: tempfile.TemporaryDirectory[str],
     view: Path | None,
@@ -293,10 +294,10 @@ def _spawn(
             stderr=stderr, start_new_session=True, pass_fds=launch.pass_fds, bufsize=0,
         )  # fmt: skip
     except OSError as exc:
-        _close(launch.status_fd, launch.info_fd, launch.block_fd)
+        close_fds(launch.status_fd, launch.info_fd, launch.block_fd)
         raise fail(f"could not start {launch.argv[0]!r}: {exc}") from exc
     finally:
-        _close(*launch.pass_fds)
+        close_fds(*launch.pass_fds)
     with sandbox._lock:
         sandbox._running.add(proc.pid)
     handle = SandboxedProcess(sandbox, proc, scratch, view, stderr, launch.label, access)
@@ -311,7 +312,7 @@ def _spawn(
         handle.stop()
         raise ToolInfrastructureError(f"{exc}{': ' + tail if tail else ''}") from None
     finally:
-        _close(launch.info_fd, launch.block_fd)
+        close_fds(launch.info_fd, launch.block_fd)
     return handle
 
 

@@ -6,8 +6,9 @@ final message; the engine runs the phases in order and applies the state table b
 """
 
 from pse.team._clients import FailureBox, FailureTrackingClient
+from pse.team._conditions import RoleFinished, TurnCap
 from pse.team._contexts import ContextFactory, CycleOpening, HistoryContexts, ScopedContexts
-from pse.team._phase import WIND_DOWN_S, Phase, RoleFinished, RoleTeam, TurnCap
+from pse.team._phase import WIND_DOWN_S, Phase, RoleTeam
 from pse.team._team import RoleSetup, describe
 
 __all__ = [

@@ -31,8 +31,8 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from autogen_agentchat.agents import AssistantAgent, BaseChatAgent
-from autogen_agentchat.base import ChatAgent, Response, TaskResult, TerminationCondition
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, TextMessage
+from autogen_agentchat.base import ChatAgent, Response, TaskResult
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import CancellationToken, SingleThreadedAgentRuntime
 from autogen_core.model_context import UnboundedChatCompletionContext
@@ -41,74 +41,16 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from pse.protocol import has_tool_calls
 from pse.team._clients import FailureBox, FailureTrackingClient
+from pse.team._conditions import RoleFinished, TurnCap
 from pse.team._team import RoleSetup, describe
 
-__all__ = ["WIND_DOWN_S", "Phase", "RoleFinished", "RoleTeam", "TurnCap"]
+__all__ = ["WIND_DOWN_S", "Phase", "RoleTeam"]
 
 WIND_DOWN_S = 2.0
 """How long a stopped phase waits for the ToolAgent's turn in flight to end and be recorded."""
 
 _left_running: set[asyncio.Task[Any]] = set()
 """ToolAgent turns a stopped phase stopped waiting for (a reference, so none is collected mid-way)."""
-
-
-class _Condition(TerminationCondition):
-    """A termination condition that remembers whether it fired, until the phase rearms it.
-
-    AutoGen resets a team's condition when a run ends; what a phase's conditions remember (`fired`) is
-    what the engine reads after the run, so AutoGen's reset only disarms them and `rearm` starts anew.
-    """
-
-    def __init__(self) -> None:
-        self.fired = False
-        self._armed = True
-
-    @property
-    def terminated(self) -> bool:
-        return self.fired and self._armed
-
-    async def reset(self) -> None:
-        self._armed = False
-
-    def rearm(self) -> None:
-        self.fired, self._armed = False, True
-
-
-class RoleFinished(_Condition):
-    """Fires on the first message of `role` that requests no tool: its final message of the phase."""
-
-    def __init__(self, role: str) -> None:
-        super().__init__()
-        self.role = role
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        for message in messages:
-            mine = isinstance(message, BaseChatMessage) and message.source == self.role
-            if mine and not has_tool_calls(message.to_text()):
-                self.fired = True
-                return StopMessage(content=f"{self.role} finished its turn", source="RoleFinished")
-        return None
-
-
-class TurnCap(_Condition):
-    """Fires once the phase's participants have spoken `limit` times (tool turns included)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-        self.count = 0
-
-    def rearm(self, limit: int | None = None) -> None:
-        super().rearm()
-        self.count = 0
-        self.limit = self.limit if limit is None else limit
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        self.count += sum(1 for m in messages if isinstance(m, BaseChatMessage))
-        if self.count >= self.limit:
-            self.fired = True
-            return StopMessage(content=f"turn cap of {self.limit} reached", source="TurnCap")
-        return None
 
 
 class _Seat(BaseChatAgent):
