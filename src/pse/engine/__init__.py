@@ -24,6 +24,7 @@ from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._graph import StepSpec, graph_problem, step_specs, task_criteria
 from pse.engine._ledger import Ledger
+from pse.engine._limits import LoopLimits
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
@@ -61,6 +62,7 @@ __all__ = [
     "GatePolicy",
     "IllegalTransition",
     "Ledger",
+    "LoopLimits",
     "NextCycle",
     "PriceFn",
     "RunControl",

@@ -68,13 +68,13 @@ class Engine:
     """Runs one PSE run to its outcome. Build one per run; `run()` may be called once.
 
     Args:
-        setup: the run's wiring (roles, ToolAgent, workspace, settings, event sink).
+        setup: the run's wiring (roles, ToolAgent, workspace, limits, event sink).
         trace: a trace to go on from (resume); None starts a new run.
     """
 
     def __init__(self, setup: RunSetup, trace: Trace | None = None) -> None:
         self.setup = setup
-        self.settings = setup.settings
+        self.limits = setup.limits
         self._resuming = trace is not None
         self._interrupted = interrupted_cycle(trace) if trace is not None else None
         if trace is not None and self._interrupted is not None:
@@ -86,10 +86,10 @@ class Engine:
             run_id=setup.run_id,
             task=setup.task,
             started_at=utc_now(),
-            settings=setup.settings.public_dump(),
+            settings=dict(setup.recorded_settings),
             inputs=dict(setup.inputs),
             tags=dict(setup.tags),
-            context_mode=setup.settings.context_mode,
+            context_mode=setup.context_mode,
             task_message=setup.task_message,
         )
         if setup.sandbox is not None:
@@ -98,12 +98,12 @@ class Engine:
         self.machine = StateMachine(
             self.trace.run_id, self.trace.transitions, State(self.trace.state), self.events.emit
         )
-        self.ledger = Ledger(self.trace, self.settings, setup.price)
+        self.ledger = Ledger(self.trace, self.limits, setup.price)
         setup.meter.attach(self.ledger.record_call)
         setup.prefixes.attach(self.ledger.record_prefix)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
-        contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
-        s = self.settings
+        contexts = HistoryContexts() if setup.context_mode == "history" else ScopedContexts()
+        s = self.limits
         self.steps = (
             StepWiring(
                 role=setup.steps.role,
@@ -122,13 +122,13 @@ class Engine:
             {r.name: r for r in setup.roles},
             setup.tool_agent,
             contexts,
-            self.settings.turns_per_cycle,
-            self.settings.format_retries,
-            questions=self.settings.planner_questions,
+            s.turns_per_cycle,
+            s.format_retries,
+            questions=setup.planner_questions,
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
             broken=functools.partial(unparsed_outputs, setup.workspace),
-            owed=functools.partial(evidence_owed, policy=setup.gates) if self.settings.hard_gates else None,
+            owed=functools.partial(evidence_owed, policy=setup.gates) if setup.hard_gates else None,
         )
         self._cancel_reason: str | None = None
         self._suspended = False
@@ -175,7 +175,7 @@ class Engine:
             return await self._run()
 
     async def _run(self) -> Trace:
-        deadline = asyncio.get_running_loop().time() + self.settings.run_timeout_s
+        deadline = asyncio.get_running_loop().time() + self.limits.run_timeout_s
         self.setup.tools.stop_at(deadline)  # the loop's clock is time.monotonic()
         if self._resuming:
             self.trace.resumed += 1
@@ -217,7 +217,7 @@ class Engine:
         """The cycle the current state calls for, and what crosses into it."""
         task, plan = self.setup.task_message, self.trace.plan
         last = self.trace.cycles[-1] if self.trace.cycles else None
-        cap, index = self.settings.step_buffer_tokens, len(self.trace.cycles) + 1
+        cap, index = self.limits.step_buffer_tokens, len(self.trace.cycles) + 1
         state = self.machine.state
         note = self._answered_note()
         if state == State.REVISING and plan is not None and last is not None:
@@ -373,7 +373,7 @@ class Engine:
         )
         # A crew that reviews itself has no Evaluator for the gates to hold to account: its verdict is its
         # claim.
-        cycle.gate.enforced = self.settings.hard_gates and self.setup.crew.hard_gates_apply
+        cycle.gate.enforced = self.setup.hard_gates and self.setup.crew.hard_gates_apply
         decided = decide(outcome, cycle.gate)
         cycle.result, cycle.result_reason = decided.result, decided.reason
         self.events.emit(
@@ -406,7 +406,7 @@ class Engine:
     def _after_review(self, cycle: CycleRecord) -> None:
         """The state table's move after a judged review (`cycle.result`): pass, revise, re-plan, escalate."""
         status, reason = cycle.result, cycle.result_reason
-        counters, s, crew = self.trace.counters, self.settings, self.setup.crew
+        counters, s, crew = self.trace.counters, self.limits, self.setup.crew
         if status == "PASS":
             if cycle.gate.passed:
                 gates = "every hard gate passed"
@@ -449,7 +449,7 @@ class Engine:
 
     def _step_failed(self, reason: str) -> None:
         """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
-        counters, s = self.trace.counters, self.settings
+        counters, s = self.trace.counters, self.limits
         if counters.fail_retries < s.max_fail_retries:
             counters.fail_retries += 1
             counters.partial_retries = 0
