@@ -10,7 +10,6 @@ from pse.engine._approvals import (
 from pse.engine._crew import (
     Crew,
     CycleOutcome,
-    CycleStop,
     NextCycle,
     RunControl,
     StepCrew,
@@ -31,6 +30,7 @@ from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
+from pse.engine._stop import CycleStop, RunStop, StopKind, StopReason, ToolStop
 from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,
@@ -68,6 +68,7 @@ __all__ = [
     "RunControl",
     "RunEvents",
     "RunSetup",
+    "RunStop",
     "RunTokens",
     "State",
     "StateMachine",
@@ -75,7 +76,10 @@ __all__ = [
     "StepScope",
     "StepSpec",
     "StepWiring",
+    "StopKind",
+    "StopReason",
     "ToolRuntime",
+    "ToolStop",
     "Trace",
     "artifact_list",
     "build_escalation",

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.engine._crew import Crew, CycleKind, CycleOutcome, CycleStop, NextCycle, RunControl, StepWiring
+from pse.engine._crew import Crew, CycleKind, CycleOutcome, NextCycle, RunControl, StepWiring
 from pse.engine._cycle import phase_order, run_cycle
 from pse.engine._escalation import criterion_over_cap, write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
@@ -32,6 +32,7 @@ from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
+from pse.engine._stop import CycleStop, RunStop
 from pse.events import (
     CycleStarted,
     GateRecord,
@@ -130,9 +131,8 @@ class Engine:
             broken=functools.partial(unparsed_outputs, setup.workspace),
             owed=functools.partial(evidence_owed, policy=setup.gates) if setup.hard_gates else None,
         )
-        self._cancel_reason: str | None = None
-        self._suspended = False
-        self._control: RunControl | None = None
+        self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)
+        self._control = RunControl(self.machine, self.ledger, self.events, self.stop)
         if setup.approvals is not None:
             setup.approvals.attach(self.trace, self.machine, self.events, self._save_held)
 
@@ -140,12 +140,7 @@ class Engine:
 
     def cancel(self, reason: str = "cancelled by the user") -> None:
         """Stop the run from outside (Ctrl-C, dashboard); the current cycle ends cleanly and is recorded."""
-        self._cancel_reason = reason
-        self.setup.tools.halt(f"the run was cancelled: {reason}")
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop(f"the run was cancelled: {reason}")
-        if self._control is not None:
-            self._control.token.cancel()
+        self.stop.cancel(reason)
 
     def interrupt(self, reason: str = "interrupted (Ctrl-C)") -> None:
         """Ctrl-C, or a server that stops: a run waiting for a person's approval stops where it is and
@@ -154,16 +149,12 @@ class Engine:
         if self.machine.state != State.AWAITING_APPROVAL:
             self.cancel(reason)
             return
-        self._suspended = True
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop("interrupted: the run waits on disk")
-        if self._control is not None:
-            self._control.token.cancel()
+        self.stop.suspend()
 
     @property
     def suspended(self) -> bool:
         """The run stopped while a tool call waited for approval; its trace is as it was when held."""
-        return self._suspended
+        return self.stop.suspended
 
     async def run(self) -> Trace:
         """Run cycles until the run reaches an outcome; return the final trace (also on disk).
@@ -175,41 +166,31 @@ class Engine:
             return await self._run()
 
     async def _run(self) -> Trace:
-        deadline = asyncio.get_running_loop().time() + self.limits.run_timeout_s
-        self.setup.tools.stop_at(deadline)  # the loop's clock is time.monotonic()
+        self.stop.start(asyncio.get_running_loop().time() + self.limits.run_timeout_s)
         if self._resuming:
             self.trace.resumed += 1
         self._save()
         try:
-            while not self.machine.terminal and not self._suspended:
+            while not self.machine.terminal and not self.stop.suspended:
                 if self.machine.state == State.BLOCKED:
                     self._move(State.ESCALATED, "blocked: a person must decide")
                     break
                 if self.machine.state == State.AWAITING_ANSWER and self._answers_for_questions() is None:
                     break  # it waits, durably: `pse answer RUN_ID --text …` resumes it
-                stop = self._stop_before_cycle(deadline)
-                if stop is not None:
-                    self._stop(stop)
+                stopped = self.stop.before_cycle()
+                if stopped is not None:
+                    self._end_with(stopped)
                     break
-                await self._one_cycle(deadline)
+                await self._one_cycle()
         except BaseException as exc:
             if not self.machine.terminal:
                 self._move(State.ERROR, f"internal error: {type(exc).__name__}: {exc}", check=False)
             raise
         finally:
-            self._end_side_effects()
+            self.stop.end()
             await self.setup.meter.settle(0)  # nothing stopped may go unbooked (normally none is left)
             await self._finalize()
         return self.trace
-
-    def _end_side_effects(self) -> None:
-        """Nothing acts for the run once it stops: no held call waits for a decision any longer, and
-        no call runs. A phase stopped at the deadline may leave a ToolAgent turn behind (a call held
-        for a person); an approval given after the run ended must not write into its workspace."""
-        reason = "the run has ended"
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop(reason)
-        self.setup.tools.halt(reason)
 
     # ---- one cycle --------------------------------------------------------------------------
 
@@ -275,7 +256,7 @@ class Engine:
             return NextCycle(kind, phase_order(Role.PLANNER), packet, answered if kind == "replan" else None)
         return NextCycle("initial", self.setup.crew.speakers, task)  # a first cycle: every speaker, in order
 
-    async def _one_cycle(self, deadline: float) -> None:
+    async def _one_cycle(self) -> None:
         if self.steps is not None:
             self.steps.kept = kept_steps(self.trace.cycles)
         spec = self._next()
@@ -324,19 +305,8 @@ class Engine:
             for query, results in self.setup.injected_retrievals:
                 self.events.retrieval(query, results)
         self.setup.tools.new_cycle()
-        self._control = RunControl(
-            machine=self.machine,
-            ledger=self.ledger,
-            events=self.events,
-            deadline=deadline,
-            infrastructure_error=lambda: self.setup.tools.infrastructure_error,
-            external_stop=lambda: self._cancel_reason,
-        )
-        if self._cancel_reason is not None:
-            self._control.token.cancel()
         outcome = await run_cycle(self.crew, spec, cycle, self._control)
-        self._control = None
-        if self._suspended:
+        if self.stop.suspended:
             return  # the trace stays as it was saved when the call was held
         # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
         # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
@@ -390,7 +360,7 @@ class Engine:
             )
         )
         if outcome.stop is not None:
-            self._stop(outcome.stop)
+            self._end_with(outcome.stop)
         elif outcome.clarification is not None:
             cycle.clarification = outcome.clarification
             self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
@@ -399,7 +369,7 @@ class Engine:
         elif cycle.blocked is not None:
             self._move(State.BLOCKED, cycle.result_reason)
         elif cycle.verdict is None:
-            self._stop(CycleStop("ERROR", cycle.result_reason))
+            self._end_with(CycleStop("ERROR", cycle.result_reason))
         else:
             self._after_review(cycle)
 
@@ -502,7 +472,7 @@ class Engine:
             return ""
         return f"## A person's answer to the escalation ({answer.by})\n{answer.note.strip()}\n\n"
 
-    def _stop(self, stop: CycleStop) -> None:
+    def _end_with(self, stop: CycleStop) -> None:
         self._move(State.TIMEOUT if stop.outcome == "TIMEOUT" else State.ERROR, stop.reason)
 
     def _move(self, target: State, reason: str, *, check: bool = True) -> None:
@@ -510,17 +480,6 @@ class Engine:
         self.trace.state = target.value
         if self.machine.terminal or target == State.BLOCKED:
             self.trace.outcome_reason = reason
-
-    def _stop_before_cycle(self, deadline: float) -> CycleStop | None:
-        """A stop that holds before a cycle starts: cancelled, a budget used up, or the deadline passed."""
-        if self._cancel_reason is not None:
-            return CycleStop("ERROR", f"CANCELLED: {self._cancel_reason}")
-        budget = self.ledger.exhausted()
-        if budget is not None:
-            return CycleStop("TIMEOUT", budget)
-        if asyncio.get_running_loop().time() >= deadline:
-            return CycleStop("TIMEOUT", "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)")
-        return None
 
     # ---- the trace ------------------------------------------------------------------------------
 
@@ -539,7 +498,7 @@ class Engine:
 
     async def _finalize(self) -> None:
         trace = self.trace
-        if self._suspended:
+        if self.stop.suspended:
             return  # on disk: the trace of the moment the call was held
         try:
             if self.machine.terminal:

@@ -16,8 +16,8 @@ from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
 from pse.engine._limits import LoopLimits
+from pse.engine._stop import ToolStop
 from pse.events import SandboxRecord
-from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter
 from pse.roles import CrewSpec
 from pse.team import RoleSetup
@@ -26,24 +26,12 @@ from pse.trace import Trace
 __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
 
 
-class ToolRuntime(Protocol):
-    """The part of the ToolAgent's executor the engine uses (its records arrive pushed, in `RunEvents`)."""
-
-    @property
-    def infrastructure_error(self) -> RunFailure | None:
-        """Set when the sandbox itself failed; the run must end as ERROR."""
-        ...
+class ToolRuntime(ToolStop, Protocol):
+    """The part of the ToolAgent's executor the engine uses (its records arrive pushed, in `RunEvents`);
+    what a stop reaches (its clock, its halt, its failure) is `ToolStop`'s."""
 
     def new_cycle(self) -> None:
         """Reset the per-cycle call budgets."""
-        ...
-
-    def stop_at(self, deadline: float | None) -> None:
-        """No command may run past the run's wall-clock limit (a `time.monotonic()` instant)."""
-        ...
-
-    def halt(self, reason: str) -> None:
-        """The run was stopped (from outside, or it ended): kill running commands, run no call after."""
         ...
 
     def role_written_config(self) -> Mapping[str, str]:
