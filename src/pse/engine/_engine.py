@@ -1,10 +1,11 @@
 """The loop engine: plain code that runs cycles, applies the hard gates and the retry rules, keeps budgets,
 and writes the trace. No model decides routing, retries or permissions.
 
-The engine decides, the cycle runs: `_next` turns the run's state into a `NextCycle`, `run_cycle` runs
-its phases and returns a `CycleOutcome`, and `_apply` judges it (gates, then the state table: PASS,
-revise, re-plan, escalate, or stop). Tokens and cost live in one `Ledger`; every event goes through one
-sink (`RunEvents`); the state moves only through the `StateMachine`.
+The engine decides, the cycle runs: `next_cycle` turns the run's state into a `NextCycle`, `run_cycle`
+runs its phases and returns a `CycleOutcome`, and `_apply` judges it (gates, then the state table by the
+retry rules of `_retries`: PASS, revise, re-plan, escalate, or stop). Tokens and cost live in one
+`Ledger`; every event goes through one sink (`RunEvents`); the state moves only through the
+`StateMachine`; why the run stops is its one `RunStop`'s.
 
 Error rule: a model's mistake is an observation (a denied or malformed tool call, answered by the
 ToolAgent) or, for a missing/duplicated/malformed plan or verdict, an ERROR of the review recorded in
@@ -20,17 +21,18 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.engine._crew import Crew, CycleKind, CycleOutcome, NextCycle, RunControl, StepWiring
-from pse.engine._cycle import phase_order, run_cycle
-from pse.engine._escalation import criterion_over_cap, write_escalation
+from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepWiring
+from pse.engine._cycle import run_cycle
+from pse.engine._escalation import write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
+from pse.engine._next_cycle import answers_for_questions, next_cycle
 from pse.engine._nudges import unparsed_outputs
+from pse.engine._retries import after_review, after_step_failure
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
-from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
 from pse.engine._stop import CycleStop, RunStop
 from pse.events import (
@@ -42,8 +44,6 @@ from pse.events import (
     VerdictRecord,
     utc_now,
 )
-from pse.protocol import render_plan
-from pse.roles import Role
 from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
@@ -175,7 +175,7 @@ class Engine:
                 if self.machine.state == State.BLOCKED:
                     self._move(State.ESCALATED, "blocked: a person must decide")
                     break
-                if self.machine.state == State.AWAITING_ANSWER and self._answers_for_questions() is None:
+                if self.machine.state == State.AWAITING_ANSWER and answers_for_questions(self.trace) is None:
                     break  # it waits, durably: `pse answer RUN_ID --text …` resumes it
                 stopped = self.stop.before_cycle()
                 if stopped is not None:
@@ -196,65 +196,15 @@ class Engine:
 
     def _next(self) -> NextCycle:
         """The cycle the current state calls for, and what crosses into it."""
-        task, plan = self.setup.task_message, self.trace.plan
-        last = self.trace.cycles[-1] if self.trace.cycles else None
-        cap, index = self.limits.step_buffer_tokens, len(self.trace.cycles) + 1
-        state = self.machine.state
-        note = self._answered_note()
-        if state == State.REVISING and plan is not None and last is not None:
-            buffer = note + revise_packet(
-                cycle=index,
-                plan=plan,
-                verdict=last.verdict,
-                gate=last.gate,
-                artifacts=artifact_list(self.setup.workspace),
-                cap=cap,
-                failing=check_problems(last.tool_calls),
-            )
-            # Scoped contexts open as the first cycle's did (task, then the plan as the Planner's),
-            # and only then the step_buffer: all before it is a prefix a provider's cache can serve.
-            return NextCycle(
-                "revise",
-                phase_order(Role.SPECIALIST),
-                f"{task}\n\n{buffer}",
-                buffer,
-                briefs={Role.SPECIALIST: task, Role.EVALUATOR: task},
-                carried=((Role.PLANNER, render_plan(plan)),),
-                notes={Role.SPECIALIST: buffer},
-            )
-        if state == State.REPLANNING and last is not None:
-            buffer = note + replan_packet(
-                cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
-            )
-            if self.steps is not None and self.steps.kept:
-                kept = "\n".join(
-                    f"- {s.id}: {s.text} (outputs: {', '.join(s.outputs) or 'none'})"
-                    for s in self.steps.kept.values()
-                )
-                buffer += (
-                    "\n\n## Steps that passed (keep each exactly as it is: id, text, depends_on, criteria, "
-                    f"outputs; they do not run again)\n{kept}"
-                )
-            briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
-            left = left_behind(
-                gate=last.gate,
-                artifacts=artifact_list(self.setup.workspace),
-                failing=check_problems(last.tool_calls),
-                cap=cap,
-            )
-            notes: dict[str, str] = (
-                {Role.SPECIALIST: left} if last.gate.failures and self.steps is None else {}
-            )
-            return NextCycle(
-                "replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs, notes=notes
-            )
-        if state == State.AWAITING_ANSWER:
-            answered = self._answers_for_questions()
-            assert answered is not None  # the loop stops while the questions wait
-            kind: CycleKind = "replan" if plan is not None else "initial"
-            packet = f"{task}\n\n{answered}"
-            return NextCycle(kind, phase_order(Role.PLANNER), packet, answered if kind == "replan" else None)
-        return NextCycle("initial", self.setup.crew.speakers, task)  # a first cycle: every speaker, in order
+        return next_cycle(
+            self.machine.state,
+            self.trace,
+            task=self.setup.task_message,
+            speakers=self.setup.crew.speakers,
+            workspace=self.setup.workspace,
+            cap=self.limits.step_buffer_tokens,
+            steps=self.steps,
+        )
 
     async def _one_cycle(self) -> None:
         if self.steps is not None:
@@ -365,67 +315,13 @@ class Engine:
             cycle.clarification = outcome.clarification
             self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
         elif outcome.step_failure is not None:
-            self._step_failed(cycle.result_reason)
+            self._move(*after_step_failure(cycle.result_reason, self.trace, self.limits))
         elif cycle.blocked is not None:
             self._move(State.BLOCKED, cycle.result_reason)
         elif cycle.verdict is None:
             self._end_with(CycleStop("ERROR", cycle.result_reason))
         else:
-            self._after_review(cycle)
-
-    def _after_review(self, cycle: CycleRecord) -> None:
-        """The state table's move after a judged review (`cycle.result`): pass, revise, re-plan, escalate."""
-        status, reason = cycle.result, cycle.result_reason
-        counters, s, crew = self.trace.counters, self.limits, self.setup.crew
-        if status == "PASS":
-            if cycle.gate.passed:
-                gates = "every hard gate passed"
-            elif not crew.hard_gates_apply:
-                gates = f"no hard gates (the {crew.name} team has no Evaluator to hold to them)"
-            else:
-                gates = "hard gates off (PSE_HARD_GATES=false)"
-            self._move(State.PASSED, f"PASS ({reason}); {gates}")
-        elif crew.self_review:  # nobody is left to revise or re-plan: the reviewer's own verdict is final
-            self._move(State.ESCALATED, f"{status} ({reason}): the {crew.reviewer}'s own review did not pass")
-        elif status == "BLOCKED":
-            self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
-        elif (allowed := self._answered_cycles()) is not None and len(self._since_answer()) >= allowed:
-            self._move(
-                State.ESCALATED,
-                f"{status} ({reason}) in the {allowed} cycle(s) a person allowed (pse answer)",
-            )
-        elif (capped := criterion_over_cap(self._since_answer(), s.max_criterion_failures)) is not None:
-            cid, times = capped
-            self._move(
-                State.ESCALATED,
-                f"{status} ({reason}); criterion {cid} failed {times} times "
-                f"(PSE_MAX_CRITERION_FAILURES={s.max_criterion_failures}), whatever retries are left",
-            )
-        elif status == "PARTIAL" and counters.partial_retries < s.max_partial_retries:
-            counters.partial_retries += 1
-            self._move(
-                State.REVISING,
-                f"PARTIAL ({reason}); revision {counters.partial_retries} of {s.max_partial_retries}",
-            )
-        elif counters.fail_retries < s.max_fail_retries:
-            why = "PARTIAL over its retry cap" if status == "PARTIAL" else "FAIL"
-            counters.fail_retries += 1
-            counters.partial_retries = 0
-            self._move(
-                State.REPLANNING, f"{why} ({reason}); re-plan {counters.fail_retries} of {s.max_fail_retries}"
-            )
-        else:
-            self._move(State.ESCALATED, f"{status} ({reason}) with every retry used")
-
-    def _step_failed(self, reason: str) -> None:
-        """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
-        counters, s = self.trace.counters, self.limits
-        if counters.fail_retries < s.max_fail_retries:
-            counters.fail_retries += 1
-            counters.partial_retries = 0
-            self._move(State.REPLANNING, f"{reason}; re-plan {counters.fail_retries} of {s.max_fail_retries}")
-        else:
-            self._move(State.ESCALATED, f"{reason} with every re-plan used")
+            self._move(*after_review(cycle, self.trace, self.limits, self.setup.crew))
 
     def _step_gate(
         self, verdict: VerdictRecord | None, plan: PlanRecord, tool_calls: Sequence[ToolCallRecord]
@@ -439,38 +335,6 @@ class Engine:
             workspace=self.setup.workspace,
             role_written_config=self.setup.tools.role_written_config(),
         )
-
-    def _since_answer(self) -> list[CycleRecord]:
-        """The cycles since a person last answered (all of them when nobody did): what the caps count."""
-        after = self.trace.answers[-1].after_cycle if self.trace.answers else 0
-        return [c for c in self.trace.cycles if c.index > after]
-
-    def _answers_for_questions(self) -> str | None:
-        """The person's answers to the Planner's last questions, as the Planner reads them; None while
-        nobody has answered them."""
-        last = self.trace.cycles[-1] if self.trace.cycles else None
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        if last is None or last.clarification is None or answer is None or answer.decision != "answer":
-            return None
-        if answer.after_cycle != last.index:
-            return None
-        asked = "\n".join(f"- {q.id}: {q.text}" for q in last.clarification.questions)
-        return (
-            f"## Your questions (cycle {last.index})\n{asked}\n\n"
-            f"## The person's answer ({answer.by})\n{(answer.text or '').strip()}"
-        )
-
-    def _answered_cycles(self) -> int | None:
-        """How many cycles the last answer allowed, when a person took the run on."""
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        return answer.retries if answer is not None and answer.decision == "resume" else None
-
-    def _answered_note(self) -> str:
-        """A person's note, for the first cycle after their answer only (it leads the step_buffer)."""
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        if answer is None or not answer.note or answer.after_cycle != len(self.trace.cycles):
-            return ""
-        return f"## A person's answer to the escalation ({answer.by})\n{answer.note.strip()}\n\n"
 
     def _end_with(self, stop: CycleStop) -> None:
         self._move(State.TIMEOUT if stop.outcome == "TIMEOUT" else State.ERROR, stop.reason)
