@@ -107,6 +107,7 @@ class RunStop:
         self.token = CancellationToken()
         """The cycle's token: every model call of the cycle's phases holds it."""
         self._box: FailureBox | None = None
+        self._halted = False
 
     # ---- what the run is -------------------------------------------------------------------------
 
@@ -153,9 +154,13 @@ class RunStop:
     # ---- stops -----------------------------------------------------------------------------------
 
     def cancel(self, reason: str) -> None:
-        """Stop the run from outside: halt the tool calls, release a held call, cancel the model call."""
-        if not self._record(StopReason(StopKind.CANCELLED, CycleStop("ERROR", f"CANCELLED: {reason}"))):
+        """Stop the run from outside: halt the tool calls, release a held call, cancel the model call.
+        The first cancellation does that even when another reason came first (that reason stands): a
+        person who cancels wants nothing to go on running."""
+        self._record(StopReason(StopKind.CANCELLED, CycleStop("ERROR", f"CANCELLED: {reason}")))
+        if self._halted:
             return
+        self._halted = True
         self._tools.halt(f"the run was cancelled: {reason}")
         if self._approvals is not None:
             self._approvals.stop(f"the run was cancelled: {reason}")
