@@ -2,19 +2,23 @@
 
 A run is stopped from outside (`cancel`: Ctrl-C, the dashboard, a batch lease lost; `suspend`: an
 interrupt while a call waits for a person, so the run waits on disk), by its clock (`expire`: the
-wall-clock limit, a timer armed for each cycle), or by what a phase finds after a message (`cut`: the
-tool machinery failed, a cancellation, a budget used up). `RunStop` records the first reason as a typed
-`StopReason` and does what each stop owes:
+wall-clock limit, a timer armed for each cycle), or by what a phase finds after a message
+(`after_message`: the tool machinery failed, a cancellation, a budget used up); before a cycle,
+`before_cycle` says whether one may start. `RunStop` records the first reason as a typed `StopReason`
+and does what each stop owes:
 
 - the cycle's AutoGen `CancellationToken` is cancelled: a model call in flight ends at once (the role's
   agent holds the token) and the phase stops;
-- the cycle's `FailureBox` is closed (a deadline, a cut): no model call starts after it;
-- the tool calls in flight are halted (running commands killed, no call run after) and a call held for
-  a person stops waiting (a cancellation; a suspension releases the held call only).
+- the cycle's `FailureBox` is closed (the deadline, a stop after a message): no model call starts;
+- a cancellation halts the tools (running commands killed, no call run after) and releases a call held
+  for a person; a suspension releases the held call only; at the deadline the sandbox ends commands by
+  itself (`start` gives it the instant); after any other stop the phase waits for the ToolAgent's turn
+  in flight (`team.Phase`), and the run's end (`end`) halts whatever is left.
 
 What a stopped cycle *came to* (its `CycleStop`, TIMEOUT or ERROR with the trace's words) is the role
-loop's to record, from this reason; turn caps and unreadable plans or reports stop a cycle too, but
-they are the cycle's own result, not a signal anything in flight must hear.
+loop's to record, from this reason. Turn caps and unreadable plans or reports end a cycle too, but they
+are the cycle's own result, not a signal anything in flight must hear; a model call the budget cannot
+cover is refused by the `FailureBox` itself (the team layer, which cannot reach the engine).
 """
 
 from __future__ import annotations
