@@ -10,7 +10,6 @@ from pse.engine._approvals import (
 from pse.engine._crew import (
     Crew,
     CycleOutcome,
-    CycleStop,
     NextCycle,
     RunControl,
     StepCrew,
@@ -24,12 +23,14 @@ from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
 from pse.engine._graph import StepSpec, graph_problem, step_specs, task_criteria
 from pse.engine._ledger import Ledger
+from pse.engine._limits import LoopLimits
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
+from pse.engine._stop import CycleStop, RunStop, StopKind, StopReason, ToolStop
 from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,
@@ -61,11 +62,13 @@ __all__ = [
     "GatePolicy",
     "IllegalTransition",
     "Ledger",
+    "LoopLimits",
     "NextCycle",
     "PriceFn",
     "RunControl",
     "RunEvents",
     "RunSetup",
+    "RunStop",
     "RunTokens",
     "State",
     "StateMachine",
@@ -73,7 +76,10 @@ __all__ = [
     "StepScope",
     "StepSpec",
     "StepWiring",
+    "StopKind",
+    "StopReason",
     "ToolRuntime",
+    "ToolStop",
     "Trace",
     "artifact_list",
     "build_escalation",

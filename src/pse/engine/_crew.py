@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Literal
 
 from autogen_agentchat.base import ChatAgent
-from autogen_core import CancellationToken
 
 from pse.engine._events import RunEvents
 from pse.engine._graph import StepSpec
 from pse.engine._ledger import Ledger
 from pse.engine._state import StateMachine
+from pse.engine._stop import CycleStop, RunStop
 from pse.events import (
     BlockedRecord,
     ClarificationRecord,
@@ -26,15 +26,12 @@ from pse.events import (
     ToolCallRecord,
     VerdictRecord,
 )
-from pse.exceptions import RunFailure
 from pse.team import ContextFactory, RoleSetup
 
 __all__ = [
-    "DEADLINE_REASON",
     "Crew",
     "CycleKind",
     "CycleOutcome",
-    "CycleStop",
     "GateFn",
     "NextCycle",
     "RunControl",
@@ -44,15 +41,6 @@ __all__ = [
 ]
 
 CycleKind = Literal["initial", "revise", "replan"]
-DEADLINE_REASON = "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)"
-
-
-@dataclass(frozen=True)
-class CycleStop:
-    """Why a cycle was stopped before its natural end: TIMEOUT or ERROR, with a reason."""
-
-    outcome: Literal["TIMEOUT", "ERROR"]
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -162,21 +150,12 @@ class Crew:
     so a model that forgot a check runs it in its phase instead of losing the cycle to a hard gate."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunControl:
-    """The run's state a cycle works against: the state machine, the ledger, the event sink, the limits.
-
-    Attributes:
-        infrastructure_error: the tool machinery's failure, if any (the run must end as ERROR).
-        external_stop: why the run was stopped from outside (Ctrl-C, the dashboard), if it was.
-        expired: the run's wall-clock limit was reached during this cycle (set by the cycle's alarm).
-    """
+    """The run's state a cycle works against: the state machine, the ledger, the event sink, and the
+    run's one stop (`RunStop`: why it stopped, the cycle's cancellation token)."""
 
     machine: StateMachine
     ledger: Ledger
     events: RunEvents
-    deadline: float
-    infrastructure_error: Callable[[], RunFailure | None]
-    external_stop: Callable[[], str | None]
-    token: CancellationToken = field(default_factory=CancellationToken)
-    expired: bool = False
+    stop: RunStop

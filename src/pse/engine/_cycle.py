@@ -8,29 +8,23 @@ machine moves through its table (PLANNED → RUNNING → REVIEWING); what the ou
 retries, escalation) is the engine's decision. Every message is recorded in the cycle, charged to the
 ledger and announced as it arrives; tool records arrive pushed by the executor (see `RunEvents`).
 
-Stopping: the deadline is a timer on the event loop. A stop first closes the cycle's failure box (no
-model call starts any more) and cancels the cycle's token, and only then closes AutoGen's stream, which
-waits for the team to wind down: cancelling first is what makes that wait short.
+Stopping is the run's `RunStop`'s: the cycle gives it its failure box, and it arms the deadline for the
+cycle. A stop first closes the box (no model call starts any more) and cancels the cycle's token, and
+only then does the phase close AutoGen's stream, which waits for the team to wind down: cancelling first
+is what makes that wait short.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from pse.engine._crew import (
-    DEADLINE_REASON,
-    Crew,
-    CycleOutcome,
-    CycleStop,
-    NextCycle,
-    RunControl,
-)
+from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl
 from pse.engine._finals import conclude, read_final
 from pse.engine._nudges import blocked_early, fail_for_work, pass_early, to_write, unparsed, unwritten
 from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
+from pse.engine._stop import CycleStop
 from pse.protocol import render_plan
 from pse.roles import TASK_SOURCE, Role, role_spec
 from pse.team import CycleOpening, FailureBox
@@ -44,15 +38,8 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
     outcome = CycleOutcome()
     box = FailureBox(admit=run.ledger.admits)
     finals: list[tuple[str, str]] = list(spec.carried)
-
-    def expire() -> None:
-        run.expired = True
-        box.close(DEADLINE_REASON)
-        run.token.cancel()
-
-    alarm = asyncio.get_running_loop().call_at(run.deadline, expire)
     crew.contexts.record(TASK_SOURCE, spec.packet)
-    try:
+    with run.stop.cycle(box):
         for role in spec.roles:
             if role == Role.SPECIALIST and crew.steps is not None and spec.kind != "revise":
                 if outcome.plan is not None:
@@ -122,8 +109,6 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 else result.final
             )
             finals.append((role, shown))
-    finally:
-        alarm.cancel()
     return _closed(outcome, box)
 
 

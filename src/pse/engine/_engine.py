@@ -1,10 +1,11 @@
 """The loop engine: plain code that runs cycles, applies the hard gates and the retry rules, keeps budgets,
 and writes the trace. No model decides routing, retries or permissions.
 
-The engine decides, the cycle runs: `_next` turns the run's state into a `NextCycle`, `run_cycle` runs
-its phases and returns a `CycleOutcome`, and `_apply` judges it (gates, then the state table: PASS,
-revise, re-plan, escalate, or stop). Tokens and cost live in one `Ledger`; every event goes through one
-sink (`RunEvents`); the state moves only through the `StateMachine`.
+The engine decides, the cycle runs: `next_cycle` turns the run's state into a `NextCycle`, `run_cycle`
+runs its phases and returns a `CycleOutcome`, and `_apply` judges it (gates, then the state table by the
+retry rules of `_retries`: PASS, revise, re-plan, escalate, or stop). Tokens and cost live in one
+`Ledger`; every event goes through one sink (`RunEvents`); the state moves only through the
+`StateMachine`; why the run stops is its one `RunStop`'s.
 
 Error rule: a model's mistake is an observation (a denied or malformed tool call, answered by the
 ToolAgent) or, for a missing/duplicated/malformed plan or verdict, an ERROR of the review recorded in
@@ -20,18 +21,20 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from pse.engine._crew import Crew, CycleKind, CycleOutcome, CycleStop, NextCycle, RunControl, StepWiring
-from pse.engine._cycle import phase_order, run_cycle
-from pse.engine._escalation import criterion_over_cap, write_escalation
+from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepWiring
+from pse.engine._cycle import run_cycle
+from pse.engine._escalation import write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
+from pse.engine._next_cycle import answers_for_questions, next_cycle
 from pse.engine._nudges import unparsed_outputs
+from pse.engine._retries import after_review, after_step_failure
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
-from pse.engine._step_buffer import artifact_list, check_problems, left_behind, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
+from pse.engine._stop import CycleStop, RunStop
 from pse.events import (
     CycleStarted,
     GateRecord,
@@ -41,8 +44,6 @@ from pse.events import (
     VerdictRecord,
     utc_now,
 )
-from pse.protocol import render_plan
-from pse.roles import Role
 from pse.team import HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
@@ -68,13 +69,13 @@ class Engine:
     """Runs one PSE run to its outcome. Build one per run; `run()` may be called once.
 
     Args:
-        setup: the run's wiring (roles, ToolAgent, workspace, settings, event sink).
+        setup: the run's wiring (roles, ToolAgent, workspace, limits, event sink).
         trace: a trace to go on from (resume); None starts a new run.
     """
 
     def __init__(self, setup: RunSetup, trace: Trace | None = None) -> None:
         self.setup = setup
-        self.settings = setup.settings
+        self.limits = setup.limits
         self._resuming = trace is not None
         self._interrupted = interrupted_cycle(trace) if trace is not None else None
         if trace is not None and self._interrupted is not None:
@@ -86,10 +87,10 @@ class Engine:
             run_id=setup.run_id,
             task=setup.task,
             started_at=utc_now(),
-            settings=setup.settings.public_dump(),
+            settings=dict(setup.recorded_settings),
             inputs=dict(setup.inputs),
             tags=dict(setup.tags),
-            context_mode=setup.settings.context_mode,
+            context_mode=setup.context_mode,
             task_message=setup.task_message,
         )
         if setup.sandbox is not None:
@@ -98,12 +99,12 @@ class Engine:
         self.machine = StateMachine(
             self.trace.run_id, self.trace.transitions, State(self.trace.state), self.events.emit
         )
-        self.ledger = Ledger(self.trace, self.settings, setup.price)
+        self.ledger = Ledger(self.trace, self.limits, setup.price)
         setup.meter.attach(self.ledger.record_call)
         setup.prefixes.attach(self.ledger.record_prefix)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
-        contexts = HistoryContexts() if self.settings.context_mode == "history" else ScopedContexts()
-        s = self.settings
+        contexts = HistoryContexts() if setup.context_mode == "history" else ScopedContexts()
+        s = self.limits
         self.steps = (
             StepWiring(
                 role=setup.steps.role,
@@ -122,17 +123,16 @@ class Engine:
             {r.name: r for r in setup.roles},
             setup.tool_agent,
             contexts,
-            self.settings.turns_per_cycle,
-            self.settings.format_retries,
-            questions=self.settings.planner_questions,
+            s.turns_per_cycle,
+            s.format_retries,
+            questions=setup.planner_questions,
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
             broken=functools.partial(unparsed_outputs, setup.workspace),
-            owed=functools.partial(evidence_owed, policy=setup.gates) if self.settings.hard_gates else None,
+            owed=functools.partial(evidence_owed, policy=setup.gates) if setup.hard_gates else None,
         )
-        self._cancel_reason: str | None = None
-        self._suspended = False
-        self._control: RunControl | None = None
+        self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)
+        self._control = RunControl(self.machine, self.ledger, self.events, self.stop)
         if setup.approvals is not None:
             setup.approvals.attach(self.trace, self.machine, self.events, self._save_held)
 
@@ -140,12 +140,7 @@ class Engine:
 
     def cancel(self, reason: str = "cancelled by the user") -> None:
         """Stop the run from outside (Ctrl-C, dashboard); the current cycle ends cleanly and is recorded."""
-        self._cancel_reason = reason
-        self.setup.tools.halt(f"the run was cancelled: {reason}")
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop(f"the run was cancelled: {reason}")
-        if self._control is not None:
-            self._control.token.cancel()
+        self.stop.cancel(reason)
 
     def interrupt(self, reason: str = "interrupted (Ctrl-C)") -> None:
         """Ctrl-C, or a server that stops: a run waiting for a person's approval stops where it is and
@@ -154,16 +149,12 @@ class Engine:
         if self.machine.state != State.AWAITING_APPROVAL:
             self.cancel(reason)
             return
-        self._suspended = True
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop("interrupted: the run waits on disk")
-        if self._control is not None:
-            self._control.token.cancel()
+        self.stop.suspend()
 
     @property
     def suspended(self) -> bool:
         """The run stopped while a tool call waited for approval; its trace is as it was when held."""
-        return self._suspended
+        return self.stop.suspended
 
     async def run(self) -> Trace:
         """Run cycles until the run reaches an outcome; return the final trace (also on disk).
@@ -175,107 +166,47 @@ class Engine:
             return await self._run()
 
     async def _run(self) -> Trace:
-        deadline = asyncio.get_running_loop().time() + self.settings.run_timeout_s
-        self.setup.tools.stop_at(deadline)  # the loop's clock is time.monotonic()
+        self.stop.start(asyncio.get_running_loop().time() + self.limits.run_timeout_s)
         if self._resuming:
             self.trace.resumed += 1
         self._save()
         try:
-            while not self.machine.terminal and not self._suspended:
+            while not self.machine.terminal and not self.stop.suspended:
                 if self.machine.state == State.BLOCKED:
                     self._move(State.ESCALATED, "blocked: a person must decide")
                     break
-                if self.machine.state == State.AWAITING_ANSWER and self._answers_for_questions() is None:
+                if self.machine.state == State.AWAITING_ANSWER and answers_for_questions(self.trace) is None:
                     break  # it waits, durably: `pse answer RUN_ID --text …` resumes it
-                stop = self._stop_before_cycle(deadline)
-                if stop is not None:
-                    self._stop(stop)
+                stopped = self.stop.before_cycle()
+                if stopped is not None:
+                    self._end_with(stopped)
                     break
-                await self._one_cycle(deadline)
+                await self._one_cycle()
         except BaseException as exc:
             if not self.machine.terminal:
                 self._move(State.ERROR, f"internal error: {type(exc).__name__}: {exc}", check=False)
             raise
         finally:
-            self._end_side_effects()
+            self.stop.end()
             await self.setup.meter.settle(0)  # nothing stopped may go unbooked (normally none is left)
             await self._finalize()
         return self.trace
-
-    def _end_side_effects(self) -> None:
-        """Nothing acts for the run once it stops: no held call waits for a decision any longer, and
-        no call runs. A phase stopped at the deadline may leave a ToolAgent turn behind (a call held
-        for a person); an approval given after the run ended must not write into its workspace."""
-        reason = "the run has ended"
-        if self.setup.approvals is not None:
-            self.setup.approvals.stop(reason)
-        self.setup.tools.halt(reason)
 
     # ---- one cycle --------------------------------------------------------------------------
 
     def _next(self) -> NextCycle:
         """The cycle the current state calls for, and what crosses into it."""
-        task, plan = self.setup.task_message, self.trace.plan
-        last = self.trace.cycles[-1] if self.trace.cycles else None
-        cap, index = self.settings.step_buffer_tokens, len(self.trace.cycles) + 1
-        state = self.machine.state
-        note = self._answered_note()
-        if state == State.REVISING and plan is not None and last is not None:
-            buffer = note + revise_packet(
-                cycle=index,
-                plan=plan,
-                verdict=last.verdict,
-                gate=last.gate,
-                artifacts=artifact_list(self.setup.workspace),
-                cap=cap,
-                failing=check_problems(last.tool_calls),
-            )
-            # Scoped contexts open as the first cycle's did (task, then the plan as the Planner's),
-            # and only then the step_buffer: all before it is a prefix a provider's cache can serve.
-            return NextCycle(
-                "revise",
-                phase_order(Role.SPECIALIST),
-                f"{task}\n\n{buffer}",
-                buffer,
-                briefs={Role.SPECIALIST: task, Role.EVALUATOR: task},
-                carried=((Role.PLANNER, render_plan(plan)),),
-                notes={Role.SPECIALIST: buffer},
-            )
-        if state == State.REPLANNING and last is not None:
-            buffer = note + replan_packet(
-                cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
-            )
-            if self.steps is not None and self.steps.kept:
-                kept = "\n".join(
-                    f"- {s.id}: {s.text} (outputs: {', '.join(s.outputs) or 'none'})"
-                    for s in self.steps.kept.values()
-                )
-                buffer += (
-                    "\n\n## Steps that passed (keep each exactly as it is: id, text, depends_on, criteria, "
-                    f"outputs; they do not run again)\n{kept}"
-                )
-            briefs: dict[str, str] = {Role.SPECIALIST: task, Role.EVALUATOR: task}
-            left = left_behind(
-                gate=last.gate,
-                artifacts=artifact_list(self.setup.workspace),
-                failing=check_problems(last.tool_calls),
-                cap=cap,
-            )
-            notes: dict[str, str] = (
-                {Role.SPECIALIST: left} if last.gate.failures and self.steps is None else {}
-            )
-            return NextCycle(
-                "replan", phase_order(Role.PLANNER), f"{task}\n\n{buffer}", buffer, briefs, notes=notes
-            )
-        if state == State.AWAITING_ANSWER:
-            answered = self._answers_for_questions()
-            assert answered is not None  # the loop stops while the questions wait
-            kind: CycleKind = "replan" if plan is not None else "initial"
-            packet = f"{task}\n\n{answered}"
-            return NextCycle(kind, phase_order(Role.PLANNER), packet, answered if kind == "replan" else None)
-        return NextCycle("initial", self.setup.crew.speakers, task)  # a first cycle: every speaker, in order
+        return next_cycle(
+            self.machine.state,
+            self.trace,
+            task=self.setup.task_message,
+            speakers=self.setup.crew.speakers,
+            workspace=self.setup.workspace,
+            cap=self.limits.step_buffer_tokens,
+            steps=self.steps,
+        )
 
-    async def _one_cycle(self, deadline: float) -> None:
+    async def _one_cycle(self) -> None:
         if self.steps is not None:
             self.steps.kept = kept_steps(self.trace.cycles)
         spec = self._next()
@@ -324,19 +255,8 @@ class Engine:
             for query, results in self.setup.injected_retrievals:
                 self.events.retrieval(query, results)
         self.setup.tools.new_cycle()
-        self._control = RunControl(
-            machine=self.machine,
-            ledger=self.ledger,
-            events=self.events,
-            deadline=deadline,
-            infrastructure_error=lambda: self.setup.tools.infrastructure_error,
-            external_stop=lambda: self._cancel_reason,
-        )
-        if self._cancel_reason is not None:
-            self._control.token.cancel()
         outcome = await run_cycle(self.crew, spec, cycle, self._control)
-        self._control = None
-        if self._suspended:
+        if self.stop.suspended:
             return  # the trace stays as it was saved when the call was held
         # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
         # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
@@ -373,7 +293,7 @@ class Engine:
         )
         # A crew that reviews itself has no Evaluator for the gates to hold to account: its verdict is its
         # claim.
-        cycle.gate.enforced = self.settings.hard_gates and self.setup.crew.hard_gates_apply
+        cycle.gate.enforced = self.setup.hard_gates and self.setup.crew.hard_gates_apply
         decided = decide(outcome, cycle.gate)
         cycle.result, cycle.result_reason = decided.result, decided.reason
         self.events.emit(
@@ -390,72 +310,18 @@ class Engine:
             )
         )
         if outcome.stop is not None:
-            self._stop(outcome.stop)
+            self._end_with(outcome.stop)
         elif outcome.clarification is not None:
             cycle.clarification = outcome.clarification
             self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
         elif outcome.step_failure is not None:
-            self._step_failed(cycle.result_reason)
+            self._move(*after_step_failure(cycle.result_reason, self.trace, self.limits))
         elif cycle.blocked is not None:
             self._move(State.BLOCKED, cycle.result_reason)
         elif cycle.verdict is None:
-            self._stop(CycleStop("ERROR", cycle.result_reason))
+            self._end_with(CycleStop("ERROR", cycle.result_reason))
         else:
-            self._after_review(cycle)
-
-    def _after_review(self, cycle: CycleRecord) -> None:
-        """The state table's move after a judged review (`cycle.result`): pass, revise, re-plan, escalate."""
-        status, reason = cycle.result, cycle.result_reason
-        counters, s, crew = self.trace.counters, self.settings, self.setup.crew
-        if status == "PASS":
-            if cycle.gate.passed:
-                gates = "every hard gate passed"
-            elif not crew.hard_gates_apply:
-                gates = f"no hard gates (the {crew.name} team has no Evaluator to hold to them)"
-            else:
-                gates = "hard gates off (PSE_HARD_GATES=false)"
-            self._move(State.PASSED, f"PASS ({reason}); {gates}")
-        elif crew.self_review:  # nobody is left to revise or re-plan: the reviewer's own verdict is final
-            self._move(State.ESCALATED, f"{status} ({reason}): the {crew.reviewer}'s own review did not pass")
-        elif status == "BLOCKED":
-            self._move(State.BLOCKED, f"Evaluator returned BLOCKED ({reason})")
-        elif (allowed := self._answered_cycles()) is not None and len(self._since_answer()) >= allowed:
-            self._move(
-                State.ESCALATED,
-                f"{status} ({reason}) in the {allowed} cycle(s) a person allowed (pse answer)",
-            )
-        elif (capped := criterion_over_cap(self._since_answer(), s.max_criterion_failures)) is not None:
-            cid, times = capped
-            self._move(
-                State.ESCALATED,
-                f"{status} ({reason}); criterion {cid} failed {times} times "
-                f"(PSE_MAX_CRITERION_FAILURES={s.max_criterion_failures}), whatever retries are left",
-            )
-        elif status == "PARTIAL" and counters.partial_retries < s.max_partial_retries:
-            counters.partial_retries += 1
-            self._move(
-                State.REVISING,
-                f"PARTIAL ({reason}); revision {counters.partial_retries} of {s.max_partial_retries}",
-            )
-        elif counters.fail_retries < s.max_fail_retries:
-            why = "PARTIAL over its retry cap" if status == "PARTIAL" else "FAIL"
-            counters.fail_retries += 1
-            counters.partial_retries = 0
-            self._move(
-                State.REPLANNING, f"{why} ({reason}); re-plan {counters.fail_retries} of {s.max_fail_retries}"
-            )
-        else:
-            self._move(State.ESCALATED, f"{status} ({reason}) with every retry used")
-
-    def _step_failed(self, reason: str) -> None:
-        """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
-        counters, s = self.trace.counters, self.settings
-        if counters.fail_retries < s.max_fail_retries:
-            counters.fail_retries += 1
-            counters.partial_retries = 0
-            self._move(State.REPLANNING, f"{reason}; re-plan {counters.fail_retries} of {s.max_fail_retries}")
-        else:
-            self._move(State.ESCALATED, f"{reason} with every re-plan used")
+            self._move(*after_review(cycle, self.trace, self.limits, self.setup.crew))
 
     def _step_gate(
         self, verdict: VerdictRecord | None, plan: PlanRecord, tool_calls: Sequence[ToolCallRecord]
@@ -470,39 +336,7 @@ class Engine:
             role_written_config=self.setup.tools.role_written_config(),
         )
 
-    def _since_answer(self) -> list[CycleRecord]:
-        """The cycles since a person last answered (all of them when nobody did): what the caps count."""
-        after = self.trace.answers[-1].after_cycle if self.trace.answers else 0
-        return [c for c in self.trace.cycles if c.index > after]
-
-    def _answers_for_questions(self) -> str | None:
-        """The person's answers to the Planner's last questions, as the Planner reads them; None while
-        nobody has answered them."""
-        last = self.trace.cycles[-1] if self.trace.cycles else None
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        if last is None or last.clarification is None or answer is None or answer.decision != "answer":
-            return None
-        if answer.after_cycle != last.index:
-            return None
-        asked = "\n".join(f"- {q.id}: {q.text}" for q in last.clarification.questions)
-        return (
-            f"## Your questions (cycle {last.index})\n{asked}\n\n"
-            f"## The person's answer ({answer.by})\n{(answer.text or '').strip()}"
-        )
-
-    def _answered_cycles(self) -> int | None:
-        """How many cycles the last answer allowed, when a person took the run on."""
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        return answer.retries if answer is not None and answer.decision == "resume" else None
-
-    def _answered_note(self) -> str:
-        """A person's note, for the first cycle after their answer only (it leads the step_buffer)."""
-        answer = self.trace.answers[-1] if self.trace.answers else None
-        if answer is None or not answer.note or answer.after_cycle != len(self.trace.cycles):
-            return ""
-        return f"## A person's answer to the escalation ({answer.by})\n{answer.note.strip()}\n\n"
-
-    def _stop(self, stop: CycleStop) -> None:
+    def _end_with(self, stop: CycleStop) -> None:
         self._move(State.TIMEOUT if stop.outcome == "TIMEOUT" else State.ERROR, stop.reason)
 
     def _move(self, target: State, reason: str, *, check: bool = True) -> None:
@@ -510,17 +344,6 @@ class Engine:
         self.trace.state = target.value
         if self.machine.terminal or target == State.BLOCKED:
             self.trace.outcome_reason = reason
-
-    def _stop_before_cycle(self, deadline: float) -> CycleStop | None:
-        """A stop that holds before a cycle starts: cancelled, a budget used up, or the deadline passed."""
-        if self._cancel_reason is not None:
-            return CycleStop("ERROR", f"CANCELLED: {self._cancel_reason}")
-        budget = self.ledger.exhausted()
-        if budget is not None:
-            return CycleStop("TIMEOUT", budget)
-        if asyncio.get_running_loop().time() >= deadline:
-            return CycleStop("TIMEOUT", "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)")
-        return None
 
     # ---- the trace ------------------------------------------------------------------------------
 
@@ -539,7 +362,7 @@ class Engine:
 
     async def _finalize(self) -> None:
         trace = self.trace
-        if self._suspended:
+        if self.stop.suspended:
             return  # on disk: the trace of the moment the call was held
         try:
             if self.machine.terminal:

@@ -7,9 +7,10 @@ message that asks the role again; `conclude` records what a problem left unrepai
 
 from __future__ import annotations
 
-from pse.engine._crew import CycleOutcome, CycleStop, RunControl, StepWiring
+from pse.engine._crew import CycleOutcome, RunControl, StepWiring
 from pse.engine._graph import graph_problem
 from pse.engine._state import State
+from pse.engine._stop import CycleStop
 from pse.exceptions import ProtocolError
 from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict
 from pse.roles import role_spec

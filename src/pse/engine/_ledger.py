@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pse.config import Settings
+from pse.engine._limits import LoopLimits
 from pse.events import Cost, MessageRecord, RateLimitRecord, TokenCount
 from pse.models import CallUsage
 from pse.trace import CycleRecord, Trace
@@ -31,13 +31,13 @@ class Ledger:
 
     Args:
         trace: the run's trace; its `tokens` and `cost` are the ledger's books.
-        settings: the budgets (`PSE_TOKEN_BUDGET`, `PSE_COST_BUDGET`).
+        limits: the budgets (`token_budget`, `cost_budget`).
         price: prices a call; None leaves the cost at 0.
     """
 
-    def __init__(self, trace: Trace, settings: Settings, price: PriceFn | None = None) -> None:
+    def __init__(self, trace: Trace, limits: LoopLimits, price: PriceFn | None = None) -> None:
         self.trace = trace
-        self.settings = settings
+        self.limits = limits
         self._price = price
         self.cycle: CycleRecord | None = None
         """The cycle being run: calls are charged to it too."""
@@ -107,7 +107,7 @@ class Ledger:
 
     def exhausted(self) -> str | None:
         """Why the run may not spend more (token or cost budget used up), or None."""
-        s, used, cost = self.settings, self.trace.tokens.total, self.trace.cost.amount
+        s, used, cost = self.limits, self.trace.tokens.total, self.trace.cost.amount
         if used >= s.token_budget:
             return f"token budget exhausted: {used} of {s.token_budget} (PSE_TOKEN_BUDGET)"
         if s.cost_budget is not None and cost >= s.cost_budget:
@@ -116,7 +116,7 @@ class Ledger:
 
     def admits(self, prompt: int) -> str | None:
         """Why a call with a prompt of `prompt` tokens may not start (the budget cannot cover it), or None."""
-        s, used = self.settings, self.trace.tokens.total
+        s, used = self.limits, self.trace.tokens.total
         if used + prompt > s.token_budget:
             return (
                 f"token budget cannot cover the next prompt: {used} used + about {prompt} > {s.token_budget} "

@@ -20,10 +20,11 @@ from autogen_agentchat.base import ChatAgent
 from autogen_agentchat.messages import BaseChatMessage, ThoughtEvent
 from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 
-from pse.engine._crew import DEADLINE_REASON, CycleOutcome, CycleStop, RunControl
+from pse.engine._crew import CycleOutcome, RunControl
 from pse.engine._finals import repair_request
+from pse.engine._stop import CycleStop
 from pse.events import FormatRepair, FormatRepairEvent, MessageEvent, MessageRecord
-from pse.exceptions import RunCancelled, RunFailure, ToolInfrastructureError
+from pse.exceptions import RunCancelled, RunFailure
 from pse.roles import TASK_SOURCE, TOOL_AGENT
 from pse.team import ContextFactory, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
@@ -86,8 +87,8 @@ async def run_role(
         start = len(record.messages)
         phase = Phase(work.setup, opening, work.tool_agent, box, work.turns())
         final = await run_phase(phase, work.contexts, record, run, box, outcome, step=work.step)
-        if outcome.stop is None and (run.expired or box.refused is not None):
-            outcome.stop = CycleStop("TIMEOUT", DEADLINE_REASON if run.expired else str(box.refused))
+        if outcome.stop is None and (run.stop.expired is not None or box.refused is not None):
+            outcome.stop = run.stop.expired or CycleStop("TIMEOUT", str(box.refused))
         if outcome.stop is None and box.failure is None and not phase.finished.fired:
             outcome.stop = CycleStop("TIMEOUT", work.cap)
         if outcome.stop is not None or box.failure is not None:
@@ -143,7 +144,7 @@ async def run_phase(
     thoughts: dict[str, str] = {}
     try:
         # aclosing: a phase stopped early (break) must close its stream now, not at garbage collection.
-        async with contextlib.aclosing(phase.run_stream(run.token)) as stream:
+        async with contextlib.aclosing(phase.run_stream(run.stop.token)) as stream:
             async for item in stream:
                 if isinstance(item, ThoughtEvent):
                     thoughts[item.source] = item.content  # it comes just before its message
@@ -154,11 +155,9 @@ async def run_phase(
                 contexts.record(item.source, text)
                 if item.source != TOOL_AGENT:
                     final = text
-                stop = _stop_now(item, run)
+                stop = run.stop.after_message(item.source)  # a stop found here is made there
                 if stop is not None:
                     outcome.stop = stop
-                    box.close(stop.reason)
-                    run.token.cancel()
                     break
     except asyncio.CancelledError:
         # Our own token (a stop decided here, the deadline, or from outside) surfaces as CancelledError;
@@ -166,9 +165,8 @@ async def run_phase(
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
-        reason = run.external_stop()
-        if outcome.stop is None and reason is not None:
-            outcome.stop = CycleStop("ERROR", f"CANCELLED: {reason}")
+        if outcome.stop is None and run.stop.cancelled is not None:
+            outcome.stop = run.stop.cancelled
         elif outcome.stop is None and box.closed is None:
             outcome.stop = CycleStop("ERROR", "cycle cancelled")
     except (RunFailure, RunCancelled):
@@ -206,18 +204,3 @@ def _record(
         MessageEvent(run_id=run.events.run_id, cycle=record.index, message=message, at=message.at)
     )
     return text
-
-
-def _stop_now(item: BaseChatMessage, run: RunControl) -> CycleStop | None:
-    """Why the cycle must stop after this message, if it must."""
-    if item.source == TOOL_AGENT:
-        failure = run.infrastructure_error()
-        if isinstance(failure, ToolInfrastructureError):
-            return CycleStop("ERROR", f"tool infrastructure failed: {failure}")
-        if failure is not None:  # e.g. a replayed tool call that differs from its recording
-            return CycleStop("ERROR", f"{type(failure).__name__}: {failure}")
-    reason = run.external_stop()
-    if reason is not None:
-        return CycleStop("ERROR", f"CANCELLED: {reason}")
-    budget = run.ledger.exhausted()
-    return CycleStop("TIMEOUT", budget) if budget is not None else None

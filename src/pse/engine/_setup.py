@@ -9,14 +9,15 @@ from typing import Any, Protocol
 
 from autogen_agentchat.base import ChatAgent
 
-from pse.config import Settings
+from pse.config import ContextMode
 from pse.engine._approvals import ApprovalDesk
 from pse.engine._crew import StepCrew
 from pse.engine._events import RunEvents
 from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
+from pse.engine._limits import LoopLimits
+from pse.engine._stop import ToolStop
 from pse.events import SandboxRecord
-from pse.exceptions import RunFailure
 from pse.models import PrefixMeter, UsageMeter
 from pse.roles import CrewSpec
 from pse.team import RoleSetup
@@ -25,24 +26,12 @@ from pse.trace import Trace
 __all__ = ["PriceFn", "RunSetup", "ToolRuntime"]
 
 
-class ToolRuntime(Protocol):
-    """The part of the ToolAgent's executor the engine uses (its records arrive pushed, in `RunEvents`)."""
-
-    @property
-    def infrastructure_error(self) -> RunFailure | None:
-        """Set when the sandbox itself failed; the run must end as ERROR."""
-        ...
+class ToolRuntime(ToolStop, Protocol):
+    """The part of the ToolAgent's executor the engine uses (its records arrive pushed, in `RunEvents`);
+    what a stop reaches (its clock, its halt, its failure) is `ToolStop`'s."""
 
     def new_cycle(self) -> None:
         """Reset the per-cycle call budgets."""
-        ...
-
-    def stop_at(self, deadline: float | None) -> None:
-        """No command may run past the run's wall-clock limit (a `time.monotonic()` instant)."""
-        ...
-
-    def halt(self, reason: str) -> None:
-        """The run was stopped (from outside, or it ended): kill running commands, run no call after."""
         ...
 
     def role_written_config(self) -> Mapping[str, str]:
@@ -55,6 +44,12 @@ class RunSetup:
     """Everything one run is made of. The runner builds it; the engine only uses it.
 
     Attributes:
+        limits: what the run may spend and repeat (turns, retries, steps, tokens, money, time).
+        recorded_settings: the run's settings as its trace records them (secrets removed).
+        context_mode: how the roles' contexts open each cycle (`step_buffer`, or `history`: the
+            baseline that carries the whole history).
+        planner_questions: the Planner may ask a person instead of assuming (PSE_PLANNER_QUESTIONS).
+        hard_gates: a PASS is held to the hard gates (false: the Evaluator's word alone; an ablation).
         crew: who speaks, in which order, and how their review is judged (`Settings.crew`); `roles`
             holds a setup for each of its speakers.
         events: the run's one event sink; the executor pushes its audit records into it.
@@ -83,9 +78,13 @@ class RunSetup:
     tools: ToolRuntime
     workspace: Path
     run_dir: Path
-    settings: Settings
+    limits: LoopLimits
+    recorded_settings: Mapping[str, object]
     crew: CrewSpec
     events: RunEvents
+    context_mode: ContextMode = "step_buffer"
+    planner_questions: bool = False
+    hard_gates: bool = True
     meter: UsageMeter = field(default_factory=UsageMeter)
     prefixes: PrefixMeter = field(default_factory=PrefixMeter)
     gates: GatePolicy = field(default_factory=GatePolicy)

@@ -41,6 +41,7 @@ from pse.models import (
 )
 from pse.roles import ALL_ROLES, role_spec
 from pse.runner._index import StoreIndexer
+from pse.runner._limits import loop_limits
 from pse.runner._mcp import McpSetup, start_mcp
 from pse.runner._prompts import system_prompts
 from pse.runner._replay import human_grants, replay_positions, tool_replay
@@ -325,7 +326,11 @@ def _wire_run(
         tools=executor,
         workspace=workspace,
         run_dir=run_dir,
-        settings=settings,
+        limits=loop_limits(settings),
+        recorded_settings=settings.public_dump(),
+        context_mode=settings.context_mode,
+        planner_questions=settings.planner_questions,
+        hard_gates=settings.hard_gates,
         crew=crew,
         gates=GatePolicy(
             required_checks=task.config.all_required_checks,
