@@ -138,11 +138,41 @@ def test_reading_commands_say_what_the_settings_model_would(
 ) -> None:
     """Output, warnings and exit code are those of loading the settings model, in every environment:
     read without it only when the model would neither refuse nor warn of anything."""
+    runs, cwd = _runs_with_store(tmp_path), tmp_path / "cwd"
+    cwd.mkdir()
+    if dotenv is not None:
+        (cwd / ".env").write_text(dotenv.format(runs=runs))
+    env = {**_unconfigured(), "COLUMNS": "120"} | {k: v.format(runs=runs) for k, v in variables.items()}
+    plain, model = _both_ways(args, cwd, env)
+    assert (plain.stderr.splitlines()[-1], model.stderr.splitlines()[-1]) == (path, "MODEL")
+    refused = "PSE_PROVIDER" in variables or variables.get("PSE_LOG_LEVEL") == "verbose"
+    assert plain.returncode == (2 if refused else 0)
+    assert not (runs / "nowhere").exists()
+
+
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats", "--json"]])
+def test_a_store_out_of_step_is_synced_as_before(args: list[str], tmp_path: Path) -> None:
+    """With nothing configured and a store that has a row of a run that is gone, the command loads the
+    settings model after all and lets the store sync, as it did before."""
+    runs = _runs_with_store(tmp_path)
+    (runs / "run-0" / "trace.json").unlink()
+    (runs / "run-0").rmdir()
+    env = {**_unconfigured(), "COLUMNS": "120", "PSE_RUNS_DIR": str(runs)}
+    plain, _ = _both_ways(args, tmp_path, env)
+    assert plain.stderr.splitlines()[-1] == "MODEL" and plain.returncode == 0
+    if args == ["stats", "--json"]:
+        assert json.loads(plain.stdout)["runs"] == 1
+    else:
+        assert "run-1" in plain.stdout and "run-0" not in plain.stdout
+
+
+def _runs_with_store(tmp_path: Path) -> Path:
+    """A runs folder of two finished runs, its store in step with it."""
     from pse.config import Settings
     from pse.store import close_stores, open_store
     from pse.trace import Trace, write_trace
 
-    runs, cwd = tmp_path / "runs", tmp_path / "cwd"
+    runs = tmp_path / "runs"
     for i in range(2):
         trace = Trace(
             run_id=f"run-{i}", task="t", started_at=f"2026-01-01T10:0{i}:00+00:00", outcome="PASSED"
@@ -150,23 +180,23 @@ def test_reading_commands_say_what_the_settings_model_would(
         write_trace(trace, runs / trace.run_id)
     open_store(Settings(runs_dir=runs)).sync(runs)
     close_stores()
-    cwd.mkdir()
-    if dotenv is not None:
-        (cwd / ".env").write_text(dotenv.format(runs=runs))
-    env = {**_unconfigured(), "COLUMNS": "120"} | {k: v.format(runs=runs) for k, v in variables.items()}
-    said = {
-        way: subprocess.run(
+    return runs
+
+
+def _both_ways(
+    args: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """`pse ARGS` as it runs, and through the settings model; their stdout, stderr (but the last line,
+    which says whether the model was loaded) and exit code are the same."""
+    plain, model = (
+        subprocess.run(
             [sys.executable, "-c", _PSE, way, *args], capture_output=True, text=True, cwd=cwd, env=env
         )
         for way in ("plain", "model")
-    }
-    plain, model = said["plain"], said["model"]
+    )
     assert (plain.stdout, plain.returncode) == (model.stdout, model.returncode)
     assert plain.stderr.splitlines()[:-1] == model.stderr.splitlines()[:-1]
-    assert (plain.stderr.splitlines()[-1], model.stderr.splitlines()[-1]) == (path, "MODEL")
-    refused = "PSE_PROVIDER" in variables or variables.get("PSE_LOG_LEVEL") == "verbose"
-    assert plain.returncode == (2 if refused else 0)
-    assert not (runs / "nowhere").exists()
+    return plain, model
 
 
 def test_the_plain_settings_are_the_models() -> None:
