@@ -111,6 +111,10 @@ def run() -> dict[str, Any]:
         root = Path(tmp)
         runs = str(_runs_folder(root))
         plain = {k: v for k, v in os.environ.items() if not k.upper().startswith(("PSE_", "OPENAI_"))}
+        # .pyc files as an installed `pse` has them, even where PYTHONDONTWRITEBYTECODE is set (an agent's
+        # sandbox): the warm-up writes them beside this bench's runs folder, not into the checkout
+        plain.pop("PYTHONDONTWRITEBYTECODE", None)
+        plain["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
         trace_list, stats = [pse, "trace", "list", "--runs-dir", runs], [pse, "stats", "--runs-dir", runs]
         figures: dict[str, Any] = _in_turn(
             {
