@@ -15,8 +15,8 @@ configured (a `.env` file included).
 `eager_import` times `python -c "import pse.batch"`: what every command paid before the CLI loaded its
 commands lazily (`pse.cli` imported the batch layer, the runner and AutoGen at start). `before` holds the
 same four commands as measured on the commit before that change (a91cc1a), on this kind of machine;
-`before_plain_settings` those measured on the commit before the reading commands skipped the settings
-model (c18e15c), by this bench in the same minutes as the commit after it.
+`before_plain_settings` holds `trace list` and `stats` on the commit before they skipped the settings model
+(c18e15c) and after it, measured in turn.
 """
 
 from __future__ import annotations
@@ -43,12 +43,13 @@ BEFORE = {
 }
 BEFORE_PLAIN_SETTINGS = {
     "commit": "c18e15c",
-    "how": "7 runs each after a warm-up, median, each command's runs in a row; then the same at 47872e8, "
-    "a minute later; 2 cores at a load of 5",
-    "wall_s": {"version": 0.203, "help": 0.126, "trace_list": 0.646, "stats": 0.709},
-    "cpu_s": {"version": 0.078, "help": 0.053, "trace_list": 0.404, "stats": 0.311},
-    "after_wall_s": {"version": 0.216, "help": 0.094, "trace_list": 0.438, "stats": 0.401},
-    "after_cpu_s": {"version": 0.107, "help": 0.057, "trace_list": 0.288, "stats": 0.272},
+    "how": "c18e15c's and b012307's trees (the after ones with nothing configured and with PSE_PROVIDER) in "
+    "turn, 15 rounds after a warm-up, median, with .pyc files; 2 cores at a load of 3 to 4",
+    "wall_s": {"trace_list": 0.412, "stats": 0.387},
+    "cpu_s": {"trace_list": 0.385, "stats": 0.366},
+    "after_wall_s": {"trace_list": 0.325, "stats": 0.342},
+    "after_cpu_s": {"trace_list": 0.302, "stats": 0.316},
+    "after_configured_wall_s": {"trace_list": 0.445, "stats": 0.428},
 }
 CONFIGURED = {"PSE_PROVIDER": "scripted"}
 """One setting, so the reading commands load and validate the settings model."""
