@@ -3,7 +3,7 @@ to say.
 
 Of all the settings these two commands read the runs folder and the log level, and need the store URL to
 be unset (the embedded store, read with sqlite3). Loading `Settings` costs about a fifth of their start-up
-(pydantic-settings imports asyncio and argparse; the model builds a schema of some eighty fields) to
+(pydantic-settings imports asyncio and argparse; the model builds a schema of 74 fields) to
 validate settings they never read and to warn of stray `PSE_*` variables. When the environment holds no
 variable the model reads but `PSE_RUNS_DIR` and `PSE_LOG_LEVEL` with valid values (and
 `OPENAI_API_KEY` / `OPENAI_BASE_URL`, which take any text), and there is no `.env` file, the model could
