@@ -40,7 +40,12 @@ print(json.dumps(sorted({{m.split(".")[0] if not m.startswith("pse.") else ".".j
 
 
 def _loaded_after(
-    args: list[str], tmp_path: Path, *, call: str = "main()", heavy: tuple[str, ...] = _HEAVY
+    args: list[str],
+    tmp_path: Path,
+    *,
+    call: str = "main()",
+    heavy: tuple[str, ...] = _HEAVY,
+    env: dict[str, str] | None = None,
 ) -> list[str]:
     """The heavy packages a fresh interpreter holds after `pse ARGS` (run in `tmp_path`)."""
     result = subprocess.run(
@@ -49,6 +54,7 @@ def _loaded_after(
         text=True,
         cwd=tmp_path,
         check=True,
+        env=env,
     )
     loaded: list[str] = json.loads(result.stderr.strip().splitlines()[-1])
     return loaded
@@ -76,6 +82,147 @@ def test_reading_commands_load_neither_autogen_nor_the_runner(args: list[str], t
         == []
     )
     assert not (tmp_path / "runs").exists()
+
+
+def _unconfigured() -> dict[str, str]:
+    """This process's environment without a variable the settings model reads (conftest sets one)."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith(("PSE_", "OPENAI_"))}
+
+
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats"], ["stats", "--json"]])
+def test_reading_commands_without_configuration_load_no_settings_model(
+    args: list[str], tmp_path: Path
+) -> None:
+    """With nothing configured but the runs folder, `trace list` and `stats` read it without
+    pydantic-settings or `pse.config` (about 0.1 s of their start-up), and without AutoGen or the runner."""
+    heavy = (*_HEAVY, "pydantic_settings", "pse.config")
+    env = {**_unconfigured(), "OPENAI_API_KEY": "sk-test", "PSE_LOG_LEVEL": "INFO"}
+    assert _loaded_after([*args, "--runs-dir", str(tmp_path / "runs")], tmp_path, heavy=heavy, env=env) == []
+    env["PSE_RUNS_DIR"] = str(tmp_path / "runs")
+    assert _loaded_after(args, tmp_path, heavy=heavy, env=env) == []
+    assert not (tmp_path / "runs").exists()
+
+
+_PSE = """
+import sys
+through_the_model = sys.argv.pop(1) == "model"
+sys.argv[0] = "pse"
+if through_the_model:  # what the commands did before they read plain settings without the model
+    import pse.cli._reading as reading
+    reading.plain_settings = lambda runs_dir: None
+from pse.cli import main
+try:
+    main()
+finally:
+    print("MODEL" if "pydantic_settings" in sys.modules else "PLAIN", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("variables", "dotenv", "path"),
+    [
+        ({}, None, "PLAIN"),
+        ({"PSE_RUNS_DIR": "{runs}", "PSE_LOG_LEVEL": "DEBUG", "OPENAI_BASE_URL": "no url"}, None, "PLAIN"),
+        ({"PSE_RUNS_DIR": "{runs}/nowhere"}, None, "PLAIN"),
+        ({"PSE_RUNS_DIR": "{runs}", "PSE_LOG_LEVEL": "verbose"}, None, "MODEL"),
+        ({"PSE_RUNS_DIRR": "{runs}"}, None, "MODEL"),
+        ({"pse_runs_dir": "{runs}"}, None, "MODEL"),
+        ({"PSE_RUNS_DIR": ""}, None, "MODEL"),
+        ({"PSE_RUNS_DIR": "{runs}", "PSE_PROVIDER": "nonsense"}, None, "MODEL"),
+        ({}, "PSE_RUNS_DIR={runs}\n", "MODEL"),
+    ],
+)
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats"]])
+def test_reading_commands_say_what_the_settings_model_would(
+    args: list[str], variables: dict[str, str], dotenv: str | None, path: str, tmp_path: Path
+) -> None:
+    """Output, warnings and exit code are those of loading the settings model, in every environment:
+    read without it only when the model would neither refuse nor warn of anything."""
+    runs, cwd = _runs_with_store(tmp_path), tmp_path / "cwd"
+    cwd.mkdir()
+    if dotenv is not None:
+        (cwd / ".env").write_text(dotenv.format(runs=runs))
+    env = {**_unconfigured(), "COLUMNS": "120"} | {k: v.format(runs=runs) for k, v in variables.items()}
+    plain, model = _both_ways(args, cwd, env)
+    assert (plain.stderr.splitlines()[-1], model.stderr.splitlines()[-1]) == (path, "MODEL")
+    refused = "PSE_PROVIDER" in variables or variables.get("PSE_LOG_LEVEL") == "verbose"
+    assert plain.returncode == (2 if refused else 0)
+    assert not (runs / "nowhere").exists()
+
+
+@pytest.mark.parametrize("args", [["trace", "list"], ["stats", "--json"]])
+def test_a_store_out_of_step_is_synced_as_before(args: list[str], tmp_path: Path) -> None:
+    """With nothing configured and a store that has a row of a run that is gone, the command loads the
+    settings model after all and lets the store sync, as it did before."""
+    runs = _runs_with_store(tmp_path)
+    (runs / "run-0" / "trace.json").unlink()
+    (runs / "run-0").rmdir()
+    env = {**_unconfigured(), "COLUMNS": "120", "PSE_RUNS_DIR": str(runs)}
+    plain, _ = _both_ways(args, tmp_path, env)
+    assert plain.stderr.splitlines()[-1] == "MODEL" and plain.returncode == 0
+    if args == ["stats", "--json"]:
+        assert json.loads(plain.stdout)["runs"] == 1
+    else:
+        assert "run-1" in plain.stdout and "run-0" not in plain.stdout
+
+
+def _runs_with_store(tmp_path: Path) -> Path:
+    """A runs folder of two finished runs, its store in step with it."""
+    from pse.config import Settings
+    from pse.store import close_stores, open_store
+    from pse.trace import Trace, write_trace
+
+    runs = tmp_path / "runs"
+    for i in range(2):
+        trace = Trace(
+            run_id=f"run-{i}", task="t", started_at=f"2026-01-01T10:0{i}:00+00:00", outcome="PASSED"
+        )
+        write_trace(trace, runs / trace.run_id)
+    open_store(Settings(runs_dir=runs)).sync(runs)
+    close_stores()
+    return runs
+
+
+def _both_ways(
+    args: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """`pse ARGS` as it runs, and through the settings model; their stdout, stderr (but the last line,
+    which says whether the model was loaded) and exit code are the same."""
+    plain, model = (
+        subprocess.run(
+            [sys.executable, "-c", _PSE, way, *args], capture_output=True, text=True, cwd=cwd, env=env
+        )
+        for way in ("plain", "model")
+    )
+    assert (plain.stdout, plain.returncode) == (model.stdout, model.returncode)
+    assert plain.stderr.splitlines()[:-1] == model.stderr.splitlines()[:-1]
+    return plain, model
+
+
+def test_the_plain_settings_are_the_models() -> None:
+    """The variables and values `pse.cli._reading` reads without the model are the model's own."""
+    from typing import get_args
+
+    from pydantic import SecretStr
+
+    from pse.cli import _reading
+    from pse.config import Settings, env_variables
+
+    fields = Settings.model_fields
+    assert set(get_args(fields["log_level"].annotation)) == _reading.LOG_LEVELS
+    assert (fields["runs_dir"].default, fields["log_level"].default) == (
+        _reading.DEFAULT_RUNS_DIR,
+        _reading.DEFAULT_LOG_LEVEL,
+    )
+    assert fields["store_url"].default is None  # unset: the embedded store, which read_runs reads
+    assert {_reading.RUNS_DIR, _reading.LOG_LEVEL} <= set(env_variables())
+    assert {name for name in env_variables() if not name.startswith("PSE_")} == _reading.ANY_TEXT
+    aliases = {name: str(field.validation_alias) for name, field in fields.items() if field.validation_alias}
+    assert [name for name, alias in aliases.items() if "OPENAI_" in alias] == ["base_url", "api_key"]
+    # any text is a valid value of the fields those variables set, and no validator of ours says otherwise
+    assert (fields["base_url"].annotation, fields["api_key"].annotation) == (str | None, SecretStr | None)
+    validated = {f for v in Settings.__pydantic_decorators__.field_validators.values() for f in v.info.fields}
+    assert not validated & {"base_url", "api_key", "runs_dir", "log_level"}
 
 
 @pytest.mark.parametrize("args", [["trace", "list"], ["stats"], ["stats", "--json"]])

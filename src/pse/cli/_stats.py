@@ -8,9 +8,10 @@ import typer
 from rich import box
 from rich.table import Table
 
-from pse.cli._common import RunsDir, command_settings, out, shown
+from pse.cli._common import RunsDir, out, shown
+from pse.cli._reading import runs_stats
 from pse.cli._trace_list import no_runs_line
-from pse.history import Stats, compute_stats
+from pse.history import Stats
 
 __all__ = ["render_stats", "stats_cmd"]
 
@@ -62,11 +63,10 @@ def stats_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
 ) -> None:
     """Aggregate over all traces: outcomes, first-cycle pass rate, cycles to pass, denied calls, cost."""
-    settings = command_settings(runs_dir=runs_dir)
-    stats = compute_stats(settings.runs_dir, settings)
+    folder, stats = runs_stats(runs_dir)
     if as_json:
         print(stats.model_dump_json())
         return
     out.print(render_stats(stats))
     if not stats.runs:
-        out.print(f"[dim]{no_runs_line(settings.runs_dir)}[/]", highlight=False)
+        out.print(f"[dim]{no_runs_line(folder)}[/]", highlight=False)

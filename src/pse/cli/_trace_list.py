@@ -14,8 +14,9 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from pse.cli._common import LAST_RUN, RunsDir, command_settings, out, outcome_style, shown
-from pse.history import RunEntry, list_runs
+from pse.cli._common import LAST_RUN, RunsDir, out, outcome_style, shown
+from pse.cli._reading import runs_listed
+from pse.history import RunEntry
 
 __all__ = ["no_runs_line", "trace_list", "waiting"]
 
@@ -91,10 +92,9 @@ def trace_list(
     limit: Annotated[int, typer.Option(help="Show at most this many runs.")] = 30,
 ) -> None:
     """List runs, newest first, with their whole run ids."""
-    settings = command_settings(runs_dir=runs_dir)
-    entries = list_runs(settings.runs_dir, settings, limit=limit)
+    folder, entries = runs_listed(runs_dir, limit=limit)
     if not entries:
-        out.print(no_runs_line(settings.runs_dir), highlight=False)
+        out.print(no_runs_line(folder), highlight=False)
         return
     out.print(_runs_table(entries, out.width))
     out.print(
