@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pse.config import load_settings
-from pse.evals._harness import EvalRun, run_eval
+from pse.evals._harness import EvalRun, _stage_hidden, run_eval
 from pse.evals._hidden import run_hidden_check
 from pse.evals._suite import load_suite
 from pse.runner import registry_for
@@ -43,11 +43,9 @@ def _hidden_checks(mode: str, problems: int) -> list[float]:
     _, data = humaneval_data()
     times = []
     with tempfile.TemporaryDirectory() as scratch:
-        hidden = Path(scratch) / "hidden"
-        hidden.mkdir()
-        runner = suite.runner
-        assert runner is not None
-        (hidden / runner.name).write_bytes(runner.read_bytes())
+        # the check and its channel module, staged as `pse eval` stages them
+        hidden = _stage_hidden(suite, Path(scratch))
+        assert hidden is not None
         for instance, problem in list(zip(suite.instances, data, strict=True))[:problems]:
             workspace = Path(scratch) / instance.id
             workspace.mkdir()
