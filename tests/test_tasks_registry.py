@@ -182,6 +182,21 @@ def test_required_input_without_value_is_a_user_error(tmp_path: Path) -> None:
     assert "- topic: cats" in task.task_message({"topic": "cats"})
 
 
+def test_the_task_message_shows_inputs_raw_and_does_not_list_their_json_copy() -> None:
+    """A small model that reads `inputs.json` copies its escaped text into the file it writes (issue 29's
+    HumanEval runs: `\\"\\"\\"` and `\\n` in solution.py); the message shows every input raw instead."""
+    problem = 'def add(a, b):\n    """Sum."""\n'
+    message = (
+        TaskRegistry.discover().get("humaneval").task_message({"PROBLEM": problem, "ENTRY_POINT": "add"})
+    )
+    assert "inputs.json" not in message
+    assert '```\ndef add(a, b):\n    """Sum."""\n```' in message and "- ENTRY_POINT: add" in message
+    incident = TaskRegistry.discover().get("incident-review")
+    message = incident.task_message({"service": "payment-api"})
+    assert "inputs.json" not in message and "- service: payment-api" in message
+    assert "- data/metrics.csv" in message and "inputs.json" in incident.seed_listing()  # still seeded
+
+
 def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path: Path) -> None:
     task = TaskRegistry.discover().get("incident-review")
     written = task.seed_workspace(tmp_path / "ws", {"service": "payment-api"})

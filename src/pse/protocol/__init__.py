@@ -14,6 +14,7 @@ from pse.protocol._dsml import (
     ToolSignature,
     has_tool_calls,
     parse_tool_calls,
+    read_invokes,
 )
 from pse.protocol._dsml_render import render_tool_calls
 from pse.protocol._functions import (
@@ -86,6 +87,7 @@ __all__ = [
     "parse_verdict",
     "plan_criteria",
     "protocol_from_json",
+    "read_invokes",
     "read_native",
     "render_native",
     "render_plan",

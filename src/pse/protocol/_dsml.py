@@ -332,6 +332,24 @@ def _check_invoke(
     return ToolCall(index, raw.name, arguments, notes)
 
 
+def read_invokes(text: str) -> list[tuple[str, list[tuple[str, str]]]] | None:
+    """Every invoke of the message's `<tool_calls>` blocks as (tool, [(parameter, value)]), unchecked
+    against any tool's signature; None when a block does not parse (then what ran is not knowable here).
+
+    The values are read as `parse_tool_calls` reads them (CDATA joined, a fence or the nesting's
+    indentation removed), so `render_tool_calls` writes an equivalent request back.
+    """
+    invokes: list[tuple[str, list[tuple[str, str]]]] = []
+    requests, pos = _Requests(text), 0
+    while (start := requests.next_block(pos)) is not None:
+        try:
+            raw, pos = _parse_block(text, start)
+        except _SyntaxProblem:
+            return None
+        invokes += [(item.name, item.params) for item in raw]
+    return invokes
+
+
 def parse_tool_calls(
     text: str, tools: Mapping[str, ToolSignature], *, max_invokes: int = 16, max_value_bytes: int = 1_000_000
 ) -> ParsedMessage:

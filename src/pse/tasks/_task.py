@@ -35,6 +35,7 @@ TASK_FILE = "task.toml"
 RULES_FILE = "rules.toml"
 DEFAULT_CASSETTE = "cassette.json"
 RULES_SUMMARY_FILES = ("rules_summary.json", "rules_summary.md")
+INPUTS_FILE = "inputs.json"
 _SEED_LISTING_CAP = 30
 
 
@@ -235,7 +236,7 @@ class Task:
         if self.rules_path is not None:
             files += RULES_SUMMARY_FILES
         if self.config.inputs:
-            files.append("inputs.json")
+            files.append(INPUTS_FILE)
         return sorted(set(files))
 
     def task_message(
@@ -248,7 +249,8 @@ class Task:
         """The run's opening message: goal, inputs, workspace files, expected outputs, checks, rules summary.
 
         A multi-line input (code, a document) is shown as a fenced block under its name; `extra_files`
-        are workspace files written besides the seed (an evaluation instance's), listed with it.
+        are workspace files written besides the seed (an evaluation instance's), listed with it. The
+        inputs' machine copy, `inputs.json` (for checks and scripts), is left out of the listing.
 
         Deterministic and free of absolute paths, run ids and times, so a cassette recorded with request
         digests replays in any later run.
@@ -257,7 +259,9 @@ class Task:
         parts = [f"# Task: {self.name}", "## Goal\n" + self.config.goal.strip()]
         if resolved:
             parts.append("## Inputs\n" + "\n".join(_input_line(k, v) for k, v in sorted(resolved.items())))
-        listing = sorted(set(self.seed_listing()) | set(extra_files))
+        # inputs.json is not listed: every input is shown above, raw; a small model that reads the JSON
+        # copies its escaped text (`\"\"\"`, `\n`) into the file it writes (issue 29's HumanEval runs)
+        listing = sorted((set(self.seed_listing()) - {INPUTS_FILE}) | set(extra_files))
         if listing:
             shown = listing[:_SEED_LISTING_CAP]
             more = len(listing) - len(shown)
@@ -300,7 +304,7 @@ class Task:
                     f"{self.dir / TASK_FILE}: seed path {item!r} does not exist in the task folder"
                 )
         if self.config.inputs:
-            (workspace / "inputs.json").write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
+            (workspace / INPUTS_FILE).write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
         if self.rules_path is not None:
             run_rules(self, workspace)
         return self.seed_listing()

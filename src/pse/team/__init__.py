@@ -10,9 +10,11 @@ from pse.team._conditions import RoleFinished, TurnCap
 from pse.team._contexts import ContextFactory, CycleOpening, HistoryContexts, ScopedContexts
 from pse.team._phase import WIND_DOWN_S, Phase, RoleTeam
 from pse.team._team import RoleSetup, describe
+from pse.team._withheld import WITHHELD, WithholdingContext, withhold_broken_writes
 
 __all__ = [
     "WIND_DOWN_S",
+    "WITHHELD",
     "ContextFactory",
     "CycleOpening",
     "FailureBox",
@@ -24,5 +26,7 @@ __all__ = [
     "RoleTeam",
     "ScopedContexts",
     "TurnCap",
+    "WithholdingContext",
     "describe",
+    "withhold_broken_writes",
 ]

@@ -35,7 +35,6 @@ from autogen_agentchat.base import ChatAgent, Response, TaskResult
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import CancellationToken, SingleThreadedAgentRuntime
-from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
 from opentelemetry.trace import NoOpTracerProvider
 
@@ -43,6 +42,7 @@ from pse.protocol import has_tool_calls
 from pse.team._clients import FailureBox, FailureTrackingClient
 from pse.team._conditions import RoleFinished, TurnCap
 from pse.team._team import RoleSetup, describe
+from pse.team._withheld import WithholdingContext
 
 __all__ = ["WIND_DOWN_S", "Phase", "RoleTeam"]
 
@@ -121,7 +121,7 @@ class RoleTeam:
             model_client=self.client,
             system_message=role.system_message,
             description=describe(role.name),
-            model_context=UnboundedChatCompletionContext(),
+            model_context=WithholdingContext(),
             model_client_stream=False,
         )
         self.seat, self.tool_seat = _Seat(self.agent), _Seat(tool_agent)

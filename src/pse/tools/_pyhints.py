@@ -15,7 +15,10 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-__all__ = ["python_hints", "syntax_problem"]
+__all__ = ["NOT_PYTHON", "python_hints", "syntax_problem"]
+
+NOT_PYTHON = "does not parse as Python"
+"""What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
 
 _READ_LIMIT = 1_000_000
 """Sibling modules larger than this are not read for their names."""
@@ -30,9 +33,9 @@ def _parsed(rel: str, source: str | bytes) -> ast.Module | str:
     except SyntaxError as exc:
         line = " ".join((exc.text or "").split())[:_LINE_CHARS]
         where = f"line {exc.lineno}" + (f": {line}" if line else "")
-        return f"{rel} does not parse as Python: {exc.msg} ({where})"
+        return f"{rel} {NOT_PYTHON}: {exc.msg} ({where})"
     except ValueError:  # a null byte
-        return f"{rel} does not parse as Python: it holds a null byte"
+        return f"{rel} {NOT_PYTHON}: it holds a null byte"
 
 
 def syntax_problem(rel: str, source: str | bytes) -> str | None:

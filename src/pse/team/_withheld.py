@@ -1,0 +1,72 @@
+"""A role's model context that withholds the content of a Python file it wrote that did not parse.
+
+A small model shown its own broken file copies it: asked to write the file again, Qwen2.5-Coder-1.5B
+wrote the same stray `]` on every turn of a cycle (issue 29's run 11), told the error, the line, or both.
+Given the same turn with that write's content withheld, it wrote the file anew, and it parsed. So a
+role's model sees, in place of such a content, a short placeholder, and the ToolAgent's note (path,
+error, line) stays as it was: what to fix without the text to copy.
+
+Only the model's view changes: the messages the context holds, the trace and the files are the role's
+own. A write is withheld when the ToolAgent's result for that very invoke (same index, `write_file`)
+says its path does not parse as Python; a message PSE cannot read back as invokes is left whole.
+"""
+
+from __future__ import annotations
+
+from autogen_core.model_context import UnboundedChatCompletionContext
+from autogen_core.models import AssistantMessage, LLMMessage
+
+from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
+from pse.tools import NOT_PYTHON, Tool
+
+__all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
+
+WITHHELD = "[not shown: this content did not parse as Python]"
+"""What a role's model sees in place of a write's content that did not parse."""
+
+
+class WithholdingContext(UnboundedChatCompletionContext):
+    """AutoGen's unbounded context, seen through `withhold_broken_writes`."""
+
+    async def get_messages(self) -> list[LLMMessage]:
+        return withhold_broken_writes(self._messages)
+
+
+def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
+    """`messages` with each write of a Python file the next result says does not parse shown as `WITHHELD`."""
+    view = list(messages)
+    for i in range(len(view) - 1):
+        message, answer = view[i], view[i + 1]
+        if (
+            isinstance(message, AssistantMessage)
+            and isinstance(message.content, str)
+            and isinstance(answer.content, str)
+            and NOT_PYTHON in answer.content
+        ):
+            view[i] = _withheld(message, answer.content)
+    return view
+
+
+def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
+    assert isinstance(message.content, str)
+    invokes = read_invokes(message.content)
+    try:
+        _, results = parse_tool_results(answer)
+    except ValueError:
+        return message
+    if not invokes or len(invokes) != len(results):
+        return message  # not one result per invoke: which result answers which invoke is unknown
+    broken = {
+        r.index
+        for r, (name, params) in zip(results, invokes, strict=True)
+        if r.name == name == Tool.WRITE_FILE and f"{dict(params).get('path', '')} {NOT_PYTHON}" in r.output
+    }
+    if not broken:
+        return message
+    calls = [
+        (name, {p: WITHHELD if n in broken and p == "content" else v for p, v in params})
+        for n, (name, params) in enumerate(invokes, start=1)
+    ]
+    prose = message.content[: message.content.find("<tool_calls")].rstrip()
+    content = (prose + "\n\n" if prose else "") + render_tool_calls(calls)
+    return message.model_copy(update={"content": content})

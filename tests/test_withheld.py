@@ -1,0 +1,117 @@
+"""A role's model is not shown its own write of a Python file that did not parse (`team/_withheld.py`).
+
+The broken write is the 1.5B model's own, from issue 29's run 11: a test file whose last line ends in a
+stray `]`, sent as CDATA. Shown it again, the model wrote the same bytes on every turn of the cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
+
+from pse.protocol import ResultItem, read_invokes, render_tool_results
+from pse.team import WITHHELD, withhold_broken_writes
+from pse.testing import ScriptedModel, run_task
+
+BROKEN = """import random
+
+from quicksort import quicksort
+
+def test_random():
+    random.seed(0)
+    for _ in range(100):
+        items = list(range(10))
+        assert quicksort(items) == sorted(items)]
+"""
+WRITE = f"""<tool_calls>
+<invoke name="write_file">
+<parameter name="path">test_quicksort.py</parameter>
+<parameter name="content"><![CDATA[
+{BROKEN}]]></parameter>
+</invoke>
+</tool_calls>"""
+NOTE = (
+    "wrote test_quicksort.py (504 bytes)\nnote: test_quicksort.py does not parse as Python: unmatched ']' "
+    "(line 9: assert quicksort(items) == sorted(items)]); write it again"
+)
+
+
+def _results(*items: tuple[str, str]) -> UserMessage:
+    rendered = [ResultItem(i, name, "ok", out) for i, (name, out) in enumerate(items, start=1)]
+    return UserMessage(content=render_tool_results("Specialist", rendered), source="ToolAgent")
+
+
+def _said(text: str) -> AssistantMessage:
+    return AssistantMessage(content=text, source="Specialist")
+
+
+def test_the_broken_write_is_withheld_and_the_note_kept() -> None:
+    messages: list[LLMMessage] = [SystemMessage(content="x"), _said(WRITE), _results(("write_file", NOTE))]
+    view = withhold_broken_writes(messages)
+    assert view[0] is messages[0] and view[2] is messages[2]  # the note stays, word for word
+    assert isinstance(view[1].content, str) and "sorted(items)]" not in view[1].content
+    assert read_invokes(view[1].content) == [
+        ("write_file", [("path", "test_quicksort.py"), ("content", WITHHELD)])
+    ]
+    assert messages[1].content == WRITE  # the context's own messages are untouched
+
+
+def test_only_the_invoke_whose_result_says_so_is_withheld_and_prose_stays() -> None:
+    good = '<invoke name="write_file"><parameter name="path">quicksort.py</parameter><parameter name="content">def quicksort(items):\n    return sorted(items)\n</parameter></invoke>'
+    both = "Both files.\n" + WRITE.replace("<tool_calls>\n", "<tool_calls>\n" + good + "\n")
+    view = withhold_broken_writes(
+        [_said(both), _results(("write_file", "wrote quicksort.py (41 bytes)"), ("write_file", NOTE))]
+    )
+    assert isinstance(view[0].content, str) and view[0].content.startswith("Both files.\n\n<tool_calls>")
+    assert read_invokes(view[0].content) == [
+        (
+            "write_file",
+            [("path", "quicksort.py"), ("content", "def quicksort(items):\n    return sorted(items)\n")],
+        ),
+        ("write_file", [("path", "test_quicksort.py"), ("content", WITHHELD)]),
+    ]
+
+
+def test_what_is_not_a_broken_write_of_that_path_is_left_whole() -> None:
+    other_path = NOTE.replace("note: test_quicksort.py", "note: other.py")
+    cases: list[list[LLMMessage]] = [
+        [_said(WRITE), _results(("write_file", "wrote test_quicksort.py (504 bytes)"))],  # it parsed
+        [_said(WRITE), _results(("write_file", other_path))],  # a note on another file
+        [_said(WRITE), _results(("read_file", NOTE))],  # not a write's result
+        [_said(WRITE), _results(("write_file", NOTE), ("write_file", NOTE))],  # results ≠ invokes
+        [_said(WRITE.replace("</tool_calls>", "")), _results(("write_file", NOTE))],  # unreadable block
+        [_said(WRITE), UserMessage(content=NOTE, source="ToolAgent")],  # no <tool_results>
+    ]
+    for messages in cases:
+        assert withhold_broken_writes(messages) == messages
+
+
+async def test_in_a_run_the_next_turn_sees_the_placeholder_and_the_trace_keeps_the_write(
+    tmp_path: Path,
+) -> None:
+    plan = (
+        '<plan><goal>Deliver t.py</goal><step id="S1">Write t.py</step>'
+        '<criterion id="AC1">t.py parses</criterion><output path="t.py"/></plan>'
+    )
+    fixed = WRITE.replace("test_quicksort.py", "t.py").replace("sorted(items)]", "sorted(items)")
+    report = "<report>\nArtifacts: t.py\nEvidence: written\nAssumptions: none\nUnresolved: none\n</report>"
+    specialist = ScriptedModel([WRITE.replace("test_quicksort.py", "t.py"), fixed, report])
+    verdict = (
+        '<verdict status="PASS"><reason_code>ALL_MET</reason_code><criterion id="AC1" met="true">it does'
+        "</criterion><summary>Done.</summary></verdict>"
+    )
+    summary, trace, prepared = await run_task(
+        {"goal": "Write t.py.", "expected_outputs": ["t.py"]},
+        models={"Specialist": specialist},
+        turns=[("Planner", plan), ("Evaluator", verdict)],
+        runs_dir=tmp_path,
+    )
+    second = specialist.requests[1]
+    seen = "\n".join(m.content for m in second if isinstance(m.content, str))
+    assert WITHHELD in seen and "for _ in range(100):" not in seen  # the body is gone, the note quotes
+    assert "t.py does not parse as Python: unmatched ']'" in seen
+    assert summary.outcome == "PASSED"
+    assert (prepared.workspace / "t.py").read_text().endswith("sorted(items)\n")
+    said = [m.content for c in trace.cycles for m in c.messages if m.source == "Specialist"]
+    assert any("sorted(items)]" in text for text in said)  # the trace keeps what the model wrote
