@@ -57,11 +57,12 @@ fixed plan ahead of the step_buffer, issue 17), and again when the prompts lost 
 the Specialist got the note of the outputs to write (issue 29), when the Evaluator's prompt worded
 PARTIAL and FAIL apart (issue 29 again), and when code-delivery's Specialist prompt said which imports
 the files hold and its Evaluator prompt that a returned input is no new list (issue 29, on the 1.5B
-model's runs)."""
+model's runs), and when it said the test file's imports end with two empty lines (ruff's I001 on the
+1.5B model's run 12)."""
 
 
 @pytest.mark.parametrize(
-    ("cassette", "total_tokens"), [(OLD_RECORDING, 25070), (SAMPLE, 22264)], ids=["old-recording", "sample"]
+    ("cassette", "total_tokens"), [(OLD_RECORDING, 25094), (SAMPLE, 22288)], ids=["old-recording", "sample"]
 )
 async def test_an_old_cassette_still_replays_strictly(
     cassette: Path, total_tokens: int, tmp_path: Path

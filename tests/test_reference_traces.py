@@ -17,7 +17,8 @@ code-delivery's Specialist prompt said which imports its files hold, and its Eva
 returned input is no new list: their prompt token counts only. Then the Specialist's first note quoted
 what the task says of its first output (code-delivery's and incident-review's prompt token counts only).
 Then the task message stopped listing `inputs.json`, whose inputs it shows itself (incident-review's
-`task_message` and prompt token counts only).
+`task_message` and prompt token counts only), and code-delivery's Specialist prompt that the test file's
+imports end with two empty lines (its prompt token counts only).
 """
 
 from __future__ import annotations
