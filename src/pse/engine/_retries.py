@@ -1,14 +1,27 @@
-"""The retry rules: after a judged review or a failed step, pass, revise, re-plan or escalate, and why."""
+"""The retry rules: after a judged review, a step's attempt or a failed step, the state table's move, and why.
+
+Whether a retry is left is decided once, by `retry_left`, for a cycle's revisions and re-plans and for a
+step's retries alike: it counts the retries used against their cap, and never looks at a clock.
+"""
 
 from __future__ import annotations
 
 from pse.engine._escalation import criterion_over_cap
 from pse.engine._limits import LoopLimits
 from pse.engine._state import State
+from pse.events import StepAttemptRecord
 from pse.roles import CrewSpec
 from pse.trace import CycleRecord, Trace
 
-__all__ = ["after_review", "after_step_failure"]
+__all__ = ["STEP_RESULTS", "after_review", "after_step_attempt", "after_step_failure", "retry_left"]
+
+STEP_RESULTS = ("PASS", "PARTIAL", "FAIL", "BLOCKED", "ERROR")
+"""What a step's attempt can come to (`judge`'s results)."""
+
+
+def retry_left(used: int, cap: int) -> bool:
+    """A retry is left when fewer than `cap` were used: the one rule for revisions, re-plans and steps."""
+    return used < cap
 
 
 def after_review(cycle: CycleRecord, trace: Trace, limits: LoopLimits, crew: CrewSpec) -> tuple[State, str]:
@@ -37,13 +50,13 @@ def after_review(cycle: CycleRecord, trace: Trace, limits: LoopLimits, crew: Cre
             f"{status} ({reason}); criterion {cid} failed {times} times "
             f"(PSE_MAX_CRITERION_FAILURES={s.max_criterion_failures}), whatever retries are left",
         )
-    if status == "PARTIAL" and counters.partial_retries < s.max_partial_retries:
+    if status == "PARTIAL" and retry_left(counters.partial_retries, s.max_partial_retries):
         counters.partial_retries += 1
         return (
             State.REVISING,
             f"PARTIAL ({reason}); revision {counters.partial_retries} of {s.max_partial_retries}",
         )
-    if counters.fail_retries < s.max_fail_retries:
+    if retry_left(counters.fail_retries, s.max_fail_retries):
         why = "PARTIAL over its retry cap" if status == "PARTIAL" else "FAIL"
         counters.fail_retries += 1
         counters.partial_retries = 0
@@ -54,11 +67,44 @@ def after_review(cycle: CycleRecord, trace: Trace, limits: LoopLimits, crew: Cre
 def after_step_failure(reason: str, trace: Trace, limits: LoopLimits) -> tuple[State, str]:
     """A step failed or went over its retries: re-plan (passed steps stay), or escalate."""
     counters = trace.counters
-    if counters.fail_retries < limits.max_fail_retries:
+    if retry_left(counters.fail_retries, limits.max_fail_retries):
         counters.fail_retries += 1
         counters.partial_retries = 0
         return State.REPLANNING, f"{reason}; re-plan {counters.fail_retries} of {limits.max_fail_retries}"
     return State.ESCALATED, f"{reason} with every re-plan used"
+
+
+def after_step_attempt(
+    attempt: StepAttemptRecord, max_retries: int, *, blocked: bool, ending: bool
+) -> tuple[State, str]:
+    """The state table's move for one step after its attempt (`attempt.result`), with its reason.
+
+    PASSED; BLOCKED when a role blocked it (its branch pauses); REVISING when a PARTIAL has a retry
+    left (`attempt.attempt - 1` used of `max_retries`) and no other step has failed the cycle
+    (`ending`); else REPLANNING: the cycle ends, and the reason is the cycle's (`STEP_FAILED: …`), on
+    which the engine re-plans or escalates (`after_step_failure`).
+
+    Raises:
+        ValueError: `attempt.result` is not one of `STEP_RESULTS` (a bug of ours).
+    """
+    step, result, reason = attempt.step, attempt.result, attempt.result_reason
+    if result not in STEP_RESULTS:
+        raise ValueError(
+            f"step {step}'s attempt {attempt.attempt} came to {result!r}, not one of {STEP_RESULTS}"
+        )
+    if result == "PASS":
+        return State.PASSED, f"step {step} passed ({reason})"
+    if result == "BLOCKED" and blocked:
+        return State.BLOCKED, f"step {step} blocked ({reason})"
+    if result == "PARTIAL" and not ending and retry_left(attempt.attempt - 1, max_retries):
+        return State.REVISING, f"PARTIAL ({reason}); step {step} retry {attempt.attempt} of {max_retries}"
+    if result != "PARTIAL":
+        why = result
+    elif ending:
+        why = "PARTIAL while another step's failure ends the cycle"
+    else:
+        why = f"over its {max_retries} retries (PSE_MAX_STEP_RETRIES)"
+    return State.REPLANNING, f"STEP_FAILED: step {step} {why} ({reason})"
 
 
 def _since_answer(trace: Trace) -> list[CycleRecord]:

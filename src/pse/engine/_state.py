@@ -10,19 +10,32 @@ START | REPLANNING ─► AWAITING_ANSWER ─► PLANNED                  (the P
 (a role's phase) ─► AWAITING_APPROVAL ─► (the same state)         (a tool call is held; `pse approve`)
 RUNNING ─► REPLANNING | ESCALATED                                  (execution = steps: a step failed)
 
+Each step of a steps plan moves through the same table on its own (`StepStates`), inside the run's
+RUNNING: PLANNED ─► RUNNING ─► REVIEWING ─► PASSED | REVISING ─► RUNNING (a PARTIAL with a retry left) |
+BLOCKED | REPLANNING (the step ends the cycle: the run re-plans or escalates); a step cut short before
+its review goes RUNNING ─► BLOCKED | REPLANNING. `_retries.after_step_attempt` decides each move.
+
 The terminal states are where the engine stops. ESCALATED is one, though a person may take the run on
 from it: only `pse answer` makes those moves, never the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 
 from pse.events import Event, TransitionEvent, TransitionRecord
 from pse.exceptions import IllegalTransition
 
-__all__ = ["OUTCOME_OF", "TERMINAL", "IllegalTransition", "State", "StateMachine", "check_transition"]
+__all__ = [
+    "OUTCOME_OF",
+    "TERMINAL",
+    "IllegalTransition",
+    "State",
+    "StateMachine",
+    "StepStates",
+    "check_transition",
+]
 
 
 class State(StrEnum):
@@ -129,3 +142,31 @@ class StateMachine:
     def terminal(self) -> bool:
         """The run has an outcome."""
         return self.state in TERMINAL
+
+
+class StepStates:
+    """Where each step of a steps plan is, moved only through the run's table; nothing is recorded (a
+    step's attempts are the trace's record of it).
+
+    Args:
+        steps: the plan's steps; each starts PLANNED.
+        passed: steps an earlier cycle passed and the plan keeps; they start PASSED, and never move.
+    """
+
+    def __init__(self, steps: Iterable[str], passed: Iterable[str]) -> None:
+        self._states = {step: State.PLANNED for step in steps} | {step: State.PASSED for step in passed}
+
+    def __getitem__(self, step: str) -> State:
+        return self._states[step]
+
+    def move(self, step: str, target: State) -> None:
+        """Move `step` to `target`; raises IllegalTransition, naming the step, unless the table allows it."""
+        try:
+            check_transition(self._states[step], target)
+        except IllegalTransition as exc:
+            raise IllegalTransition(f"step {step}: {exc}") from None
+        self._states[step] = target
+
+    def passed(self) -> set[str]:
+        """The steps that passed (in this cycle or an earlier one)."""
+        return {step for step, state in self._states.items() if state == State.PASSED}

@@ -10,9 +10,11 @@ depends on passed. Each attempt at a step is two phases, each a fresh context ho
 - its **Evaluator** reviews that step's criteria only, and the step's hard gates (its outputs exist,
   its criteria are covered and met) apply to that review.
 
-A step PARTIAL retries alone, up to `PSE_MAX_STEP_RETRIES`; a FAIL or a PARTIAL over its retries ends
-the cycle (the engine re-plans, keeping the passed steps); a BLOCKED step stops its branch, and the
-cycle ends blocked once no other branch can go on. Up to `PSE_MAX_PARALLEL_STEPS` ready steps run at
+Each step moves through the run's state table on its own (`StepStates`: an illegal move raises), and
+`_retries.after_step_attempt` decides each move with the retry rule the cycles use. A step PARTIAL
+retries alone, up to `PSE_MAX_STEP_RETRIES`; a FAIL or a PARTIAL over its retries ends the cycle (the
+engine re-plans, keeping the passed steps); a BLOCKED step stops its branch, and the cycle ends blocked
+once no other branch can go on. Up to `PSE_MAX_PARALLEL_STEPS` ready steps run at
 once. When every step passed, the Evaluator reviews the task-level criteria over the whole workspace
 (`task_criteria`), and the engine judges that verdict with the task's gates, as in task mode.
 """
@@ -30,8 +32,9 @@ from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepScop
 from pse.engine._finals import conclude, read_final
 from pse.engine._graph import StepSpec, step_specs, task_criteria
 from pse.engine._judge import judge
+from pse.engine._retries import after_step_attempt
 from pse.engine._role_loop import RoleWork, run_role
-from pse.engine._state import State
+from pse.engine._state import State, StepStates
 from pse.engine._step_buffer import artifact_list, fit_to_tokens
 from pse.events import (
     BlockedRecord,
@@ -96,25 +99,26 @@ async def run_steps(
     plan = outcome.plan
     assert plan is not None, "steps run after a plan"
     specs = step_specs(plan)
-    passed: set[str] = set(wiring.kept)
+    states = StepStates(specs, wiring.kept)
     blocked: dict[str, BlockedRecord] = {}
     failure: str | None = None
     running: dict[asyncio.Task[_Attempt], str] = {}
     attempts: dict[str, int] = {}
-    run.machine.enter(State.RUNNING, f"{len(specs) - len(passed)} step(s) to run")
+    run.machine.enter(State.RUNNING, f"{len(specs) - len(states.passed())} step(s) to run")
 
     def ready() -> list[StepSpec]:
-        busy = set(running.values())
+        busy, passed = set(running.values()), states.passed()
         return [
             s
             for s in specs.values()
-            if s.id not in passed and s.id not in blocked and s.id not in busy and set(s.depends_on) <= passed
+            if states[s.id] == State.PLANNED and s.id not in busy and set(s.depends_on) <= passed
         ]
 
     def start(step: StepSpec, buffer: str | None) -> None:
+        states.move(step.id, State.RUNNING)
         attempts[step.id] = attempts.get(step.id, 0) + 1
         task = asyncio.create_task(
-            _attempt(crew, wiring, plan, step, attempts[step.id], buffer, record, run, box)
+            _attempt(crew, wiring, plan, step, attempts[step.id], buffer, record, run, box, states)
         )
         running[task] = step.id
 
@@ -129,17 +133,21 @@ async def run_steps(
             for task in done:
                 running.pop(task)
                 attempt = task.result()
-                step, result = attempt.spec, attempt.record.result
-                if result == "PASS":
-                    passed.add(step.id)
-                elif result == "BLOCKED" and attempt.blocked is not None:
+                step = attempt.spec
+                # The state table's move, decided where a cycle's retries are (counts, not clocks).
+                target, reason = after_step_attempt(
+                    attempt.record,
+                    wiring.max_retries,
+                    blocked=attempt.blocked is not None,
+                    ending=failure is not None,
+                )
+                states.move(step.id, target)
+                if target == State.BLOCKED and attempt.blocked is not None:
                     blocked[step.id] = attempt.blocked
-                elif result == "PARTIAL" and attempts[step.id] <= wiring.max_retries and failure is None:
+                elif target == State.REVISING:
                     start(step, _retry_buffer(step, attempt.record, wiring))
-                elif result in ("PARTIAL", "FAIL", "BLOCKED", "ERROR"):
-                    over = result == "PARTIAL"
-                    why = f"over its {wiring.max_retries} retries (PSE_MAX_STEP_RETRIES)" if over else result
-                    failure = failure or f"STEP_FAILED: step {step.id} {why} ({attempt.record.result_reason})"
+                elif target == State.REPLANNING:
+                    failure = failure or reason
             if outcome.stop is not None or box.failure is not None:
                 break
     finally:
@@ -216,6 +224,7 @@ async def _attempt(
     record: CycleRecord,
     run: RunControl,
     box: FailureBox,
+    states: StepStates,
 ) -> _Attempt:
     attempt = StepAttemptRecord(
         step=step.id,
@@ -270,6 +279,7 @@ async def _attempt(
             return str(exc), None
         return None, None
 
+    states.move(step.id, State.REVIEWING)
     review: list[LLMMessage] = [
         UserMessage(content=_review_brief(plan, step, done.final), source=TASK_SOURCE)
     ]

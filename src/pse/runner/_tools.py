@@ -1,0 +1,107 @@
+"""A run's tools: the policy its roles are held to, and the ToolExecutor that decides, runs and audits."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from pse.engine import ApprovalDesk
+from pse.roles import role_spec
+from pse.runner._frame import RunFrame
+from pse.runner._mcp import McpSetup
+from pse.runner._replay import human_grants
+from pse.runner._repository import RunRepository
+from pse.toolagent import Policy, ToolExecutor, ToolRunner
+from pse.tools import EvidenceRules, ToolRegistry
+
+__all__ = ["RunTools", "build_tools", "run_policy"]
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """A run's tool side.
+
+    Attributes:
+        policy: the grants of each seat: the defaults, the task's overrides, a person's widenings, the
+            borrowed roles' tools, the independent tests' rule.
+        executor: parses, decides, runs and audits every tool call of the run.
+        evaluation_dir: where the Evaluator's own tests go (None: no independent tests in this run).
+    """
+
+    policy: Policy
+    executor: ToolExecutor
+    evaluation_dir: Path | None
+
+
+def run_policy(frame: RunFrame, registry: ToolRegistry) -> Policy:
+    """The policy of `frame`'s run, before the independent tests' rule (`build_tools` adds it)."""
+    task, trace = frame.task, frame.trace
+    policy = Policy.default(frame.settings, registry).with_overrides(task.config.policy)
+    if trace is not None and trace.answers:  # a person's widenings for this run (`pse answer --grant`)
+        policy = policy.with_human_grants(human_grants(trace))
+    for (
+        role
+    ) in frame.speakers:  # a seat that does other roles' work holds their tools (the single team's Agent)
+        if borrowed := role_spec(role).borrows:
+            policy = policy.with_seat(role, borrowed)
+    return policy
+
+
+def build_tools(
+    frame: RunFrame,
+    registry: ToolRegistry,
+    *,
+    mcp: McpSetup | None,
+    runner: ToolRunner,
+    approvals: ApprovalDesk,
+    repository: RunRepository | None,
+) -> RunTools:
+    """The run's policy and executor, over `registry` (the built-in tools, knowledge, MCP servers' tools).
+
+    Args:
+        frame: the run.
+        registry: every tool the run has.
+        mcp: the run's MCP servers (their sandbox and redactor); None: none.
+        runner: what runs an allowed call (the sandbox, or a recording's replay).
+        approvals: holds a call that needs a person's approval.
+        repository: a run on a repository: the change is what roles wrote, by PSE's records.
+    """
+    task, settings, trace, again = frame.task, frame.settings, frame.trace, frame.again
+    verification = task.config.verification
+    policy = run_policy(frame, registry)
+    evaluation_dir = None
+    if verification.independent_tests and frame.crew.independent_review:
+        policy = policy.with_independent_tests()
+        evaluation_dir = frame.run_dir / "evaluation"
+        evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
+    # A run stopped while a call waited for a person runs its interrupted cycle again: every tool call
+    # it recorded is answered from the trace, and only what comes after runs.
+    past = [c for c in trace.cycles if c is not again] if trace is not None else []
+    executor = ToolExecutor(
+        frame.workspace,
+        settings,
+        policy,
+        registry=registry,
+        checks=task.resolved_checks(),
+        task_dir=task.folder,
+        evaluation_dir=evaluation_dir,
+        check_config=task.check_config_files,
+        pytest_plugins=verification.pytest_plugins,
+        history=[call for cycle in past for call in cycle.tool_calls],
+        on_record=frame.events.tool_call,
+        runner=runner,
+        approver=approvals,
+        replay=again.tool_calls if again is not None else (),
+        sandbox=mcp.sandbox if mcp is not None else None,
+        redactor=mcp.redactor if mcp is not None else None,
+        evidence=EvidenceRules(
+            expected_outputs=tuple(task.config.expected_outputs),
+            evidence=tuple(verification.evidence),
+            plan_outputs=approvals.declared_outputs,
+            repository=repository.files if repository is not None else None,
+        ),
+    )
+    if repository is not None:  # the change is what roles wrote, by PSE's records
+        repository.written = functools.partial(executor.provenance.written_by_roles, "workspace")
+    return RunTools(policy, executor, evaluation_dir)
