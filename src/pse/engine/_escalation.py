@@ -24,7 +24,7 @@ from typing import Any
 from pse.engine._step_buffer import artifact_list
 from pse.events import BlockedRecord, FindingRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.tools import Tool
+from pse.tools import Tool, parse_python
 from pse.trace import CycleRecord, Trace
 
 __all__ = [
@@ -243,7 +243,7 @@ def _read_inside(workspace: Path, rel: str) -> str | None:
 
 def _function_source(text: str, names: list[str]) -> str | None:
     try:
-        body: list[ast.stmt] = ast.parse(text).body
+        body: list[ast.stmt] = parse_python(text).body
     except (SyntaxError, ValueError):
         return None
     for position, name in enumerate(names):

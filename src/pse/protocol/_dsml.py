@@ -333,12 +333,8 @@ def _check_invoke(
 
 
 def read_invokes(text: str) -> list[tuple[str, list[tuple[str, str]]]] | None:
-    """Every invoke of the message's `<tool_calls>` blocks as (tool, [(parameter, value)]), unchecked
-    against any tool's signature; None when a block does not parse (then what ran is not knowable here).
-
-    The values are read as `parse_tool_calls` reads them (CDATA joined, a fence or the nesting's
-    indentation removed), so `render_tool_calls` writes an equivalent request back.
-    """
+    """Every invoke of the message's blocks as (tool, [(parameter, value)]), unchecked against any
+    signature, values read as `parse_tool_calls` reads them; None when a block does not parse."""
     invokes: list[tuple[str, list[tuple[str, str]]]] = []
     requests, pos = _Requests(text), 0
     while (start := requests.next_block(pos)) is not None:

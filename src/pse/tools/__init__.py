@@ -41,7 +41,7 @@ from pse.tools._names import (
     split_mcp_name,
 )
 from pse.tools._protected import check_config_reason, declared_config
-from pse.tools._pyhints import NOT_PYTHON, syntax_problem
+from pse.tools._pyhints import NOT_PYTHON, parse_python, syntax_problem
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 from pse.tools._ruff import run_ruff
 
@@ -81,6 +81,7 @@ __all__ = [
     "mcp_tool_name",
     "normalize_target",
     "parse_pytest_summary",
+    "parse_python",
     "protecting_glob",
     "pytest_plugin_missing",
     "read_file",

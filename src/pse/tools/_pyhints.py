@@ -13,9 +13,10 @@ from __future__ import annotations
 import ast
 import os
 import stat
+import threading
 from pathlib import Path, PurePosixPath
 
-__all__ = ["NOT_PYTHON", "python_hints", "syntax_problem"]
+__all__ = ["NOT_PYTHON", "parse_python", "python_hints", "syntax_problem"]
 
 NOT_PYTHON = "does not parse as Python"
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
@@ -26,10 +27,22 @@ _LINE_CHARS = 120
 """At most this much of the line that does not parse is quoted."""
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(source: str | bytes) -> ast.Module:
+    """`ast.parse`, one PSE call at a time in the process. In CPython 3.11 the AST constructor's depth
+    counter is the interpreter's, shared by its threads, and `write_file` runs on the tool pool's
+    threads beside the engine: tests/test_steps.py died about one run in three with `SystemError: AST
+    constructor recursion depth mismatch` from a write's hint (Debian 12's Python 3.11.2)."""
+    with _PARSING:
+        return ast.parse(source)
+
+
 def _parsed(rel: str, source: str | bytes) -> ast.Module | str:
     """The module `source` holds, or why the Python file `rel` does not parse, with the line quoted."""
     try:
-        return ast.parse(source)
+        return parse_python(source)
     except SyntaxError as exc:
         line = " ".join((exc.text or "").split())[:_LINE_CHARS]
         where = f"line {exc.lineno}" + (f": {line}" if line else "")
@@ -69,7 +82,7 @@ def _module_names(path: Path) -> set[str]:
         if not stat.S_ISREG(info.st_mode) or info.st_size > _READ_LIMIT:
             return set()
         try:
-            return _top_level_names(ast.parse(fh.read(_READ_LIMIT)))
+            return _top_level_names(parse_python(fh.read(_READ_LIMIT)))
         except (OSError, SyntaxError, ValueError):
             return set()
 
