@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
 from pse.protocol import ResultItem, read_invokes, render_tool_results
+from pse.sandbox import Sandbox, SandboxLimits
 from pse.team import WITHHELD, withhold_broken_writes
 from pse.testing import ScriptedModel, run_task
+from pse.tools import ToolContext, builtin_tools
 
 BROKEN = """import random
 
@@ -31,6 +34,10 @@ WRITE = f"""<tool_calls>
 {BROKEN}]]></parameter>
 </invoke>
 </tool_calls>"""
+PLAN = (
+    '<plan><goal>Deliver t.py</goal><step id="S1">Write t.py</step>'
+    '<criterion id="AC1">t.py parses</criterion><output path="t.py"/></plan>'
+)
 NOTE = (
     "wrote test_quicksort.py (504 bytes)\nnote: test_quicksort.py does not parse as Python: unmatched ']' "
     "(line 9: assert quicksort(items) == sorted(items)]); write it again"
@@ -73,6 +80,22 @@ def test_only_the_invoke_whose_result_says_so_is_withheld_and_prose_stays() -> N
     ]
 
 
+def test_the_placeholder_is_refused_as_content(tmp_path: Path) -> None:
+    """The 1.5B model, shown the placeholder, wrote it into solution.py (issue 29, HumanEval-0)."""
+    ctx = ToolContext(tmp_path, Sandbox(tmp_path, SandboxLimits(timeout_s=30), "fallback"), True)
+    write = builtin_tools().get("write_file")
+    assert write is not None
+    for copied in (WITHHELD, f"\n  {WITHHELD}\n"):
+        with pytest.raises(ValueError) as refused:
+            write.function(ctx, path="solution.py", content=copied)
+        assert str(refused.value) == (
+            f"solution.py not written: {WITHHELD!r} is what PSE shows in place of content you wrote before "
+            "that did not parse, not content; write the file's real content"
+        )
+    assert not (tmp_path / "solution.py").exists()
+    assert write.function(ctx, path="notes.py", content=f"# {WITHHELD}\n").status == "ok"  # quoted: fine
+
+
 def test_what_is_not_a_broken_write_of_that_path_is_left_whole() -> None:
     other_path = NOTE.replace("note: test_quicksort.py", "note: other.py")
     cases: list[list[LLMMessage]] = [
@@ -90,10 +113,6 @@ def test_what_is_not_a_broken_write_of_that_path_is_left_whole() -> None:
 async def test_in_a_run_the_next_turn_sees_the_placeholder_and_the_trace_keeps_the_write(
     tmp_path: Path,
 ) -> None:
-    plan = (
-        '<plan><goal>Deliver t.py</goal><step id="S1">Write t.py</step>'
-        '<criterion id="AC1">t.py parses</criterion><output path="t.py"/></plan>'
-    )
     fixed = WRITE.replace("test_quicksort.py", "t.py").replace("sorted(items)]", "sorted(items)")
     report = "<report>\nArtifacts: t.py\nEvidence: written\nAssumptions: none\nUnresolved: none\n</report>"
     specialist = ScriptedModel([WRITE.replace("test_quicksort.py", "t.py"), fixed, report])
@@ -104,7 +123,7 @@ async def test_in_a_run_the_next_turn_sees_the_placeholder_and_the_trace_keeps_t
     summary, trace, prepared = await run_task(
         {"goal": "Write t.py.", "expected_outputs": ["t.py"]},
         models={"Specialist": specialist},
-        turns=[("Planner", plan), ("Evaluator", verdict)],
+        turns=[("Planner", PLAN), ("Evaluator", verdict)],
         runs_dir=tmp_path,
     )
     second = specialist.requests[1]

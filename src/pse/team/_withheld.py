@@ -17,12 +17,9 @@ from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
 
 from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
-from pse.tools import NOT_PYTHON, Tool
+from pse.tools import NOT_PYTHON, WITHHELD, Tool
 
 __all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
-
-WITHHELD = "[not shown: this content did not parse as Python]"
-"""What a role's model sees in place of a write's content that did not parse."""
 
 
 class WithholdingContext(UnboundedChatCompletionContext):

@@ -14,7 +14,7 @@ from pathlib import Path
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
 from pse.tools._protected import check_config_reason
-from pse.tools._pyhints import python_hints
+from pse.tools._pyhints import WITHHELD, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
@@ -120,6 +120,11 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             f"write_file needs a read-write grant for {where}; this role's grant does not allow it"
         )
     rel = real.relative_to(root).as_posix()
+    if content.strip() == WITHHELD:
+        raise ValueError(
+            f"{rel} not written: {WITHHELD!r} is what PSE shows in place of content you wrote before "
+            "that did not parse, not content; write the file's real content"
+        )
     reason = ctx.accept(rel) if ctx.accept is not None and area == "workspace" else check_config_reason(rel)
     if reason is not None:
         raise SandboxViolation(f"{rel} may not be written: {reason}")

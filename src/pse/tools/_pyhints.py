@@ -16,10 +16,13 @@ import stat
 import threading
 from pathlib import Path, PurePosixPath
 
-__all__ = ["NOT_PYTHON", "parse_python", "python_hints", "syntax_problem"]
+__all__ = ["NOT_PYTHON", "WITHHELD", "parse_python", "python_hints", "syntax_problem"]
 
 NOT_PYTHON = "does not parse as Python"
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
+WITHHELD = "[not shown: this content did not parse as Python]"
+"""What a role's model sees in place of its own write that did not parse (`team.WithholdingContext`);
+`write_file` refuses it as content: a small model copies whatever text it is shown."""
 
 _READ_LIMIT = 1_000_000
 """Sibling modules larger than this are not read for their names."""
