@@ -345,3 +345,17 @@ def test_run_check_runs_declared_checks_read_only(ws: Path, tmp_path: Path, mode
     assert out.status == "error"  # the write itself fails: the check runs over a sealed snapshot
     with pytest.raises(ValueError, match="no check named 'nope'; the declared checks are: evidence, lint"):
         call("run_check", ctx, name="nope")
+
+
+def test_read_file_gives_an_input_by_its_name_where_no_such_file_exists(ws: Path) -> None:
+    """The 1.5B model read `PROBLEM` in every HumanEval run, then blocked on the missing file."""
+    problem = 'def add(a, b):\n    """Sum, e.g. "1 + 2".\n    """\n'
+    ctx = context(ws, inputs={"PROBLEM": problem})
+    assert call("read_file", ctx, path="PROBLEM") == ToolOutcome(
+        "ok", problem, {"bytes": len(problem.encode()), "input": "PROBLEM"}
+    )
+    assert call("read_file", ctx, path=" PROBLEM\n").output == problem
+    (ws / "PROBLEM").write_text("a file of that name wins\n")
+    assert call("read_file", ctx, path="PROBLEM").output == "a file of that name wins\n"
+    with pytest.raises(ValueError, match="no file 'ENTRY_POINT' in the workspace"):
+        call("read_file", ctx, path="ENTRY_POINT")  # not an input of this run

@@ -134,3 +134,28 @@ async def test_in_a_run_the_next_turn_sees_the_placeholder_and_the_trace_keeps_t
     assert (prepared.workspace / "t.py").read_text().endswith("sorted(items)\n")
     said = [m.content for c in trace.cycles for m in c.messages if m.source == "Specialist"]
     assert any("sorted(items)]" in text for text in said)  # the trace keeps what the model wrote
+
+
+async def test_in_a_run_a_role_reads_an_input_by_name_raw(tmp_path: Path) -> None:
+    problem = 'def add(a, b):\n    """Sum."""\n'
+    read = '<tool_calls><invoke name="read_file"><parameter name="path">PROBLEM</parameter></invoke></tool_calls>'
+    specialist = ScriptedModel([read, WRITE.replace("test_quicksort.py", "t.py")])
+    _, trace, _ = await run_task(
+        {
+            "goal": "Write t.py from PROBLEM.",
+            "expected_outputs": ["t.py"],
+            "inputs": {"PROBLEM": {"description": "source", "required": True}},
+        },
+        inputs={"PROBLEM": problem},
+        models={"Specialist": specialist},
+        turns=[("Planner", PLAN)],
+        runs_dir=tmp_path,
+        turns_per_cycle=3,
+    )
+    first = trace.cycles[0].tool_calls[0]
+    assert (first.tool, first.status, first.output, first.facts["input"]) == (
+        "read_file",
+        "ok",
+        problem,
+        "PROBLEM",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def build_tools(
     runner: ToolRunner,
     approvals: ApprovalDesk,
     repository: RunRepository | None,
+    inputs: Mapping[str, str] | None = None,
 ) -> RunTools:
     """The run's policy and executor, over `registry` (the built-in tools, knowledge, MCP servers' tools).
 
@@ -66,6 +68,7 @@ def build_tools(
         runner: what runs an allowed call (the sandbox, or a recording's replay).
         approvals: holds a call that needs a person's approval.
         repository: a run on a repository: the change is what roles wrote, by PSE's records.
+        inputs: the run's inputs, which `read_file` gives by name where no such file exists.
     """
     task, settings, trace, again = frame.task, frame.settings, frame.trace, frame.again
     verification = task.config.verification
@@ -84,6 +87,7 @@ def build_tools(
         policy,
         registry=registry,
         checks=task.resolved_checks(),
+        inputs=inputs,
         task_dir=task.folder,
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,

@@ -150,6 +150,7 @@ def _wire_run(
         runner=script.tool_runner,
         approvals=approvals,
         repository=repository,
+        inputs=inputs,
     )
     run_clients = RunClients(frame, script, tools.policy, knowledge.registry, given)
     system = system_prompts(

@@ -84,12 +84,11 @@ class ToolExecutor:
         history: the audit records of the run so far (a resumed run), for who wrote which file.
         redactor: replaces secret values in outputs; default the secrets of `settings`.
         runner: gives each allowed call's record: executes it (default), records or replays it.
-        approver: decides the calls an approval rule holds (None: such a call is denied, nobody can
-            be asked).
+        inputs: the run's inputs, which `read_file` gives by name where no such file exists.
+        approver: decides the calls an approval rule holds (None: denied, nobody can be asked).
         replay: the records of an interrupted cycle that is run again: its requests are answered
             from them, in order, and nothing runs twice.
-        sandbox: the sandbox to run tools in (default `sandbox_for(workspace, settings)`); pass the one
-            a run's MCP servers run in, so halting the run stops them too.
+        sandbox: the sandbox for tools (default `sandbox_for(workspace, settings)`); a run's MCP one.
         evidence: what the task declares as evidence (expected outputs, `[verification] evidence` globs,
             the plan's outputs as the run goes): each check's manifest is built from it (`pse.tools`'s
             `build_manifest`). Default: no declared output, so every file a role wrote is left out.
@@ -106,6 +105,7 @@ class ToolExecutor:
         *,
         registry: ToolRegistry | None = None,
         checks: Mapping[str, str] | None = None,
+        inputs: Mapping[str, str] | None = None,
         task_dir: Path | None = None,
         on_record: Callable[[ToolCallRecord], None] | None = None,
         evaluation_dir: Path | None = None,
@@ -126,6 +126,7 @@ class ToolExecutor:
         self.registry = registry if registry is not None else builtin_tools()
         self.policy = policy if policy is not None else Policy.default(settings, self.registry)
         self.checks = dict(checks or {})
+        self.inputs = dict(inputs or {})
         self.task_dir = task_dir
         self.evaluation_dir = evaluation_dir
         self.check_config = declared_config(check_config)
@@ -365,6 +366,7 @@ class ToolExecutor:
             self.sandbox,
             writable=read_write and "workspace" in grant.areas,
             checks=self.checks,
+            inputs=self.inputs,
             task_dir=self.task_dir,
             evaluation=evaluation,
             evaluation_writable=read_write and evaluation is not None,

@@ -60,10 +60,19 @@ def _shown(area: str, root: Path, real: Path) -> str:
 
 
 def read_file(ctx: ToolContext, path: str) -> ToolOutcome:
-    """Return a text file's content (UTF-8; undecodable bytes replaced)."""
-    _, real, _ = resolve_path(ctx, path)
+    """Return a text file's content (UTF-8; undecodable bytes replaced).
+
+    A path that names no file but one of the run's inputs gives that input's text, raw (facts: `input`):
+    a small model reads the input it is told to use by its name (the 1.5B model read `PROBLEM`, then
+    blocked on the missing file, in every HumanEval run), and a JSON copy of it, with its escapes, is
+    what it would otherwise find and copy."""
+    area, real, _ = resolve_path(ctx, path)
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; use list_files to see what it holds")
+    name = path.strip()
+    if not real.is_file() and area == "workspace" and name in ctx.inputs:
+        value = ctx.inputs[name]  # the input itself, raw: what the model meant by reading it
+        return ToolOutcome("ok", value, facts={"bytes": len(value.encode("utf-8")), "input": name})
     if not real.is_file():
         raise ValueError(f"no file {path.strip()!r} in the workspace; list_files shows what exists")
     fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

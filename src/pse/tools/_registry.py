@@ -34,6 +34,7 @@ class ToolContext:
         sandbox: runs commands confined to the workspace.
         writable: the requester's grant for this tool is read-write (in the workspace).
         checks: the task's named check commands (for `run_check`).
+        inputs: the run's inputs by name: `read_file` of a name with no such file gives its text, raw.
         task_dir: the task's folder, readable by checks as `{task_dir}`.
         evaluation: the Evaluator's evaluation area (`@evaluation/...` paths), when this grant reaches it.
         evaluation_writable: this grant may write the evaluation area.
@@ -49,6 +50,7 @@ class ToolContext:
     sandbox: Sandbox
     writable: bool = False
     checks: Mapping[str, str] = field(default_factory=dict)
+    inputs: Mapping[str, str] = field(default_factory=dict)
     task_dir: Path | None = None
     evaluation: Path | None = None
     evaluation_writable: bool = False
