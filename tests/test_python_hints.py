@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pse.engine._step_buffer import check_problems
 from pse.events import ToolCallRecord
-from pse.tools._pyhints import python_hints
+from pse.tools._pyhints import python_hints, python_problem
 
 QUICKSORT = "def quicksort(items):\n    return sorted(items)\n\n\nclass Pivot:\n    pass\n"
 
@@ -64,3 +64,44 @@ def test_a_revise_lists_what_the_last_ruff_found(tmp_path: Path) -> None:
     )
     assert check_problems([ruff]) == ["quicksort.py:1:1: F403 `from typing import *` used"]
     assert check_problems([ruff.model_copy(update={"requester": "Specialist"})]) == []
+
+
+PROBLEM = '''from typing import List
+
+
+def has_close_elements(numbers: List[float], threshold: float) -> bool:
+    """ Check if in given list of numbers, are any two numbers closer to each other than
+    given threshold.
+    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)
+    False
+    """
+'''
+
+
+def test_a_function_that_is_only_its_docstring_is_said_to_have_no_code(tmp_path: Path) -> None:
+    """The 1.5B model wrote HumanEval's PROBLEM back as solution.py, without the body it was to write."""
+    assert _write(tmp_path, "solution.py", PROBLEM) == [
+        "solution.py: has_close_elements has only a docstring, no code; write its code"
+    ]
+    two = (
+        PROBLEM
+        + '\n\ndef other():\n    """Other."""\n    ...\n\n\nasync def third():\n    "Third."\n    pass\n'
+    )
+    assert _write(tmp_path, "solution.py", two) == [
+        "solution.py: has_close_elements, other, third have only a docstring, no code; write its code"
+    ]
+    done = (
+        PROBLEM + "    return any(abs(a - b) < threshold for a in numbers for b in numbers if a is not b)\n"
+    )
+    assert _write(tmp_path, "solution.py", done) == []
+    no_docstring = 'def noop():\n    pass\n\n\ndef const():\n    return 1\n\n\nclass Base:\n    def hook(self):\n        """Override."""\n'
+    assert _write(tmp_path, "helpers.py", no_docstring) == []  # a no-op, a method: not a copied specification
+    assert (
+        python_problem("solution.py", PROBLEM)
+        == "solution.py: has_close_elements has only a docstring, no code"
+    )
+    assert python_problem("solution.py", done) is None
+    assert (
+        python_problem("bad.py", "def f(:\n")
+        == "bad.py does not parse as Python: invalid syntax (line 1: def f(:)"
+    )

@@ -55,7 +55,7 @@ async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path
     assert asked.startswith(
         ASKED.format("test_quicksort.py is", "it")
         + " What the task says of it: `test_quicksort.py` is the other "
-        "file: its first lines are `import random`, an empty line and `from quicksort import quicksort`"
+        "file: its first lines are `import random`, an empty line, `from quicksort import quicksort` and two"
     )
     assert "`quicksort.py` holds the function" not in asked  # a sentence of the other file only
     # The task's own prompt names the file, so neither the goal nor the outputs list is quoted again: the
@@ -176,8 +176,10 @@ def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) ->
     outside.write_text("def g(:\n")
     (tmp_path / "link.py").symlink_to(outside)
     (tmp_path / "notes.md").write_text("def f(:\n")
-    paths = ["ok.py", "bad.py", "nul.py", "link.py", "notes.md", "absent.py"]
+    (tmp_path / "stub.py").write_text('def f():\n    """Do it."""\n')
+    paths = ["ok.py", "bad.py", "nul.py", "link.py", "notes.md", "absent.py", "stub.py"]
     assert unparsed_outputs(tmp_path, paths) == [
         "bad.py does not parse as Python: invalid syntax (line 1: def f(:)",
         "nul.py does not parse as Python: it holds a null byte",
+        "stub.py: f has only a docstring, no code",
     ]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
-from pse.tools import syntax_problem
+from pse.tools import python_problem
 
 __all__ = [
     "FIXABLE",
@@ -122,7 +122,8 @@ _PARSE_LIMIT = 2_000_000
 
 
 def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
-    """Why each of `paths` that is a Python file of the workspace does not parse (one line each). A role
+    """Why each of `paths` that is a Python file of the workspace is not yet code: it does not parse, or a
+    function of it holds only its docstring (`python_problem`; one line each). A role
     wrote these files: a link is not followed, and a file that is not regular or is too large is left to
     the checks."""
     found = []
@@ -138,7 +139,7 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
             if not stat.S_ISREG(info.st_mode) or info.st_size > _PARSE_LIMIT:
                 continue
             source = fh.read(_PARSE_LIMIT)
-        problem = syntax_problem(path, source)
+        problem = python_problem(path, source)
         if problem is not None:
             found.append(problem)
     return found
@@ -146,8 +147,9 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
 
 def unparsed(broken: Callable[[Sequence[str]], list[str]] | None, plan: PlanRecord | None) -> str | None:
     """Why a Specialist's report comes too early although every output exists: a Python output does not
-    parse. The 1.5B model reported over a test file its write's own note called unparsable; the checks
-    would have failed it, at the cost of a whole review and a revise cycle."""
+    parse, or is a function's docstring with no code. The 1.5B model reported over a test file its write's
+    own note called unparsable, and over HumanEval's PROBLEM copied without its body; the checks would have
+    failed it, at the cost of a whole review and a revise cycle."""
     if broken is None or plan is None or not plan.outputs:
         return None
     found = broken(plan.outputs)

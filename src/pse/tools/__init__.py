@@ -41,7 +41,7 @@ from pse.tools._names import (
     split_mcp_name,
 )
 from pse.tools._protected import check_config_reason, declared_config
-from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, syntax_problem
+from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 from pse.tools._ruff import run_ruff
 
@@ -85,6 +85,7 @@ __all__ = [
     "parse_python",
     "protecting_glob",
     "pytest_plugin_missing",
+    "python_problem",
     "read_file",
     "resolve_path",
     "run_check",

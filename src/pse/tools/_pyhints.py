@@ -16,7 +16,7 @@ import stat
 import threading
 from pathlib import Path, PurePosixPath
 
-__all__ = ["NOT_PYTHON", "WITHHELD", "parse_python", "python_hints", "syntax_problem"]
+__all__ = ["NOT_PYTHON", "WITHHELD", "parse_python", "python_hints", "python_problem", "syntax_problem"]
 
 NOT_PYTHON = "does not parse as Python"
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
@@ -64,6 +64,37 @@ def syntax_problem(rel: str, source: str | bytes) -> str | None:
     return parsed if isinstance(parsed, str) else None
 
 
+def _docstring_only(body: list[ast.stmt]) -> bool:
+    """A function body that is its docstring and nothing else (or with `pass` / `...` after it)."""
+    first, rest = body[0], body[1:]
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+        return False
+    if not isinstance(first.value.value, str):
+        return False
+    ellipsis = [
+        isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is ... for s in rest
+    ]
+    return all(isinstance(s, ast.Pass) or e for s, e in zip(rest, ellipsis, strict=True))
+
+
+def _stubs(rel: str, tree: ast.Module) -> str | None:
+    """The top-level functions of `rel` that hold only their docstring: a specification copied, with no
+    code (the 1.5B model wrote HumanEval's PROBLEM back without the body it was to write)."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    names = [n.name for n in tree.body if isinstance(n, kinds) and _docstring_only(n.body)]
+    if not names:
+        return None
+    which = f"{names[0]} has" if len(names) == 1 else f"{', '.join(names)} have"
+    return f"{rel}: {which} only a docstring, no code"
+
+
+def python_problem(rel: str, source: str | bytes) -> str | None:
+    """Why `source`, the Python file `rel`, is not yet code to deliver: it does not parse
+    (`syntax_problem`), or a top-level function holds only its docstring; None if neither."""
+    tree = _parsed(rel, source)
+    return tree if isinstance(tree, str) else _stubs(rel, tree)
+
+
 def _is_test(name: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
@@ -97,10 +128,11 @@ def python_hints(real: Path, rel: str, content: str) -> list[str]:
     tree = _parsed(rel, content)
     if isinstance(tree, str):
         return [f"{tree}; write it again"]
+    stubs = _stubs(rel, tree)
+    hints = [f"{stubs}; write its code"] if stubs is not None else []
     if not _is_test(PurePosixPath(rel).name):
-        return []
+        return hints
     mine = _top_level_names(tree)
-    hints = []
     for sibling in sorted(real.parent.glob("*.py")):
         if sibling.name == real.name or _is_test(sibling.name):
             continue
