@@ -145,6 +145,9 @@ class Crew:
     broken: Callable[[Sequence[str]], list[str]] | None = None
     """Why each of these workspace paths that is Python does not parse (`unparsed_outputs`): a report over
     a broken output is sent back once, like one over a missing output."""
+    finds_test: Callable[[str], bool] | None = None
+    """Whether a named test is a test function of the workspace (`names_a_test`): a SPEC_CONFLICT naming
+    none is asked about once."""
     owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None = None
     """The required checks an Evaluator's PASS comes before (`evidence_owed`): such a PASS is sent back once,
     so a model that forgot a check runs it in its phase instead of losing the cycle to a hard gate."""

@@ -20,7 +20,15 @@ from collections.abc import Sequence
 
 from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl
 from pse.engine._finals import conclude, read_final
-from pse.engine._nudges import blocked_early, fail_for_work, pass_early, to_write, unparsed, unwritten
+from pse.engine._nudges import (
+    blocked_early,
+    fail_for_work,
+    pass_early,
+    to_write,
+    unfounded_conflict,
+    unparsed,
+    unwritten,
+)
 from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
@@ -78,11 +86,13 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                     if role == Role.SPECIALIST and problem is None
                     else None
                 )
-                if outcome.blocked is not None:
-                    early = blocked_early(early, outcome.blocked.reason_code)
                 if role == Role.EVALUATOR and problem is None:
                     early = pass_early(crew.owed, outcome.verdict, record.tool_calls) or fail_for_work(
                         outcome.verdict
+                    )
+                if outcome.blocked is not None:
+                    early = blocked_early(early, outcome.blocked.reason_code) or unfounded_conflict(
+                        crew.finds_test, outcome.blocked, role_spec(role).final
                     )
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 return problem, early

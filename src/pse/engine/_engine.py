@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepWiring
 from pse.engine._cycle import run_cycle
-from pse.engine._escalation import write_escalation
+from pse.engine._escalation import names_a_test, write_escalation
 from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
 from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
@@ -129,6 +129,7 @@ class Engine:
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
             broken=functools.partial(unparsed_outputs, setup.workspace),
+            finds_test=functools.partial(names_a_test, setup.workspace),
             owed=functools.partial(evidence_owed, policy=setup.gates) if setup.hard_gates else None,
         )
         self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)

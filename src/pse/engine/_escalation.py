@@ -31,6 +31,7 @@ __all__ = [
     "build_escalation",
     "criterion_failures",
     "criterion_over_cap",
+    "names_a_test",
     "spec_conflict",
     "write_escalation",
 ]
@@ -191,6 +192,13 @@ def spec_conflict(blocked: BlockedRecord, trace: Trace, workspace: Path) -> dict
         "specification": sentence,
         "specification_in_task": bool(sentence) and _plain(sentence) in _plain(trace.task_message),
     }
+
+
+def names_a_test(workspace: Path, named: str) -> bool:
+    """Whether `named` (`FILE::[CLASS::]NAME`, or a bare NAME) is a test function of the workspace's test
+    files: what a SPEC_CONFLICT must name (read as `spec_conflict` reads it)."""
+    named = named.strip()
+    return bool(named) and _find_test(named, workspace) is not None
 
 
 def _plain(text: str) -> str:

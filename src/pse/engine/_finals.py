@@ -53,6 +53,8 @@ def read_final(
             return None
         if outcome.blocked is not None:
             return None
+    else:
+        outcome.blocked = None  # a verdict after a block that was asked about: the verdict is the answer
     if spec.final == "plan" and questions and "<clarification" in text:
         try:
             outcome.clarification = find_clarification(text)

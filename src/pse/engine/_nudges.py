@@ -18,7 +18,8 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pse.events import PlanRecord, ToolCallRecord, VerdictRecord
+from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.protocol import SPEC_CONFLICT
 from pse.tools import python_problem
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "pass_early",
     "said_about",
     "to_write",
+    "unfounded_conflict",
     "unparsed",
     "unparsed_outputs",
     "unwritten",
@@ -188,6 +190,20 @@ def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
     if unwritten is None or reason_code != "MISSING_DATA":
         return None
     return f"You blocked on missing data, but {unwritten} Block again only if data the task needs is missing."
+
+
+def unfounded_conflict(finds: Callable[[str], bool] | None, blocked: BlockedRecord, owed: str) -> str | None:
+    """Why a `SPEC_CONFLICT` is asked about once: the test it names is no test in the workspace. The 1.5B
+    model's Evaluator, asked to run a required check, answered SPEC_CONFLICT with `test="run_pytest"`
+    and the run escalated; a conflict that names a real test stands at once (the honest exit)."""
+    if finds is None or blocked.reason_code != SPEC_CONFLICT or finds(blocked.test or ""):
+        return None
+    named = repr(blocked.test) if blocked.test else "no test"
+    return (
+        f"Your SPEC_CONFLICT names {named}, which is no test function of the workspace's test files. It must "
+        f"name a test the task gave (FILE::NAME) that contradicts the specification; if none does, send your "
+        f"{owed} instead."
+    )
 
 
 def pass_early(

@@ -1,0 +1,85 @@
+"""A SPEC_CONFLICT that names no test of the workspace is asked about once (issue 29); one that names a
+real test stands at once, so the honest exit of an impossible task stays open.
+
+The 1.5B model's Evaluator, asked to run pytest before its PASS, answered
+`<blocked reason_code="SPEC_CONFLICT" test="run_pytest">` and the run escalated to a person.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pse.testing import run_task
+
+PLAN = (
+    '<plan><goal>Deliver a.py</goal><step id="S1">Write a.py</step>'
+    '<criterion id="AC1">a.py says hi</criterion><output path="a.py"/></plan>'
+)
+WRITE = (
+    '<tool_calls><invoke name="write_file"><parameter name="path">a.py</parameter>'
+    '<parameter name="content">HI = "hi"\n</parameter></invoke></tool_calls>'
+)
+REPORT = "<report>\nArtifacts: a.py\nEvidence: written\nAssumptions: none\nUnresolved: none\n</report>"
+VERDICT = (
+    '<verdict status="PASS"><reason_code>ALL_MET</reason_code><criterion id="AC1" met="true">it does'
+    "</criterion><summary>Done.</summary></verdict>"
+)
+TASK = {"goal": "Write a.py saying hi.", "expected_outputs": ["a.py"]}
+GIVEN = 'def test_hi():\n    assert "hi" == "hello"\n'
+
+
+def _conflict(test: str) -> str:
+    return f'<blocked reason_code="SPEC_CONFLICT" test="{test}">The task says hi.</blocked>'
+
+
+async def test_a_conflict_naming_no_test_is_asked_once_and_the_verdict_then_counts(tmp_path: Path) -> None:
+    summary, trace, _ = await run_task(
+        TASK,
+        turns=[
+            ("Planner", PLAN),
+            ("Specialist", WRITE),
+            ("Specialist", REPORT),
+            ("Evaluator", _conflict("run_pytest")),
+            ("Evaluator", VERDICT),
+        ],
+        runs_dir=tmp_path,
+    )
+    [asked] = [r.error for r in trace.cycles[0].repairs]
+    assert asked == (
+        "Your SPEC_CONFLICT names 'run_pytest', which is no test function of the workspace's test files. It "
+        "must name a test the task gave (FILE::NAME) that contradicts the specification; if none does, send "
+        "your verdict instead."
+    )
+    assert summary.outcome == "PASSED"
+
+
+async def test_asked_once_a_second_unfounded_conflict_stands(tmp_path: Path) -> None:
+    summary, trace, _ = await run_task(
+        TASK,
+        turns=[
+            ("Planner", PLAN),
+            ("Specialist", WRITE),
+            ("Specialist", REPORT),
+            ("Evaluator", _conflict("run_pytest")),
+            ("Evaluator", _conflict("run_pytest")),
+        ],
+        runs_dir=tmp_path,
+    )
+    assert len(trace.cycles[0].repairs) == 1 and summary.outcome == "ESCALATED"
+
+
+async def test_a_conflict_naming_a_given_test_stands_at_once(tmp_path: Path) -> None:
+    for named in ("test_given.py::test_hi", "test_hi"):
+        summary, trace, _ = await run_task(
+            TASK,
+            turns=[
+                ("Planner", PLAN),
+                ("Specialist", WRITE),
+                ("Specialist", REPORT),
+                ("Evaluator", _conflict(named)),
+            ],
+            workspace_files={"test_given.py": GIVEN},
+            runs_dir=tmp_path / named.replace(":", "_"),
+        )
+        assert trace.cycles[0].repairs == [] and summary.outcome == "ESCALATED"
+        assert trace.cycles[0].blocked is not None and trace.cycles[0].blocked.test == named
