@@ -183,3 +183,34 @@ def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) ->
         "nul.py does not parse as Python: it holds a null byte",
         "stub.py: f has only a docstring, no code",
     ]
+
+
+async def test_a_stub_and_a_missing_output_are_asked_about_in_one_nudge(tmp_path: Path) -> None:
+    """The 1.5B model wrote HumanEval's PROBLEM back as solution.py (no body) and reported; with one nudge
+    per problem it spent both on the missing test file and the stub was never asked about."""
+    plan = (
+        '<plan><goal>Deliver both</goal><step id="S1">Write them</step><criterion id="AC1">done</criterion>'
+        '<output path="solution.py"/><output path="test_solution.py"/></plan>'
+    )
+    stub = (
+        '<tool_calls><invoke name="write_file"><parameter name="path">solution.py</parameter>'
+        '<parameter name="content">def f():\n    """Return one."""\n</parameter></invoke></tool_calls>'
+    )
+    report = "<report>\nArtifacts: solution.py\nEvidence: x\nAssumptions: none\nUnresolved: none\n</report>"
+    _, trace, _ = await run_task(
+        {
+            "goal": "Write solution.py and test_solution.py.",
+            "expected_outputs": ["solution.py", "test_solution.py"],
+        },
+        turns=[("Planner", plan), ("Specialist", stub), ("Specialist", report), ("Specialist", report)],
+        runs_dir=tmp_path,
+        format_retries=1,
+        max_partial_retries=0,
+        max_fail_retries=0,
+        turns_per_cycle=5,
+    )
+    [asked] = [r.error for r in trace.cycles[0].repairs]
+    assert asked.startswith(
+        "solution.py: f has only a docstring, no code. Write it again with write_file before you report. "
+        "test_solution.py is not written yet: write it with write_file before you report."
+    )

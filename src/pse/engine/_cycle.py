@@ -80,9 +80,19 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                 # A report before every output exists goes back once, and so does a block on missing data
                 # while outputs are unwritten (what is missing may be the Specialist's own files); after
                 # that the gates judge the report, and a block stands: the honest exit stays open.
+                # Both at once when both hold: with one nudge each, the 1.5B model spent its two on the
+                # missing test file and reported a solution.py that was only PROBLEM's docstring.
                 early = (
-                    unwritten(crew.missing, record.plan, _told(crew, role, spec.packet))
-                    or unparsed(crew.broken, record.plan)
+                    " ".join(
+                        filter(
+                            None,
+                            [
+                                unparsed(crew.broken, record.plan),
+                                unwritten(crew.missing, record.plan, _told(crew, role, spec.packet)),
+                            ],
+                        )
+                    )
+                    or None
                     if role == Role.SPECIALIST and problem is None
                     else None
                 )
