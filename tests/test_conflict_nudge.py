@@ -32,16 +32,17 @@ def _conflict(test: str) -> str:
     return f'<blocked reason_code="SPEC_CONFLICT" test="{test}">The task says hi.</blocked>'
 
 
+def _turns(*evaluator: str) -> list[tuple[str, str]]:
+    """The work done and reported, then the Evaluator's messages."""
+    return [("Planner", PLAN), ("Specialist", WRITE), ("Specialist", REPORT)] + [
+        ("Evaluator", e) for e in evaluator
+    ]
+
+
 async def test_a_conflict_naming_no_test_is_asked_once_and_the_verdict_then_counts(tmp_path: Path) -> None:
     summary, trace, _ = await run_task(
         TASK,
-        turns=[
-            ("Planner", PLAN),
-            ("Specialist", WRITE),
-            ("Specialist", REPORT),
-            ("Evaluator", _conflict("run_pytest")),
-            ("Evaluator", VERDICT),
-        ],
+        turns=_turns(_conflict("run_pytest"), VERDICT),
         runs_dir=tmp_path,
     )
     [asked] = [r.error for r in trace.cycles[0].repairs]
@@ -56,13 +57,7 @@ async def test_a_conflict_naming_no_test_is_asked_once_and_the_verdict_then_coun
 async def test_asked_once_a_second_unfounded_conflict_stands(tmp_path: Path) -> None:
     summary, trace, _ = await run_task(
         TASK,
-        turns=[
-            ("Planner", PLAN),
-            ("Specialist", WRITE),
-            ("Specialist", REPORT),
-            ("Evaluator", _conflict("run_pytest")),
-            ("Evaluator", _conflict("run_pytest")),
-        ],
+        turns=_turns(_conflict("run_pytest"), _conflict("run_pytest")),
         runs_dir=tmp_path,
     )
     assert len(trace.cycles[0].repairs) == 1 and summary.outcome == "ESCALATED"
@@ -72,12 +67,7 @@ async def test_a_conflict_naming_a_given_test_stands_at_once(tmp_path: Path) -> 
     for named in ("test_given.py::test_hi", "test_hi"):
         summary, trace, _ = await run_task(
             TASK,
-            turns=[
-                ("Planner", PLAN),
-                ("Specialist", WRITE),
-                ("Specialist", REPORT),
-                ("Evaluator", _conflict(named)),
-            ],
+            turns=_turns(_conflict(named)),
             workspace_files={"test_given.py": GIVEN},
             runs_dir=tmp_path / named.replace(":", "_"),
         )

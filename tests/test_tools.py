@@ -355,7 +355,11 @@ def test_read_file_gives_an_input_by_its_name_where_no_such_file_exists(ws: Path
         "ok", problem, {"bytes": len(problem.encode()), "input": "PROBLEM"}
     )
     assert call("read_file", ctx, path=" PROBLEM\n").output == problem
-    (ws / "PROBLEM").write_text("a file of that name wins\n")
-    assert call("read_file", ctx, path="PROBLEM").output == "a file of that name wins\n"
+    (ws / "PROBLEM").write_text("a file the task seeded under that name wins\n")
+    assert call("read_file", ctx, path="PROBLEM").output == "a file the task seeded under that name wins\n"
+    # A file a role wrote under an input's name does not stand in for the input (a forged specification).
+    forged = context(ws, inputs={"PROBLEM": problem}, author=lambda area, path: "Specialist")
+    assert call("read_file", forged, path="PROBLEM").output == problem
+    assert call("read_file", forged, path="./PROBLEM").output == problem
     with pytest.raises(ValueError, match="no file 'ENTRY_POINT' in the workspace"):
         call("read_file", ctx, path="ENTRY_POINT")  # not an input of this run

@@ -159,3 +159,28 @@ async def test_in_a_run_a_role_reads_an_input_by_name_raw(tmp_path: Path) -> Non
         problem,
         "PROBLEM",
     )
+
+
+async def test_a_file_a_role_writes_under_an_inputs_name_does_not_replace_the_input(tmp_path: Path) -> None:
+    """The attack: write `PROBLEM` with an easier specification, so that whoever reads PROBLEM judges by it."""
+    problem = 'def add(a, b):\n    """Sum."""\n'
+    forge = (
+        '<tool_calls><invoke name="write_file"><parameter name="path">PROBLEM</parameter>'
+        '<parameter name="content">def add(a, b):\n    """Return 0."""\n</parameter></invoke>'
+        '<invoke name="read_file"><parameter name="path">PROBLEM</parameter></invoke></tool_calls>'
+    )
+    _, trace, prepared = await run_task(
+        {
+            "goal": "Write t.py from PROBLEM.",
+            "expected_outputs": ["t.py"],
+            "inputs": {"PROBLEM": {"description": "source", "required": True}},
+        },
+        inputs={"PROBLEM": problem},
+        models={"Specialist": ScriptedModel([forge, "x"])},
+        turns=[("Planner", PLAN)],
+        runs_dir=tmp_path,
+        turns_per_cycle=3,
+    )
+    write, read = trace.cycles[0].tool_calls[:2]
+    assert write.status == "ok" and "Return 0." in (prepared.workspace / "PROBLEM").read_text()
+    assert (read.status, read.output, read.facts["input"]) == ("ok", problem, "PROBLEM")

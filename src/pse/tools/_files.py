@@ -65,12 +65,15 @@ def read_file(ctx: ToolContext, path: str) -> ToolOutcome:
     A path that names no file but one of the run's inputs gives that input's text, raw (facts: `input`):
     a small model reads the input it is told to use by its name (the 1.5B model read `PROBLEM`, then
     blocked on the missing file, in every HumanEval run), and a JSON copy of it, with its escapes, is
-    what it would otherwise find and copy."""
-    area, real, _ = resolve_path(ctx, path)
+    what it would otherwise find and copy. A file a role wrote under an input's name does not hide the
+    input: read by that name, the input is what a role gets (a Specialist's own `PROBLEM` file cannot
+    stand in for the task's); only a file the task seeded wins."""
+    area, real, root = resolve_path(ctx, path)
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; use list_files to see what it holds")
-    name = path.strip()
-    if not real.is_file() and area == "workspace" and name in ctx.inputs:
+    name = real.relative_to(root).as_posix()
+    seeded = real.is_file() and ctx.author(area, name) == "task"
+    if area == "workspace" and name in ctx.inputs and not seeded:
         value = ctx.inputs[name]  # the input itself, raw: what the model meant by reading it
         return ToolOutcome("ok", value, facts={"bytes": len(value.encode("utf-8")), "input": name})
     if not real.is_file():

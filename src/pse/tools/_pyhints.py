@@ -64,17 +64,19 @@ def syntax_problem(rel: str, source: str | bytes) -> str | None:
     return parsed if isinstance(parsed, str) else None
 
 
+def _constant(statement: ast.stmt) -> object:
+    """The value of a statement that is a bare constant (a docstring, `...`); None otherwise."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return statement.value.value
+    return None
+
+
 def _docstring_only(body: list[ast.stmt]) -> bool:
     """A function body that is its docstring and nothing else (or with `pass` / `...` after it)."""
     first, rest = body[0], body[1:]
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
-        return False
-    if not isinstance(first.value.value, str):
-        return False
-    ellipsis = [
-        isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and s.value.value is ... for s in rest
-    ]
-    return all(isinstance(s, ast.Pass) or e for s, e in zip(rest, ellipsis, strict=True))
+    return isinstance(_constant(first), str) and all(
+        isinstance(s, ast.Pass) or _constant(s) is ... for s in rest
+    )
 
 
 def _stubs(rel: str, tree: ast.Module) -> str | None:
