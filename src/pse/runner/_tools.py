@@ -105,6 +105,10 @@ def build_tools(
             plan_outputs=approvals.declared_outputs,
             repository=repository.files if repository is not None else None,
         ),
+        # A replayed run starts no command; its writes are checked against the recording as they are.
+        ruff_fixes=verification.ruff_fix
+        and "ruff" in task.config.all_required_checks
+        and not settings.replay_tools,
     )
     if repository is not None:  # the change is what roles wrote, by PSE's records
         repository.written = functools.partial(executor.provenance.written_by_roles, "workspace")

@@ -145,6 +145,12 @@ class VerificationSpec(_Strict):
         description="the gate rule for the verdict's <finding>s: a PASS with a finding of this severity or a "
         "worse one does not stand ('none': findings never block)",
     )
+    ruff_fix: bool = Field(
+        default=True,
+        description="when ruff is a required check, write_file applies ruff's safe fixes (sorted imports, "
+        "an unused import...) to each Python file a role writes, in the sandbox under the configuration "
+        "run_ruff uses; the record names the fixed codes, and the Evaluator's run_ruff still decides",
+    )
     commands: list[str] = Field(
         default_factory=list,
         description="the repository's own check commands, run in the sandbox over the sealed snapshot like "

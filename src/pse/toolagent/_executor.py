@@ -1,16 +1,14 @@
 """The executor: answer a role's message by deciding each request, running the allowed ones, auditing all.
 
-Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it. The
-decision step is `pse.toolagent._decide`; this module runs what it allows and keeps the audit.
+Plain code with no AutoGen in it, so the engine and tests use it directly; `ToolAgent` wraps it.
+`pse.toolagent._decide` decides; this module runs what it allows and keeps the audit.
 
 Error rule (`pse.exceptions`): a malformed request, a denied tool, a bad path or a failing command is
 an observation for the requester (a result with status error / denied / timeout), never an exception.
 A failure of the machinery itself (the sandbox cannot start, a tool function crashes) is kept as
 `infrastructure_error`; the batch stops there and the engine ends the run as ERROR. So is a replayed
-call that differs from its recording (`ToolReplayMismatchError`): nothing runs in its place.
-
-Each allowed call goes through the executor's `ToolRunner` (`pse.toolagent._runners`), which executes
-it, records it, or answers it from a recording.
+call that differs from its recording (`ToolReplayMismatchError`): nothing runs in its place. Allowed
+calls go through a `ToolRunner` (`pse.toolagent._runners`): executed, recorded or replayed.
 
 Approvals: an allowed call its grant's `ApprovalRule` matches is held, and the executor waits for the
 run's `Approver` before it runs it (approved) or answers `denied` with the person's reason. A resumed
@@ -92,6 +90,7 @@ class ToolExecutor:
         evidence: what the task declares as evidence (expected outputs, `[verification] evidence` globs,
             the plan's outputs as the run goes): each check's manifest is built from it (`pse.tools`'s
             `build_manifest`). Default: no declared output, so every file a role wrote is left out.
+        ruff_fixes: `write_file` applies ruff's safe fixes to the Python files roles write (`pse.tools`).
 
     Raises:
         ToolInfrastructureError: `settings.sandbox` is `bwrap` and bwrap cannot run here.
@@ -118,6 +117,7 @@ class ToolExecutor:
         replay: Sequence[ToolCallRecord] = (),
         sandbox: Sandbox | None = None,
         evidence: EvidenceRules | None = None,
+        ruff_fixes: bool = False,
     ) -> None:
         if not workspace.is_dir():
             raise ToolInfrastructureError(f"workspace {workspace} does not exist or is not a directory")
@@ -127,10 +127,9 @@ class ToolExecutor:
         self.policy = policy if policy is not None else Policy.default(settings, self.registry)
         self.checks = dict(checks or {})
         self.inputs = dict(inputs or {})
-        self.task_dir = task_dir
-        self.evaluation_dir = evaluation_dir
+        self.task_dir, self.evaluation_dir = task_dir, evaluation_dir
         self.check_config = declared_config(check_config)
-        self.pytest_plugins = tuple(pytest_plugins)
+        self.pytest_plugins, self.ruff_fixes = tuple(pytest_plugins), ruff_fixes
         self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
@@ -375,6 +374,7 @@ class ToolExecutor:
             pytest_plugins=self.pytest_plugins,
             author=self.provenance.author,
             evidence=partial(self.manifest, evaluation is not None),
+            ruff_fixes=self.ruff_fixes,
         )
 
     def _record(self, step: Allowed, result: RunResult, ms: int) -> ToolCallRecord:

@@ -16,6 +16,7 @@ from pse.sandbox import resolve_in_workspace
 from pse.tools._protected import check_config_reason
 from pse.tools._pyhints import WITHHELD, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
+from pse.tools._ruff import safe_fixes
 
 __all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
 
@@ -123,7 +124,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     """Create or replace a file inside the workspace or the evaluation area (parent folders are created).
 
     Facts: `bytes`, and `area` and `path` (relative to the area) of the file written: the executor
-    files the requester as its author.
+    files the requester as its author. Where the context says so (`ruff_fixes`), a Python file of the
+    workspace gets ruff's safe fixes; `ruff_fixed` lists their codes, and the argument the role sent
+    stays in the record as it was sent.
     """
     area, real, root = resolve_path(ctx, path)
     if not (ctx.evaluation_writable if area == "evaluation" else ctx.writable):
@@ -143,15 +146,34 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; give a file path")
     real.parent.mkdir(parents=True, exist_ok=True)
-    # Re-check after mkdir and open without following a last-component symlink (narrows the TOCTOU window).
+    data = _write(ctx, path, content)
+    fixed: list[str] = []
+    if ctx.ruff_fixes and area == "workspace" and rel.endswith((".py", ".pyi")):
+        content, fixed = safe_fixes(ctx, rel, content)
+        if fixed:
+            _write(ctx, path, content)
+    hints = python_hints(real, rel, content)
+    if fixed:
+        hints.insert(0, f"ruff applied its safe fixes ({', '.join(fixed)}) to the file; read it to see it")
+    return ToolOutcome(
+        "ok",
+        "\n".join([f"wrote {_shown(area, root, real)} ({len(data)} bytes)", *(f"note: {h}" for h in hints)]),
+        facts={
+            "bytes": len(data),
+            "area": area,
+            "path": rel,
+            **({"hints": hints} if hints else {}),
+            **({"ruff_fixed": fixed} if fixed else {}),
+        },
+    )
+
+
+def _write(ctx: ToolContext, path: str, content: str) -> bytes:
+    """Write `content` to a role's path, re-resolved now and opened without following a last-component
+    symlink (narrows the TOCTOU window after mkdir); the bytes written."""
     _, real, _ = resolve_path(ctx, path)
     data = content.encode("utf-8")
     fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
-    hints = python_hints(real, rel, content)
-    return ToolOutcome(
-        "ok",
-        "\n".join([f"wrote {_shown(area, root, real)} ({len(data)} bytes)", *(f"note: {h}" for h in hints)]),
-        facts={"bytes": len(data), "area": area, "path": rel, **({"hints": hints} if hints else {})},
-    )
+    return data

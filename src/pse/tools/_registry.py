@@ -44,6 +44,8 @@ class ToolContext:
         author: who wrote a file, for the reports of check runs.
         evidence: the manifest of a check, built at the moment of the check (None: one from this
             context's own rules, every file no role wrote plus the declared configuration).
+        ruff_fixes: `write_file` applies ruff's safe fixes to a Python file it writes in the workspace
+            (the task requires ruff and `[verification] ruff_fix` is on; off when tools are replayed).
     """
 
     workspace: Path
@@ -59,6 +61,7 @@ class ToolContext:
     pytest_plugins: tuple[str, ...] = ()
     author: Author = _seeded
     evidence: Callable[[], Manifest] | None = None
+    ruff_fixes: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import PurePosixPath
@@ -24,7 +25,7 @@ from pse.tools._evidence import Manifest
 from pse.tools._protected import RUFF_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
 
-__all__ = ["run_ruff"]
+__all__ = ["run_ruff", "safe_fixes"]
 
 _RUFF_JSON_LIMIT = 8_000_000
 _LISTED = 10
@@ -131,3 +132,46 @@ def _finding_line(finding: dict[str, Any], prefix: str) -> str:
             change = f"delete {rows}" if not content else new
             return f"{line} (ruff's fix: {change})"
     return f"{line} (ruff's fix: {fix['message']})" if fix.get("message") else line
+
+
+def safe_fixes(ctx: ToolContext, rel: str, content: str) -> tuple[str, list[str]]:
+    """`content` of the workspace file `rel` with ruff's safe fixes applied, and the codes they fixed.
+
+    Runs in the sandbox, over the snapshot and with the configuration `run_ruff` uses, the file given
+    on stdin (no role-chosen path is read). Nothing to fix, a ruff that failed, or a fixed text that
+    no longer parses gives back `content` and no code: the fix is a convenience, the Evaluator's sealed
+    `run_ruff` still decides.
+
+    Why it exists: ruff's own findings, even with ruff's fix quoted in them, did not make the 1.5B model
+    change its file (it wrote the same import block again, cycle after cycle, and the run ended at its
+    budget); a mechanical fix ruff marks safe needs no model."""
+    manifest = manifest_of(ctx)
+    data = content.encode("utf-8")
+    argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--no-respect-gitignore"]
+    argv += [*_ruff_config(ctx, manifest), f"--stdin-filename={{workspace}}/{rel}"]
+    snapshot = snapshot_areas(ctx, manifest)
+    found = ctx.sandbox.run(
+        [*argv, "--output-format=json", f"--output-file={OUTBOX}/{_RUFF_REPORT}", "-"],
+        writable=False, outbox=True, stdin=data, snapshot=snapshot, output_limit=_RUFF_JSON_LIMIT,
+    )  # fmt: skip
+    try:
+        findings = json.loads(found.outbox.get(_RUFF_REPORT, b"[]"))
+    except ValueError:
+        return content, []
+    safe = [f for f in findings if isinstance(f, dict) and isinstance(f.get("fix"), dict)] if isinstance(
+        findings, list
+    ) else []  # fmt: skip
+    codes = sorted({str(f.get("code")) for f in safe if f["fix"].get("applicability") == "safe"})
+    if not codes:
+        return content, []
+    fixed = ctx.sandbox.run(
+        [*argv, "--fix-only", "--silent", "-"],
+        writable=False, stdin=data, snapshot=snapshot, output_limit=2 * len(content) + 4096,
+    )  # fmt: skip
+    if fixed.exit_code != 0 or fixed.truncated or not fixed.output.strip():
+        return content, []
+    try:
+        ast.parse(fixed.output)
+    except (SyntaxError, ValueError):
+        return content, []
+    return (fixed.output, codes) if fixed.output != content else (content, [])
