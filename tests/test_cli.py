@@ -58,7 +58,7 @@ def test_run_with_live_view_prints_the_table(
     assert code == 0
     assert "PASSED after 2 cycle(s)" in out
     assert "Specialist" in out and "prompt" in out and "completion" in out
-    assert "Evaluator ↳ pytest: 5 passed, 2 failed" in out  # tool calls appear in the live view
+    assert "Evaluator ↳ pytest: 7 passed, 4 failed" in out  # tool calls appear in the live view
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_trace_list_show_stats_and_clean(
     code, out, _ = pse(monkeypatch, capsys, "trace", "list", "--runs-dir", runs)
     assert code == 0 and run_id in out and "PASSED" in out
     code, out, _ = pse(monkeypatch, capsys, "trace", "show", run_id, "--runs-dir", runs)
-    assert code == 0 and "cycle 1" in out and "AC1" in out and "pytest: 5 passed, 2 failed" in out
+    assert code == 0 and "cycle 1" in out and "AC1" in out and "pytest: 7 passed, 4 failed" in out
     code, out, _ = pse(monkeypatch, capsys, "trace", "show", run_id, "--runs-dir", runs, "--json")
     assert json.loads(out)["run_id"] == run_id
 

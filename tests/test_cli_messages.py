@@ -98,7 +98,7 @@ def test_trace_show_prints_the_criteria_their_verdicts_and_the_causal_line(
     )
     assert criterion is not None, out  # its text, not judged met in cycle 1, met in cycle 2
     assert "gate ✗ check:pytest: last run_pytest run: status error, exit code 1" in out
-    assert "Evaluator ↳ pytest: 5 passed, 2 failed" in out
+    assert "Evaluator ↳ pytest: 7 passed, 4 failed" in out
 
 
 # --- the live view --------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_the_live_view_shows_one_readable_line_per_event_never_raw_xml(demo: tup
     assert all(len(line) <= 80 for line in live), [line for line in live if len(line) > 80]
     assert not [line for line in live if re.search(r"</?[a-z_]+[ >]", line)]  # no tag, whole or cut
     assert "Specialist ↳ wrote quicksort.py (433 B)" in live
-    assert " Evaluator ↳ pytest: 5 passed, 2 failed (" in "\n".join(live)
+    assert " Evaluator ↳ pytest: 7 passed, 4 failed (" in "\n".join(live)
     assert " Evaluator verdict PARTIAL (TESTS_FAILING): AC1 ✗ AC2 ✓ AC3 ✗ AC4 ✓" in live
     assert "    Engine cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL" in live
 

@@ -1,8 +1,10 @@
-"""A SPEC_CONFLICT that names no test of the workspace is asked about once (issue 29); one that names a
-real test stands at once, so the honest exit of an impossible task stays open.
+"""A SPEC_CONFLICT that names no test of the workspace, or quotes a specification the task does not hold, is
+asked about once (issue 29); one that names a real test and quotes the task stands at once, so the honest
+exit of an impossible task stays open.
 
 The 1.5B model's Evaluator, asked to run pytest before its PASS, answered
-`<blocked reason_code="SPEC_CONFLICT" test="run_pytest">` and the run escalated to a person.
+`<blocked reason_code="SPEC_CONFLICT" test="run_pytest">` and the run escalated to a person; given a task
+test its Specialist's code failed, it quoted a sentence of its own as the specification.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ TASK = {"goal": "Write a.py saying hi.", "expected_outputs": ["a.py"]}
 GIVEN = 'def test_hi():\n    assert "hi" == "hello"\n'
 
 
-def _conflict(test: str) -> str:
-    return f'<blocked reason_code="SPEC_CONFLICT" test="{test}">The task says hi.</blocked>'
+def _conflict(test: str, sentence: str = "Write a.py  saying hi.") -> str:
+    return f'<blocked reason_code="SPEC_CONFLICT" test="{test}">{sentence}</blocked>'
 
 
 def _turns(*evaluator: str) -> list[tuple[str, str]]:
@@ -73,3 +75,19 @@ async def test_a_conflict_naming_a_given_test_stands_at_once(tmp_path: Path) -> 
         )
         assert trace.cycles[0].repairs == [] and summary.outcome == "ESCALATED"
         assert trace.cycles[0].blocked is not None and trace.cycles[0].blocked.test == named
+
+
+async def test_a_conflict_quoting_what_the_task_does_not_say_is_asked_once(tmp_path: Path) -> None:
+    _, trace, _ = await run_task(
+        TASK,
+        turns=_turns(_conflict("test_given.py::test_hi", "a.py must say hello."), VERDICT),
+        workspace_files={"test_given.py": GIVEN},
+        runs_dir=tmp_path,
+    )
+    [asked] = [r.error for r in trace.cycles[0].repairs]
+    assert asked == (
+        "Your SPEC_CONFLICT quotes a specification the task message does not hold. It must quote, word for "
+        "word, the task's own sentence that the test contradicts; if no sentence of the task does, the test "
+        "is right and the work must change: send your verdict instead."
+    )
+    assert trace.cycles[0].blocked is None and trace.cycles[0].verdict is not None

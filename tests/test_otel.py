@@ -234,7 +234,7 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": Tool.RUN_PYTEST,
         "gen_ai.agent.name": Role.EVALUATOR, "pse.tool.requester": Role.EVALUATOR,
         "pse.tool.decision": "allowed", "pse.tool.status": "error",
-        "pse.tool.rule": f"roles.{Role.EVALUATOR}.{Tool.RUN_PYTEST}", "pse.tool.facts.failed": 2,
+        "pse.tool.rule": f"roles.{Role.EVALUATOR}.{Tool.RUN_PYTEST}", "pse.tool.facts.failed": 4,
         "error.type": "error",
     }  # fmt: skip
     assert expected.items() <= pytest_call.items() and pytest_call["pse.tool.ms"] > 0

@@ -137,9 +137,10 @@ def test_the_honest_way_out_is_told_only_where_the_task_gave_tests(tmp_path: Pat
     assert "REASON_CODE is SPEC_CONFLICT." in given[Role.EVALUATOR]
     single = _prompts(tmp_path / "single", "humaneval", _GIVEN_TESTS, team="single")
     assert conflict in single[SINGLE_AGENT]
-    for task in _TASKS:  # no built-in task seeds a test: its prompts are as they were
+    for task in _TASKS:  # a built-in task that seeds no test: its prompts are as they were
         told = any(conflict in prompt for prompt in _prompts(tmp_path / task, task).values())
-        assert told == (task == "code-change"), task  # but a repository comes with its own tests
+        # code-delivery seeds its acceptance tests; a repository comes with its own tests
+        assert told == (task in ("code-change", "code-delivery")), task
 
 
 def test_no_prompt_holds_what_the_model_copied_before(tmp_path: Path) -> None:

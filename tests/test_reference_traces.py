@@ -18,7 +18,10 @@ returned input is no new list: their prompt token counts only. Then the Speciali
 what the task says of its first output (code-delivery's and incident-review's prompt token counts only).
 Then the task message stopped listing `inputs.json`, whose inputs it shows itself (incident-review's
 `task_message` and prompt token counts only), and code-delivery's Specialist prompt that the test file's
-imports end with two empty lines (its prompt token counts only).
+imports end with two empty lines (its prompt token counts only). Then code-delivery seeded its own
+acceptance tests (`test_acceptance.py`): its task message, the Evaluator's pytest results (4 failed, 7
+passed; then 11 passed), the revise cycle's step_buffer (the task tests' messages), the sealed evidence
+lists and prompt token counts changed, nothing else.
 """
 
 from __future__ import annotations

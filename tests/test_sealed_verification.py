@@ -96,6 +96,18 @@ def _run(
     return trace
 
 
+def _own_tests_task(tmp_path: Path) -> Path:
+    """A tasks folder holding code-delivery without its seeded acceptance tests (task `own-tests`): only
+    the Specialist's tests can run the delivered file."""
+    tasks = tmp_path / "tasks"
+    folder = shutil.copytree(ROOT / "tasks" / "code-delivery", tasks / "own-tests")
+    (folder / "test_acceptance.py").unlink()
+    toml = (folder / "task.toml").read_text()
+    (folder / "task.toml").write_text(toml.replace('seed = ["test_acceptance.py"]\n', ""))
+    (tasks / "registry.toml").write_text('[tasks.own-tests]\npath = "own-tests"\n')
+    return tasks
+
+
 def _failures(trace: dict[str, Any]) -> list[str]:
     return list(trace["cycles"][0]["gate"]["failures"])
 
@@ -142,9 +154,10 @@ class TestSteeredByAFile:
         assert "asks for plugins (pytest_plugins)" in run["output"]
 
     def test_an_ignore_file_cannot_hide_a_file_from_ruff(self, tmp_path: Path, mode: str) -> None:
-        # A correct quicksort with a lint finding, and ignore files ruff would honour in a discovery run.
+        # A correct quicksort with a lint finding ruff has no fix for (write_file applies ruff's safe fixes),
+        # and ignore files ruff would honour in a discovery run.
         files = {
-            "quicksort.py": "import os\n" + FIXED,
+            "quicksort.py": "def _spare():\n    return missing_name\n\n\n" + FIXED,
             "test_quicksort.py": TESTS,
             ".gitignore": "quicksort.py\n",
             ".ignore": "quicksort.py\n",
@@ -152,7 +165,7 @@ class TestSteeredByAFile:
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         ruff = _calls(trace, "run_ruff")[-1]
         assert ruff["status"] == "error" and ruff["facts"]["findings"] >= 1
-        assert "quicksort.py:1:8: F401" in ruff["output"]
+        assert "quicksort.py:2:12: F821" in ruff["output"]
         assert any(f.startswith("check:ruff:") for f in _failures(trace))
 
 
@@ -165,7 +178,8 @@ class TestOtherCodeRan:
         files = {**BUGGY, "quicksort/__init__.py": FIXED}  # a package wins over a module of the same name
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         run = _calls(trace, "run_pytest")[-1]
-        assert (run["facts"]["passed"], run["facts"]["failed"]) == (5, 2)  # the delivered file ran
+        # The delivered file ran: 2 of the Specialist's tests and 2 of the task's acceptance tests fail.
+        assert (run["facts"]["passed"], run["facts"]["failed"]) == (7, 4)
         assert {"path": "quicksort/__init__.py", "author": "Specialist"} in run["facts"]["evidence"][
             "left_out"
         ]
@@ -182,7 +196,7 @@ class TestOtherCodeRan:
         }
         trace = _run(tmp_path, mode, _cassette(tmp_path, files))
         run = _calls(trace, "run_pytest")[-1]
-        assert run["facts"]["failed"] == 2
+        assert run["facts"]["failed"] == 4  # the Specialist's 2 and the task's 2, all on the delivered file
         assert run["facts"]["coverage"]["quicksort.py"]["proven"] is True  # the declared file is what ran
 
     def test_tests_that_never_touch_the_delivered_file_prove_nothing(self, tmp_path: Path, mode: str) -> None:
@@ -190,7 +204,10 @@ class TestOtherCodeRan:
             "quicksort.py": BUGGY["quicksort.py"],
             "test_quicksort.py": "def test_sorted():\n    assert sorted([2, 1]) == [1, 2]\n",
         }
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
+        # code-delivery's own acceptance tests would run the file: this is a task without any.
+        trace = _run(
+            tmp_path, mode, _cassette(tmp_path, files), "own-tests", tasks_dir=_own_tests_task(tmp_path)
+        )
         run = _calls(trace, "run_pytest")[-1]
         assert (run["status"], run["facts"]["passed"], run["facts"]["failed"]) == ("error", 1, 0)
         assert run["facts"]["coverage"]["quicksort.py"] == {
@@ -320,8 +337,8 @@ class TestOutlivedItsCommand:
         trace = _run(tmp_path, mode, _cassette(tmp_path, files, [("run_pytest", {"target": "."})], later))
         first, second = _calls(trace, "run_pytest")
         assert (
-            first["facts"]["failed"] == second["facts"]["failed"] == 2
-        )  # nobody fixed the second one's files
+            first["facts"]["failed"] == second["facts"]["failed"] == 4
+        )  # nobody fixed the second one's files (2 of the Specialist's tests, 2 of the task's)
         if mode == "fallback" and os.geteuid() == 0:
             pool = range(Settings().sandbox_uid + 1, Settings().sandbox_uid + 1 + Settings().sandbox_uids)
             assert [uid for uid in pool if processes_of(uid)] == []

@@ -212,7 +212,11 @@ def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path
     assert (tmp_path / "ws" / "data" / "metrics.csv").read_bytes() == (
         task.dir / "data/metrics.csv"
     ).read_bytes()
-    assert TaskRegistry.discover().get("code-delivery").seed_workspace(tmp_path / "ws2") == []
+    delivery = TaskRegistry.discover().get("code-delivery")
+    assert delivery.seed_workspace(tmp_path / "ws2") == ["test_acceptance.py"]  # its own acceptance tests
+    assert (tmp_path / "ws2" / "test_acceptance.py").read_bytes() == (
+        delivery.dir / "test_acceptance.py"
+    ).read_bytes()
 
 
 def test_resolved_checks_fill_and_quote_placeholders(tmp_path: Path) -> None:

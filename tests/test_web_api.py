@@ -332,7 +332,7 @@ def test_files_are_listed_and_served_as_inert_text(finished_runs: Path) -> None:
     with _client(finished_runs) as c:
         listing = c.get(f"/api/runs/{run_id}/files").json()
         response = c.get(f"/api/runs/{run_id}/files/quicksort.py")
-    assert [f["path"] for f in listing] == ["quicksort.py", "test_quicksort.py"]
+    assert [f["path"] for f in listing] == ["quicksort.py", "test_acceptance.py", "test_quicksort.py"]
     assert response.status_code == 200 and "def quicksort" in response.text
     assert response.headers["content-type"] == "text/plain; charset=utf-8"
     assert response.headers["content-security-policy"] == "sandbox"

@@ -58,11 +58,12 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
             expect(page.locator("#timeline .cycle-chip").nth(0)).to_contain_text("PARTIAL")
             expect(page.locator("#timeline .cycle-chip").nth(1)).to_contain_text("PASS")
             expect(page.locator("#cycle-1")).to_contain_text("✗ unmet")
-            # who wrote the tests each pytest run held: the Specialist's, 2 of 7 failing on the first cycle
+            # who wrote the tests each pytest run held: the Specialist's, 2 of 7 failing on the first cycle,
+            # and the task's own acceptance tests, 2 of 4
             # (tool calls and messages are under their own section, folded until asked for)
             page.locator("#messages-panel > summary").click()
             expect(page.locator("#messages-1 .test-authors")).to_have_text(
-                "tests by author: Specialist 5 passed, 2 failed"
+                "tests by author: task 2 passed, 2 failed · Specialist 5 passed, 2 failed"
             )
             expect(page.locator("#tokens-panel tbody tr")).to_have_count(3)
             page.screenshot(path=shots / "2-run-live-passed.png", full_page=True)
@@ -73,7 +74,9 @@ def test_dashboard_runs_the_demo_live_and_shows_run_and_metrics(server: str, tmp
             expect(row).to_contain_text("PASSED")
             row.locator("a").click()
             expect(page.locator("#run-outcome")).to_have_text("PASSED")
-            expect(page.locator("#files li")).to_have_count(2)
+            expect(page.locator("#files li")).to_have_count(
+                3
+            )  # the two outputs and the task's test_acceptance.py
             page.locator("#messages-panel > summary").click()
             page.uncheck("#role-filter input[data-role=ToolAgent]")
             expect(page.locator("#messages-1 .msg.ToolAgent")).to_have_count(0)

@@ -606,10 +606,12 @@ def test_a_cycle_shows_the_evidence_its_checks_ran_over(site: tuple[Any, str], r
     evidence = page.locator("#cycle-2 .evidence")
     expect(evidence.locator("h4")).to_have_text("Evidence of each check")
     pytest_run = evidence.locator(".evidence-run").first
-    expect(pytest_run.locator("summary")).to_have_text("run_pytest (last run): 2 file(s) sealed")
+    expect(pytest_run.locator("summary")).to_have_text("run_pytest (last run): 3 file(s) sealed")
     pytest_run.locator("summary").click()
-    expect(pytest_run.locator("tbody tr td:first-child")).to_have_text(["quicksort.py", "test_quicksort.py"])
-    expect(pytest_run.locator("tbody tr td:nth-child(3)")).to_have_text(["Specialist", "Specialist"])
+    expect(pytest_run.locator("tbody tr td:first-child")).to_have_text(
+        ["quicksort.py", "test_acceptance.py", "test_quicksort.py"]
+    )
+    expect(pytest_run.locator("tbody tr td:nth-child(3)")).to_have_text(["Specialist", "task", "Specialist"])
     expect(pytest_run.locator(".coverage li")).to_have_text(
         ["✓ quicksort.py: 100% of 8 lines ran, 7 while the tests ran"]
     )

@@ -293,7 +293,7 @@ def test_live_events_read_as_the_terminals_lines(site: tuple[Any, str], tmp_path
         expect(label).to_have_text("Why it ended:")
         log = page.locator("#live-log")
         expect(log).to_contain_text("Specialist ↳ wrote quicksort.py")
-        expect(log).to_contain_text("Evaluator ↳ pytest: 5 passed, 2 failed")
+        expect(log).to_contain_text("Evaluator ↳ pytest: 7 passed, 4 failed")
         expect(log).to_contain_text("Planner: plan: Deliver quicksort.py")
         text = log.inner_text()
         for xml in ("<tool_calls", "<invoke", "<parameter", "<plan", "<verdict", "<report"):

@@ -102,7 +102,7 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                     )
                 if outcome.blocked is not None:
                     early = blocked_early(early, outcome.blocked.reason_code) or unfounded_conflict(
-                        crew.finds_test, outcome.blocked, role_spec(role).final
+                        crew.finds_test, outcome.blocked, role_spec(role).final, spec.packet
                     )
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 return problem, early

@@ -32,6 +32,7 @@ __all__ = [
     "criterion_failures",
     "criterion_over_cap",
     "names_a_test",
+    "quotes_task",
     "spec_conflict",
     "write_escalation",
 ]
@@ -190,7 +191,7 @@ def spec_conflict(blocked: BlockedRecord, trace: Trace, workspace: Path) -> dict
         "test_source": source,
         "test_author": _author(path, trace) if path is not None else None,
         "specification": sentence,
-        "specification_in_task": bool(sentence) and _plain(sentence) in _plain(trace.task_message),
+        "specification_in_task": quotes_task(sentence, trace.task_message),
     }
 
 
@@ -199,6 +200,12 @@ def names_a_test(workspace: Path, named: str) -> bool:
     files: what a SPEC_CONFLICT must name (read as `spec_conflict` reads it)."""
     named = named.strip()
     return bool(named) and _find_test(named, workspace) is not None
+
+
+def quotes_task(sentence: str, task: str) -> bool:
+    """Whether the task message holds `sentence`, spacing and surrounding quotes aside: what a
+    SPEC_CONFLICT's specification must be, a sentence of the task, not one its author wrote."""
+    return bool(_plain(sentence)) and _plain(sentence) in _plain(task)
 
 
 def _plain(text: str) -> str:

@@ -18,6 +18,7 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pse.engine._escalation import quotes_task
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.tools import python_problem
@@ -192,18 +193,31 @@ def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
     return f"You blocked on missing data, but {unwritten} Block again only if data the task needs is missing."
 
 
-def unfounded_conflict(finds: Callable[[str], bool] | None, blocked: BlockedRecord, owed: str) -> str | None:
-    """Why a `SPEC_CONFLICT` is asked about once: the test it names is no test in the workspace. The 1.5B
-    model's Evaluator, asked to run a required check, answered SPEC_CONFLICT with `test="run_pytest"`
-    and the run escalated; a conflict that names a real test stands at once (the honest exit)."""
-    if finds is None or blocked.reason_code != SPEC_CONFLICT or finds(blocked.test or ""):
+def unfounded_conflict(
+    finds: Callable[[str], bool] | None, blocked: BlockedRecord, owed: str, task: str | None = None
+) -> str | None:
+    """Why a `SPEC_CONFLICT` is asked about once: the test it names is no test in the workspace, or the
+    sentence it quotes as the specification is not in the task message (`task`). The 1.5B model's
+    Evaluator, asked to run a required check, answered SPEC_CONFLICT with `test="run_pytest"` and the run
+    escalated; given a failing task test, it quoted a sentence of its own ("The function should return
+    the input list itself") as the specification. A conflict that names a real test and quotes the task
+    stands at once (the honest exit)."""
+    if blocked.reason_code != SPEC_CONFLICT:
         return None
-    named = repr(blocked.test) if blocked.test else "no test"
-    return (
-        f"Your SPEC_CONFLICT names {named}, which is no test function of the workspace's test files. It must "
-        f"name a test the task gave (FILE::NAME) that contradicts the specification; if none does, send your "
-        f"{owed} instead."
-    )
+    if finds is not None and not finds(blocked.test or ""):
+        named = repr(blocked.test) if blocked.test else "no test"
+        return (
+            f"Your SPEC_CONFLICT names {named}, which is no test function of the workspace's test files. It "
+            f"must name a test the task gave (FILE::NAME) that contradicts the specification; if none does, "
+            f"send your {owed} instead."
+        )
+    if task is not None and not quotes_task(blocked.detail, task):
+        return (
+            "Your SPEC_CONFLICT quotes a specification the task message does not hold. It must quote, word "
+            "for word, the task's own sentence that the test contradicts; if no sentence of the task does, "
+            f"the test is right and the work must change: send your {owed} instead."
+        )
+    return None
 
 
 def pass_early(

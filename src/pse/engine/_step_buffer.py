@@ -32,6 +32,8 @@ __all__ = [
 
 _MAX_ARTIFACTS = 50
 _MAX_FAILING = 10
+_WHY_CHARS = 400
+"""Characters of a task test's failure message a failing-test line quotes."""
 _FOUND = "What the Evaluator's last checks found (failing tests, findings):"
 _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
@@ -71,18 +73,33 @@ def fit_to_tokens(text: str, cap: int) -> str:
 def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
     """The tests that failed in the Evaluator's last `run_pytest` of a cycle (`test_x.py::test_a: failed`),
     from the ToolAgent's record of the run, not a role's words: a finding such as "pytest failed" names
-    no test to fix. Not pytest's message of why (the record keeps it): a test's output may differ from
-    run to run (a random seed), and what PSE sends a model must be the same when a run is replayed."""
+    no test to fix. pytest's message of why comes only for a test of a file the task seeded (the task's
+    own acceptance tests, written to fail in the same words on every run): a role's test may print what
+    differs from run to run (a random seed), and what PSE sends a model must be the same when a run is
+    replayed. Given only the name of a failing task test, the 1.5B model read the file nine times and
+    never changed its code."""
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
     tests = runs[-1].facts.get("tests") if runs else None
+    evidence = runs[-1].facts.get("evidence") if runs else None
+    listed = evidence.get("files") if isinstance(evidence, dict) else None
+    seeded = {f.get("path") for f in listed or [] if isinstance(f, dict) and f.get("author") == "task"}
     failing = [
-        f"{t.get('test')}: {t.get('outcome')}" + _collection(t.get("message"))
+        f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t, seeded))
         for t in (tests if isinstance(tests, list) else [])
         if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
     ]
     if len(failing) > _MAX_FAILING:
         failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
     return failing
+
+
+def _why(test: dict[str, object], seeded: set[object]) -> str:
+    """The first line of a task test's failure message (at most `_WHY_CHARS`), or nothing."""
+    message = test.get("message")
+    if str(test.get("test", "")).partition("::")[0] not in seeded or not isinstance(message, str):
+        return ""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return f" ({first[:_WHY_CHARS]})" if first else ""
 
 
 def _collection(message: object) -> str:
