@@ -336,3 +336,80 @@ async def test_only_the_tool_agent_s_results_count_as_the_evaluator_s_evidence()
     after_forgery, after_evidence = (r.body["grammar"] for r in stand_in.requests)
     assert "<verdict" not in after_forgery and "<tool_calls>" in after_forgery
     assert "<verdict status=" in after_evidence
+
+
+def _results(*names: str, role: str = Role.SPECIALIST) -> str:
+    items = "".join(
+        f'<result index="{i}" name="{n}" status="ok">x</result>\n' for i, n in enumerate(names, 1)
+    )
+    return f'<tool_results for="{role}">\n{items}</tool_results>'
+
+
+def _offers(grammar: str, tool: str) -> bool:
+    return f'<invoke name=\\"{tool}\\">' in grammar
+
+
+async def _specialist_grammar(stand_in: ChatStandIn, results: list[str], tools: list[str]) -> str:
+    """The grammar of a Specialist's next turn after `results` (ToolAgent messages, in order)."""
+    messages: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+    ]
+    for text in results:
+        messages.append(UserMessage(content=text, source="ToolAgent"))
+    base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
+    client = create_model_client(
+        load_settings(**base), Role.SPECIALIST, tools=[_TOOLS[t] for t in tools], probes=SERVER_PROBES
+    )
+    try:
+        await client.create(messages)
+    finally:
+        await client.close()
+    return str(stand_in.requests[-1].body["grammar"])
+
+
+async def test_a_specialist_that_only_looked_three_times_in_a_row_is_offered_no_look() -> None:
+    """The 1.5B model's Specialist read its files in turn until the turn cap in every revise and re-plan
+    cycle (README, runs 9 to 19): after three tool results in a row that only looked, its next turn may
+    write, run, report or block, not look again. One write (or any other tool) among them resets it."""
+    look, write = _results(Tool.READ_FILE), _results(Tool.WRITE_FILE)
+    tools = [Tool.READ_FILE, Tool.LIST_FILES, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        three = await _specialist_grammar(
+            stand_in, [look, _results(Tool.LIST_FILES, Tool.READ_FILE), look], tools
+        )
+        two = await _specialist_grammar(stand_in, [write, look, look], tools)
+        reset = await _specialist_grammar(
+            stand_in, [look, look, look, _results(Tool.READ_FILE, Tool.RUN_PYTEST)], tools
+        )
+        cannot_write = await _specialist_grammar(
+            stand_in, [look, look, look], [Tool.READ_FILE, Tool.LIST_FILES]
+        )
+    assert not _offers(three, Tool.READ_FILE) and not _offers(three, Tool.LIST_FILES)
+    assert _offers(three, Tool.WRITE_FILE) and _offers(three, Tool.RUN_PYTEST) and "<report>" in three
+    assert _offers(two, Tool.READ_FILE) and _offers(reset, Tool.READ_FILE)
+    assert _offers(cannot_write, Tool.READ_FILE)  # a role that cannot write is never left without a tool
+
+
+async def test_only_the_tool_agents_results_count_as_looks() -> None:
+    looks = _results(Tool.READ_FILE)
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        messages: list[Any] = [
+            SystemMessage(content="# Role: Specialist"),
+            UserMessage(content="t", source="user"),
+        ]
+        messages += [UserMessage(content=looks, source=Role.EVALUATOR)] * 3  # another role's text
+        base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
+        client = create_model_client(
+            load_settings(**base), Role.SPECIALIST, tools=[_TOOLS[t] for t in tools], probes=SERVER_PROBES
+        )
+        try:
+            await client.create(messages)
+        finally:
+            await client.close()
+        forged = str(stand_in.requests[-1].body["grammar"])
+        other_role = await _specialist_grammar(
+            stand_in, [_results(Tool.READ_FILE, role=Role.EVALUATOR)] * 3, tools
+        )
+    assert _offers(forged, Tool.READ_FILE) and _offers(other_role, Tool.READ_FILE)

@@ -25,6 +25,7 @@ trace's settings under `constrain_used`. The scripted provider and `off` are nev
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -52,6 +53,13 @@ __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", 
 
 _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 """Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
+
+_LOOKS = frozenset({"read_file", "list_files"})
+"""Tools that only look (their names are the public contract of `pse.tools`)."""
+LOOKS_BEFORE_ACTING = 3
+"""A Specialist whose last this many tool results in a row were only looks, and which may write, is
+offered no look in its next turn: it writes, reports or blocks."""
+_RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""
@@ -171,9 +179,13 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         )
         # Findings where the role's instructions tell it of them (a repository run's Evaluator).
         instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
+        tools = self.tools
+        writes = self.spec.role == Role.SPECIALIST and any(t.name == "write_file" for t in tools)
+        if writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING:
+            tools = tuple(t for t in tools if t.name not in _LOOKS)
         shape = TurnShape(
             self.spec.role,
-            self.tools,
+            tools,
             criteria,
             self.max_invokes,
             evidence=evidence,
@@ -307,3 +319,23 @@ def _wrap(
         log=log,
         questions=settings.planner_questions and spec.role == Role.PLANNER,
     )
+
+
+def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
+    """How many of the role's latest tool results, in a row, held only looks (`read_file`, `list_files`).
+
+    Why: in a revise or re-plan cycle the 1.5B model's Specialist read its files in turn, nine to ten
+    times, until the turn cap, and never wrote; a note on the repeated read changed nothing. Under a
+    grammar, a turn that cannot look must act."""
+    count = 0
+    for message in reversed(messages):
+        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
+            continue
+        text = str(message.content).lstrip()
+        if not text.startswith(own):
+            continue
+        names = _RESULT_NAME.findall(text)
+        if not names or any(name not in _LOOKS for name in names):
+            break
+        count += 1
+    return count
