@@ -135,9 +135,9 @@ def test_the_1_5b_model_keeps_the_protocol_and_the_server_lives(code_delivery: P
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 29's goal, not reached yet: at temperature 0, Qwen2.5-Coder-1.5B ends code-delivery "
-    "TIMEOUT or ESCALATED; its closest cycles passed every visible check on a quicksort that returns the "
-    "input itself for one item, which this test's reference suite refuses (README, Real models)",
+    reason="issue 29's goal, not reached yet: at temperature 0, Qwen2.5-Coder-1.5B writes a quicksort that "
+    "returns its input for one item; code-delivery's own acceptance tests refuse it (as this test's reference "
+    "suite does), and the model does not repair it in a later cycle: TIMEOUT or ESCALATED (README, Real models)",
 )
 def test_code_delivery_passes_with_qwen_and_the_hidden_check_holds(code_delivery: Path) -> None:
     trace = load_trace(code_delivery)
