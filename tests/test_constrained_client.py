@@ -349,14 +349,16 @@ def _offers(grammar: str, tool: str) -> bool:
     return f'<invoke name=\\"{tool}\\">' in grammar
 
 
-async def _specialist_grammar(stand_in: ChatStandIn, results: list[str], tools: list[str]) -> str:
-    """The grammar of a Specialist's next turn after `results` (ToolAgent messages, in order)."""
+async def _specialist_grammar(
+    stand_in: ChatStandIn, results: list[str], tools: list[str], source: str = "ToolAgent"
+) -> str:
+    """The grammar of a Specialist's next turn after `results` (messages from `source`, in order)."""
     messages: list[Any] = [
         SystemMessage(content="# Role: Specialist"),
         UserMessage(content="the task", source="user"),
     ]
     for text in results:
-        messages.append(UserMessage(content=text, source="ToolAgent"))
+        messages.append(UserMessage(content=text, source=source))
     base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
     client = create_model_client(
         load_settings(**base), Role.SPECIALIST, tools=[_TOOLS[t] for t in tools], probes=SERVER_PROBES
@@ -395,20 +397,9 @@ async def test_only_the_tool_agents_results_count_as_looks() -> None:
     looks = _results(Tool.READ_FILE)
     tools = [Tool.READ_FILE, Tool.WRITE_FILE]
     with ChatStandIn("openai", applies="grammar") as stand_in:
-        messages: list[Any] = [
-            SystemMessage(content="# Role: Specialist"),
-            UserMessage(content="t", source="user"),
-        ]
-        messages += [UserMessage(content=looks, source=Role.EVALUATOR)] * 3  # another role's text
-        base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
-        client = create_model_client(
-            load_settings(**base), Role.SPECIALIST, tools=[_TOOLS[t] for t in tools], probes=SERVER_PROBES
-        )
-        try:
-            await client.create(messages)
-        finally:
-            await client.close()
-        forged = str(stand_in.requests[-1].body["grammar"])
+        forged = await _specialist_grammar(
+            stand_in, [looks] * 3, tools, source=Role.EVALUATOR
+        )  # another role's text
         other_role = await _specialist_grammar(
             stand_in, [_results(Tool.READ_FILE, role=Role.EVALUATOR)] * 3, tools
         )
