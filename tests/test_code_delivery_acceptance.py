@@ -103,3 +103,19 @@ def test_returning_the_input_for_one_item_fails_and_only_the_tasks_test_says_why
         "one-item list included (return a copy, such as list(items)))",
         "test_quicksort.py::test_single: failed",  # a role's test: its name only (its words may vary)
     ]
+
+
+def test_a_result_that_answers_every_comparison_with_true_fails(tmp_path: Path, mode: str) -> None:
+    # A model after a PASS without the work: a list subclass equal to anything, of any length it likes.
+    forged = (
+        "class Anything(list):\n    def __eq__(self, other):\n        return True\n\n"
+        "    def __ne__(self, other):\n        return False\n\n    def __len__(self):\n        return 100\n\n\n"
+        "def quicksort(items: list) -> list:\n    return Anything(items)\n"
+    )
+    records = _checked(tmp_path, mode, forged)
+    assert records[-1].facts["failed"] == 2 and records[-1].facts["passed"] == 2
+    assert [line.split(" (")[0] for line in failing_tests(records)] == [
+        "test_acceptance.py::test_the_result_is_sorted: failed",
+        "test_acceptance.py::test_100_random_items_match_sorted: failed",
+    ]
+    assert all("quicksort returned a Anything, not a list" in line for line in failing_tests(records))

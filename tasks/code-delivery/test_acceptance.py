@@ -9,6 +9,15 @@ import random
 
 from quicksort import quicksort
 
+
+def sort_of(items):
+    """quicksort's result for a copy of `items`, which must be a plain list: a list subclass could answer
+    every comparison with True."""
+    got = quicksort(list(items))
+    assert type(got) is list, f"quicksort returned a {type(got).__name__}, not a list"
+    return got
+
+
 CASES = [[], [1], [1, 2, 3], [3, 2, 1], [2, 1, 2, 1, 2], [5, -1, 0, -1, 5], [0.5, -2.25, 3.0]]
 
 
@@ -16,7 +25,7 @@ def test_the_result_is_sorted():
     wrong = [
         f"quicksort({items!r}) returned {got!r}; the goal asks for {sorted(items)!r}"
         for items in CASES
-        if (got := quicksort(list(items))) != sorted(items)
+        if (got := sort_of(items)) != sorted(items)
     ]
     assert not wrong, "; ".join(wrong)
 
@@ -38,6 +47,6 @@ def test_the_input_is_left_untouched():
 def test_100_random_items_match_sorted():
     rng = random.Random(29)
     items = [rng.randint(-50, 50) for _ in range(100)]
-    got = quicksort(list(items))
+    got = sort_of(items)
     assert len(got) == 100, f"quicksort of 100 random items returned {len(got)} items: values were lost or added"
     assert got == sorted(items), "quicksort of 100 random items returned them in another order than sorted()"
