@@ -80,11 +80,8 @@ def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
     never changed its code."""
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
     tests = runs[-1].facts.get("tests") if runs else None
-    evidence = runs[-1].facts.get("evidence") if runs else None
-    listed = evidence.get("files") if isinstance(evidence, dict) else None
-    seeded = {f.get("path") for f in listed or [] if isinstance(f, dict) and f.get("author") == "task"}
     failing = [
-        f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t, seeded))
+        f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t))
         for t in (tests if isinstance(tests, list) else [])
         if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
     ]
@@ -93,10 +90,11 @@ def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
     return failing
 
 
-def _why(test: dict[str, object], seeded: set[object]) -> str:
-    """The first line of a task test's failure message (at most `_WHY_CHARS`), or nothing."""
+def _why(test: dict[str, object]) -> str:
+    """The first line of a task test's failure message (at most `_WHY_CHARS`), or nothing: `author` is
+    who wrote the test's file by PSE's records, never by the test process's own report."""
     message = test.get("message")
-    if str(test.get("test", "")).partition("::")[0] not in seeded or not isinstance(message, str):
+    if test.get("author") != "task" or not isinstance(message, str):
         return ""
     first = message.strip().splitlines()[0] if message.strip() else ""
     return f" ({first[:_WHY_CHARS]})" if first else ""
