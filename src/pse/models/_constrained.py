@@ -48,14 +48,15 @@ from pse.protocol import (
     turn_schema,
 )
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
+from pse.tools import Tool
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
 
 _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 """Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
 
-_LOOKS = frozenset({"read_file", "list_files"})
-"""Tools that only look (their names are the public contract of `pse.tools`)."""
+_LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
+"""Tools that only look."""
 LOOKS_BEFORE_ACTING = 3
 """A Specialist whose last this many tool results in a row were only looks, and which may write, is
 offered no look in its next turn: it writes, reports or blocks."""
@@ -180,7 +181,7 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         # Findings where the role's instructions tell it of them (a repository run's Evaluator).
         instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
         tools = self.tools
-        writes = self.spec.role == Role.SPECIALIST and any(t.name == "write_file" for t in tools)
+        writes = self.spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
         if writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING:
             tools = tuple(t for t in tools if t.name not in _LOOKS)
         shape = TurnShape(
