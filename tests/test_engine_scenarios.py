@@ -174,6 +174,25 @@ async def test_a_fail_over_fixable_work_is_asked_once_and_the_next_verdict_stand
     assert trace.cycles[0].repairs == [] and trace.cycles[0].result == "FAIL"
 
 
+async def test_a_fail_for_a_spec_conflict_is_asked_once_as_work_to_fix(tmp_path: Path) -> None:
+    # Run 21 (issue 29's 1.5B run): told its SPEC_CONFLICT quoted no sentence of the task, the Evaluator sent
+    # the same words as a FAIL; the re-plan could not change the task's tests. Asked once, it says PARTIAL.
+    conflict = ("Evaluator", E_FAIL[1].replace("WRONG_APPROACH", "SPEC_CONFLICT"))
+    asked = (
+        "Your FAIL asks for a new plan for a SPEC_CONFLICT, but a new plan cannot change the task's tests. A "
+        "test the work fails is work the Specialist can fix under this plan: that is PARTIAL. Send your "
+        "verdict again."
+    )
+    turns = [PLAN, S_BAD, S_REPORT, E_CHECKS, conflict, E_PARTIAL, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+    trace, _ = await _run(tmp_path, turns)
+    assert [(r.role, r.error) for r in trace.cycles[0].repairs] == [("Evaluator", asked)]
+    assert [(c.kind, c.result) for c in trace.cycles] == [("initial", "PARTIAL"), ("revise", "PASS")]
+    trace, _ = await _run(
+        tmp_path / "again", [PLAN, S_BAD, S_REPORT, E_CHECKS, conflict, conflict], max_fail_retries=0
+    )
+    assert len(trace.cycles[0].repairs) == 1 and trace.cycles[0].result == "FAIL"  # the second one stands
+
+
 async def test_fail_over_its_cap_escalates_with_a_record(tmp_path: Path) -> None:
     cycle = [PLAN, S_BAD, S_REPORT, E_CHECKS, E_FAIL]
     trace, prepared = await _run(tmp_path, cycle + cycle, max_fail_retries=1)

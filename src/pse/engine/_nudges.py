@@ -248,8 +248,20 @@ def fail_for_work(verdict: VerdictRecord | None) -> str | None:
     plan (a failing test, a finding, a missing output), which is a PARTIAL — a revise that keeps the plan
     and says what to fix — not a FAIL, which throws the plan away. The 1.5B model said FAIL with
     TESTS_FAILING in every run; each re-plan cost a Planner turn and the Specialist rewrote its files as
-    they were. The verdict it sends next stands, whatever it is."""
-    if verdict is None or verdict.status != "FAIL" or verdict.reason_code not in FIXABLE:
+    they were. A FAIL for SPEC_CONFLICT is asked too: a new plan cannot change the task's tests, and a
+    conflict has its own exit (`<blocked>`, naming the test, quoting the task), which is judged as such.
+    Told its conflict quoted no sentence of the task, the 1.5B model sent the same words as a FAIL, and
+    the re-plan's Specialist, told nothing of the failing test, wrote its file again unchanged (run 21).
+    The verdict it sends next stands, whatever it is."""
+    if verdict is None or verdict.status != "FAIL":
+        return None
+    if verdict.reason_code == SPEC_CONFLICT:
+        return (
+            "Your FAIL asks for a new plan for a SPEC_CONFLICT, but a new plan cannot change the task's "
+            "tests. A test the work fails is work the Specialist can fix under this plan: that is PARTIAL. "
+            "Send your verdict again."
+        )
+    if verdict.reason_code not in FIXABLE:
         return None
     return (
         f"Your FAIL asks for a new plan, but its reason, {verdict.reason_code}, is work the Specialist "
