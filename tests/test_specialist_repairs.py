@@ -135,7 +135,7 @@ def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> 
         "are yours to create, not missing data. Write quicksort.py first. What the task says of it: "
         "`quicksort.py` holds the function `quicksort` and nothing else: no import at all, no tests. "
         "`quicksort.py` holds one function, whose first two lines are `def quicksort(items: list) -> list:` "
-        "and `    items = list(items)`"
+        "and ` items = list(items)`"
     )
     assert "random" not in note and "test_quicksort.py is" not in note  # nothing of the other file
     # A task that says nothing of its outputs gets the plain note; a re-plan's lists every output.
