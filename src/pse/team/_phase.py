@@ -49,6 +49,9 @@ __all__ = ["WIND_DOWN_S", "Phase", "RoleTeam"]
 WIND_DOWN_S = 2.0
 """How long a stopped phase waits for the ToolAgent's turn in flight to end and be recorded."""
 
+_STOPPED = object()
+"""What a stop puts in a phase's queue of team items (after the items the team sent before it)."""
+
 _left_running: set[asyncio.Task[Any]] = set()
 """ToolAgent turns a stopped phase stopped waiting for (a reference, so none is collected mid-way)."""
 
@@ -221,7 +224,9 @@ class Phase:
         which `finished` or `cap` fired. A cancelled token raises CancelledError (module docstring)."""
         team = self.team
         team.runtime.start()
-        items: asyncio.Queue[BaseAgentEvent | BaseChatMessage | TaskResult | BaseException] = asyncio.Queue()
+        items: asyncio.Queue[BaseAgentEvent | BaseChatMessage | TaskResult | BaseException | object] = (
+            asyncio.Queue()
+        )
 
         async def pump() -> None:
             try:
@@ -238,13 +243,13 @@ class Phase:
             await team.runtime.stop()
             raise
         running = asyncio.create_task(pump())
-        stopped = asyncio.get_running_loop().create_future()
-        cancellation_token.link_future(stopped)
+        # A stop joins the queue behind whatever the team sent before it: those items come first.
+        cancellation_token.add_callback(lambda: items.put_nowait(_STOPPED))
         tool_turn = ended = False
         try:
             while True:
-                item = await _next(items, stopped)
-                if item is None:  # the phase was stopped
+                item = await items.get()
+                if item is _STOPPED:
                     if tool_turn and team.tool_seat.turn is not None:
                         for kept in await self._wind_down(items, running):
                             yield kept
@@ -258,7 +263,6 @@ class Phase:
                 if isinstance(item, BaseChatMessage):
                     tool_turn = item.source == team.role.name and has_tool_calls(item.to_text())
         finally:
-            stopped.cancel()
             if not team.busy:
                 await self._close(running, ended)
 
@@ -308,6 +312,8 @@ class Phase:
                     item = await asyncio.wait_for(items.get(), until - loop.time())
                 except TimeoutError:
                     break
+                if item is _STOPPED:
+                    continue
                 if not isinstance(item, BaseAgentEvent | BaseChatMessage):
                     break
                 kept.append(item)
@@ -325,21 +331,6 @@ class Phase:
         refused by the closed box) and stop the team's runtime."""
         self.team.busy = False
         await self._close(running, ended=False)
-
-
-async def _next(
-    items: asyncio.Queue[Any], stopped: asyncio.Future[None]
-) -> BaseAgentEvent | BaseChatMessage | TaskResult | BaseException | None:
-    """The team's next item, or None once the phase's token is cancelled (whichever comes first)."""
-    if stopped.done() and items.empty():
-        return None
-    getting: asyncio.Future[Any] = asyncio.ensure_future(items.get())
-    await asyncio.wait((getting, stopped), return_when=asyncio.FIRST_COMPLETED)
-    if getting.done():
-        found: BaseAgentEvent | BaseChatMessage | TaskResult | BaseException = getting.result()
-        return found
-    getting.cancel()
-    return None
 
 
 async def _turn(
