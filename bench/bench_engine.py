@@ -4,7 +4,8 @@
    the `history` baseline (one team, whole history: what plain AutoGen does), on the same cassette.
 2. Orchestration overhead per agent turn: a full PSE cycle (engine, scoped contexts, ToolAgent with a
    real read_file, gates, trace) vs a bare AutoGen RoundRobinGroupChat of three AssistantAgents with
-   the same scripted client and the same number of model turns.
+   the same scripted client and the same number of model turns; and vs bare AutoGen in PSE's shape
+   (a group chat per phase, a tool stand-in), which splits the ratio into AutoGen's share and PSE's.
 3. 50 concurrent runs in one process with a simulated model latency: wall time vs one run, peak memory.
 5. Step mode: the package-steps demo (S2 and S3 independent) with a simulated model latency, its steps
    at once (PSE_MAX_PARALLEL_STEPS=3) against one at a time (1): wall time and ratio.
@@ -25,8 +26,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.agents import AssistantAgent, BaseChatAgent
+from autogen_agentchat.base import Response
 from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.messages import TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 
 from pse.config import load_settings
@@ -151,6 +154,46 @@ async def _bare_run(latency_s: float = 0.0) -> None:
     await team.run(task="bench")
 
 
+class _ToolStandIn(BaseChatAgent):
+    """Answers every request with one fixed tool result: the ToolAgent's seat, with no tool behind it."""
+
+    def __init__(self) -> None:
+        super().__init__("ToolAgent", "answers tool requests")
+
+    @property
+    def produced_message_types(self) -> tuple[type[TextMessage]]:
+        return (TextMessage,)
+
+    async def on_messages(self, messages: Any, cancellation_token: Any) -> Response:
+        return Response(chat_message=TextMessage(source=self.name, content="<tool_results>ok</tool_results>"))
+
+    async def on_reset(self, cancellation_token: Any) -> None:
+        return None
+
+
+# PSE's light run, phase by phase: (role, its turns in the phase); the ToolAgent answers between them.
+_PHASES = [
+    ("Planner", [_LIGHT_PLAN]),
+    ("Specialist", [_LIGHT_WRITE, _LIGHT_REPORT]),
+    ("Evaluator", [_LIGHT_READ, _LIGHT_PASS]),
+]
+_PHASE_TURNS = sum(2 * len(turns) - 1 for _, turns in _PHASES)
+
+
+async def _bare_phases_run() -> None:
+    """Bare AutoGen in PSE's shape: one RoundRobinGroupChat per phase, of the role's AssistantAgent and a
+    tool stand-in, as many turns as PSE's light run (7) and nothing else: no trace, store, gates or tools."""
+    cassette = Cassette.model_validate(
+        {"version": 1, "turns": [{"role": r, "content": c} for _, turns in _PHASES for r, c in turns]}
+    )
+    player = CassettePlayer(cassette, strict=False)
+    tool = _ToolStandIn()
+    for name, turns in _PHASES:
+        agent = AssistantAgent(name, ScriptedChatCompletionClient(player, name), system_message="bench")
+        team = RoundRobinGroupChat([agent, tool], termination_condition=MaxMessageTermination(2 * len(turns)))
+        await team.run(task="bench")
+
+
 def orchestration_overhead(tmp: Path) -> dict[str, Any]:
     """Framework time per agent turn: the engine's run (every turn of the cycle, ToolAgent turns with real
     file tools, gates, trace and store writes) against a bare AutoGen round robin's run, both timed
@@ -177,18 +220,29 @@ def orchestration_overhead(tmp: Path) -> dict[str, Any]:
         await _bare_run()
         return (time.perf_counter() - started) / len(_BARE_TURNS)
 
-    # Interleaved, 60 of each: a shared machine's drift then weighs on both sides alike.
-    bare_times = []
+    async def bare_phases() -> float:
+        started = time.perf_counter()
+        await _bare_phases_run()
+        return (time.perf_counter() - started) / _PHASE_TURNS
+
+    # Interleaved, 60 of each: a shared machine's drift then weighs on all sides alike.
+    bare_times, phases_times = [], []
     for _ in range(60):
         pse()
         bare_times.append(asyncio.run(bare()))
+        phases_times.append(asyncio.run(bare_phases()))
     pse_ms, bare_ms = statistics.median(pse_times) * 1000, statistics.median(bare_times) * 1000
+    phases_ms = statistics.median(phases_times) * 1000
     return {
         "pse_ms_per_turn_p50": round(pse_ms, 2),
         "bare_autogen_ms_per_turn_p50": round(bare_ms, 2),
         "pse_over_bare": round(pse_ms / bare_ms, 2),
+        "bare_autogen_phases_ms_per_turn_p50": round(phases_ms, 2),
+        "bare_phases_over_bare": round(phases_ms / bare_ms, 2),
+        "pse_over_bare_phases": round(pse_ms / phases_ms, 2),
         "pse_setup_ms_per_run_p50": round(statistics.median(setup_times) * 1000, 2),
-        "note": "PSE turns include ToolAgent turns (real file tools), gates, trace and run-store writes",
+        "note": "PSE turns include ToolAgent turns (real file tools), gates, trace and run-store writes; "
+        "bare_phases is AutoGen alone in PSE's shape (a group chat per phase, a tool stand-in)",
     }
 
 

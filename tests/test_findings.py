@@ -130,11 +130,11 @@ def test_the_evaluator_of_a_repository_run_is_told_how_to_report_findings(tmp_pa
                         tasks_dir=tmp_path / "tasks")  # fmt: skip
     (tmp_path / "none.json").write_text('{"turns": []}')
     systems = {
-        r.name: r.system_message for r in prepare_run("fix-repo", settings, repo=repo).engine.setup.roles
+        r.name: r.system_message for r in prepare_run("fix-repo", settings, repo=repo).engine.setup.team.roles
     }
     assert '<finding id="FINDING_ID" severity="SEVERITY"' in systems["Evaluator"]
     assert "<finding" not in systems["Specialist"] and "<finding" not in systems["Planner"]
-    plain = {r.name: r.system_message for r in prepare_run("fix-repo", settings).engine.setup.roles}
+    plain = {r.name: r.system_message for r in prepare_run("fix-repo", settings).engine.setup.team.roles}
     assert "<finding" not in plain["Evaluator"]  # recorded cassettes of other runs keep their prompts
 
 

@@ -78,7 +78,7 @@ def test_a_run_offers_audits_and_stops_an_mcp_server(tmp_path: Path, mode: str) 
          "Specialist may not call mcp.notes.echo (policy: policy.default_deny)"),
     ]  # fmt: skip
     assert mcp_calls[0]["sandbox"] == ("bwrap-ro" if mode == "bwrap" else "fallback-copy")
-    system = {role.name: role.system_message for role in prepared[0].engine.setup.roles}
+    system = {role.name: role.system_message for role in prepared[0].engine.setup.team.roles}
     assert (
         "## MCP tools" in system["Specialist"]
         and "- mcp.notes.add(a, b='2') — [MCP server notes" in system["Specialist"]
@@ -95,7 +95,7 @@ def test_a_run_without_mcp_starts_no_server_and_its_prompts_are_unchanged(tmp_pa
     prepared = prepare_run("code-delivery", settings)
     try:
         assert prepared.mcp is None
-        assert all("MCP" not in role.system_message for role in prepared.engine.setup.roles)
+        assert all("MCP" not in role.system_message for role in prepared.engine.setup.team.roles)
     finally:
         asyncio.run(run_to_end(prepared))
 

@@ -83,7 +83,7 @@ def _prompts(
     )
     repo = make_repo(tmp_path / "repository") if task == "code-change" else None  # it works on one
     prepared = prepare_run(task, config, inputs=_INPUTS.get(task), files=files, repo=repo)
-    return {role.name: role.system_message for role in prepared.engine.setup.roles}
+    return {role.name: role.system_message for role in prepared.engine.setup.team.roles}
 
 
 def _slots(block: str) -> Iterator[str]:

@@ -373,7 +373,7 @@ class TestCouldNotRun:
         assert (summary.outcome, summary.cycles) == ("ERROR", 1)
         assert f"{closed} is closed to it" in summary.outcome_reason
         assert "Fix: put the runs folder where every user may enter" in summary.outcome_reason
-        assert prepared.engine.setup.sandbox.warning is not None  # said at the start of the run, too
+        assert prepared.engine.setup.opening.sandbox.warning is not None  # said at the start of the run, too
         trace = json.loads(Path(summary.trace).read_text())
         assert [c["result"] for c in trace["cycles"]] == ["ERROR"]
         assert not [

@@ -26,7 +26,7 @@ from pse.engine._ledger import Ledger
 from pse.engine._limits import LoopLimits
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
-from pse.engine._setup import PriceFn, RunSetup, ToolRuntime
+from pse.engine._setup import PriceFn, RunMeters, RunOpening, RunSetup, RunStorage, RunTeam, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
 from pse.engine._steps import kept_steps
@@ -67,8 +67,12 @@ __all__ = [
     "PriceFn",
     "RunControl",
     "RunEvents",
+    "RunMeters",
+    "RunOpening",
     "RunSetup",
     "RunStop",
+    "RunStorage",
+    "RunTeam",
     "RunTokens",
     "State",
     "StateMachine",

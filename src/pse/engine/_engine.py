@@ -83,32 +83,33 @@ class Engine:
             trace.cycles.pop()
             del trace.transitions[self._interrupted.transitions_at_start or 0 :]
             trace.state = trace.transitions[-1].to if trace.transitions else State.START.value
+        opening, team = setup.opening, setup.team
         self.trace = trace or Trace(
-            run_id=setup.run_id,
-            task=setup.task,
+            run_id=opening.run_id,
+            task=opening.task,
             started_at=utc_now(),
-            settings=dict(setup.recorded_settings),
-            inputs=dict(setup.inputs),
-            tags=dict(setup.tags),
-            context_mode=setup.context_mode,
-            task_message=setup.task_message,
+            settings=dict(opening.recorded_settings),
+            inputs=dict(opening.inputs),
+            tags=dict(opening.tags),
+            context_mode=team.context_mode,
+            task_message=opening.task_message,
         )
-        if setup.sandbox is not None:
-            self.trace.sandbox = setup.sandbox  # a resumed run records the sandbox it goes on under
+        if opening.sandbox is not None:
+            self.trace.sandbox = opening.sandbox  # a resumed run records the sandbox it goes on under
         self.events = setup.events
         self.machine = StateMachine(
             self.trace.run_id, self.trace.transitions, State(self.trace.state), self.events.emit
         )
-        self.ledger = Ledger(self.trace, self.limits, setup.price)
-        setup.meter.attach(self.ledger.record_call)
-        setup.prefixes.attach(self.ledger.record_prefix)
+        self.ledger = Ledger(self.trace, self.limits, setup.meters.price)
+        setup.meters.usage.attach(self.ledger.record_call)
+        setup.meters.prefixes.attach(self.ledger.record_prefix)
         # The history baseline is only another way to open the roles' contexts: one factory per run.
-        contexts = HistoryContexts() if setup.context_mode == "history" else ScopedContexts()
+        contexts = HistoryContexts() if team.context_mode == "history" else ScopedContexts()
         s = self.limits
         self.steps = (
             StepWiring(
-                role=setup.steps.role,
-                tool_agent=setup.steps.tool_agent,
+                role=team.steps.role,
+                tool_agent=team.steps.tool_agent,
                 gate=self._step_gate,
                 workspace=setup.workspace,
                 max_retries=s.max_step_retries,
@@ -116,21 +117,21 @@ class Engine:
                 max_steps=s.max_steps,
                 step_buffer_tokens=s.step_buffer_tokens,
             )
-            if setup.steps is not None
+            if team.steps is not None
             else None
         )
         self.crew = Crew(
-            {r.name: r for r in setup.roles},
-            setup.tool_agent,
+            {r.name: r for r in team.roles},
+            team.tool_agent,
             contexts,
             s.turns_per_cycle,
             s.format_retries,
-            questions=setup.planner_questions,
+            questions=team.planner_questions,
             steps=self.steps,
             missing=functools.partial(_missing, setup.workspace),
             broken=functools.partial(unparsed_outputs, setup.workspace),
             finds_test=functools.partial(names_a_test, setup.workspace),
-            owed=functools.partial(evidence_owed, policy=setup.gates) if setup.hard_gates else None,
+            owed=functools.partial(evidence_owed, policy=setup.gates) if setup.gates.enforced else None,
         )
         self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)
         self._control = RunControl(self.machine, self.ledger, self.events, self.stop)
@@ -163,7 +164,7 @@ class Engine:
         Raises:
             UserError: another process executes this run now (it holds the run folder's lock).
         """
-        with holding_run(self.setup.run_dir):
+        with holding_run(self.setup.storage.run_dir):
             return await self._run()
 
     async def _run(self) -> Trace:
@@ -189,7 +190,7 @@ class Engine:
             raise
         finally:
             self.stop.end()
-            await self.setup.meter.settle(0)  # nothing stopped may go unbooked (normally none is left)
+            await self.setup.meters.usage.settle(0)  # nothing stopped may go unbooked (normally none is left)
             await self._finalize()
         return self.trace
 
@@ -200,8 +201,8 @@ class Engine:
         return next_cycle(
             self.machine.state,
             self.trace,
-            task=self.setup.task_message,
-            speakers=self.setup.crew.speakers,
+            task=self.setup.opening.task_message,
+            speakers=self.setup.team.crew.speakers,
             workspace=self.setup.workspace,
             cap=self.limits.step_buffer_tokens,
             steps=self.steps,
@@ -215,7 +216,7 @@ class Engine:
         if again is not None and again.step_buffer is not None:  # what crossed into it, as it crossed
             spec = dataclasses.replace(
                 spec,
-                packet=f"{self.setup.task_message}\n\n{again.step_buffer}",
+                packet=f"{self.setup.opening.task_message}\n\n{again.step_buffer}",
                 step_buffer=again.step_buffer,
                 # a revise's note is its step_buffer; a re-plan's is what the last cycle left
                 notes={role: again.step_buffer for role in spec.notes}
@@ -233,8 +234,8 @@ class Engine:
             positions_at_start=(
                 again.positions_at_start
                 if again is not None
-                else self.setup.positions()
-                if self.setup.positions is not None
+                else self.setup.storage.positions()
+                if self.setup.storage.positions is not None
                 else {}
             ),
             transitions_at_start=len(self.trace.transitions),
@@ -253,7 +254,7 @@ class Engine:
             )
         )
         if cycle.index == 1:
-            for query, results in self.setup.injected_retrievals:
+            for query, results in self.setup.opening.injected_retrievals:
                 self.events.retrieval(query, results)
         self.setup.tools.new_cycle()
         outcome = await run_cycle(self.crew, spec, cycle, self._control)
@@ -261,12 +262,11 @@ class Engine:
             return  # the trace stays as it was saved when the call was held
         # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
         # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
-        await self.setup.meter.settle()
+        await self.setup.meters.usage.settle()
         cycle.messages += self.ledger.late_messages(cycle)
         cycle.ended_at = utc_now()
         self._apply(cycle, outcome)
-        if self.setup.positions is not None:
-            self.trace.cassette_positions = self.setup.positions()
+        self._note_positions()
         if not self.machine.terminal:
             self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
 
@@ -294,7 +294,7 @@ class Engine:
         )
         # A crew that reviews itself has no Evaluator for the gates to hold to account: its verdict is its
         # claim.
-        cycle.gate.enforced = self.setup.hard_gates and self.setup.crew.hard_gates_apply
+        cycle.gate.enforced = self.setup.gates.enforced and self.setup.team.crew.hard_gates_apply
         decided = decide(outcome, cycle.gate)
         cycle.result, cycle.result_reason = decided.result, decided.reason
         self.events.emit(
@@ -322,7 +322,7 @@ class Engine:
         elif cycle.verdict is None:
             self._end_with(CycleStop("ERROR", cycle.result_reason))
         else:
-            self._move(*after_review(cycle, self.trace, self.limits, self.setup.crew))
+            self._move(*after_review(cycle, self.trace, self.limits, self.setup.team.crew))
 
     def _step_gate(
         self, verdict: VerdictRecord | None, plan: PlanRecord, tool_calls: Sequence[ToolCallRecord]
@@ -349,16 +349,21 @@ class Engine:
     # ---- the trace ------------------------------------------------------------------------------
 
     def _save(self) -> None:
+        storage = self.setup.storage
         self.trace.state = self.machine.state.value
-        path = write_trace(self.trace, self.setup.run_dir)
-        if self.setup.index is not None:
-            self.setup.index(self.trace, path)
+        path = write_trace(self.trace, storage.run_dir)
+        if storage.index is not None:
+            storage.index(self.trace, path)
+
+    def _note_positions(self) -> None:
+        """The cassette positions of now into the trace (scripted runs): a resumed run goes on from there."""
+        if self.setup.storage.positions is not None:
+            self.trace.cassette_positions = self.setup.storage.positions()
 
     def _save_held(self) -> None:
         """Save in the middle of a cycle (a call held or decided): with the cassette positions of now,
         which a resumed run goes on from once it has answered this cycle's recorded turns."""
-        if self.setup.positions is not None:
-            self.trace.cassette_positions = self.setup.positions()
+        self._note_positions()
         self._save()
 
     async def _finalize(self) -> None:
@@ -370,7 +375,8 @@ class Engine:
                 trace.outcome = OUTCOME_OF[self.machine.state]  # type: ignore[assignment]
                 trace.ended_at = utc_now()
                 if self.machine.state == State.ESCALATED:
-                    trace.escalation = str(write_escalation(trace, self.setup.run_dir, self.setup.workspace))
+                    escalation = write_escalation(trace, self.setup.storage.run_dir, self.setup.workspace)
+                    trace.escalation = str(escalation)
                 if self.setup.conclude is not None:  # before the announcement: the outcome comes with it
                     await asyncio.to_thread(self.setup.conclude, trace)
                 self.events.emit(outcome_event(trace))

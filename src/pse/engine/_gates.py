@@ -50,6 +50,8 @@ class GatePolicy:
         check_config: check-configuration files the task allows roles to write.
         block_findings: the gate rule for findings: a PASS whose verdict holds a finding of this
             severity or a worse one does not stand (`none`: findings never block).
+        enforced: the gates hold a PASS to account (false: the Evaluator's word alone, an ablation;
+            the gates are still evaluated and recorded).
     """
 
     required_checks: Sequence[str] = ()
@@ -58,6 +60,7 @@ class GatePolicy:
     independent_tests: bool = False
     check_config: frozenset[str] = frozenset()
     block_findings: str = "high"
+    enforced: bool = True
 
     def target(self, check: str) -> str:
         """The target the last run of `check` must have covered."""

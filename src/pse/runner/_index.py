@@ -16,7 +16,7 @@ log = logging.getLogger("pse.store")
 
 
 class StoreIndexer:
-    """Writes the row of a run after each trace write (`RunSetup.index`).
+    """Writes the row of a run after each trace write (`RunStorage.index`).
 
     A store that is down never stops the run: the trace on disk stays the truth, the failure is logged
     once, and the next save tries again (`pse store rebuild` fills in whatever was missed).

@@ -90,8 +90,9 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
         trace.report = str(path)
     if report is not None:
         written = write_trace(trace, prepared.run_dir)
-        if prepared.engine.setup.index is not None:
-            prepared.engine.setup.index(trace, written)
+        index = prepared.engine.setup.storage.index
+        if index is not None:
+            index(trace, written)
     return summarize(trace, prepared.run_dir)
 
 

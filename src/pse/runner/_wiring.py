@@ -20,7 +20,19 @@ from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
 
 from pse.config import Settings, with_overrides
-from pse.engine import ApprovalDesk, Engine, GatePolicy, RunEvents, RunSetup, StepCrew, Trace
+from pse.engine import (
+    ApprovalDesk,
+    Engine,
+    GatePolicy,
+    RunEvents,
+    RunMeters,
+    RunOpening,
+    RunSetup,
+    RunStorage,
+    RunTeam,
+    StepCrew,
+    Trace,
+)
 from pse.events import Event, SandboxRecord
 from pse.exceptions import ConfigError
 from pse.knowledge import RunKnowledge
@@ -190,20 +202,38 @@ def _wire_run(
 
     verification = task.config.verification
     setup = RunSetup(
-        run_id=run_id,
-        task=task.name,
-        task_message=task_message,
-        roles=roles,
-        tool_agent=tool_agent,
+        opening=RunOpening(
+            run_id=run_id,
+            task=task.name,
+            task_message=task_message,
+            recorded_settings=settings.public_dump(),
+            inputs=inputs,
+            tags=dict(tags or (trace.tags if trace is not None else {})),
+            sandbox=SandboxRecord(
+                mode=executor.sandbox.mode,
+                requested=settings.sandbox,
+                uid=executor.sandbox.identity.uid,
+                warning=executor.sandbox.warning,
+            ),
+            injected_retrievals=[knowledge.injected] if knowledge.injected else [],
+        ),
+        team=RunTeam(
+            crew=crew,
+            roles=roles,
+            tool_agent=tool_agent,
+            steps=step_crew,
+            context_mode=settings.context_mode,
+            planner_questions=settings.planner_questions,
+        ),
         tools=executor,
         workspace=workspace,
-        run_dir=run_dir,
+        storage=RunStorage(
+            run_dir=run_dir,
+            index=StoreIndexer(settings, run_dir.parent.resolve()),
+            positions=replay_positions(script.player, script.replay),
+        ),
         limits=loop_limits(settings),
-        recorded_settings=settings.public_dump(),
-        context_mode=settings.context_mode,
-        planner_questions=settings.planner_questions,
-        hard_gates=settings.hard_gates,
-        crew=crew,
+        events=events,
         gates=GatePolicy(
             required_checks=task.config.all_required_checks,
             expected_outputs=list(task.config.expected_outputs),
@@ -211,24 +241,10 @@ def _wire_run(
             independent_tests=tools.evaluation_dir is not None,
             check_config=task.check_config_files,
             block_findings=verification.block_findings,
+            enforced=settings.hard_gates,
         ),
-        inputs=inputs,
-        tags=dict(tags or (trace.tags if trace is not None else {})),
-        price=run_clients.price,
-        positions=replay_positions(script.player, script.replay),
-        events=events,
-        meter=run_clients.meter,
-        prefixes=run_clients.prefixes,
-        injected_retrievals=[knowledge.injected] if knowledge.injected else [],
-        sandbox=SandboxRecord(
-            mode=executor.sandbox.mode,
-            requested=settings.sandbox,
-            uid=executor.sandbox.identity.uid,
-            warning=executor.sandbox.warning,
-        ),
+        meters=RunMeters(usage=run_clients.meter, prefixes=run_clients.prefixes, price=run_clients.price),
         approvals=approvals,
-        steps=step_crew,
-        index=StoreIndexer(settings, run_dir.parent.resolve()),
         conclude=(
             functools.partial(finish_repository, repository, run_dir=run_dir)
             if repository is not None

@@ -49,8 +49,12 @@ __all__ = ["WIND_DOWN_S", "Phase", "RoleTeam"]
 WIND_DOWN_S = 2.0
 """How long a stopped phase waits for the ToolAgent's turn in flight to end and be recorded."""
 
-_STOPPED = object()
-"""What a stop puts in a phase's queue of team items (after the items the team sent before it)."""
+
+class _Stopped:
+    """What a stop puts in a phase's queue of team items (after the items the team sent before it)."""
+
+
+_STOPPED = _Stopped()
 
 _left_running: set[asyncio.Task[Any]] = set()
 """ToolAgent turns a stopped phase stopped waiting for (a reference, so none is collected mid-way)."""
@@ -224,7 +228,7 @@ class Phase:
         which `finished` or `cap` fired. A cancelled token raises CancelledError (module docstring)."""
         team = self.team
         team.runtime.start()
-        items: asyncio.Queue[BaseAgentEvent | BaseChatMessage | TaskResult | BaseException | object] = (
+        items: asyncio.Queue[BaseAgentEvent | BaseChatMessage | TaskResult | BaseException | _Stopped] = (
             asyncio.Queue()
         )
 
@@ -249,7 +253,7 @@ class Phase:
         try:
             while True:
                 item = await items.get()
-                if item is _STOPPED:
+                if isinstance(item, _Stopped):
                     if tool_turn and team.tool_seat.turn is not None:
                         for kept in await self._wind_down(items, running):
                             yield kept
