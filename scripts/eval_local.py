@@ -147,7 +147,7 @@ async def _direct(
             continue
         asked = time.monotonic()
         answer, prompt, completion = await ask_direct(
-            url, model, instance.inputs["PROBLEM"], timeout_s=settings.model_timeout_s
+            url, model, instance.problem or instance.inputs["PROBLEM"], timeout_s=settings.model_timeout_s
         )
         wall = time.monotonic() - asked
         row = await asyncio.to_thread(

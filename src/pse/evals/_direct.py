@@ -107,7 +107,7 @@ def judge_direct(
         workspace.mkdir()
         workspace.chmod(0o755)  # the sandbox uid reads it
         (workspace / "solution.py").write_text(
-            direct_solution(instance.inputs.get("PROBLEM", ""), answer), encoding="utf-8"
+            direct_solution(instance.problem or instance.inputs.get("PROBLEM", ""), answer), encoding="utf-8"
         )
         hidden = run_hidden_check(
             instance,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import sys
@@ -23,7 +24,7 @@ from pse.evals._suite_model import (
 from pse.exceptions import UserError
 from pse.tasks import TaskRegistry
 
-__all__ = ["humaneval_data", "humaneval_suite"]
+__all__ = ["humaneval_data", "humaneval_inputs", "humaneval_suite"]
 
 
 # ---- the built-in humaneval suite ----------------------------------------------------------------
@@ -50,6 +51,56 @@ def humaneval_data() -> tuple[Path, list[dict[str, Any]]]:
     return Path(str(package)), problems
 
 
+def humaneval_inputs(prompt: str, entry_point: str) -> dict[str, str]:
+    """The humaneval task's inputs for one problem: PROBLEM is the module with `entry_point`'s docstring
+    moved out (its code then ends at the function's `def` line), and SPECIFICATION that docstring as
+    one line of prose, each `>>>` example as "`call` gives `result`".
+
+    Why: inside a `write_file` value Qwen2.5-Coder-1.5B copied PROBLEM and closed the file after the
+    docstring (0 of 6 first writes of HumanEval 0-5 had a body, in twelve variants of the prompt): a
+    function whose body is its docstring is a finished module to copy. Shown the `def` line with no
+    body and the docstring as prose, 5 of the same 6 first writes held a body. A prompt this cannot
+    split (no such function, no docstring, code after it) is PROBLEM as it is, with no SPECIFICATION.
+    """
+    whole = {"PROBLEM": prompt, "ENTRY_POINT": entry_point}
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return whole
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry_point), None)
+    if function is None or len(function.body) != 1 or ast.get_docstring(function) is None:
+        return whole
+    docstring = function.body[0]
+    assert docstring.end_lineno is not None
+    lines = prompt.splitlines(keepends=True)
+    if docstring.lineno <= function.lineno or "".join(lines[docstring.end_lineno :]).strip():
+        return whole  # on the `def` line itself, or code follows the function
+    code = "".join(lines[: docstring.lineno - 1]).rstrip() + "\n"
+    return {**whole, "PROBLEM": code, "SPECIFICATION": _as_prose(ast.get_docstring(function) or "")}
+
+
+def _as_prose(docstring: str) -> str:
+    """A docstring as one line: its sentences joined, each `>>>` example as "`call` gives `result`"."""
+    words: list[str] = []
+    examples: list[str] = []
+    lines = [line.strip() for line in docstring.splitlines()]
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith(">>>"):
+            call, result = lines[i][3:].strip(), []
+            i += 1
+            while i < len(lines) and lines[i] and not lines[i].startswith(">>>"):
+                result.append(lines[i])
+                i += 1
+            examples.append(f"`{call}` gives `{' '.join(result)}`" if result else f"`{call}`")
+            continue
+        if lines[i]:
+            words.append(lines[i])
+        i += 1
+    text = " ".join(words)
+    return f"{text} Examples: {'; '.join(examples)}." if examples else text
+
+
 def humaneval_suite(registry: TaskRegistry) -> Suite:
     package, problems = humaneval_data()
     task = registry.get(HUMANEVAL)
@@ -64,7 +115,8 @@ def humaneval_suite(registry: TaskRegistry) -> Suite:
         instances.append(
             Instance(
                 id=f"HumanEval-{number}",
-                inputs={"PROBLEM": problem["prompt"], "ENTRY_POINT": problem["entry_point"]},
+                inputs=humaneval_inputs(problem["prompt"], problem["entry_point"]),
+                problem=problem["prompt"],
                 files={},
                 hidden_check=(sys.executable, "-I", f"{{hidden}}/{runner.name}", "{workspace}/solution.py"),
                 stdin=json.dumps(secret).encode(),

@@ -84,6 +84,8 @@ class Instance:
     """The ordinary instance this one is a variant of ("" for an ordinary instance: itself)."""
     ref: str | None = None
     """On a repository suite: the ref this instance's run starts from (None: the suite's `base`)."""
+    problem: str = ""
+    """The problem as one prompt, which the direct arm asks as it is ("": the inputs' PROBLEM)."""
 
 
 @dataclass(frozen=True)
