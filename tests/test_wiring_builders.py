@@ -10,6 +10,7 @@ from pse.config import load_settings
 from pse.engine import ApprovalDesk, RunEvents
 from pse.exceptions import UserError
 from pse.roles import Role
+from pse.runner import prepare_task
 from pse.runner._clients import RunClients
 from pse.runner._frame import RunFrame
 from pse.runner._script import open_script
@@ -65,3 +66,15 @@ def test_the_tools_and_the_clients_are_built_from_the_frame(tmp_path: Path) -> N
     step = clients.for_step(Role.SPECIALIST, "S1")
     assert clients.for_step(Role.SPECIALIST, "S1") is step  # one client per `ROLE@STEP`, built once
     assert list(clients.clients) == [*frame.speakers, "Specialist@S1"]
+
+
+@pytest.mark.parametrize("hard_gates", [True, False])
+def test_the_gates_hold_a_pass_unless_the_settings_ablate_them(tmp_path: Path, hard_gates: bool) -> None:
+    """`GatePolicy.enforced` comes from the settings alone (PSE_HARD_GATES): nothing a role writes reaches
+    it, and it is on unless a person turns it off for an ablation."""
+    model = FunctionModel(lambda messages: "unused")
+    settings = load_settings(runs_dir=tmp_path / "runs", sandbox="fallback", hard_gates=hard_gates)
+    models = {role: model for role in (Role.PLANNER, Role.SPECIALIST, Role.EVALUATOR)}
+    prepared = prepare_task(TASK, settings, models=models)
+    assert prepared.engine.setup.gates.enforced is hard_gates
+    assert prepared.engine.setup.gates.expected_outputs == ["a.txt"]
