@@ -27,6 +27,9 @@ VERDICT = (
     "</criterion><summary>Done.</summary></verdict>"
 )
 TASK = {"goal": "Write a.py saying hi.", "expected_outputs": ["a.py"]}
+RUN_PYTEST = (
+    '<tool_calls><invoke name="run_pytest"><parameter name="target">.</parameter></invoke></tool_calls>'
+)
 GIVEN = 'def test_hi():\n    assert "hi" == "hello"\n'
 
 
@@ -65,16 +68,32 @@ async def test_asked_once_a_second_unfounded_conflict_stands(tmp_path: Path) -> 
     assert len(trace.cycles[0].repairs) == 1 and summary.outcome == "ESCALATED"
 
 
-async def test_a_conflict_naming_a_given_test_stands_at_once(tmp_path: Path) -> None:
+async def test_a_conflict_naming_a_given_test_that_failed_stands_at_once(tmp_path: Path) -> None:
     for named in ("test_given.py::test_hi", "test_hi"):
         summary, trace, _ = await run_task(
             TASK,
-            turns=_turns(_conflict(named)),
+            turns=_turns(RUN_PYTEST, _conflict(named)),
             workspace_files={"test_given.py": GIVEN},
             runs_dir=tmp_path / named.replace(":", "_"),
         )
         assert trace.cycles[0].repairs == [] and summary.outcome == "ESCALATED"
         assert trace.cycles[0].blocked is not None and trace.cycles[0].blocked.test == named
+
+
+async def test_a_conflict_over_a_test_the_judge_has_not_seen_fail_is_asked_once(tmp_path: Path) -> None:
+    """Confirmed by code, not by the model's word (issue 44): the test it names must have failed in its
+    own last run_pytest of the cycle. The 1.5B model's Evaluator returned SPEC_CONFLICT over a right file."""
+    summary, trace, _ = await run_task(
+        TASK,
+        turns=_turns(_conflict("test_given.py::test_hi"), RUN_PYTEST, _conflict("test_given.py::test_hi")),
+        workspace_files={"test_given.py": GIVEN},
+        runs_dir=tmp_path,
+    )
+    [asked] = [r.error for r in trace.cycles[0].repairs]
+    assert asked.startswith(
+        "Your SPEC_CONFLICT names 'test_given.py::test_hi', which did not fail in your last run_pytest"
+    )
+    assert summary.outcome == "ESCALATED" and trace.cycles[0].blocked is not None
 
 
 async def test_a_conflict_quoting_what_the_task_does_not_say_is_asked_once(tmp_path: Path) -> None:

@@ -63,7 +63,13 @@ def _client(
     log: ConstraintLog | None = None,
     **settings: Any,
 ) -> Any:
-    base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
+    base = {
+        "provider": stand_in.api,
+        "model": "m-test",
+        "base_url": stand_in.url,
+        "model_max_retries": 0,
+        "write_format": "call",
+    }
     return create_model_client(
         load_settings(**(base | settings)),
         role,
@@ -121,7 +127,7 @@ async def test_each_server_family_gets_the_grammar_and_the_schema_in_its_own_fie
         await _ask(stand_in)
         await _ask(stand_in, constrain="json")
     grammar_body, json_body = (r.body for r in stand_in.requests)
-    expected = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",))
+    expected = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",), conflicts=False)
     value: Any = grammar_body
     for key in grammar_at:
         value = value[key]
@@ -241,7 +247,9 @@ async def test_ollama_takes_the_schema_in_format_and_no_grammar() -> None:
         result = await _ask(stand_in, constrain="json")
     plain, constrained = (r.body for r in stand_in.requests)
     assert "format" not in plain and stand_in.probes == []
-    assert constrained["format"] == turn_schema(TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",)))
+    assert constrained["format"] == turn_schema(
+        TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1",), conflicts=False)
+    )
     assert isinstance(result.content, str) and result.content.startswith("<verdict")
     with pytest.raises(ConfigError, match="PSE_CONSTRAIN=grammar, but Ollama"):
         _client(stand_in, constrain="grammar")
@@ -262,7 +270,7 @@ async def test_the_evaluator_is_held_to_the_plan_of_its_revise_brief() -> None:
         messages = [SystemMessage(content="sys"), UserMessage(content=brief, source="user")]
         await _ask(stand_in, [*messages, UserMessage(content=_EVIDENCE, source="ToolAgent")])
     first, judged = (r.body["grammar"] for r in stand_in.requests)
-    shape = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"))
+    shape = TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"), conflicts=False)
     assert first == turn_grammar(replace(shape, evidence=False))  # no evidence yet: tool calls only
     assert judged == turn_grammar(shape)  # after its own tool results: a verdict on exactly AC1, AC7
 
@@ -283,7 +291,7 @@ async def test_a_plan_inside_the_specialists_report_never_narrows_what_the_evalu
         await _ask(stand_in, messages)
     [request] = stand_in.requests
     assert request.body["grammar"] == turn_grammar(
-        TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"))
+        TurnShape(Role.EVALUATOR, tuple(_EVALUATOR_TOOLS), ("AC1", "AC7"), conflicts=False)
     )
 
 
@@ -291,7 +299,9 @@ async def test_a_whole_run_under_a_grammar_passes_and_notes_what_each_call_carri
     turns = json.loads(TaskRegistry.discover(None).get("code-delivery").cassette_path.read_text())["turns"]  # type: ignore[union-attr]
     with ChatStandIn("openai", applies="grammar") as stand_in:
         stand_in.script(*(Reply(content=t["content"]) for t in turns))
-        settings = load_settings(provider="openai", model="m-test", base_url=stand_in.url, runs_dir=tmp_path)
+        settings = load_settings(
+            provider="openai", model="m-test", base_url=stand_in.url, runs_dir=tmp_path, write_format="call"
+        )
         summary = await run_to_end(prepare_run("code-delivery", settings))
     assert summary.outcome == "PASSED"
     assert len(stand_in.requests) == 9 and all("grammar" in r.body for r in stand_in.requests)
@@ -359,7 +369,13 @@ async def _specialist_grammar(
     ]
     for text in results:
         messages.append(UserMessage(content=text, source=source))
-    base = {"provider": stand_in.api, "model": "m-test", "base_url": stand_in.url, "model_max_retries": 0}
+    base = {
+        "provider": stand_in.api,
+        "model": "m-test",
+        "base_url": stand_in.url,
+        "model_max_retries": 0,
+        "write_format": "call",
+    }
     client = create_model_client(
         load_settings(**base), Role.SPECIALIST, tools=[_TOOLS[t] for t in tools], probes=SERVER_PROBES
     )

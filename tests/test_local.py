@@ -5,8 +5,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy
 import pytest
 
@@ -202,6 +206,57 @@ def test_the_server_reports_the_prompt_tokens_llama_cpp_reused() -> None:
         ]
     assert [u["prompt_tokens_details"]["cached_tokens"] for u in reused] == [3, 4, 0]
     assert reused[0]["prompt_tokens"] == 5 and reused[0]["completion_tokens"] == 1
+
+
+class _SlowLlama(_FakeLlama):
+    """A model that writes a token every 20 ms, and counts them."""
+
+    written = 0
+
+    def generate(self, tokens: list[int], reset: bool = True) -> Iterator[int]:  # type: ignore[override]
+        for _ in range(500):
+            time.sleep(0.02)
+            type(self).written += 1
+            yield 1
+
+
+def test_a_request_whose_client_left_stops_generating() -> None:
+    """A call PSE abandons (a timeout, a stopped run) must not keep the server busy: llama-cpp-python
+    would run a non-streamed completion to its end, and the next request would wait behind it."""
+    import uvicorn
+    from fastapi import FastAPI
+    from starlette.concurrency import run_in_threadpool
+
+    from pse.local._cache import WATCH_S, serve_cached_tokens
+
+    llama = _SlowLlama([1])
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict[str, list[int]]) -> dict[str, object]:
+        produced = await run_in_threadpool(lambda: list(llama.generate(body["tokens"])))
+        return {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": len(produced)}}
+
+    serve_cached_tokens(app, _SlowLlama)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"tokens": [1]}, timeout=0.5)
+        time.sleep(WATCH_S * 3 + 0.2)
+        stopped_at = _SlowLlama.written
+        time.sleep(0.5)
+        assert _SlowLlama.written == stopped_at  # nothing more is generated for a client that left
+        assert stopped_at < 100  # of the 500 tokens it would have written
+        done = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"tokens": [1]}, timeout=30)
+        assert done.json()["usage"]["completion_tokens"] == 500  # a client that waits gets its answer
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 _CHILD = """

@@ -182,19 +182,20 @@ def test_required_input_without_value_is_a_user_error(tmp_path: Path) -> None:
     assert "- topic: cats" in task.task_message({"topic": "cats"})
 
 
-def test_the_task_message_shows_inputs_raw_and_does_not_list_their_json_copy() -> None:
-    """A small model that reads `inputs.json` copies its escaped text into the file it writes (issue 29's
-    HumanEval runs: `\\"\\"\\"` and `\\n` in solution.py); the message shows every input raw instead."""
+def test_the_task_message_shows_inputs_raw_and_does_not_list_their_files() -> None:
+    """A small model that read a JSON copy of the inputs copied its escaped text into the file it wrote
+    (issue 29's HumanEval runs: `\\"\\"\\"` and `\\n` in solution.py); the message shows every input raw,
+    and the inputs' own files (raw too) are not listed: a small model reads what is listed."""
     problem = 'def add(a, b):\n    """Sum."""\n'
     message = (
         TaskRegistry.discover().get("humaneval").task_message({"PROBLEM": problem, "ENTRY_POINT": "add"})
     )
-    assert "inputs.json" not in message
+    assert "inputs/" not in message and "inputs.json" not in message
     assert '```\ndef add(a, b):\n    """Sum."""\n```' in message and "- ENTRY_POINT: add" in message
     incident = TaskRegistry.discover().get("incident-review")
     message = incident.task_message({"service": "payment-api"})
-    assert "inputs.json" not in message and "- service: payment-api" in message
-    assert "- data/metrics.csv" in message and "inputs.json" in incident.seed_listing()  # still seeded
+    assert "inputs/" not in message and "- service: payment-api" in message
+    assert "- data/metrics.csv" in message and "inputs/service" in incident.seed_listing()  # still seeded
 
 
 def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path: Path) -> None:
@@ -202,13 +203,13 @@ def test_seed_workspace_copies_data_and_writes_inputs_and_rules_summary(tmp_path
     written = task.seed_workspace(tmp_path / "ws", {"service": "payment-api"})
     assert written == [
         "data/db_pool.csv", "data/gateway.jsonl", "data/metrics.csv", "data/releases.json",
-        "evidence_index.schema.json", "inputs.json", "rules_summary.json", "rules_summary.md",
+        "evidence_index.schema.json", "inputs/service", "rules_summary.json", "rules_summary.md",
     ]  # fmt: skip
     assert all((tmp_path / "ws" / path).is_file() for path in written)
     assert not (tmp_path / "ws" / "data" / "generate.py").exists(), (
         "the generator tells the story: not seeded"
     )
-    assert json.loads((tmp_path / "ws" / "inputs.json").read_text()) == {"service": "payment-api"}
+    assert (tmp_path / "ws" / "inputs" / "service").read_text() == "payment-api"  # raw, no escaping
     assert (tmp_path / "ws" / "data" / "metrics.csv").read_bytes() == (
         task.dir / "data/metrics.csv"
     ).read_bytes()

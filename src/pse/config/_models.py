@@ -19,6 +19,7 @@ __all__ = [
     "RoleSettings",
     "SandboxMode",
     "Team",
+    "WriteFormat",
 ]
 
 ProviderName = Literal["openai", "ollama", "scripted"]
@@ -28,6 +29,7 @@ Team = Literal["pse", "single"]
 KnowledgeBackend = Literal["auto", "minilm", "offline", "ollama", "openai"]
 ConstrainMode = Literal["auto", "grammar", "json", "off"]
 ProtocolMode = Literal["dsml", "native"]
+WriteFormat = Literal["auto", "call", "fenced"]
 
 
 class Price(BaseModel):
@@ -59,6 +61,9 @@ class RoleSettings(BaseModel):
     model_context_tokens: int | None = Field(
         None, gt=0, description="context window, tokens (falls back to PSE_MODEL_CONTEXT_TOKENS)."
     )
+    write_format: WriteFormat | None = Field(
+        None, description="how the role writes files (falls back to PSE_WRITE_FORMAT)."
+    )
 
 
 _ROLE_FIELDS: dict[str, Role] = {role.lower(): role for role in Role}
@@ -80,3 +85,5 @@ class ModelSpec(BaseModel):
     provider_was_defaulted: bool = False
     constrain: ConstrainMode = "auto"
     context_tokens: int | None = None
+    write_format: Literal["call", "fenced"] = "call"
+    """How the role writes files, `auto` resolved (`pse.config.write_format_for`)."""

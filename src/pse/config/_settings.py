@@ -26,7 +26,9 @@ from pse.config._models import (
     RoleSettings,
     SandboxMode,
     Team,
+    WriteFormat,
 )
+from pse.config._profiles import resolve_model_spec
 from pse.config._sources import SettingsOnly, nest_role_names
 from pse.exceptions import ConfigError
 from pse.roles import CREWS, ROLES, SINGLE_AGENT, CrewSpec, Role
@@ -95,6 +97,11 @@ class Settings(BaseSettings):
         "auto",
         description="Constrained decoding of each role's turn: auto (a grammar where the server takes one), "
         "grammar, json (a JSON schema), or off.",
+    )
+    write_format: WriteFormat = Field(
+        "auto",
+        description="How roles write files: call (write_file in <tool_calls>), fenced (the path on a line, "
+        "then the whole file in a Markdown code block), or auto (fenced for a small or local model).",
     )
     constrain_chars_per_token: int = Field(
         3,
@@ -346,23 +353,9 @@ class Settings(BaseSettings):
         return own[Role(role)]
 
     def model_spec(self, role: str) -> ModelSpec:
-        """Resolve the provider, model, base URL and key of one role, falling back to the globals."""
-        own = self.role(role)
-        provider = own.provider or self.provider
-        api_key = own.api_key or self.api_key
-        defaulted = False
-        if provider is None:
-            provider, defaulted = ("openai", False) if api_key is not None else ("scripted", True)
-        return ModelSpec(
-            role=role,
-            provider=provider,
-            model=own.model or self.model or _DEFAULT_MODELS[provider],
-            base_url=own.base_url or self.base_url,
-            api_key=api_key,
-            provider_was_defaulted=defaulted,
-            constrain=own.constrain or self.constrain,
-            context_tokens=own.model_context_tokens or self.model_context_tokens,
-        )
+        """Resolve the provider, model, base URL and key of one role, falling back to the globals, and
+        what its model is assumed to need (`pse.config._profiles`)."""
+        return resolve_model_spec(self, role)
 
     def flat_dump(self, mode: Literal["python", "json"] = "python") -> dict[str, Any]:
         """The settings by their flat names (`planner_model`, not `planner.model`), one per variable."""
@@ -389,6 +382,3 @@ class Settings(BaseSettings):
             for name, value in self.flat_dump().items()
             if isinstance(value, SecretStr)
         ]
-
-
-_DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}

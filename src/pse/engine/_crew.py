@@ -151,6 +151,12 @@ class Crew:
     owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None = None
     """The required checks an Evaluator's PASS comes before (`evidence_owed`): such a PASS is sent back once,
     so a model that forgot a check runs it in its phase instead of losing the cycle to a hard gate."""
+    conflicts: bool = True
+    """The task gave tests (its seed, an instance's files), so a role may report a SPEC_CONFLICT: a given
+    test that contradicts the specification. Without any, a verdict for SPEC_CONFLICT is asked about once."""
+    shown: Callable[[Sequence[str]], str | None] | None = None
+    """What these workspace paths hold now, for the Evaluator's opening (`outputs_note`): the outputs it
+    judges, read by PSE as its phase starts, so a small model spends no turn reading them."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl
 from pse.engine._finals import conclude, read_final
 from pse.engine._nudges import (
     blocked_early,
+    contradicted,
     fail_for_work,
     pass_early,
     to_write,
@@ -33,6 +34,7 @@ from pse.engine._role_loop import RoleWork, run_role
 from pse.engine._state import State
 from pse.engine._steps import run_steps
 from pse.engine._stop import CycleStop
+from pse.events import ToolCallRecord
 from pse.protocol import render_plan
 from pse.roles import TASK_SOURCE, Role, role_spec
 from pse.team import CycleOpening, FailureBox
@@ -63,6 +65,13 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
             )
             if todo is not None:  # the one thing a small model must not mistake for missing data
                 notes = {**notes, role: "\n\n".join(filter(None, [notes.get(role), todo]))}
+            shown = (
+                crew.shown(record.plan.outputs)
+                if role == Role.EVALUATOR and crew.shown is not None and record.plan is not None
+                else None
+            )
+            if shown is not None:  # the evidence it judges, compact: no turn spent reading each output
+                notes = {**notes, role: "\n\n".join(filter(None, [notes.get(role), shown]))}
             opening = crew.contexts.opening(
                 role, CycleOpening(spec.packet, spec.briefs, tuple(finals), notes)
             )
@@ -97,12 +106,20 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
                     else None
                 )
                 if role == Role.EVALUATOR and problem is None:
-                    early = pass_early(crew.owed, outcome.verdict, record.tool_calls) or fail_for_work(
-                        outcome.verdict
+                    early = (
+                        pass_early(crew.owed, outcome.verdict, record.tool_calls)
+                        or contradicted(outcome.verdict, _own(record, role), crew.conflicts)
+                        or fail_for_work(outcome.verdict)
                     )
                 if outcome.blocked is not None:
+                    # A judge (it runs the checks) confirms a conflict by code: the test failed in its run.
+                    judge = role_spec(role).final == "verdict"
                     early = blocked_early(early, outcome.blocked.reason_code) or unfounded_conflict(
-                        crew.finds_test, outcome.blocked, role_spec(role).final, spec.packet
+                        crew.finds_test,
+                        outcome.blocked,
+                        role_spec(role).final,
+                        spec.packet,
+                        _own(record, role) if judge else None,
                     )
                 record.plan = outcome.plan or record.plan  # in force at once: approvals read its outputs
                 return problem, early
@@ -130,6 +147,11 @@ async def run_cycle(crew: Crew, spec: NextCycle, record: CycleRecord, run: RunCo
             )
             finals.append((role, shown))
     return _closed(outcome, box)
+
+
+def _own(record: CycleRecord, role: str) -> list[ToolCallRecord]:
+    """The tool calls `role` made in the cycle: the evidence its final message may be held to."""
+    return [call for call in record.tool_calls if call.requester == role]
 
 
 def _told(crew: Crew, role: str, packet: str) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from pse.engine._judge import decide
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._next_cycle import answers_for_questions, next_cycle
-from pse.engine._nudges import unparsed_outputs
+from pse.engine._nudges import outputs_note, unparsed_outputs
 from pse.engine._retries import after_review, after_step_failure
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
@@ -132,6 +132,8 @@ class Engine:
             broken=functools.partial(unparsed_outputs, setup.workspace),
             finds_test=functools.partial(names_a_test, setup.workspace),
             owed=functools.partial(evidence_owed, policy=setup.gates) if setup.gates.enforced else None,
+            conflicts=team.given_tests,
+            shown=functools.partial(outputs_note, setup.workspace),
         )
         self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)
         self._control = RunControl(self.machine, self.ledger, self.events, self.stop)

@@ -26,7 +26,9 @@ from pse.tools import python_problem
 __all__ = [
     "FIXABLE",
     "blocked_early",
+    "contradicted",
     "fail_for_work",
+    "outputs_note",
     "pass_early",
     "said_about",
     "to_write",
@@ -133,19 +135,59 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
     for path in paths:
         if not path.endswith(".py"):
             continue
-        try:
-            fd = os.open(workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+        source = _read_regular(workspace, path, _PARSE_LIMIT + 1)
+        if source is None or len(source) > _PARSE_LIMIT:
             continue
-        with os.fdopen(fd, "rb") as fh:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > _PARSE_LIMIT:
-                continue
-            source = fh.read(_PARSE_LIMIT)
         problem = python_problem(path, source)
         if problem is not None:
             found.append(problem)
     return found
+
+
+_SHOWN_CHARS = 6000
+"""At most this much of the outputs' text opens an Evaluator's phase (`outputs_note`); a file beyond it is
+named with its size, to read with read_file."""
+
+
+def _read_regular(workspace: Path, path: str, limit: int) -> bytes | None:
+    """A role-written file's first `limit` bytes: no link followed, nothing but a regular file read."""
+    try:
+        fd = os.open(workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(limit)
+
+
+def outputs_note(workspace: Path, paths: Sequence[str]) -> str | None:
+    """What the plan's outputs hold as the Evaluator's phase starts, read by PSE (never the Specialist's
+    word), up to `_SHOWN_CHARS` of text; an output that is missing, not text or too long is named so.
+    The 1.5B model's Evaluator spent a turn on each file it read, one a turn."""
+    parts, room = [], _SHOWN_CHARS
+    for path in paths:
+        data = _read_regular(workspace, path, room + 1)
+        if data is None:
+            parts.append(f"{path}: not in the workspace")
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            parts.append(f"{path}: not text")
+            continue
+        if len(text) > room:
+            parts.append(f"{path}: longer than shown here; read it with read_file")
+            continue
+        room -= len(text)
+        fence = "````" if "```" in text else "```"
+        parts.append(f"{path}:\n{fence}\n{text.rstrip()}\n{fence}")
+    if not parts:
+        return None
+    return (
+        "The outputs as they are in the workspace now (read by PSE as your phase starts):\n\n"
+        + "\n\n".join(parts)
+    )
 
 
 def unparsed(broken: Callable[[Sequence[str]], list[str]] | None, plan: PlanRecord | None) -> str | None:
@@ -194,7 +236,11 @@ def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
 
 
 def unfounded_conflict(
-    finds: Callable[[str], bool] | None, blocked: BlockedRecord, owed: str, task: str | None = None
+    finds: Callable[[str], bool] | None,
+    blocked: BlockedRecord,
+    owed: str,
+    task: str | None = None,
+    calls: Sequence[ToolCallRecord] | None = None,
 ) -> str | None:
     """Why a `SPEC_CONFLICT` is asked about once: the test it names is no test in the workspace, or the
     sentence it quotes as the specification is not in the task message (`task`). The 1.5B model's
@@ -217,7 +263,30 @@ def unfounded_conflict(
             "for word, the task's own sentence that the test contradicts; if no sentence of the task does, "
             f"the test is right and the work must change: send your {owed} instead."
         )
+    if calls is not None and not _failed_in_last_run(blocked.test or "", calls):
+        return (
+            f"Your SPEC_CONFLICT names {blocked.test!r}, which did not fail in your last run_pytest of this "
+            "cycle: a conflict is a given test that fails on the work because it contradicts the "
+            f"specification. Run run_pytest, then send your {owed} (or the conflict, if that test fails "
+            "for that reason)."
+        )
     return None
+
+
+def _failed_in_last_run(test: str, calls: Sequence[ToolCallRecord]) -> bool:
+    """Whether the last run_pytest of the phase's calls reported `test` (`FILE::NAME`, or a bare NAME)
+    failed: a conflict is confirmed by code, not by the model's word."""
+    last = _last_test_run(calls)
+    if last is None:
+        return False
+    name = test.strip()
+    for item in last.facts.get("tests") or []:
+        if item.get("outcome") not in ("failed", "errors", "error"):
+            continue
+        node = str(item.get("test", ""))
+        if node == name or node.endswith(f"::{name}") or name.endswith(node):
+            return True
+    return False
 
 
 def pass_early(
@@ -237,6 +306,49 @@ def pass_early(
         + "; ".join(checks)
         + ", read the results, then send your verdict."
     )
+
+
+def _last_test_run(calls: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
+    """The Evaluator's last `run_pytest` in the cycle that wrote a readable report (None: none did)."""
+    runs = [c for c in calls if c.tool == "run_pytest" and c.decision == "allowed" and c.facts.get("report")]
+    return runs[-1] if runs else None
+
+
+def contradicted(
+    verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord], conflicts: bool
+) -> str | None:
+    """Why an Evaluator's verdict is asked about once: it contradicts its own evidence. Its reason is
+    SPEC_CONFLICT where the task gave no test to conflict with; or it does not pass work whose every
+    criterion it judged met, or blames failing tests, while its last pytest run passed every test. The
+    1.5B model returned PARTIAL for SPEC_CONFLICT over a right `solution.py`, twice, and the criterion
+    cap escalated the run (HumanEval-0). The verdict it sends next stands, whatever it is."""
+    if verdict is None:
+        return None
+    if verdict.reason_code == SPEC_CONFLICT and not conflicts:
+        return (
+            "Your verdict's reason is SPEC_CONFLICT, but this task gave no test: a conflict is between a "
+            "test the task gave and its specification. Judge the work against the plan's criteria with "
+            "your own evidence, and send your verdict again."
+        )
+    last = _last_test_run(calls)
+    if verdict.status not in ("PARTIAL", "FAIL") or last is None or last.status != "ok":
+        return None
+    passed, failed = int(last.facts.get("passed", 0)), int(last.facts.get("failed", 0))
+    if passed == 0 or failed or int(last.facts.get("errors", 0)):
+        return None
+    ran = f"your last run_pytest passed ({passed} passed, none failed)"
+    if verdict.criteria and all(c.met for c in verdict.criteria):
+        return (
+            f"You judged every criterion met and {ran}, but your verdict is {verdict.status}. Send your "
+            "verdict again: PASS when every criterion is met and every required check passed; otherwise "
+            "mark the criterion that is not met, with the evidence that shows it."
+        )
+    if verdict.reason_code == "TESTS_FAILING":
+        return (
+            f"Your verdict's reason is TESTS_FAILING, but {ran}. Send your verdict again, with the reason "
+            "your own evidence shows."
+        )
+    return None
 
 
 FIXABLE = frozenset({"TESTS_FAILING", "LINT_FAILING", "CHECK_FAILING", "OUTPUT_MISSING"})

@@ -73,6 +73,8 @@ class RunTeam:
         context_mode: how the roles' contexts open each cycle (`step_buffer`, or `history`: the
             baseline that carries the whole history).
         planner_questions: the Planner may ask a person instead of assuming (PSE_PLANNER_QUESTIONS).
+        given_tests: the task gave tests (its seed, an instance's files): a role may report a
+            SPEC_CONFLICT, a given test that contradicts the specification.
     """
 
     crew: CrewSpec
@@ -81,6 +83,7 @@ class RunTeam:
     steps: StepCrew | None = None
     context_mode: ContextMode = "step_buffer"
     planner_questions: bool = False
+    given_tests: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""How many prompt tokens llama.cpp served from its cache, reported the way OpenAI reports it.
+"""Per request of the local server: the prompt tokens llama.cpp served from its cache, and a stop when the
+client goes away.
 
 llama-cpp-python keeps the KV cache of the last prompt it evaluated and, with `cache` on in a model's
 settings, saves each finished prompt's state in RAM (`LlamaRAMCache`) and reloads the longest matching
@@ -8,10 +9,17 @@ it. `serve_cached_tokens` adds it: each chat completion's `usage` gains
 `prompt_tokens_details.cached_tokens` (what PSE's OpenAI client reads, `pse.models._cached`), counted
 as llama-cpp-python decides it (`Llama.generate`: the common prefix of the tokens in the context and the
 new prompt, less the one token it re-evaluates when the whole prompt matched).
+
+**An abandoned request stops.** llama-cpp-python runs a chat completion that is not streamed to its end
+even when its client has gone (a timeout, a stopped run): the next request then waits behind tokens
+nobody reads (a run's first call timed out twice in a row so, issue 44). `serve_cached_tokens` also
+watches each such request's connection (every `WATCH_S`) and, once the client is gone, ends the model's
+token stream at the next token: the server is free for the next request within a token's time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,7 +28,10 @@ from typing import Any
 __all__ = ["serve_cached_tokens"]
 
 _REUSED: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("pse_reused", default=None)
-"""The reused prefix of the request being served (a dict shared with the worker thread that runs it)."""
+"""The request being served: its reused prefix (`cached`) and whether its client left (`abandoned`), in a
+dict shared with the worker thread that runs it."""
+WATCH_S = 0.2
+"""How often a request's connection is looked at while the model answers it."""
 
 
 def _reused_prefix(llama: Any, tokens: list[int]) -> int:
@@ -45,15 +56,37 @@ def _patch_generate(llama_class: Any) -> None:
         holder = _REUSED.get()
         if holder is not None and kwargs.get("reset", True):
             holder["cached"] = max(0, _reused_prefix(self, tokens))
-        return original(self, tokens, *args, **kwargs)  # type: ignore[no-any-return]
+        produced: Iterator[int] = original(self, tokens, *args, **kwargs)
+        return produced if holder is None else _until_abandoned(produced, holder)
 
     generate._pse_counts_reuse = True  # type: ignore[attr-defined]
     llama_class.generate = generate
 
 
+def _until_abandoned(produced: Iterator[int], holder: dict[str, int]) -> Iterator[int]:
+    """`produced`, ended at the first token after the request's client left."""
+    try:
+        for token in produced:
+            if holder.get("abandoned"):
+                return
+            yield token
+    finally:
+        close = getattr(produced, "close", None)
+        if close is not None:
+            close()
+
+
+async def _watch(request: Any, holder: dict[str, int]) -> None:
+    """Mark the request abandoned once its client has gone (its connection closed)."""
+    while not await request.is_disconnected():
+        await asyncio.sleep(WATCH_S)
+    holder["abandoned"] = 1
+
+
 def serve_cached_tokens(app: Any, llama_class: Any) -> None:
     """Make every non-streamed chat completion of `app` (llama-cpp-python's FastAPI app) report the
-    prompt tokens its model reused, as `usage.prompt_tokens_details.cached_tokens`."""
+    prompt tokens its model reused, as `usage.prompt_tokens_details.cached_tokens`, and stop generating
+    once its client has gone."""
     _patch_generate(llama_class)
 
     @app.middleware("http")  # type: ignore[untyped-decorator]
@@ -62,9 +95,12 @@ def serve_cached_tokens(app: Any, llama_class: Any) -> None:
             return await call_next(request)
         holder: dict[str, int] = {}
         token = _REUSED.set(holder)  # the worker thread gets a copy of this context: the same dict
+        await request.body()  # read now, so the watcher's reads can only see the client leave
+        watcher = asyncio.ensure_future(_watch(request, holder))
         try:
             response = await call_next(request)
         finally:
+            watcher.cancel()
             _REUSED.reset(token)
         if "cached" not in holder or "application/json" not in response.headers.get("content-type", ""):
             return response

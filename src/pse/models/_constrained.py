@@ -25,12 +25,20 @@ trace's settings under `constrain_used`. The scripted provider and `off` are nev
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, SystemMessage, UserMessage
+from autogen_core.models import (
+    AssistantMessage,
+    ChatCompletionClient,
+    CreateResult,
+    LLMMessage,
+    SystemMessage,
+    UserMessage,
+)
 
 from pse.config import ModelSpec, Settings
 from pse.exceptions import ConfigError, ModelUnavailableError
@@ -42,13 +50,17 @@ from pse.protocol import (
     ToolSignature,
     TurnShape,
     asks_findings,
+    offers_conflict,
+    parse_tool_results,
     plan_criteria,
+    plan_outputs,
     protocol_from_json,
+    read_invokes,
     turn_grammar,
     turn_schema,
 )
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
-from pse.tools import Tool
+from pse.tools import EVALUATION_PREFIX, Tool
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
 
@@ -57,6 +69,8 @@ _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 
 _LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
 """Tools that only look."""
+_AREA = (f"{EVALUATION_PREFIX}/",)
+"""Where an Evaluator's file blocks may write: its evaluation area (its only writable area)."""
 LOOKS_BEFORE_ACTING = 3
 """A Specialist whose last this many tool results in a row were only looks, and which may write, is
 offered no look in its next turn: it writes, reports or blocks."""
@@ -119,6 +133,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
         questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
+        seeded: the task put files in the workspace for the roles to read (its seed, an instance's
+            files); without any, a Specialist with an output still to write is offered no look.
     """
 
     def __init__(
@@ -134,9 +150,11 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: int = 3,
         log: ConstraintLog | None = None,
         questions: bool = False,
+        seeded: bool = True,
     ) -> None:
         super().__init__(inner)
         self.questions = questions
+        self.seeded = seeded
         self.spec = spec
         self.tools = tuple(tools)
         self.support = support
@@ -181,9 +199,23 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         # Findings where the role's instructions tell it of them (a repository run's Evaluator).
         instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
         tools = self.tools
+        written = _written(messages, own)
         writes = self.spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
-        if writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING:
+        outputs = plan_outputs(message_texts(authored)) if writes else None
+        # Nothing was put in the workspace to read and an output is still to write: a look can only find
+        # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
+        # "missing data", and read again after being told to write.
+        to_write = writes and not self.seeded and bool(set(outputs or ()) - written)
+        # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
+        # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
+        # over no test of its own.
+        owes_tests = self.spec.role == Role.EVALUATOR and any(t.name == Tool.WRITE_FILE for t in tools)
+        owes_tests = owes_tests and not any(path.startswith(_AREA[0]) for path in written)
+        looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
+        if looked or to_write or owes_tests:
             tools = tuple(t for t in tools if t.name not in _LOOKS)
+        fenced = self.spec.write_format == "fenced"
+        paths = outputs if writes and outputs else (_AREA if self.spec.role == Role.EVALUATOR else None)
         shape = TurnShape(
             self.spec.role,
             tools,
@@ -192,6 +224,10 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             evidence=evidence,
             questions=self.questions,
             findings=self.spec.role == Role.EVALUATOR and asks_findings(instructions),
+            files=fenced,
+            conflicts=offers_conflict(instructions),
+            writes_first=to_write or owes_tests,
+            paths=paths if fenced else None,
         )
         if self.max_tokens is None:
             return shape
@@ -249,6 +285,7 @@ def with_constraint(
     *,
     log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
+    seeded: bool = True,
 ) -> ChatCompletionClient:
     """`client` constrained as `spec.constrain` (auto, grammar or json) says for a real provider, or
     `client` itself where auto cannot apply (Ollama, OpenAI's own API, PSE_PROTOCOL=native).
@@ -279,17 +316,21 @@ def with_constraint(
         if not explicit:
             return client  # auto means a grammar; Ollama has none
         fixed = ConstraintSupport(server, "ollama", "Ollama reads a JSON schema in `format`")
-        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log)
+        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log, seeded)
     if spec.base_url is None:
         none = ConstraintSupport(server, None, "OpenAI's own API takes no grammar field (no base URL is set)")
-        return client if not explicit else _wrap(client, settings, spec, tools, _answer(none), setting, log)
+        return (
+            client
+            if not explicit
+            else _wrap(client, settings, spec, tools, _answer(none), setting, log, seeded)
+        )
     base_url = spec.base_url
     key = spec.api_key.get_secret_value() if spec.api_key is not None else None
 
     async def support() -> ConstraintSupport:
         return await probes.support(base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s)
 
-    return _wrap(client, settings, spec, tools, support, setting, log)
+    return _wrap(client, settings, spec, tools, support, setting, log, seeded)
 
 
 def _answer(fixed: ConstraintSupport) -> SupportSource:
@@ -307,6 +348,7 @@ def _wrap(
     support: SupportSource,
     setting: str,
     log: ConstraintLog | None,
+    seeded: bool = True,
 ) -> ChatCompletionClient:
     return ConstrainedChatCompletionClient(
         client,
@@ -319,6 +361,7 @@ def _wrap(
         chars_per_token=settings.constrain_chars_per_token,
         log=log,
         questions=settings.planner_questions and spec.role == Role.PLANNER,
+        seeded=seeded,
     )
 
 
@@ -340,3 +383,25 @@ def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
             break
         count += 1
     return count
+
+
+def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
+    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call paired
+    with its result by position: the role's message, then the ToolAgent's answer to it."""
+    written: set[str] = set()
+    for asked, answer in itertools.pairwise(messages):
+        if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
+            continue
+        if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
+            continue
+        invokes = read_invokes(asked.content)
+        try:
+            _, results = parse_tool_results(str(answer.content))
+        except ValueError:
+            continue
+        if invokes is None or len(invokes) != len(results):
+            continue
+        for (name, params), result in zip(invokes, results, strict=True):
+            if name == Tool.WRITE_FILE and result.status == "ok":
+                written.add(dict(params).get("path", "").strip())
+    return written

@@ -15,6 +15,7 @@ from pse.exceptions import CassetteError, ConfigError
 from pse.models._cached import http_client_reading_cache
 from pse.models._constrained import ConstraintLog, with_constraint
 from pse.models._context import ContextWindowClient
+from pse.models._fenced import FencedWritesClient
 from pse.models._format import turn_key
 from pse.models._native import NativeProtocolClient
 from pse.models._probe import SERVER_PROBES, ConstraintProbes
@@ -53,13 +54,15 @@ def create_model_client(
     constraint_log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
     step: str | None = None,
+    seeded: bool = True,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
     Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries, typed errors,
     and the process's shared rate limit when one is set), then, given the role's `tools` and unless
     `spec.constrain` is off, in `ConstrainedChatCompletionClient` (the grammar or JSON schema of each
-    turn); with a `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which
+    turn); a role whose write format is `fenced` in `FencedWritesClient` (file blocks with the model,
+    DSML above it); with a `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which
     so records protocol text even from a JSON-constrained model. Nothing is printed: the caller
     announces a defaulted scripted provider (see `ModelSpec.provider_was_defaulted`).
 
@@ -78,6 +81,8 @@ def create_model_client(
         step: the step of a steps plan this client serves: scripted turns come from (and recordings go
             to) the cassette stream `ROLE@STEP`.
         probes: where a server's support is found out and remembered (the process's by default).
+        seeded: the task put files in the workspace for the roles to read (constrained decoding offers
+            a Specialist with an output still to write no look without them).
 
     Raises:
         ConfigError: unknown role, the OpenAI provider has neither an API key nor a base URL, or a
@@ -95,7 +100,11 @@ def create_model_client(
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
         if tools is not None and spec.constrain != "off":
-            client = with_constraint(client, settings, spec, tools, log=constraint_log, probes=probes)
+            client = with_constraint(
+                client, settings, spec, tools, log=constraint_log, probes=probes, seeded=seeded
+            )
+    if spec.write_format == "fenced":  # above the grammar, which then allows the model file blocks
+        client = FencedWritesClient(client, role)
     if spec.context_tokens is not None:
         window = spec.context_tokens
         client = ContextWindowClient(

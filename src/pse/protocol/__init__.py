@@ -2,7 +2,8 @@
 
 No I/O here; the only PSE modules it uses are the leaf modules `pse.events`, `pse.exceptions` and
 `pse.roles`. DSML is the wire format every part of PSE reads; the native protocol (`PSE_PROTOCOL=native`)
-is translated into it and back (`_functions`: what a native model is offered; `_native`: the translation).
+is translated into it and back (`_functions`: what a native model is offered; `_native`: the translation),
+and so are file blocks, the `fenced` write format (`_files`).
 `turn_grammar` and `turn_schema` say what a role may send now, for constrained decoding.
 """
 
@@ -17,6 +18,7 @@ from pse.protocol._dsml import (
     read_invokes,
 )
 from pse.protocol._dsml_render import render_tool_calls
+from pse.protocol._files import FileBlock, calls_as_files, files_as_calls, find_file_blocks
 from pse.protocol._functions import (
     OUTPUTS,
     FunctionSpec,
@@ -30,7 +32,9 @@ from pse.protocol._grammar import (
     PROSE_CHARS,
     TurnShape,
     asks_findings,
+    offers_conflict,
     plan_criteria,
+    plan_outputs,
     turn_grammar,
 )
 from pse.protocol._native import (
@@ -64,6 +68,7 @@ __all__ = [
     "SPEC_CONFLICT",
     "VERDICT_STATUSES",
     "DsmlError",
+    "FileBlock",
     "FunctionSpec",
     "NativeCall",
     "NativeTurn",
@@ -75,17 +80,22 @@ __all__ = [
     "ToolSignature",
     "TurnShape",
     "asks_findings",
+    "calls_as_files",
     "escape_prose",
+    "files_as_calls",
     "find_blocked",
     "find_clarification",
+    "find_file_blocks",
     "function_results",
     "has_tool_calls",
+    "offers_conflict",
     "output_functions",
     "parse_plan",
     "parse_tool_calls",
     "parse_tool_results",
     "parse_verdict",
     "plan_criteria",
+    "plan_outputs",
     "protocol_from_json",
     "read_invokes",
     "read_native",

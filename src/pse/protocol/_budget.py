@@ -34,6 +34,7 @@ __all__ = [
     "PROSE_CHARS",
     "TEXT_CHARS",
     "USEFUL_CHECK_VALUE",
+    "USEFUL_FILE",
     "USEFUL_TEXT",
     "USEFUL_VALUE",
     "GrammarSizes",
@@ -54,6 +55,9 @@ budget allows more invokes per message: about 200 lines of code (with fewer invo
 USEFUL_CHECK_VALUE = 1500
 """The same for the Planner and the Evaluator, whose long values are commands and their own tests: more
 calls of one message (a check, a lint, a read) matter more to them than a long value."""
+USEFUL_FILE = 1500
+"""The same for a role that writes files as file blocks (`_files`): two files of about fifty lines in
+one message (a module and its tests) save a small model a whole turn."""
 MAX_FINDINGS = 8
 """Most `<finding>`s of one verdict under the grammar (ids F1..F8); a budget may allow fewer or none."""
 FINDING_LINE_DIGITS = 6
@@ -103,8 +107,11 @@ def fit_sizes(
     criteria: Sequence[str] | None,
     max_chars: int | None,
     max_invokes: int,
+    *,
+    files: bool = False,
 ) -> GrammarSizes:
-    """The bounds under which every message `role` may send is at most `max_chars` characters.
+    """The bounds under which every message `role` may send is at most `max_chars` characters (with
+    `files`, a role that writes files as file blocks, each counted as a `write_file` invoke).
 
     Raises:
         ValueError: no message of this role fits in `max_chars` (the message says how many it needs).
@@ -120,10 +127,11 @@ def fit_sizes(
             goal=2 * TEXT_CHARS,
             findings=MAX_FINDINGS,
         )
-    sizes = _fit(role, tools, criteria, max_chars, max_invokes)
+    sizes = _fit(role, tools, criteria, max_chars, max_invokes, files)
     if sizes is None:
         need = next(
-            (n for n in range(max_chars, 1 << 20, 16) if _fit(role, tools, criteria, n, max_invokes)), None
+            (n for n in range(max_chars, 1 << 20, 16) if _fit(role, tools, criteria, n, max_invokes, files)),
+            None,
         )
         raise ValueError(
             f"{role}'s message may hold {max_chars} characters, too few for any message it may send "
@@ -138,6 +146,7 @@ def _fit(
     criteria: Sequence[str] | None,
     max_chars: int,
     max_invokes: int,
+    files: bool = False,
 ) -> GrammarSizes | None:
     prose = min(PROSE_CHARS, max_chars // 8)
     room = max_chars - prose - _END  # for the one block after the prose
@@ -158,7 +167,8 @@ def _fit(
     invokes, value, short = 1, None, max(_MIN_TEXT, room // 8)
     if tools:
         useful = USEFUL_VALUE if role in (Role.SPECIALIST, SINGLE_AGENT) else USEFUL_CHECK_VALUE
-        calls = _calls(room, tools, max_invokes, short, useful)
+        useful = min(useful, USEFUL_FILE) if files else useful
+        calls = _calls(room, tools, max_invokes, short, useful, path if files else None)
         if calls is None:
             return None
         invokes, value = calls
@@ -258,15 +268,34 @@ def _long(tool: ToolSignature) -> int:
     return sum(1 for p in tool.params if p.max_chars is None)
 
 
+FILE_OVERHEAD = 55
+"""A file block's longest text but for its path and content (`_files.file_rules`): the line break and
+whitespace before it, the path's first character and extension, two fences, the language word, the first
+characters of its content."""
+
+
 def _calls(
-    room: int, tools: Sequence[ToolSignature], max_invokes: int, short: int, useful: int
+    room: int,
+    tools: Sequence[ToolSignature],
+    max_invokes: int,
+    short: int,
+    useful: int,
+    file_path: int | None = None,
 ) -> tuple[int, int] | None:
     """(invokes, value characters): the most invokes whose every value can still hold `useful`
-    characters (a file's content is what a Specialist's budget is for), else one invoke of at least 8."""
+    characters (a file's content is what a Specialist's budget is for), else one invoke of at least 8.
+    With `file_path` (a role that writes file blocks, paths of that many units), `write_file` is written
+    as a file block: an item of a message is a block or an invoke, and a block's overhead is its own."""
 
     def units_for(invokes: int) -> int:
         per_invoke = (room - _CALLS_OVERHEAD) // invokes
-        free = [(per_invoke - _invoke_overhead(t, short), _long(t)) for t in tools]
+        free = [
+            (per_invoke - _invoke_overhead(t, short), _long(t))
+            for t in tools
+            if file_path is None or t.name != "write_file"
+        ]
+        if file_path is not None:
+            free.append((per_invoke - FILE_OVERHEAD - 2 * file_path, 1))
         if any(chars < 0 for chars, _ in free):
             return -1
         return min((chars // n - _VALUE_WRAP for chars, n in free if n), default=_MIN_TEXT)

@@ -50,10 +50,12 @@ __all__ = [
     "DsmlError",
     "ParamSpec",
     "ParsedMessage",
+    "RawBlock",
     "ToolCall",
     "ToolSignature",
     "has_tool_calls",
     "parse_tool_calls",
+    "request_blocks",
 ]
 
 CDATA_OPEN = "<![CDATA["
@@ -332,18 +334,34 @@ def _check_invoke(
     return ToolCall(index, raw.name, arguments, notes)
 
 
-def read_invokes(text: str) -> list[tuple[str, list[tuple[str, str]]]] | None:
-    """Every invoke of the message's blocks as (tool, [(parameter, value)]), unchecked against any
-    signature, values read as `parse_tool_calls` reads them; None when a block does not parse."""
-    invokes: list[tuple[str, list[tuple[str, str]]]] = []
+RawBlock = tuple[int, int, list[tuple[str, list[tuple[str, str]], str | None]]]
+"""A `<tool_calls>` block as `request_blocks` reads it: (start, end, [(tool, [(parameter, value)],
+error)])."""
+
+
+def request_blocks(text: str) -> list[RawBlock] | None:
+    """Every `<tool_calls>` block of the message as (start, end, its invokes as (tool, [(parameter, value)],
+    error)), values read as `parse_tool_calls` reads them; None when a block does not parse."""
+    blocks: list[RawBlock] = []
     requests, pos = _Requests(text), 0
     while (start := requests.next_block(pos)) is not None:
         try:
             raw, pos = _parse_block(text, start)
         except _SyntaxProblem:
             return None
-        invokes += [(item.name, item.params) for item in raw]
-    return invokes
+        blocks.append((start, pos, [(item.name, item.params, item.error) for item in raw]))
+    return blocks
+
+
+def read_invokes(text: str) -> list[tuple[str, list[tuple[str, str]]]] | None:
+    """Every invoke of the message's blocks as (tool, [(parameter, value)]), unchecked against any
+    signature, values read as `parse_tool_calls` reads them; None when a block does not parse."""
+    blocks = request_blocks(text)
+    return (
+        None
+        if blocks is None
+        else [(name, params) for _, _, invokes in blocks for name, params, _ in invokes]
+    )
 
 
 def parse_tool_calls(

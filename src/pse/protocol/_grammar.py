@@ -45,6 +45,7 @@ from pse.protocol._budget import (
     fit_sizes,
 )
 from pse.protocol._call_grammar import call_rules, open_tag
+from pse.protocol._files import FILE_TOOL, file_rules
 from pse.protocol._gbnf import char_class, literal, repeat
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
 from pse.protocol._types import ToolSignature
@@ -56,13 +57,18 @@ __all__ = [
     "PROSE_CHARS",
     "TurnShape",
     "asks_findings",
+    "offers_conflict",
     "plan_criteria",
+    "plan_outputs",
     "turn_grammar",
 ]
 
 FINDINGS_ASKED = '<finding id="FINDING_ID" severity="SEVERITY"'
 """The line of `prompts/findings.md` that tells an Evaluator of findings (a repository run's): an
 Evaluator whose instructions hold it may name findings under the grammar and the schemas."""
+
+CONFLICT_OFFERED = "## Tests the task gave"
+"""The heading of `prompts/spec_conflict.md`: a role whose instructions hold it may end with a conflict."""
 
 _PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 
@@ -117,10 +123,34 @@ class TurnShape:
     findings: bool = False
     """The Evaluator may name findings in its verdict (`<finding>`s): it was told of them
     (`asks_findings`)."""
+    files: bool = False
+    """The role writes files as file blocks (the `fenced` write format, `_files`), not as `write_file`
+    invokes: a granted `write_file` becomes the `files` kind."""
+    conflicts: bool = True
+    """The role may end with a `conflict` (a SPEC_CONFLICT naming a given test): it was told of the
+    task's tests (`offers_conflict`). Without any, the kind is not offered."""
+    writes_first: bool = False
+    """The role's next message writes files (with `files`): its first block is a file block (others, such
+    as a `<tool_calls>` of its other tools, may follow it). An Evaluator that owes tests of its own, or a
+    Specialist with nothing to read and an output to write, gets it from constrained decoding."""
+    paths: tuple[str, ...] | None = None
+    """Where a file block may write (with `files`): these paths, a path ending in `/` any file under it;
+    None, any relative path. The Specialist's are its plan's outputs, the Evaluator's its area."""
+
+    def call_tools(self) -> tuple[ToolSignature, ...]:
+        """The tools the role calls in a `<tool_calls>` block (all but `write_file` when it writes files
+        as file blocks)."""
+        return tuple(t for t in self.tools if not (self.files and t.name == FILE_TOOL))
+
+    def writes_files(self) -> bool:
+        """Whether the role may send file blocks now."""
+        return self.files and any(t.name == FILE_TOOL for t in self.tools)
 
     def sizes(self) -> GrammarSizes:
         """The bounds of every part of the message (raises ValueError when nothing fits `max_chars`)."""
-        return fit_sizes(self.role, self.tools, self.criteria, self.max_chars, self.max_invokes)
+        return fit_sizes(
+            self.role, self.tools, self.criteria, self.max_chars, self.max_invokes, files=self.writes_files()
+        )
 
     def kinds(self) -> tuple[str, ...]:
         """The blocks the role may send now, in order: `plan`, `report`, `verdict`, `blocked`, `conflict`,
@@ -139,7 +169,12 @@ class TurnShape:
             self.tools and not self.evidence
         ):  # a look comes first: only a plan (or a question) may precede one
             finals = tuple(k for k in finals if k in ("plan", "clarification"))
-        return finals + (("calls",) if self.tools else ())
+        if not self.conflicts:
+            finals = tuple(k for k in finals if k != "conflict")
+        files = ("files",) if self.writes_files() else ()
+        if files and self.writes_first:
+            return files
+        return finals + files + (("calls",) if self.call_tools() else ())
 
 
 def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
@@ -157,6 +192,24 @@ def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
         except ProtocolError:
             continue
     return None
+
+
+def plan_outputs(texts: Iterable[str]) -> tuple[str, ...] | None:
+    """The output paths of the last plan in `texts` (as `plan_criteria` finds it), or None."""
+    for text in reversed(list(texts)):
+        if "<plan" not in text:
+            continue
+        try:
+            return tuple(parse_plan(text).outputs)
+        except ProtocolError:
+            continue
+    return None
+
+
+def offers_conflict(texts: Iterable[str]) -> bool:
+    """Whether a request's messages (its system message first) tell the role of tests the task gave,
+    and so of the `SPEC_CONFLICT` way out (`prompts/spec_conflict.md`)."""
+    return any(CONFLICT_OFFERED in text for text in texts)
 
 
 def asks_findings(texts: Iterable[str]) -> bool:
@@ -185,9 +238,17 @@ def turn_grammar(shape: TurnShape) -> str:
             rules += _conflict_rules()
         elif kind == "clarification":
             rules += _clarification_rules(sizes)
+        elif kind == "files":
+            rules += file_rules(sizes, then_calls=bool(shape.call_tools()), paths=shape.paths)
+            if "calls" not in kinds and shape.call_tools():
+                rules += call_rules(shape.call_tools(), sizes)[1:]  # its `invoke`, not a `calls` of its own
         else:
-            rules += call_rules(shape.tools, sizes)
-    head = [f"root ::= prose ( {' | '.join(kinds)} ) end"]
+            rules += call_rules(shape.call_tools(), sizes)
+    # File blocks come first in their message, with no prose before them: the path is the first thing
+    # written (the 1.5B model, held from opening a code block in prose, wrote its prompt's text there).
+    others = [kind for kind in kinds if kind != "files"]
+    roots = [f"prose ( {' | '.join(others)} ) end"] if others else []
+    head = [f"root ::= {' | '.join([*roots, *(['files end'] if 'files' in kinds else [])])}"]
     return "\n".join(head + _common(sizes) + rules) + "\n"
 
 

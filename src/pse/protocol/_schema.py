@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pse.events import SEVERITIES, PlanItem, PlanRecord
@@ -55,7 +56,9 @@ def _kind(kind: str, properties: Mapping[str, JsonObject], sizes: GrammarSizes) 
 
 
 def turn_schema(shape: TurnShape) -> JsonObject:
-    """The JSON schema of every answer `shape.role` may give now (`anyOf` its kinds)."""
+    """The JSON schema of every answer `shape.role` may give now (`anyOf` its kinds). A JSON answer holds
+    its writes as `write_file` calls, whatever the write format."""
+    shape = replace(shape, files=False)
     sizes = shape.sizes()
     variants: list[JsonObject] = []
     for kind in shape.kinds():  # the same kinds as `turn_grammar`, in the same order

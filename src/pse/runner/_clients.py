@@ -21,6 +21,7 @@ from pse.models import (
 )
 from pse.runner._frame import RunFrame
 from pse.runner._script import RunScript
+from pse.tasks import INPUTS_DIR
 from pse.toolagent import Policy, tool_functions, tool_signatures
 from pse.tools import ToolRegistry
 
@@ -58,6 +59,8 @@ class RunClients:
     ) -> None:
         self._frame, self._script, self._policy, self._registry = frame, script, policy, registry
         self._given = given
+        # Files the task put in the workspace for the roles to read (not only the inputs' machine copy).
+        self._seeded = any(path.name != INPUTS_DIR for path in frame.workspace.iterdir())
         self.specs = {role: frame.spec(role) for role in frame.speakers}
         self.meter = UsageMeter()
         # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
@@ -102,6 +105,7 @@ class RunClients:
             functions=tool_functions(role, policy, registry),
             constraint_log=self.constraints,
             step=step,
+            seeded=self._seeded,
         )
 
     def _resumed(self, client: ChatCompletionClient, role: str, step: str | None) -> ChatCompletionClient:

@@ -8,6 +8,7 @@ from pse.roles import Role, role_spec
 from pse.runner._mcp import has_mcp_tools
 from pse.tasks import (
     Task,
+    files_prompt,
     findings_prompt,
     independent_tests_prompt,
     mcp_prompt,
@@ -17,9 +18,16 @@ from pse.tasks import (
     steps_prompt,
 )
 from pse.toolagent import Policy, render_tool_catalog
-from pse.tools import ToolRegistry, is_test_file
+from pse.tools import Tool, ToolRegistry, is_test_file
 
-__all__ = ["system_prompts"]
+__all__ = ["given_tests", "system_prompts"]
+
+
+def given_tests(task: Task, task_message: str) -> list[str]:
+    """The tests the task gave (its seed, an evaluation instance's files), as the task message lists them."""
+    return [
+        p for p in seeded_files(task_message) if is_test_file(p) and p not in task.config.expected_outputs
+    ]
 
 
 def system_prompts(
@@ -55,19 +63,24 @@ def system_prompts(
     for role in speakers if with_mcp else ():
         if has_mcp_tools(role, policy, registry):
             extra[role] = "\n\n".join(filter(None, [extra.get(role), mcp_prompt()]))
-    # Tests the task gave (its seed, an evaluation instance's files) are protected evidence; a role that
-    # finds one contradicting the specification has an honest way out, and is told so (XML protocol).
-    given = [
-        p for p in seeded_files(task_message) if is_test_file(p) and p not in task.config.expected_outputs
-    ]
-    # The roles whose grammar lets them end with a conflict (`RoleSpec.finals`) are told of it.
-    told = given and settings.protocol == "dsml"
+    # Tests the task gave are protected evidence; a role that finds one contradicting the specification
+    # has an honest way out, and is told so (XML protocol): the roles whose grammar lets them end with
+    # a conflict (`RoleSpec.finals`).
+    told = bool(given_tests(task, task_message)) and settings.protocol == "dsml"
     for role in (r for r in speakers if told and "conflict" in role_spec(r).finals):
         extra[role] = "\n\n".join(filter(None, [extra.get(role), spec_conflict_prompt()]))
+    # A role that writes files as file blocks (PSE_WRITE_FORMAT) is told how, where its tools are told.
+    fenced = {
+        role
+        for role in speakers
+        if settings.model_spec(role).write_format == "fenced"
+        and policy.grant(role, Tool.WRITE_FILE) is not None
+    }
     return {
         role: task.system_prompt(role, settings.protocol)
         + (f"\n{extra[role]}\n" if role in extra else "")
+        + (f"\n{files_prompt()}\n" if role in fenced else "")
         + "\n## Your tools\n"
-        + render_tool_catalog(role, policy, registry, settings.protocol)
+        + render_tool_catalog(role, policy, registry, settings.protocol, files=role in fenced)
         for role in speakers
     }

@@ -43,7 +43,7 @@ from pse.runner._given import given_for_roles
 from pse.runner._index import StoreIndexer
 from pse.runner._limits import loop_limits
 from pse.runner._mcp import McpSetup, start_mcp
-from pse.runner._prompts import system_prompts
+from pse.runner._prompts import given_tests, system_prompts
 from pse.runner._replay import replay_positions
 from pse.runner._repository import RunRepository, finish_repository
 from pse.runner._script import open_script
@@ -224,6 +224,7 @@ def _wire_run(
             steps=step_crew,
             context_mode=settings.context_mode,
             planner_questions=settings.planner_questions,
+            given_tests=bool(given_tests(task, task_message)),
         ),
         tools=executor,
         workspace=workspace,

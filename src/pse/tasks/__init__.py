@@ -4,13 +4,14 @@ Typical use::
 
     registry = TaskRegistry.discover(your_dir)      # built-ins + yours; see pse.runner.registry_for
     task = registry.get("code-delivery")          # validated; TaskNotFoundError / ConfigError otherwise
-    task.seed_workspace(workspace, inputs)         # data files, inputs.json, rules summary
+    task.seed_workspace(workspace, inputs)         # data files, inputs/NAME, rules summary
     message = task.task_message(inputs, rules_md)  # the run's opening message (no paths, ids or times)
     system = task.system_prompt("Planner")          # protocol + base prompt + the task's prompt
 """
 
 from pse.tasks._base_prompts import (
     base_prompt,
+    files_prompt,
     findings_prompt,
     independent_tests_prompt,
     mcp_prompt,
@@ -34,10 +35,11 @@ from pse.tasks._registry import TaskRegistry, validate
 from pse.tasks._report import extract_report, titled_report
 from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
 from pse.tasks._scaffold import scaffold_task
-from pse.tasks._task import Problem, Task, TaskLocation, seeded_files, write_files
+from pse.tasks._task import INPUTS_DIR, Problem, Task, TaskLocation, is_input_file, seeded_files, write_files
 
 __all__ = [
     "BUILTIN_CHECKS",
+    "INPUTS_DIR",
     "Finding",
     "InputSpec",
     "LimitOverrides",
@@ -56,8 +58,10 @@ __all__ = [
     "builtin_tasks_dir",
     "cassette_writes",
     "extract_report",
+    "files_prompt",
     "findings_prompt",
     "independent_tests_prompt",
+    "is_input_file",
     "load_rules",
     "mcp_prompt",
     "offline_warnings",

@@ -1,5 +1,6 @@
 """The prompts every task shares, one file of `prompts/` each: a role's base prompt, the protocol's, and
-what a run's features add (questions, steps, findings, MCP tools, independent tests, a contradicting test)."""
+what a run's features add (questions, steps, findings, MCP tools, independent tests, a contradicting test,
+file blocks)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pse.tasks._paths import prompts_dir
 
 __all__ = [
     "base_prompt",
+    "files_prompt",
     "findings_prompt",
     "independent_tests_prompt",
     "mcp_prompt",
@@ -29,6 +31,11 @@ def base_prompt(role: str) -> str:
 def findings_prompt() -> str:
     """What the Evaluator reads on a repository run: `<finding>`s in its verdict (`prompts/findings.md`)."""
     return (prompts_dir() / "findings.md").read_text(encoding="utf-8").strip()
+
+
+def files_prompt() -> str:
+    """How a role whose write format is `fenced` writes files: file blocks (`prompts/files.md`)."""
+    return (prompts_dir() / "files.md").read_text(encoding="utf-8").strip()
 
 
 def independent_tests_prompt() -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import shlex
 import shutil
 import sys
@@ -24,9 +23,11 @@ from pse.tasks._toml import read_toml
 from pse.tools import check_config_reason, declared_config
 
 __all__ = [
+    "INPUTS_DIR",
     "Problem",
     "Task",
     "TaskLocation",
+    "is_input_file",
     "read_toml",
     "role_file",
 ]
@@ -35,7 +36,8 @@ TASK_FILE = "task.toml"
 RULES_FILE = "rules.toml"
 DEFAULT_CASSETTE = "cassette.json"
 RULES_SUMMARY_FILES = ("rules_summary.json", "rules_summary.md")
-INPUTS_FILE = "inputs.json"
+INPUTS_DIR = "inputs"
+"""Where `seed_workspace` writes each input as a raw text file, `inputs/NAME` (for checks and scripts)."""
 _SEED_LISTING_CAP = 30
 
 
@@ -68,6 +70,11 @@ def role_file(role: str) -> str:
     if canonical is None:
         raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
     return f"{canonical.lower()}.md"
+
+
+def is_input_file(path: str) -> bool:
+    """Whether a workspace path is one of the inputs' files (`inputs/NAME`)."""
+    return path.startswith(f"{INPUTS_DIR}/") and "/" not in path[len(INPUTS_DIR) + 1 :]
 
 
 def seeded_files(task_message: str) -> list[str]:
@@ -235,8 +242,7 @@ class Task:
                 files.append(item)
         if self.rules_path is not None:
             files += RULES_SUMMARY_FILES
-        if self.config.inputs:
-            files.append(INPUTS_FILE)
+        files += [f"{INPUTS_DIR}/{name}" for name in self.config.inputs]
         return sorted(set(files))
 
     def task_message(
@@ -250,7 +256,8 @@ class Task:
 
         A multi-line input (code, a document) is shown as a fenced block under its name; `extra_files`
         are workspace files written besides the seed (an evaluation instance's), listed with it. The
-        inputs' machine copy, `inputs.json` (for checks and scripts), is left out of the listing.
+        inputs' files (`inputs/NAME`, for checks and scripts) are left out of the listing: the message
+        shows each input itself.
 
         Deterministic and free of absolute paths, run ids and times, so a cassette recorded with request
         digests replays in any later run.
@@ -259,9 +266,9 @@ class Task:
         parts = [f"# Task: {self.name}", "## Goal\n" + self.config.goal.strip()]
         if resolved:
             parts.append("## Inputs\n" + "\n".join(_input_line(k, v) for k, v in sorted(resolved.items())))
-        # inputs.json is not listed: every input is shown above, raw; a small model that reads the JSON
-        # copies its escaped text (`\"\"\"`, `\n`) into the file it writes (issue 29's HumanEval runs)
-        listing = sorted((set(self.seed_listing()) - {INPUTS_FILE}) | set(extra_files))
+        # The inputs' files are not listed: every input is shown above. A small model reads what is listed
+        # and copies what it read (issue 29's HumanEval runs copied a JSON copy's escapes into solution.py)
+        listing = sorted({p for p in self.seed_listing() if not is_input_file(p)} | set(extra_files))
         if listing:
             shown = listing[:_SEED_LISTING_CAP]
             more = len(listing) - len(shown)
@@ -283,7 +290,8 @@ class Task:
 
     # --- the run workspace -----------------------------------------------------------------
     def seed_workspace(self, workspace: Path, inputs: dict[str, str] | None = None) -> list[str]:
-        """Copy the seed files into `workspace`; write `inputs.json` and the rules summary if present.
+        """Copy the seed files into `workspace`; write each input raw as `inputs/NAME` (no escaped copy: a
+        small model copies what it reads) and the rules summary if present.
 
         Returns:
             The workspace-relative paths written, sorted.
@@ -303,8 +311,9 @@ class Task:
                 raise ConfigError(
                     f"{self.dir / TASK_FILE}: seed path {item!r} does not exist in the task folder"
                 )
-        if self.config.inputs:
-            (workspace / INPUTS_FILE).write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
+        for name, value in resolved.items():
+            (workspace / INPUTS_DIR).mkdir(exist_ok=True)
+            (workspace / INPUTS_DIR / name).write_text(value, encoding="utf-8")
         if self.rules_path is not None:
             run_rules(self, workspace)
         return self.seed_listing()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pse.config import ProtocolMode
 from pse.protocol import FunctionSpec, ToolSignature, tool_function
 from pse.toolagent._policy import Policy
-from pse.tools import ToolRegistry, ToolSpec, builtin_tools
+from pse.tools import Tool, ToolRegistry, ToolSpec, builtin_tools
 
 __all__ = ["render_tool_catalog", "tool_functions", "tool_signatures"]
 
@@ -20,6 +20,9 @@ _HEADS: dict[ProtocolMode, str] = {
     "dsml": "write a <tool_calls> block; the ToolAgent answers with <tool_results>",
     "native": "call them as functions; the ToolAgent answers each call with its result",
 }
+
+
+_FILE_BLOCK = ", written as a file block (see Writing files)"
 
 
 def _granted(role: str, policy: Policy, registry: ToolRegistry | None) -> Iterator[tuple[ToolSpec, str]]:
@@ -39,16 +42,23 @@ def _granted(role: str, policy: Policy, registry: ToolRegistry | None) -> Iterat
 
 
 def render_tool_catalog(
-    role: str, policy: Policy, registry: ToolRegistry | None = None, protocol: ProtocolMode = "dsml"
+    role: str,
+    policy: Policy,
+    registry: ToolRegistry | None = None,
+    protocol: ProtocolMode = "dsml",
+    *,
+    files: bool = False,
 ) -> str:
     """List the tools `role` may call (registered ones only), with parameters, mode and budget.
 
     Example line: `- write_file(path, content) — Create or replace a file ... [read-write, 30/cycle]`.
     Pass the run's registry when it holds more than the built-ins (e.g. search_knowledge); `protocol`
-    says how the role calls them.
+    says how the role calls them; with `files`, the role writes files as file blocks, and `write_file`
+    says so.
     """
     lines = [
-        f"- {spec.signature.usage()} — {spec.description}{note}"
+        f"- {spec.signature.usage()}{_FILE_BLOCK if files and spec.name == Tool.WRITE_FILE else ''} — "
+        f"{spec.description}{note}"
         for spec, note in _granted(role, policy, registry)
     ]
     if not lines:

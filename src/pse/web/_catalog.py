@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import BaseModel, Field
 
-from pse.config._settings import _DEFAULT_MODELS  # the provider defaults a trace's unset model means
+from pse.config._profiles import _DEFAULT_MODELS  # the provider defaults a trace's unset model means
 from pse.history import RunEntry
 from pse.roles import ROLES
 from pse.web._security import read_run_file

@@ -1,0 +1,88 @@
+"""A role's model resolved from the settings, and what PSE assumes of a model it knows only by name.
+
+A user who sets only `PSE_PROVIDER`, `PSE_BASE_URL` and `PSE_MODEL` gets settings that fit the model. A
+model is taken as **small** when its name gives a size of at most `SMALL_MODEL_B` billion parameters
+(`qwen2.5-coder-1.5b`, `Qwen/Qwen2.5-7B-Instruct`, `smollm2-135m`), or, with no size in its name, when
+it is served on loopback (a model on this machine). A small model writes files in the `fenced` format
+(`PSE_WRITE_FORMAT=auto`): the path on a line, then the whole file in a Markdown code block, which
+small models produce far more reliably than a file inside an XML value (README, "Real models").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
+
+from pse.config._models import ModelSpec, ProtocolMode, ProviderName, WriteFormat
+
+if TYPE_CHECKING:
+    from pse.config._settings import Settings
+
+__all__ = ["SMALL_MODEL_B", "is_small_model", "resolve_model_spec", "write_format_for"]
+
+SMALL_MODEL_B = 14.0
+"""Most parameters, in billions, of a model PSE treats as small."""
+_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z0-9])", re.IGNORECASE)
+_DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
+
+
+def parameter_billions(model: str) -> float | None:
+    """The size a model's name gives, in billions of parameters (`qwen2.5-coder-1.5b` → 1.5), or None."""
+    sizes = [float(n) / (1000 if unit.lower() == "m" else 1) for n, unit in _SIZE.findall(model)]
+    return max(sizes) if sizes else None
+
+
+def _loopback(base_url: str | None) -> bool:
+    host = urlsplit(base_url).hostname if base_url else None
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_small_model(model: str, base_url: str | None) -> bool:
+    """Whether PSE treats the model as small (see the module docstring)."""
+    size = parameter_billions(model)
+    return size <= SMALL_MODEL_B if size is not None else _loopback(base_url)
+
+
+def write_format_for(
+    wanted: WriteFormat, provider: ProviderName, model: str, base_url: str | None, protocol: ProtocolMode
+) -> Literal["call", "fenced"]:
+    """How a role writes files: `wanted` unless auto; auto is fenced for a small model of a real provider
+    on the XML protocol, call otherwise (the native protocol calls write_file as a function)."""
+    if protocol == "native":
+        return "call"
+    if wanted != "auto":
+        return wanted
+    return "fenced" if provider != "scripted" and is_small_model(model, base_url) else "call"
+
+
+def resolve_model_spec(settings: Settings, role: str) -> ModelSpec:
+    """One role's model: its own settings (`PSE_<ROLE>_*`) first, then the global ones."""
+    own = settings.role(role)
+    provider = own.provider or settings.provider
+    api_key = own.api_key or settings.api_key
+    defaulted = False
+    if provider is None:
+        provider, defaulted = ("openai", False) if api_key is not None else ("scripted", True)
+    model = own.model or settings.model or _DEFAULT_MODELS[provider]
+    base_url = own.base_url or settings.base_url
+    wanted = own.write_format or settings.write_format
+    return ModelSpec(
+        role=role,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        provider_was_defaulted=defaulted,
+        constrain=own.constrain or settings.constrain,
+        context_tokens=own.model_context_tokens or settings.model_context_tokens,
+        write_format=write_format_for(wanted, provider, model, base_url, settings.protocol),
+    )
