@@ -31,7 +31,11 @@ _TOOLS = {t.name: t for t in (_WRITE, _READ, _PYTEST)}
 
 def _writes(text: str) -> list[tuple[str, str]]:
     parsed = parse_tool_calls(files_as_calls(text), _TOOLS)
-    return [(item.arguments["path"], item.arguments["content"]) for item in parsed.items if item.name == "write_file"]  # type: ignore[union-attr]
+    return [
+        (item.arguments["path"], item.arguments["content"])
+        for item in parsed.items
+        if item.name == "write_file"
+    ]  # type: ignore[union-attr]
 
 
 def test_a_path_line_and_a_fence_are_one_write_of_the_whole_content() -> None:
