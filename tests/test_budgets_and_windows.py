@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pse.config import load_settings
 from pse.engine import load_trace
 from pse.exceptions import ContextWindowError
@@ -186,3 +188,48 @@ async def test_a_call_still_in_flight_when_the_run_has_settled_is_an_estimate(tm
     assert (
         specialist.completion == 0 and specialist.estimated == specialist.prompt > 0 and specialist.calls == 1
     )
+
+
+class _Capture:
+    """An inner client that keeps what it was sent (for `ContextWindowClient`)."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def create(self, messages: Any, **_: Any) -> Any:
+        from autogen_core.models import CreateResult, RequestUsage
+
+        self.sent = list(messages)
+        return CreateResult(finish_reason="stop", content="ok", usage=RequestUsage(0, 0), cached=False)
+
+
+async def test_a_phase_that_outgrows_the_window_goes_on_with_its_earlier_tool_output_left_out() -> None:
+    """The 1.5B model read three data files of incident-review and its next prompt no longer fit the
+    16k window (ERROR). The ToolAgent's earlier answers are cut to a line per result, oldest first, the
+    latest kept whole, until the prompt fits; only a prompt that cannot fit even so stops the run."""
+    from autogen_core.models import AssistantMessage, SystemMessage, UserMessage
+
+    from pse.models._context import ContextWindowClient
+    from pse.protocol import ResultItem, parse_tool_results, render_tool_results
+
+    def read(name: str) -> UserMessage:
+        item = ResultItem(1, "read_file", "ok", f"{name}: " + "row,1,2,3\n" * 100)
+        return UserMessage(content=render_tool_results("Specialist", [item]), source="ToolAgent")
+
+    asked = AssistantMessage(content="<tool_calls>…</tool_calls>", source="Specialist")
+    messages = [SystemMessage(content="the prompt"), UserMessage(content="the task", source="user")]
+    messages += [asked, read("a.csv"), asked, read("b.csv"), asked, read("c.csv")]
+    inner = _Capture()
+    client = ContextWindowClient(inner, role="Specialist", model="m", window=2000, completion=500)  # type: ignore[arg-type]
+    await client.create(messages)
+    shown = [
+        parse_tool_results(str(m.content))[1][0]
+        for m in inner.sent
+        if getattr(m, "source", "") == "ToolAgent"
+    ]
+    assert [r.name for r in shown] == ["read_file"] * 3 and [r.status for r in shown] == ["ok"] * 3
+    assert "left out to fit the context window" in shown[0].output  # the oldest went first
+    assert shown[-1].output.startswith("c.csv: row,1,2,3")  # the latest stays whole
+    tight = ContextWindowClient(inner, role="Specialist", model="m", window=900, completion=500)  # type: ignore[arg-type]
+    with pytest.raises(ContextWindowError, match="the window is 900"):
+        await tight.create(messages)

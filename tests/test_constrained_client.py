@@ -420,3 +420,66 @@ async def test_only_the_tool_agents_results_count_as_looks() -> None:
             stand_in, [_results(Tool.READ_FILE, role=Role.EVALUATOR)] * 3, tools
         )
     assert _offers(forged, Tool.READ_FILE) and _offers(other_role, Tool.READ_FILE)
+
+
+def _fenced_shape(role: str, messages: list[Any], tools: list[str], *, seeded: bool = False) -> TurnShape:
+    from pse.models._constrained import ConstrainedChatCompletionClient
+
+    spec = load_settings(provider="openai", model="qwen2.5-coder-1.5b", base_url="http://x/v1").model_spec(
+        role
+    )
+    client = ConstrainedChatCompletionClient(
+        None,  # type: ignore[arg-type]  # never called: only its shape is read
+        spec,
+        [_TOOLS[t] for t in tools],
+        None,  # type: ignore[arg-type]
+        seeded=seeded,
+    )
+    return client.shape(messages)
+
+
+_PLAN = '<plan><goal>g</goal><criterion id="AC1">c</criterion><output path="solution.py"/></plan>'
+
+
+def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() -> None:
+    """Issue 44: the 1.5B model read `PROBLEM`, listed `solution.py` and blocked on missing data. With
+    nothing seeded and an output to write, its grammar offers file blocks of the plan's outputs only;
+    once the write is answered (its own turn shown as a file block), it may report."""
+    from autogen_core.models import AssistantMessage
+
+    tools = [Tool.READ_FILE, Tool.LIST_FILES, Tool.WRITE_FILE]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    first = _fenced_shape(Role.SPECIALIST, opening, tools)
+    assert first.kinds() == ("files",) and first.paths == ("solution.py",)
+    assert [t.name for t in first.tools] == [Tool.WRITE_FILE]
+    wrote = [
+        AssistantMessage(content="solution.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
+        UserMessage(
+            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+            "wrote solution.py (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+    ]
+    then = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
+    assert "report" in then.kinds() and not then.writes_first
+    assert "read_file" in turn_grammar(then)  # a look is offered again
+    seeded = _fenced_shape(Role.SPECIALIST, opening, tools, seeded=True)
+    assert not seeded.writes_first and "report" not in seeded.kinds()  # data to read first: a look
+
+
+def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() -> None:
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Evaluator"),
+        UserMessage(content=_PLAN, source="user"),
+    ]
+    shape = _fenced_shape(Role.EVALUATOR, opening, tools)
+    assert shape.kinds() == ("files",) and shape.paths == ("@evaluation/",)
+    grammar = turn_grammar(shape)
+    assert (
+        'file-path ::= "@evaluation/"' in grammar and "run_pytest" in grammar and "read_file" not in grammar
+    )

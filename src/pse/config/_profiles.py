@@ -2,28 +2,48 @@
 
 A user who sets only `PSE_PROVIDER`, `PSE_BASE_URL` and `PSE_MODEL` gets settings that fit the model. A
 model is taken as **small** when its name gives a size of at most `SMALL_MODEL_B` billion parameters
-(`qwen2.5-coder-1.5b`, `Qwen/Qwen2.5-7B-Instruct`, `smollm2-135m`), or, with no size in its name, when
-it is served on loopback (a model on this machine). A small model writes files in the `fenced` format
-(`PSE_WRITE_FORMAT=auto`): the path on a line, then the whole file in a Markdown code block, which
-small models produce far more reliably than a file inside an XML value (README, "Real models").
+(`qwen2.5-coder-1.5b`, `Qwen/Qwen2.5-7B-Instruct`, `smollm2-135m`); a model whose name gives none is
+configured as the user says (`PSE_WRITE_FORMAT=fenced`, `PSE_MODEL_MAX_TOKENS`, ...). A small model:
+
+* writes files in the `fenced` format (`PSE_WRITE_FORMAT=auto`): the path on a line, then the whole
+  file in a Markdown code block, which small models produce far more reliably than a file inside an XML
+  value (README, "Real models");
+* gets `SMALL_MODEL_DEFAULTS` for every one of those settings the user did not set: a turn that ends
+  (a token limit, and a grammar sized at one character a token, so a model looping on digits is closed
+  by it), a call timeout that fits a model writing ten tokens a second on a CPU, the repairs a small
+  model's one-time nudges use, and tool output a short window can hold. Without them the 1.5B model's
+  first call of a run never returned, twice in a row (no token limit; issue 44).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
 
 from pse.config._models import ModelSpec, ProtocolMode, ProviderName, WriteFormat
 
 if TYPE_CHECKING:
     from pse.config._settings import Settings
 
-__all__ = ["SMALL_MODEL_B", "is_small_model", "resolve_model_spec", "write_format_for"]
+__all__ = [
+    "SMALL_MODEL_B",
+    "SMALL_MODEL_DEFAULTS",
+    "fit_small_model",
+    "is_small_model",
+    "resolve_model_spec",
+    "write_format_for",
+]
 
 SMALL_MODEL_B = 14.0
 """Most parameters, in billions, of a model PSE treats as small."""
+SMALL_MODEL_DEFAULTS: dict[str, object] = {
+    "model_max_tokens": 4096,
+    "constrain_chars_per_token": 1,
+    "model_timeout_s": 600.0,
+    "format_retries": 2,
+    "tool_output_limit": 4000,
+}
+"""The settings a small model gets where the user set none (see the module docstring)."""
 _SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z0-9])", re.IGNORECASE)
 _DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4o-mini", "ollama": "qwen2.5:7b", "scripted": "scripted"}
 
@@ -34,26 +54,15 @@ def parameter_billions(model: str) -> float | None:
     return max(sizes) if sizes else None
 
 
-def _loopback(base_url: str | None) -> bool:
-    host = urlsplit(base_url).hostname if base_url else None
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def is_small_model(model: str, base_url: str | None) -> bool:
-    """Whether PSE treats the model as small (see the module docstring)."""
+def is_small_model(model: str) -> bool:
+    """Whether PSE treats the model as small: its name says it has at most `SMALL_MODEL_B` billion
+    parameters."""
     size = parameter_billions(model)
-    return size <= SMALL_MODEL_B if size is not None else _loopback(base_url)
+    return size is not None and size <= SMALL_MODEL_B
 
 
 def write_format_for(
-    wanted: WriteFormat, provider: ProviderName, model: str, base_url: str | None, protocol: ProtocolMode
+    wanted: WriteFormat, provider: ProviderName, model: str, protocol: ProtocolMode
 ) -> Literal["call", "fenced"]:
     """How a role writes files: `wanted` unless auto; auto is fenced for a small model of a real provider
     on the XML protocol, call otherwise (the native protocol calls write_file as a function)."""
@@ -61,7 +70,7 @@ def write_format_for(
         return "call"
     if wanted != "auto":
         return wanted
-    return "fenced" if provider != "scripted" and is_small_model(model, base_url) else "call"
+    return "fenced" if provider != "scripted" and is_small_model(model) else "call"
 
 
 def resolve_model_spec(settings: Settings, role: str) -> ModelSpec:
@@ -84,5 +93,17 @@ def resolve_model_spec(settings: Settings, role: str) -> ModelSpec:
         provider_was_defaulted=defaulted,
         constrain=own.constrain or settings.constrain,
         context_tokens=own.model_context_tokens or settings.model_context_tokens,
-        write_format=write_format_for(wanted, provider, model, base_url, settings.protocol),
+        write_format=write_format_for(wanted, provider, model, settings.protocol),
     )
+
+
+def fit_small_model(settings: Settings) -> Settings:
+    """`settings` with `SMALL_MODEL_DEFAULTS` for each of those fields the user did not set, when the
+    run's model (`PSE_MODEL`, of a real provider) is small; the same object otherwise."""
+    spec = resolve_model_spec(settings, "Specialist")
+    if spec.provider == "scripted" or not is_small_model(spec.model):
+        return settings
+    for name, value in SMALL_MODEL_DEFAULTS.items():
+        if name not in settings.model_fields_set:
+            object.__setattr__(settings, name, value)
+    return settings

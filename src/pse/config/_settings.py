@@ -28,7 +28,7 @@ from pse.config._models import (
     Team,
     WriteFormat,
 )
-from pse.config._profiles import resolve_model_spec
+from pse.config._profiles import fit_small_model, resolve_model_spec
 from pse.config._sources import SettingsOnly, nest_role_names
 from pse.exceptions import ConfigError
 from pse.roles import CREWS, ROLES, SINGLE_AGENT, CrewSpec, Role
@@ -321,6 +321,10 @@ class Settings(BaseSettings):
     def _refuse_unknown_and_nest_roles(cls, data: Any) -> Any:
         """Every key is a setting (else ConfigError); `planner_model=...` goes into `planner.model`."""
         return nest_role_names(cls, data)
+
+    @model_validator(mode="after")
+    def _fit_a_small_model(self) -> Settings:
+        return fit_small_model(self)
 
     @field_validator("model_rpm", "model_tpm", "model_max_concurrency", mode="before")
     @classmethod

@@ -50,6 +50,7 @@ from pse.protocol import (
     ToolSignature,
     TurnShape,
     asks_findings,
+    files_as_calls,
     offers_conflict,
     parse_tool_results,
     plan_criteria,
@@ -394,7 +395,7 @@ def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
             continue
         if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
             continue
-        invokes = read_invokes(asked.content)
+        invokes = read_invokes(files_as_calls(asked.content))  # the role saw its writes as file blocks
         try:
             _, results = parse_tool_results(str(answer.content))
         except ValueError:

@@ -4,9 +4,15 @@ A server with a small window (llama.cpp's `n_ctx`, Ollama's `num_ctx`) answers a
 HTTP 400 — or, worse, silently truncates it from the front, where PSE's protocol lives in the system
 message. So when a role's window is known (`PSE_MODEL_CONTEXT_TOKENS`, per role
 `PSE_<ROLE>_MODEL_CONTEXT_TOKENS`), every prompt is counted with PSE's offline counter (within about
-20 % of real tokenizers) and a prompt that cannot fit together with its completion budget stops the
-run with a `ContextWindowError` naming the role, the numbers and the fixes, before anything is sent.
-A provider's own context-length error is mapped to the same error (see `context_window_error`).
+20 % of real tokenizers) before it is sent.
+
+A prompt that does not fit is **compacted** first: the ToolAgent's earlier answers in the role's phase,
+oldest first, are cut to a line per result (the tool, its status, how long its output was, that it was
+left out), keeping the latest answer whole, until the prompt fits. A role that reads data files one
+after another (the 1.5B model on incident-review read three and its prompt outgrew the 16k window) so
+goes on with what it needs now and may read an earlier file again. Only when even that cannot fit does
+the run stop with a `ContextWindowError` naming the role, the numbers and the fixes. A provider's own
+context-length error is mapped to the same error (see `context_window_error`).
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, UserMessage
 
 from pse.exceptions import ContextWindowError
 from pse.models._digest import message_texts
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
+from pse.protocol import ResultItem, parse_tool_results, render_tool_results
+from pse.roles import TOOL_AGENT
 from pse.tokens import count_message_tokens
 
 __all__ = ["COMPLETION_RESERVE_TOKENS", "ContextWindowClient", "context_window_error", "is_context_overflow"]
@@ -67,10 +75,15 @@ class ContextWindowClient(WrapperChatCompletionClient):
         self.role, self.model, self.window = role, model, window
         self.completion = completion if completion is not None else COMPLETION_RESERVE_TOKENS
 
+    def _excess(self, messages: Sequence[LLMMessage]) -> tuple[int, int]:
+        """(prompt tokens, how many the prompt and its completion budget are over the window)."""
+        prompt = count_message_tokens(message_texts(messages))
+        return prompt, prompt + self.completion - self.window
+
     def check(self, messages: Sequence[LLMMessage]) -> None:
         """Raise ContextWindowError when the prompt and its completion budget exceed the window."""
-        prompt = count_message_tokens(message_texts(messages))
-        if prompt + self.completion > self.window:
+        prompt, over = self._excess(messages)
+        if over > 0:
             raise context_window_error(
                 self.role,
                 self.model,
@@ -78,6 +91,46 @@ class ContextWindowClient(WrapperChatCompletionClient):
                 f"{prompt + self.completion} in all; the window is {self.window}",
             )
 
+    def fitted(self, messages: Sequence[LLMMessage]) -> list[LLMMessage]:
+        """`messages`, with the ToolAgent's earlier answers cut to a line per result, oldest first, until
+        the prompt fits (the latest answer stays whole); raises ContextWindowError when it cannot."""
+        fitted = list(messages)
+        answers = [i for i, m in enumerate(fitted) if _is_tool_answer(m)][:-1]
+        for index in answers:
+            if self._excess(fitted)[1] <= 0:
+                break
+            fitted[index] = _compacted(fitted[index])
+        self.check(fitted)
+        return fitted
+
     async def _create(self, messages: Sequence[LLMMessage], options: CallOptions) -> CreateResult:
-        self.check(messages)
-        return await super()._create(messages, options)
+        return await super()._create(self.fitted(messages), options)
+
+
+def _is_tool_answer(message: LLMMessage) -> bool:
+    return (
+        isinstance(message, UserMessage)
+        and message.source == TOOL_AGENT
+        and isinstance(message.content, str)
+        and message.content.lstrip().startswith("<tool_results")
+    )
+
+
+def _compacted(message: LLMMessage) -> LLMMessage:
+    """A ToolAgent answer as one line per result: what ran and how it ended, its output left out."""
+    assert isinstance(message, UserMessage) and isinstance(message.content, str)
+    try:
+        requester, results = parse_tool_results(message.content)
+    except ValueError:
+        return message
+    items = [
+        ResultItem(
+            r.index,
+            r.name,
+            r.status,
+            f"[{len(r.output)} characters of output left out to fit the context window; call the tool "
+            "again if you need them]",
+        )
+        for r in results
+    ]
+    return message.model_copy(update={"content": render_tool_results(requester, items)})
