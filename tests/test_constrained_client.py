@@ -483,3 +483,36 @@ def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() ->
     assert (
         'file-path ::= "@evaluation/"' in grammar and "run_pytest" in grammar and "read_file" not in grammar
     )
+
+
+def test_a_judges_verdict_waits_for_a_check_run_since_its_last_write() -> None:
+    """Told to run pytest before its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING with
+    no test run (issue 44): under a grammar, a verdict is offered once a check ran after its last write."""
+    from autogen_core.models import AssistantMessage
+
+    def answered(call: str, result: str) -> list[Any]:
+        return [
+            AssistantMessage(content=call, source=Role.EVALUATOR),
+            UserMessage(
+                content=f'<tool_results for="Evaluator">\n<result index="1" {result}</result>\n</tool_results>',
+                source="ToolAgent",
+            ),
+        ]
+
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Evaluator"),
+        UserMessage(content=_PLAN, source="user"),
+    ]
+    wrote = answered(
+        "@evaluation/test_a.py\n```\ndef test_a(): pass\n```", 'name="write_file" status="ok">wrote'
+    )
+    ran = answered(
+        '<tool_calls><invoke name="run_pytest"><parameter name="target">.</parameter></invoke></tool_calls>',
+        'name="run_pytest" status="error">1 failed',
+    )
+    assert "verdict" not in _fenced_shape(Role.EVALUATOR, opening + wrote, tools).kinds()
+    assert (
+        "verdict" in _fenced_shape(Role.EVALUATOR, opening + wrote + ran, tools).kinds()
+    )  # failed: evidence
+    assert "verdict" not in _fenced_shape(Role.EVALUATOR, opening + wrote + ran + wrote, tools).kinds()

@@ -70,6 +70,8 @@ _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 
 _LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
 """Tools that only look."""
+_CHECKS = frozenset({Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK})
+"""Tools whose results are a judge's evidence."""
 _AREA = (f"{EVALUATION_PREFIX}/",)
 """Where an Evaluator's file blocks may write: its evaluation area (its only writable area)."""
 LOOKS_BEFORE_ACTING = 3
@@ -197,6 +199,12 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
             for m in messages
         )
+        if self.spec.role in (Role.EVALUATOR, SINGLE_AGENT) and any(t.name in _CHECKS for t in self.tools):
+            # A judge's verdict rests on a check it ran since the last write: told to run pytest before
+            # its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING, with no test run.
+            ran = _results(messages, own)
+            last_write = max((i for i, (name, _) in enumerate(ran) if name == Tool.WRITE_FILE), default=-1)
+            evidence = any(name in _CHECKS and status != "denied" for name, status in ran[last_write + 1 :])
         # Findings where the role's instructions tell it of them (a repository run's Evaluator).
         instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
         tools = self.tools
@@ -386,9 +394,25 @@ def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
     return count
 
 
+def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
+    """(tool, status) of every result the ToolAgent sent the role in this request, in order."""
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
+            continue
+        text = str(message.content).lstrip()
+        if not text.startswith(own):
+            continue
+        try:
+            found += [(r.name, r.status) for r in parse_tool_results(text)[1]]
+        except ValueError:
+            continue
+    return found
+
+
 def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
-    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call paired
-    with its result by position: the role's message, then the ToolAgent's answer to it."""
+    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call of
+    its message paired with its result by position."""
     written: set[str] = set()
     for asked, answer in itertools.pairwise(messages):
         if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
