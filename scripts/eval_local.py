@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pse.doctor import parse_share
 from pse.engine import load_trace
 from pse.evals._arms import parse_arms, select_instances
 from pse.evals._direct import DirectRow, ask_direct, direct_summary, judge_direct
@@ -224,14 +225,20 @@ def _arm_figures(summary: dict[str, Any], rows: list[ResultRow], runs_dir: Path)
         round(wall / summary["true_passes"], 1) if summary["true_passes"] else None
     )
     prompt = cached = 0
+    share = None
+    walls = sorted(r.wall_s for r in rows if r.hidden.passed and r.claimed_outcome == "PASSED")
     for row in rows:
         trace_dir = runs_dir.resolve() / row.run_id
         if (trace_dir / "trace.json").is_file():
-            tokens = load_trace(trace_dir).tokens
-            prompt += tokens.prompt
-            cached += sum(count.cached for count in tokens.by_role.values())
+            trace = load_trace(trace_dir)
+            prompt += trace.tokens.prompt
+            cached += sum(count.cached for count in trace.tokens.by_role.values())
+            share = parse_share(trace) if share is None else share + parse_share(trace)
     figures["prompt_tokens"] = prompt
     figures["prompt_tokens_cached"] = cached
+    figures["median_wall_s_per_true_pass"] = walls[len(walls) // 2] if walls else None
+    # Aider's "percent using correct edit format": each role's turns, parsed on the first try.
+    figures["turns_by_role"] = share.as_dict()["by_role"] if share is not None else {}
     return figures
 
 

@@ -478,8 +478,9 @@ def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() ->
         UserMessage(content=_PLAN, source="user"),
     ]
     shape = _fenced_shape(Role.EVALUATOR, opening, tools)
-    assert shape.kinds() == ("files",) and shape.paths == ("@evaluation/",)
+    assert shape.kinds() == ("files",) and shape.paths == ("@evaluation/",) and shape.then_runs
     grammar = turn_grammar(shape)
+    assert 'files-1 ::= "\\n" ws calls-after-1' in grammar  # its tests, then the run of them: one turn
     assert (
         'file-path ::= "@evaluation/"' in grammar and "run_pytest" in grammar and "read_file" not in grammar
     )

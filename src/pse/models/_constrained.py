@@ -236,6 +236,7 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             files=fenced,
             conflicts=offers_conflict(instructions),
             writes_first=to_write or owes_tests,
+            then_runs=owes_tests,
             paths=paths if fenced else None,
         )
         if self.max_tokens is None:

@@ -291,7 +291,9 @@ def _path_rules(sizes: GrammarSizes, paths: Sequence[str] | None) -> list[str]:
     return [f"file-path ::= {' | '.join(choices)}"]
 
 
-def file_rules(sizes: GrammarSizes, then_calls: bool, paths: Sequence[str] | None = None) -> list[str]:
+def file_rules(
+    sizes: GrammarSizes, then_calls: bool, paths: Sequence[str] | None = None, *, must_call: bool = False
+) -> list[str]:
     """`files`: a file block, then up to `sizes.invokes - 1` more items, each a file block or, last, a
     `<tool_calls>` block of the role's other tools (rule `invoke`, from `call_rules`) with as many invokes
     as items are left: a message holds at most `sizes.invokes` writes and calls, as `fit_sizes` counted.
@@ -302,12 +304,14 @@ def file_rules(sizes: GrammarSizes, then_calls: bool, paths: Sequence[str] | Non
     what follows starts on the line after its closing fence
     (so the parser reads the path as a line and the fence as closed); a path has an extension (so the
     parser reads it as a path) and at most `2 * sizes.path + 10` characters; with `paths`, it is one of
-    them (`_path_rules`).
+    them (`_path_rules`). With `must_call` (and room for it), the message ends with the `<tool_calls>`
+    block: an Evaluator writes its tests and runs them in one turn.
     """
+    must_call = must_call and then_calls and sizes.invokes > 1
     items = sizes.invokes
     rules = [
         f"files ::= file-block files-{items - 1}",
-        'files-0 ::= ""',
+        *([] if must_call else ['files-0 ::= ""']),
         f'file-block ::= file-path {literal(chr(10) + "```")} file-language "\\n" ( file-first file-body )? '
         f"{literal(chr(10) + '```')}",
         *_path_rules(sizes, paths),
@@ -316,7 +320,9 @@ def file_rules(sizes: GrammarSizes, then_calls: bool, paths: Sequence[str] | Non
     ]
     for left in range(1, items):
         then = f' | "\\n" ws calls-after-{left}' if then_calls else ""
-        rules.append(f'files-{left} ::= ( "\\n" ws file-block files-{left - 1}{then} )?')
+        block = f'"\\n" ws file-block files-{left - 1}' if not (must_call and left == 1) else ""
+        either = " | ".join(filter(None, [block, then.removeprefix(" | ")]))
+        rules.append(f"files-{left} ::= {either}" if must_call else f"files-{left} ::= ( {either} )?")
         if then_calls:
             more = f" ( invoke ws ){{0,{left - 1}}}" if left > 1 else ""
             opening, closing = literal("<tool_calls>"), literal("</tool_calls>")

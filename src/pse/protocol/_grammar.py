@@ -133,6 +133,9 @@ class TurnShape:
     """The role's next message writes files (with `files`): its first block is a file block (others, such
     as a `<tool_calls>` of its other tools, may follow it). An Evaluator that owes tests of its own, or a
     Specialist with nothing to read and an output to write, gets it from constrained decoding."""
+    then_runs: bool = False
+    """With `writes_first`: the message ends with a `<tool_calls>` block after its file blocks (an
+    Evaluator writes its tests and runs them in one turn, instead of two)."""
     paths: tuple[str, ...] | None = None
     """Where a file block may write (with `files`): these paths, a path ending in `/` any file under it;
     None, any relative path. The Specialist's are its plan's outputs, the Evaluator's its area."""
@@ -239,7 +242,9 @@ def turn_grammar(shape: TurnShape) -> str:
         elif kind == "clarification":
             rules += _clarification_rules(sizes)
         elif kind == "files":
-            rules += file_rules(sizes, then_calls=bool(shape.call_tools()), paths=shape.paths)
+            rules += file_rules(
+                sizes, then_calls=bool(shape.call_tools()), paths=shape.paths, must_call=shape.then_runs
+            )
             if "calls" not in kinds and shape.call_tools():
                 rules += call_rules(shape.call_tools(), sizes)[1:]  # its `invoke`, not a `calls` of its own
         else:
