@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -23,6 +23,7 @@ from pse.tools._checks import (
 )
 from pse.tools._evidence import Manifest
 from pse.tools._protected import RUFF_CONFIG_FILES
+from pse.tools._pyhints import parse_python
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["run_ruff", "safe_fixes"]
@@ -90,6 +91,11 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     except ValueError:
         if _authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
             return command_outcome(result, {**facts, "findings": None})
+        if _ruff_runs(ctx, manifest):  # ruff works here: these files stopped it (a stack overflow, say)
+            why = f"ruff stopped on these files without a report (exit code {result.exit_code})"
+            return replace(
+                command_outcome(result, {**facts, "findings": None, "unproven": [why]}), status="error"
+            )
         # PSE named every file and the configuration: a ruff that wrote no report could not run.
         raise ToolInfrastructureError(
             "ruff could not run in the sandbox (it wrote no report); it said: "
@@ -104,6 +110,23 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     )
     listed = {"finding_list": lines[: min(len(findings), _LISTED)]} if findings else {}
     return command_outcome(result, {**facts, "findings": len(findings), **listed}, shown + "\n".join(lines))
+
+
+def _ruff_runs(ctx: ToolContext, manifest: Manifest) -> bool:
+    """Ruff writes a report here under the check's configuration, given an empty file: whether a run
+    without one failed on its files (a role's file nested too deeply overflows ruff's stack, issue 45) or
+    could not run at all (the machinery's failure)."""
+    argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--output-format=json"]
+    argv += [
+        f"--output-file={OUTBOX}/{_RUFF_REPORT}",
+        *_ruff_config(ctx, manifest),
+        "--stdin-filename=x.py",
+        "-",
+    ]
+    probe = ctx.sandbox.run(
+        argv, writable=False, outbox=True, stdin=b"", snapshot=snapshot_areas(ctx, manifest)
+    )
+    return _RUFF_REPORT in probe.outbox
 
 
 def _finding_line(finding: dict[str, Any], prefix: str) -> str:
@@ -171,7 +194,7 @@ def safe_fixes(ctx: ToolContext, rel: str, content: str) -> tuple[str, list[str]
     if fixed.exit_code != 0 or fixed.truncated or not fixed.output.strip():
         return content, []
     try:
-        ast.parse(fixed.output)
+        parse_python(fixed.output)
     except (SyntaxError, ValueError):
         return content, []
     return (fixed.output, codes) if fixed.output != content else (content, [])
