@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib.machinery
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -179,6 +181,22 @@ class Manifest:
                 return f.author
         return "unknown"
 
+    def shadows(self) -> list[tuple[str, str, str]]:
+        """(declared Python output, its module, what `import` gives instead) for each output another file
+        of the snapshot, or the interpreter itself, stands in for in a plain run from the workspace:
+        Python's import order puts a package and an extension module before a source file of the same
+        name, and a module before a folder without `__init__.py`."""
+        files = set(self.area("workspace"))
+        found = []
+        for path in sorted({m for rule in self.coverage for m in rule.modules}):
+            parts = PurePosixPath(path).with_suffix("").parts
+            if not parts or not all(part.isidentifier() for part in parts):
+                continue  # not importable by name: nothing stands in for it
+            shadow = _shadow(parts, files)
+            if shadow is not None:
+                found.append((path, ".".join(parts), shadow))
+        return found
+
     def describe(self) -> str:
         """Two lines for the Evaluator: what the check saw, and what it did not."""
         kinds: dict[str, list[str]] = {}
@@ -208,6 +226,26 @@ class Manifest:
                 f"{shown}; judge whether each change is right, not only whether it passes:\n{cut.rstrip()}"
             )
         return text + "\n"
+
+
+def _shadow(parts: tuple[str, ...], files: set[str]) -> str | None:
+    """What a plain `import` of the module at `parts` (from the workspace's root) gives instead of it."""
+    if parts[0] in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(parts[0]):
+        return f"the interpreter's own {parts[0]} module"
+    for depth in range(len(parts)):
+        prefix = "/".join(parts[: depth + 1])
+        package = next((f"{prefix}/{init}" for init in _INITS if f"{prefix}/{init}" in files), None)
+        extension = next(
+            (prefix + s for s in importlib.machinery.EXTENSION_SUFFIXES if prefix + s in files), None
+        )
+        if depth == len(parts) - 1:
+            return package or extension
+        if package is None and (extension or f"{prefix}.py" in files):
+            return extension or f"{prefix}.py"  # a module hides a folder without __init__.py
+    return None
+
+
+_INITS = ("__init__.py", *(f"__init__{s}" for s in importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def _declared(path: str, outputs: Iterable[str]) -> bool:

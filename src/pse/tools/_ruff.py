@@ -11,11 +11,11 @@ from typing import Any
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import OUTBOX, read_inside
 from pse.tools._checks import (
-    _authored_config,
-    _declared,
-    _note,
-    _target,
+    authored_config,
+    check_target,
     command_outcome,
+    config_note,
+    declared_files,
     evidence_facts,
     manifest_of,
     normalize_target,
@@ -39,7 +39,7 @@ _FIX_CHARS = 300
 def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
     """The task's own ruff configuration, named explicitly, or none at all (`--isolated`); under the
     task's configuration, its noqa comments count."""
-    for path in _declared(manifest, RUFF_CONFIG_FILES):
+    for path in declared_files(manifest, RUFF_CONFIG_FILES):
         if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
             read_inside(ctx.workspace, path, 1_000_000) or b""
         ):
@@ -55,7 +55,7 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
 
     Facts: exit_code, findings, files (how many were checked), target, report, evidence, unproven.
     """
-    where = _target(ctx, target)
+    where = check_target(ctx, target)
     manifest = manifest_of(ctx)
     base = str(PurePosixPath(where.partition("::")[0] or "."))
     files = sorted(
@@ -63,7 +63,7 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         if path.endswith((".py", ".pyi")) and (base == "." or path == base or path.startswith(base + "/"))
     )  # fmt: skip
     facts: dict[str, Any] = {"target": normalize_target(where), "report": None, "files": len(files)}
-    shown = manifest.describe() + _note(_authored_config(manifest))
+    shown = manifest.describe() + config_note(authored_config(manifest))
     if not files:
         facts.update(findings=None, unproven=["ruff had no Python file to check"])
         facts["evidence"] = evidence_facts(manifest, [])
@@ -89,7 +89,7 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         if not isinstance(findings, list):
             raise ValueError("not a list")
     except ValueError:
-        if _authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
+        if authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
             return command_outcome(result, {**facts, "findings": None})
         if _ruff_runs(ctx, manifest):  # ruff works here: these files stopped it (a stack overflow, say)
             why = f"ruff stopped on these files without a report (exit code {result.exit_code})"
