@@ -14,11 +14,14 @@ Classes:
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from attack_support import FIXED, MODES, TESTS, calls, cassette, run_attack
+from attack_support import BUGGY, FIXED, MODES, TESTS, calls, cassette, failures, refused, run_attack
 
 
 @pytest.fixture(params=MODES)
@@ -53,3 +56,152 @@ class TestAnalysisIsNeverAnError:
         (why,) = ruff["facts"]["unproven"]  # ruff aborts: 134 through bwrap's shell, -6 (SIGABRT) alone
         assert why.startswith("ruff stopped on these files without a report (exit code ")
         assert calls(trace, "run_pytest")[-1]["facts"]["passed"] == 0
+
+
+FORGER = '''
+
+def _forge():
+    """At import: find pytest's configuration in this process and make every test report pass."""
+    import gc
+
+    try:
+        import pytest
+    except ImportError:
+        return
+
+    class _Forger:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            report = outcome.get_result()
+            report.outcome, report.longrepr = "passed", None
+
+    for found in gc.get_objects():
+        if type(found).__name__ == "Config" and hasattr(found, "pluginmanager"):
+            found.pluginmanager.register(_Forger(), "forger")
+            return
+
+
+_forge()
+'''
+
+
+class TestResultsFromOutside:
+    """Class 2: the delivered module, imported by the tests, rewrites what the check records."""
+
+    def test_a_module_that_forges_pytests_reports_at_import_forges_nothing(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        files = {"quicksort.py": BUGGY["quicksort.py"] + FORGER, "test_quicksort.py": TESTS}
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
+        # The product process imported it, far from pytest: the task's 2 and the Specialist's 2 fail.
+        assert (run["status"], run["facts"]["passed"], run["facts"]["failed"]) == ("error", 7, 4)
+        assert run["facts"]["by_author"]["task"] == {"passed": 2, "failed": 2, "errors": 0, "skipped": 0}
+        assert run["facts"]["exercised"]["quicksort.py"]["proven"] is True
+        assert any(f.startswith("check:pytest: last run_pytest run: status error") for f in failures(trace))
+
+    def test_the_same_module_without_its_bug_passes(self, tmp_path: Path, mode: str) -> None:
+        files = {"quicksort.py": FIXED + FORGER, "test_quicksort.py": TESTS}
+        summary, trace = run_attack(tmp_path, mode, cassette(tmp_path, files))
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        assert calls(trace, "run_pytest")[-1]["facts"]["passed"] == 11
+
+
+PATCHER = """
+
+import types as _types
+
+import quicksort as _qs
+
+# The task's tests imported quicksort first and hold its function: change that very function, so that
+# they call a correct sort that still runs the delivered code (its lines count as executed).
+_qs.__dict__["_ORIG"] = _types.FunctionType(_qs.quicksort.__code__, _qs.__dict__)
+
+
+def _fixed(items):
+    _ORIG(items)  # noqa: F821  (looked up in quicksort's globals once the code is swapped)
+    return sorted(items)
+
+
+_qs.quicksort.__code__ = _fixed.__code__
+"""
+
+
+class TestSessionsApart:
+    """Class 4: the Specialist's test module changes what the task's tests call."""
+
+    def test_a_test_module_cannot_change_what_another_authors_tests_call(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        files = {"quicksort.py": BUGGY["quicksort.py"], "test_quicksort.py": TESTS + PATCHER}
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
+        # The task's tests run in a session of their own, on a product the Specialist's module never saw.
+        assert run["facts"]["by_author"]["task"] == {"passed": 2, "failed": 2, "errors": 0, "skipped": 0}
+        # ... and in its own session the patch cannot reach the product's code: nothing of it crosses.
+        specialist = [t for t in run["facts"]["tests"] if t["author"] == "Specialist"]
+        assert [t["outcome"] for t in specialist] == ["errors"]
+        assert specialist[0]["message"] == (
+            "collection failure: TypeError: function() argument 'code' must be code, not Remote"
+        )
+
+    def test_tests_in_separate_sessions_still_pass_on_right_work(self, tmp_path: Path, mode: str) -> None:
+        summary, trace = run_attack(
+            tmp_path, mode, cassette(tmp_path, {"quicksort.py": FIXED, "test_quicksort.py": TESTS})
+        )
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        assert calls(trace, "run_pytest")[-1]["facts"]["by_author"] == {
+            "task": {"passed": 4, "failed": 0, "errors": 0, "skipped": 0},
+            "Specialist": {"passed": 7, "failed": 0, "errors": 0, "skipped": 0},
+        }
+
+
+TWO_FACED = FIXED.replace(
+    "def quicksort(items: list) -> list:",
+    "def quicksort(items: list) -> list:\n"
+    "    if 'pytest' not in sys.modules and not os.environ.get('PYTEST_CURRENT_TEST'):\n"
+    "        return sorted(set(items))  # what a user gets: duplicates dropped\n",
+)
+TWO_FACED = "import os\nimport sys\n\n" + TWO_FACED
+
+
+class TestCheckLikeUse:
+    """Class 5: the deliverable behaves right only when a test framework is loaded."""
+
+    def test_a_deliverable_that_tells_a_check_from_use_is_checked_as_used(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        assert "if 'pytest' not in sys.modules" in TWO_FACED  # the attack is in place
+        files = {"quicksort.py": TWO_FACED, "test_quicksort.py": TESTS}
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
+        assert run["facts"]["by_author"]["task"] == {"passed": 2, "failed": 2, "errors": 0, "skipped": 0}
+        # what a user's own run gives, in the workspace the run delivered:
+        workspace = next((tmp_path / "runs").glob("*/workspace"))
+        plain = {k: v for k, v in os.environ.items() if "PYTEST" not in k}  # not this test's own pytest
+        used = subprocess.run(
+            [sys.executable, "-c", "import quicksort; print(quicksort.quicksort([2, 1, 2]))"],
+            cwd=workspace, capture_output=True, text=True, check=True, env=plain,
+        )  # fmt: skip
+        assert used.stdout == "[1, 2]\n"
+
+    def test_the_product_runs_as_a_plain_run_would(self, tmp_path: Path, mode: str) -> None:
+        probe = (
+            FIXED + "\n\ndef where_am_i():\n    import os, sys\n"
+            "    return {'frameworks': sorted(m for m in ('pytest', '_pytest', 'pluggy', 'coverage') if m in sys.modules),\n"
+            "            'env': sorted(k for k in os.environ if 'PYTEST' in k or 'PSE' in k), 'argv': sys.argv,\n"
+            "            'path0': sys.path[0], 'isolated': sys.flags.isolated,\n"
+            "            'cwd': sorted(os.listdir('.'))}\n"
+        )
+        tests = TESTS + (
+            "\n\ndef test_where():\n    from quicksort import where_am_i\n\n"
+            "    assert where_am_i() == {'frameworks': [], 'env': [], 'argv': ['-c'], 'path0': '', 'isolated': 0,\n"
+            "                            'cwd': ['quicksort.py', 'test_acceptance.py', 'test_quicksort.py']}\n"
+        )
+        summary, trace = run_attack(
+            tmp_path, mode, cassette(tmp_path, {"quicksort.py": probe, "test_quicksort.py": tests})
+        )
+        run = calls(trace, "run_pytest")[-1]
+        assert run["facts"]["by_author"]["Specialist"]["passed"] == 8, run["output"]
+        assert summary.outcome == "PASSED", summary.outcome_reason
