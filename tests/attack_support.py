@@ -74,10 +74,12 @@ def cassette(tmp_path: Path, files: dict[str, str], *batches: Calls, reports: in
 def run_attack(
     tmp_path: Path, mode: str, script: Path, task: str = "code-delivery", **extra: Any
 ) -> tuple[RunSummary, dict[str, Any]]:
-    """Run `task` replaying `script` in sandbox `mode`, no retry; the summary and the trace."""
+    """Run `task` replaying `script` in sandbox `mode`, no retry unless `extra` says; the summary and the
+    trace."""
+    limits = {"max_partial_retries": 0, "max_fail_retries": 0, **extra}
     settings = Settings(
-        provider="scripted", cassette=script, runs_dir=tmp_path / "runs", sandbox=mode,
-        max_partial_retries=0, max_fail_retries=0, replay_strict=False, **extra,
+        provider="scripted", cassette=script, runs_dir=tmp_path / "runs", sandbox=mode, replay_strict=False,
+        **limits,
     )  # type: ignore[arg-type]  # fmt: skip
     summary = asyncio.run(run_to_end(prepare_run(task, settings)))
     return summary, json.loads(Path(summary.trace).read_text())

@@ -14,14 +14,16 @@ Classes:
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from attack_support import BUGGY, FIXED, MODES, TESTS, calls, cassette, failures, refused, run_attack
+from attack_support import BUGGY, FIXED, MODES, ROOT, TESTS, calls, cassette, failures, refused, run_attack
 
 
 @pytest.fixture(params=MODES)
@@ -205,3 +207,84 @@ class TestCheckLikeUse:
         run = calls(trace, "run_pytest")[-1]
         assert run["facts"]["by_author"]["Specialist"]["passed"] == 8, run["output"]
         assert summary.outcome == "PASSED", summary.outcome_reason
+
+
+CHECK_SORT = (  # `{python}` is `python -I`: the workspace goes on the path by the script's own hand
+    "import os\nimport sys\n\nsys.path.insert(0, os.getcwd())\nfrom quicksort import quicksort  # noqa: E402\n\n"
+    "assert quicksort([2, 1, 2]) == [1, 2, 2], 'duplicates lost'\n"
+)
+EXITS_AT_IMPORT = "import os\n\nos._exit(0)\n\n" + BUGGY["quicksort.py"]
+
+
+def _checked_by(tmp_path: Path, command: str) -> Path:
+    """code-delivery judged by one declared check `sorts` (its command `command`) and nothing else; the
+    task seeds a script and a test file the command may run."""
+    tasks = tmp_path / "tasks"
+    folder = shutil.copytree(ROOT / "tasks" / "code-delivery", tasks / "checked")
+    (folder / "check_sort.py").write_text(CHECK_SORT)
+    (folder / "test_acceptance.py").rename(folder / "test_sorts.py")
+    toml = (
+        (folder / "task.toml")
+        .read_text()
+        .replace('seed = ["test_acceptance.py"]', 'seed = ["check_sort.py", "test_sorts.py"]')
+    )
+    toml = toml.replace('required_checks = ["pytest", "ruff"]', 'required_checks = ["sorts"]')
+    (folder / "task.toml").write_text(toml + f"\n[checks]\nsorts = {json.dumps(command)}\n")
+    (tasks / "registry.toml").write_text('[tasks.checked]\npath = "checked"\n')
+    return tasks
+
+
+SORTS = [("run_check", {"name": "sorts"})]
+
+
+class TestCommandsNeedEvidence:
+    """Class 3: a declared command check passes on its exit status, and the delivered code runs inside it."""
+
+    def test_a_command_that_runs_delivered_code_is_no_evidence(self, tmp_path: Path, mode: str) -> None:
+        files = {"quicksort.py": EXITS_AT_IMPORT, "test_quicksort.py": TESTS}
+        tasks = _checked_by(tmp_path, "{python} check_sort.py")
+        trace = refused(tmp_path, mode, cassette(tmp_path, files, SORTS), "checked", tasks_dir=tasks)
+        check = calls(trace, "run_check")[-1]
+        assert (check["status"], check["facts"]["exit_code"]) == ("error", 0)  # it "passed" ...
+        (why,) = check["facts"]["unproven"]  # ... and proves nothing
+        assert why.startswith(
+            "ran, no evidence: code a role wrote was within its reach (quicksort.py (Specialist)"
+        )
+        assert any(
+            f.startswith("check:sorts: last run_check(name=sorts) run:") and "ran, no evidence" in f
+            for f in failures(trace)
+        )
+
+    def test_a_pytest_command_measures_the_delivered_code_from_outside(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        files = {"quicksort.py": EXITS_AT_IMPORT, "test_quicksort.py": TESTS}
+        tasks = _checked_by(tmp_path, "{python} -m pytest -q test_sorts.py")
+        trace = refused(tmp_path, mode, cassette(tmp_path, files, SORTS), "checked", tasks_dir=tasks)
+        check = calls(trace, "run_check")[-1]
+        assert check["status"] == "error" and check["facts"]["report"] == "checker"
+        assert check["facts"]["by_author"] == {"task": {"passed": 0, "failed": 0, "errors": 1, "skipped": 0}}
+        assert "the product process cannot be asked any more" in check["facts"]["tests"][0]["message"]
+
+    def test_right_work_passes_a_pytest_command(self, tmp_path: Path, mode: str) -> None:
+        tasks = _checked_by(tmp_path, "{python} -m pytest -q test_sorts.py")
+        files = {"quicksort.py": FIXED, "test_quicksort.py": TESTS}
+        summary, trace = run_attack(
+            tmp_path, mode, cassette(tmp_path, files, SORTS), "checked", tasks_dir=tasks
+        )
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        check = calls(trace, "run_check")[-1]
+        assert (check["facts"]["check"], check["facts"]["passed"], check["facts"]["unproven"]) == (
+            "sorts",
+            4,
+            [],
+        )
+
+    def test_a_script_reading_data_is_still_evidence(self, tmp_path: Path, mode: str) -> None:
+        # incident-review's check reads a Markdown report and a JSON index (data): its exit status counts
+        summary, trace = run_attack(
+            tmp_path, mode, ROOT / "tasks" / "incident-review" / "cassette.json", "incident-review"
+        )
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        checks = [c for c in trace["cycles"][-1]["tool_calls"] if c["tool"] == "run_check"]
+        assert checks[-1]["status"] == "ok" and checks[-1]["facts"]["unproven"] == []

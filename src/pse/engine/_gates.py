@@ -124,7 +124,7 @@ def _check_gate(
     if "evidence" not in last.facts:
         problems.append("it did not run over a sealed snapshot of the evidence")
     unproven = last.facts.get("unproven")
-    if wanted is not None and (unproven is None or unproven):
+    if (wanted is not None or tool == Tool.RUN_CHECK) and (unproven is None or unproven):
         problems.append(
             "not positive evidence: " + ("; ".join(map(str, unproven)) if unproven else "unknown")
         )

@@ -42,7 +42,7 @@ from pse.tools._protected import PYTEST_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
 from pse.tools._sessions import SessionPlan, plan_sessions, run_session
 
-__all__ = ["parse_pytest_summary", "pytest_plugin_missing", "run_pytest"]
+__all__ = ["parse_pytest_summary", "pytest_over", "pytest_plugin_missing", "run_pytest"]
 
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
 _PYTEST_SUMMARY = re.compile(
@@ -199,13 +199,19 @@ def run_pytest(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     exercised (per declared Python module: imported, calls into it, proven), evidence, unproven (why the
     run is not positive evidence; the run then counts as failed).
     """
-    where = check_target(ctx, target)
-    full = PurePosixPath(where.partition("::")[0] or ".") == PurePosixPath(".")
+    return pytest_over(ctx, [target])
+
+
+def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
+    """`run_pytest` over several targets at once (a task's `{python} -m pytest PATH ...` check)."""
+    wheres = [check_target(ctx, target) for target in targets]
+    full = any(PurePosixPath(w.partition("::")[0] or ".") == PurePosixPath(".") for w in wheres)
     manifest = manifest_of(ctx)
     shown = manifest.describe() + config_note(authored_config(manifest))
     own = manifest.tests("evaluation") if ctx.evaluation is not None else []
-    plans = plan_sessions(manifest, _tests_for(manifest, where), own, _own_author(manifest))
-    facts: dict[str, Any] = {"target": normalize_target(where), "report": None}
+    chosen = list(dict.fromkeys(t for where in wheres for t in _tests_for(manifest, where)))
+    plans = plan_sessions(manifest, chosen, own, _own_author(manifest))
+    facts: dict[str, Any] = {"target": " ".join(normalize_target(w) for w in wheres), "report": None}
     if not plans:
         facts.update(dict.fromkeys(_COUNTS, 0), by_author={}, unproven=["no test file is evidence"])
         facts["evidence"] = evidence_facts(manifest, [])
