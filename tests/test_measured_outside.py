@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from attack_support import BUGGY, FIXED, MODES, ROOT, TESTS, calls, cassette, failures, refused, run_attack
+from repo_support import FIXED as FIXED_ADD
+from repo_support import git, make_repo, make_task, run, turns
 
 
 @pytest.fixture(params=MODES)
@@ -288,3 +290,76 @@ class TestCommandsNeedEvidence:
         assert summary.outcome == "PASSED", summary.outcome_reason
         checks = [c for c in trace["cycles"][-1]["tool_calls"] if c["tool"] == "run_check"]
         assert checks[-1]["status"] == "ok" and checks[-1]["facts"]["unproven"] == []
+
+
+def _used(workspace: Path, code: str) -> str:
+    """What a user's own `python -c` in the delivered workspace prints."""
+    plain = {k: v for k, v in os.environ.items() if "PYTEST" not in k}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=workspace, capture_output=True, text=True, check=True, env=plain
+    )
+    return done.stdout
+
+
+class TestDeliveredAsChecked:
+    """Class 1: a file no check saw stays in what the run delivers, and changes what `import` gives."""
+
+    def test_an_undeclared_package_never_reaches_the_delivered_workspace(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        # The checks see the right quicksort.py; the package beside it, which `import quicksort` prefers,
+        # was left out of them (undeclared): it must be left out of the deliverable too.
+        files = {
+            "quicksort.py": FIXED,
+            "test_quicksort.py": TESTS,
+            "quicksort/__init__.py": BUGGY["quicksort.py"],
+        }
+        summary, trace = run_attack(tmp_path, mode, cassette(tmp_path, files))
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        run_dir = Path(summary.trace).parent
+        assert (
+            _used(run_dir / "workspace", "import quicksort; print(quicksort.quicksort([2, 1, 2]))")
+            == "[1, 2, 2]\n"
+        )
+        assert not (run_dir / "workspace" / "quicksort").exists()
+        assert (run_dir / "left-out" / "quicksort" / "__init__.py").read_text() == BUGGY["quicksort.py"]
+        assert trace["delivery"] == {
+            "files": 3,
+            "left_out": [
+                {
+                    "path": "quicksort/__init__.py",
+                    "author": "Specialist",
+                    "kept_at": "left-out/quicksort/__init__.py",
+                }
+            ],
+            "note": "",
+        }
+
+    def test_a_file_admitted_beside_an_output_that_import_prefers_fails_the_gate(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        # A task admitting support files (`[verification] evidence`) admits a package that shadows the
+        # delivered module: the gate names both paths.
+        tasks = tmp_path / "tasks"
+        folder = shutil.copytree(ROOT / "tasks" / "code-delivery", tasks / "admitting")
+        toml = (folder / "task.toml").read_text()
+        (folder / "task.toml").write_text(toml + '\n[verification]\nevidence = ["quicksort/*"]\n')
+        (tasks / "registry.toml").write_text('[tasks.admitting]\npath = "admitting"\n')
+        files = {"quicksort.py": FIXED, "test_quicksort.py": TESTS, "quicksort/__init__.py": FIXED}
+        trace = refused(tmp_path, mode, cassette(tmp_path, files), "admitting", tasks_dir=tasks)
+        assert any(
+            f.startswith("check:pytest:")
+            and "quicksort.py: `import quicksort` in the workspace gives quicksort/__init__.py, not the declared output"
+            in f
+            for f in failures(trace)
+        ), failures(trace)
+
+    def test_an_undeclared_write_never_reaches_a_repository_commit(self, tmp_path: Path, mode: str) -> None:
+        make_task(tmp_path)
+        repo = make_repo(tmp_path)
+        shadow = "def add(a, b):\n    return a - b\n"  # the bug again, where `import calc.core` would find it
+        writes = {"calc/core.py": FIXED_ADD, "calc/core/__init__.py": shadow, "notes.txt": "scratch\n"}
+        summary, trace = run(tmp_path, repo, turns(writes), sandbox=mode)
+        assert summary.outcome == "PASSED", summary.outcome_reason
+        assert git(repo, "show", "--name-only", "--format=", summary.commit).split() == ["calc/core.py"]
+        assert [f["path"] for f in trace["delivery"]["left_out"]] == ["calc/core/__init__.py", "notes.txt"]
