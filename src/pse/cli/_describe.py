@@ -147,8 +147,8 @@ def describe_evidence(calls: list[ToolCallRecord]) -> list[str]:
         for module, used in (facts.get("exercised") or {}).items():
             if isinstance(used, dict):
                 mark = "✓" if used.get("proven") else "✗"
-                calls = used.get("calls")
-                ran = f"{calls} call(s) from the tests" if used.get("imported") else "never imported"
+                count = used.get("calls")
+                ran = f"{count} call(s) from the tests" if used.get("imported") else "never imported"
                 lines.append(flat(f"  exercised {mark} {module}: {ran}"))
         for why in facts.get("unproven") or []:
             lines.append(flat(f"  not positive evidence: {why}"))

@@ -110,5 +110,5 @@ class ProductFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if relative is not None:
             module.__file__ = os.path.join(self._roots[0], relative)
         if type(names) is list and all(type(n) is str for n in names):
-            module.__all__ = names
+            module.__dict__["__all__"] = names  # what `from module import *` takes
         self._imported(module.__name__, relative)

@@ -1,18 +1,17 @@
 """The check's side of the channel: what a test holds of the product, and how it reaches it.
 
 A value the product returns arrives as what it is when its type is a built-in one (exact types, rebuilt
-here: no `__eq__` of the product's runs in this process), as a **stand-in** when it is an instance of a
-subclass of a built-in (a class made here on that built-in, holding the plain value: its comparisons
-are the built-in's; its other attributes are asked of the product) or an exception (a stand-in class per
-product exception class, on the built-in exception bases, so `pytest.raises(mod.MyError)` works), and
-as a **Remote** handle for anything else: attribute access, calls, iteration, `len`, indexing,
-operators and `with` are asked of the product, and what comes back is decoded the same way.
+here: no `__eq__` of the product's runs in this process), as a **stand-in** (`pse.product._stand_ins`)
+when it is an instance of a subclass of a built-in or an exception, and as a **Remote** handle
+(`pse.product._remote`) for anything else. Each product object has one Remote here at a time (a test's
+`is` holds as in the product); when the test lets go of it, the product is told with the next request.
 
-A Remote compares equal only to a Remote (the product then decides); compared with a value of the
-test it is never equal, and never ordered: the product never decides whether its result equals what a
-test expects. A test's callable passed to the product becomes a callback the product can call (only
-while the test's call runs); any other object of the test cannot cross, and the test fails with
-`ProductError` saying so.
+A test's value crosses by copy, its containers written back after the call (`pse.product._values`); a
+test's callable becomes a callback the product can call while the test's call runs; a test's exception
+crossing the product comes back as itself. Anything else of the test cannot cross, and the call fails
+with `ProductError`, as it does when the channel broke (the product died, timed out or broke the
+protocol): a BaseException, so that no `except Exception` and no `pytest.raises(ValueError)` of a test
+takes it for the product's answer.
 """
 
 from __future__ import annotations
@@ -26,19 +25,14 @@ from typing import Any
 
 from pse.product._channel import Broken, Connection, Raised
 from pse.product._remote import Remote
+from pse.product._stand_ins import BASES, StandIns
 from pse.product._values import Exchange, Node, Unsupported, base_copy, decode, encode
 
-__all__ = ["Product", "ProductError", "Remote"]
-
-_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
-_STAND_INS = 10_000
-"""Most stand-in values kept for identity (`mod.Color.RED is mod.Color.RED` for an IntEnum)."""
+__all__ = ["Product", "ProductError"]
 
 
 class ProductError(BaseException):
-    """The product could not be asked: the channel broke (it died, timed out or broke the protocol) or a
-    value of the test cannot cross. A BaseException, so that no `except Exception` or
-    `pytest.raises(ValueError)` of a test takes it for the product's own answer."""
+    """The product could not be asked: the channel broke, or a value of the test cannot cross."""
 
 
 class Product:
@@ -46,15 +40,14 @@ class Product:
 
     def __init__(self, read_fd: int, write_fd: int, call_timeout_s: float) -> None:
         self.connection = Connection(read_fd, write_fd, self, self._serve)
-        self.connection.on_answer = self._printed
+        self.connection.on_answer = self._answered
         self.call_timeout_s = call_timeout_s
         self.counting = False
-        """True while a test runs: calls are counted for the evidence then, not at collection."""
+        """True while a test runs: calls are counted then, not at collection."""
         self.ran: dict[str, int] = {}
-        """Calls the tests made into each workspace file (as the product reports where the code lives)."""
+        """Calls the tests made into each workspace file (as the product says where the code lives)."""
+        self.stand_ins = StandIns(self.remote)
         self._remotes: weakref.WeakValueDictionary[int, Remote] = weakref.WeakValueDictionary()
-        self._stand_ins: dict[int, object] = {}
-        self._classes: dict[int, type] = {}
         self._released: list[int] = []
         self._callbacks: dict[int, Callable[..., object]] = {}
         self._callback_ids: dict[int, int] = {}
@@ -63,17 +56,16 @@ class Product:
         were if the product lets them out; forgotten when the test's call ends."""
         self._depth = 0
 
-    # ---- asking the product -----------------------------------------------------------------------
-
-    def ask(self, op: str, *args: object) -> object:
+    def ask(self, op: str, *args: object) -> Any:
         """One request to the product; its answer, or the product's exception raised here."""
         released, self._released = self._released, []
-        deadline = time.monotonic() + self.call_timeout_s
         self._depth += 1
         try:
-            return self.connection.request(op, list(args), deadline, release=released)
+            return self.connection.request(
+                op, list(args), time.monotonic() + self.call_timeout_s, release=released
+            )
         except Raised as exc:
-            raise exc.value from None  # type: ignore[misc]
+            raise exc.value from None  # type: ignore[misc]  # decoded as an exception (`decode_other`)
         except Broken as exc:
             raise ProductError(f"the product process cannot be asked any more: {exc}") from None
         except Unsupported as exc:
@@ -83,7 +75,22 @@ class Product:
             if self._depth == 0:
                 self._raised.clear()
 
-    def _printed(self, answer: dict[str, Any]) -> None:
+    def remote(self, hid: int) -> Remote:
+        """The one Remote of the product's object `hid`."""
+        known = self._remotes.get(hid)
+        if known is not None:
+            return known
+        if hid in self._released:  # let go of, then met again before the product was told
+            self._released.remove(hid)
+        made = Remote.__new__(Remote)
+        object.__setattr__(made, "_pse_hid", hid)
+        object.__setattr__(made, "_pse_product", self)
+        self._remotes[hid] = made
+        weakref.finalize(made, self._released.append, hid)
+        return made
+
+    def _answered(self, answer: dict[str, Any]) -> None:
+        """What the product printed during the call goes where the test's output goes (capsys sees it)."""
         for name, stream in (("out", sys.stdout), ("err", sys.stderr)):
             text = answer.get(name)
             if type(text) is str and text:
@@ -102,20 +109,19 @@ class Product:
             raise ProductError("a callback request without its arguments")
         return self._callbacks[cid](*positional, **named)
 
-    # ---- the policy: this side's values ---------------------------------------------------------
+    # ---- this side's values (`pse.product._values.Policy`) ---------------------------------------
 
     def encode_other(self, value: object, exchange: Exchange, depth: int) -> Node:
         remote = _remote_of(value)
         if remote is not None:
             return ["handle", object.__getattribute__(remote, "_pse_hid")]
         if isinstance(value, BaseException):
-            token = id(value)
-            self._raised[token] = value
-            base = next(k.__name__ for k in type(value).__mro__ if k.__module__ == "builtins")
-            return ["cexc", token, base, str(value)[:2000]]
-        base = next((b for b in _BASES if isinstance(value, b)), None)
-        if base is not None:  # a subclass of a built-in the test made: its plain value
-            return encode(base_copy(value, base), exchange, depth)
+            self._raised[id(value)] = value
+            base = next(k.__name__ for k in type(value).__mro__ if getattr(builtins, k.__name__, None) is k)
+            return ["cexc", id(value), base, str(value)[:2000]]
+        base_type = next((b for b in BASES if isinstance(value, b)), None)
+        if base_type is not None:  # a subclass of a built-in the test made: its plain value
+            return encode(base_copy(value, base_type), exchange, depth)
         name = _builtin_name(value)
         if name is not None:
             return ["builtin", name]
@@ -123,22 +129,21 @@ class Product:
             cid = self._callback_ids.setdefault(id(value), len(self._callbacks) + 1)
             self._callbacks[cid] = value
             return ["callback", cid]
-        raise Unsupported(
-            f"a {type(value).__module__}.{type(value).__qualname__} cannot be passed to the product"
-        )
+        kind = type(value)
+        raise Unsupported(f"a {kind.__module__}.{kind.__qualname__} cannot be passed to the product")
 
     def decode_other(self, node: Node, exchange: Exchange, depth: int) -> object:
         tag, rest = node[0], node[1:]
         if tag == "handle" and len(rest) == 1 and type(rest[0]) is int:
             return self.remote(rest[0])
-        if tag == "builtin" and len(rest) == 1 and type(rest[0]) is str:
-            kind = getattr(builtins, rest[0], None)
+        if tag == "builtin" and len(rest) == 1:
+            kind = getattr(builtins, str(rest[0]), None)
             if isinstance(kind, type) and issubclass(kind, BaseException):
                 return kind
         elif tag == "class" and len(rest) == 1:
-            return self.exception_class(rest[0])
-        elif tag == "sub" and len(rest) == 3:
-            return self._sub(rest, exchange, depth)
+            return self.stand_ins.exception_class(rest[0])
+        elif tag == "sub" and len(rest) == 3 and type(rest[1]) is int:
+            return self.stand_ins.value(decode(rest[0], exchange, depth + 1), rest[1], rest[2])
         elif tag == "exc" and len(rest) == 5:
             return self._exception(rest, exchange, depth)
         elif tag == "callback" and len(rest) == 1 and rest[0] in self._callbacks:
@@ -147,113 +152,25 @@ class Product:
             return self._raised[rest[0]]
         raise ValueError(f"a value tagged {str(tag)[:40]!r} the check does not take")
 
-    def remote(self, hid: int) -> Remote:
-        """The one Remote of the product's object `hid` (a test's `is` holds as in the product)."""
-        known = self._remotes.get(hid)
-        if known is not None:
-            return known
-        if hid in self._released:
-            self._released.remove(hid)
-        made = Remote.__new__(Remote)
-        object.__setattr__(made, "_pse_hid", hid)
-        object.__setattr__(made, "_pse_product", self)
-        self._remotes[hid] = made
-        weakref.finalize(made, self._released.append, hid)
-        return made
-
-    def exception_class(self, info: object) -> type:
-        """The stand-in class of a product exception class (made once, on built-in exception bases)."""
-        if type(info) is not dict or type(info.get("hid")) is not int or type(info.get("bases")) is not list:
-            raise ValueError("a malformed exception class")
-        hid = info["hid"]
-        if hid in self._classes:
-            return self._classes[hid]
-        bases = tuple(self._exception_base(b) for b in info["bases"][:8]) or (Exception,)
-        namespace = {
-            "__module__": str(info.get("module", ""))[:200],
-            "__qualname__": str(info.get("name", "ProductError"))[:200],
-            "__getattr__": _stand_in_getattr,
-            "__str__": _stand_in_str,
-            "_pse_class": self.remote(hid),
-        }
-        name = namespace["__qualname__"].rpartition(".")[2] or "ProductException"
-        try:
-            made = type(name, bases, namespace)
-        except TypeError:  # bases whose layouts cannot be combined: the first one alone
-            made = type(name, bases[:1], namespace)
-        self._classes[hid] = made
-        return made
-
-    def _exception_base(self, node: object) -> type:
-        if type(node) is list and node[:1] == ["builtin"] and len(node) == 2:
-            kind = getattr(builtins, str(node[1]), None)
-            return kind if isinstance(kind, type) and issubclass(kind, BaseException) else Exception
-        if type(node) is list and node[:1] == ["class"] and len(node) == 2:
-            return self.exception_class(node[1])
-        return self.exception_class(node)
-
     def _exception(self, rest: list[Any], exchange: Exchange, depth: int) -> BaseException:
         kind_node, args, hid, text, shown = rest
         kind = decode(kind_node, exchange, depth + 1)
         if not (isinstance(kind, type) and issubclass(kind, BaseException)) or type(args) is not list:
             raise ValueError("a malformed exception")
-        values = tuple(decode(a, exchange, depth + 1) for a in args)
-        try:
-            made = kind(*values)
-        except Exception:  # a stand-in's base __init__ refused the product's args
-            made = kind.__new__(kind)
-            made.args = values
-        if kind.__module__ != "builtins":
-            made.__dict__.update(_pse_remote=self.remote(_int(hid)), _pse_text=str(text))
+        made = self.stand_ins.exception(kind, tuple(decode(a, exchange, depth + 1) for a in args), hid, text)
         if type(shown) is str and shown:
             made.add_note("in the product process:\n" + shown[-4000:].rstrip())
         return made
 
-    def _sub(self, rest: list[Any], exchange: Exchange, depth: int) -> object:
-        plain_node, hid, info = rest
-        plain = decode(plain_node, exchange, depth + 1)
-        base = type(plain)
-        if base not in _BASES or type(info) is not dict or type(info.get("hid")) is not int:
-            raise ValueError("a malformed subclass value")
-        hid = _int(hid)
-        if hid in self._stand_ins and type(self._stand_ins[hid]).__mro__[1] is base:
-            return self._stand_ins[hid]
-        kind = self._classes.get(info["hid"])
-        if kind is None or kind.__mro__[1] is not base:
-            namespace = {
-                "__module__": str(info.get("module", ""))[:200],
-                "__qualname__": str(info.get("name", "value"))[:200],
-                "__getattr__": _stand_in_getattr,
-                "__repr__": _stand_in_repr,
-            }
-            kind = type(namespace["__qualname__"].rpartition(".")[2] or "value", (base,), namespace)
-            self._classes[info["hid"]] = kind
-        made: Any = (
-            base.__new__(kind, plain)
-            if base in (int, float, complex, str, bytes, tuple, frozenset)
-            else base.__new__(kind)
-        )
-        if base in (list, dict, set, bytearray):
-            base.__init__(made, plain)
-        made.__dict__["_pse_remote"] = self.remote(hid)
-        if len(self._stand_ins) < _STAND_INS:
-            self._stand_ins[hid] = made
-        return made
-
-
-def _int(value: object) -> int:
-    if type(value) is not int:
-        raise ValueError("a handle that is not an int")
-    return value
-
 
 def _remote_of(value: object) -> Remote | None:
+    """The Remote a value of the product holds: itself, or a stand-in's (its value's or its class's)."""
     if type(value) is Remote:
         return value
     held = getattr(value, "__dict__", None)
-    if isinstance(held, dict) and type(held.get("_pse_remote")) is Remote:  # a stand-in value
+    if isinstance(held, dict) and type(held.get("_pse_remote")) is Remote:
         return held["_pse_remote"]  # type: ignore[no-any-return]
-    if isinstance(value, type) and type(value.__dict__.get("_pse_class")) is Remote:  # a stand-in class
+    if isinstance(value, type) and type(value.__dict__.get("_pse_class")) is Remote:
         return value.__dict__["_pse_class"]  # type: ignore[no-any-return]
     return None
 
@@ -266,29 +183,7 @@ def _builtin_name(value: object) -> str | None:
     if getattr(builtins, name, None) is value:
         return name
     owner = getattr(value, "__objclass__", None)
-    if (
-        isinstance(owner, type)
-        and getattr(builtins, owner.__name__, None) is owner
-        and getattr(owner, name, None) is value
-    ):
-        return f"{owner.__name__}.{name}"
+    builtin_owner = isinstance(owner, type) and getattr(builtins, owner.__name__, None) is owner
+    if builtin_owner and getattr(owner, name, None) is value:
+        return f"{owner.__name__}.{name}"  # type: ignore[union-attr]
     return None
-
-
-def _stand_in_getattr(self: object, name: str) -> object:
-    remote = self.__dict__.get("_pse_remote") if name != "_pse_remote" else None
-    if remote is None:
-        raise AttributeError(name)
-    return getattr(remote, name)
-
-
-def _stand_in_str(self: BaseException) -> str:
-    return str(self.__dict__.get("_pse_text", BaseException.__str__(self)))
-
-
-def _stand_in_repr(self: object) -> str:
-    remote = self.__dict__.get("_pse_remote")
-    try:
-        return repr(remote) if remote is not None else object.__repr__(self)
-    except BaseException:
-        return type(self).__mro__[1].__repr__(self)  # type: ignore[no-any-return]

@@ -132,5 +132,11 @@ for _name in (*_ARITHMETIC, "and", "or", "xor"):
     setattr(Remote, f"__{_name}__", _binary(_op))
     setattr(Remote, f"__r{_name}__", _binary(_op, reflected=True))
     setattr(Remote, f"__i{_name}__", _binary("i" + _op.rstrip("_")))
+
+
+def _product_attribute(name: str) -> property:
+    return property(lambda self: _ask(self, "getattr", self, name))
+
+
 for _name in ("__doc__", "__module__"):  # the product's, not this class's
-    setattr(Remote, _name, property(lambda self, name=_name: _ask(self, "getattr", self, name)))
+    setattr(Remote, _name, _product_attribute(_name))

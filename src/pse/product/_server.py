@@ -251,9 +251,7 @@ class _Printed(io.TextIOBase):
         self._stack, self._name = stack, name
         self.buffer = _PrintedBytes(self)
 
-    @property
-    def encoding(self) -> str:
-        return "utf-8"
+    encoding = "utf-8"
 
     def writable(self) -> bool:
         return True

@@ -42,7 +42,7 @@ MAX_DEPTH = 200
 """Most nested levels of one value, both ways."""
 Node = list[Any]
 _MUTABLE = (list, dict, set, bytearray)
-_EXACT_MUTABLE = {list: "list", dict: "dict", set: "set", bytearray: "bytearray"}
+_EXACT_MUTABLE: dict[type, str] = {list: "list", dict: "dict", set: "set", bytearray: "bytearray"}
 
 
 class Unsupported(TypeError):
@@ -93,7 +93,7 @@ def base_copy(value: Any, base: type) -> Any:
     if base is float:
         return float.__float__(value)
     if base is complex:
-        return complex(complex.real.__get__(value), complex.imag.__get__(value))  # type: ignore[attr-defined]
+        return complex(complex.real.__get__(value), complex.imag.__get__(value))
     if base is str:
         return str.__str__(value)
     if base in (bytes, bytearray):
@@ -105,7 +105,7 @@ def base_copy(value: Any, base: type) -> Any:
     raise Unsupported(f"no base copy of {base.__name__}")
 
 
-def encode(value: object, exchange: Exchange, depth: int = 0) -> Node:
+def encode(value: Any, exchange: Exchange, depth: int = 0) -> Node:
     """`value` as a node; mutable containers are registered in `exchange` (a second meeting is a ref)."""
     if depth > MAX_DEPTH:
         raise Unsupported(f"a value nested deeper than {MAX_DEPTH} levels")
@@ -117,19 +117,19 @@ def encode(value: object, exchange: Exchange, depth: int = 0) -> Node:
     if kind is int:
         return ["int", format(value, "x")]  # hex: no int-to-str digit limit
     if kind is float:
-        return ["float", float.hex(value)]  # type: ignore[arg-type]
+        return ["float", float.hex(value)]
     if kind is complex:
-        return ["complex", value.real.hex(), value.imag.hex()]  # type: ignore[union-attr]
+        return ["complex", value.real.hex(), value.imag.hex()]
     if kind is str:
         return ["str", value]
     if kind is bytes:
-        return ["bytes", value.hex()]  # type: ignore[union-attr]
+        return ["bytes", value.hex()]
     if value is Ellipsis:
         return ["ellipsis"]
     if kind is range:
-        return ["range", *(encode(v, exchange, depth + 1) for v in (value.start, value.stop, value.step))]  # type: ignore[union-attr]
+        return ["range", *(encode(v, exchange, depth + 1) for v in (value.start, value.stop, value.step))]
     if kind in (tuple, frozenset):
-        return [kind.__name__, [encode(item, exchange, depth + 1) for item in value]]  # type: ignore[union-attr]
+        return [kind.__name__, [encode(item, exchange, depth + 1) for item in value]]
     if kind in _EXACT_MUTABLE:
         rid = exchange.rid_of(value)
         if rid is not None:

@@ -11,7 +11,8 @@ What differs:
     (`call_timeout`, the tool timeout cut by the run's wall-clock limit);
   * stdin and stdout are pipes the caller speaks over; stderr goes to a file (`stderr_tail`), bounded
     by the file-size limit;
-  * its view of the workspace is fixed when it starts (`access`):
+  * its view of the workspace is fixed when it starts (`access`), or is a sealed `snapshot` (a check's
+    product process: exactly the check's files, read-only, hashed in `SandboxedProcess.snapshot`):
       - "none": an empty directory;
       - "read-only": under bwrap the real workspace, bound read-only (it sees every change at once);
         under fallback a private copy, made equal to the workspace again before each request and never
@@ -34,17 +35,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import subprocess
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
 from pse.exceptions import ToolInfrastructureError
-from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, drop_privileges, write_userns_maps
+from pse.sandbox._bwrap import (
+    HANDSHAKE_TIMEOUT_S,
+    bwrap_child_pid,
+    drop_privileges,
+    read_available,
+    write_userns_maps,
+)
 from pse.sandbox._copies import Accept, Copy, Synced, copy_workspace, refresh_copy, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import Identity
@@ -112,7 +117,7 @@ class SandboxedProcess:
             return code
         if self._exit_code is None:
             with contextlib.suppress(OSError):
-                for line in _read_available(self._status_fd).decode(errors="replace").splitlines():
+                for line in read_available(self._status_fd).decode(errors="replace").splitlines():
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
                         self._exit_code = int(json.loads(line)["exit-code"])
         return self._exit_code if self._exit_code is not None else code
@@ -360,7 +365,7 @@ def _spawn(
         if launch.info_fd >= 0:
             write_userns_maps(launch.info_fd, launch.block_fd, sandbox.identity, HANDSHAKE_TIMEOUT_S)
         if launch.status_fd >= 0:
-            handle._child = _child_pid(launch.status_fd, HANDSHAKE_TIMEOUT_S)
+            handle._child = bwrap_child_pid(launch.status_fd, HANDSHAKE_TIMEOUT_S)
     except ToolInfrastructureError as exc:
         tail = handle.stderr_tail().strip()
         handle.stop()
@@ -368,35 +373,3 @@ def _spawn(
     finally:
         close_fds(launch.info_fd, launch.block_fd)
     return handle
-
-
-def _read_available(fd: int) -> bytes:
-    """What can be read from `fd` now, without waiting."""
-    chunks: list[bytes] = []
-    while select.select([fd], [], [], 0)[0]:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _child_pid(status_fd: int, timeout_s: float) -> int:
-    """The pid of bwrap's child, read from its JSON status descriptor (EOF first: bwrap failed)."""
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for line in data.decode(errors="replace").splitlines():
-            with contextlib.suppress(ValueError, TypeError):
-                status = json.loads(line)
-                if isinstance(status, dict) and "child-pid" in status:
-                    return int(status["child-pid"])
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ToolInfrastructureError("bwrap did not report its child process in time")
-        ready, _, _ = select.select([status_fd], [], [], left)
-        if ready:
-            chunk = os.read(status_fd, 65536)
-            if not chunk:
-                raise ToolInfrastructureError("bwrap failed to start the process")
-            data += chunk
