@@ -4,8 +4,10 @@
 module as this process would; when that is a file of the check's snapshot that is not one of the
 session's own (its test files, the task's conftest), it hands back a `ProductModule` instead: an empty
 module here whose attributes are asked of the product process, which imported the module itself, as a
-plain `python -c "import ..."` in the workspace would. Packages keep their folders as `__path__`, so a
-submodule is found (and proxied) the same way; a namespace folder holds no code and is imported here.
+plain `python -c "import ..."` in the workspace would (a module found in a folder of the workspace the
+tests' configuration put on `sys.path`, `src/` say, is imported with that folder on the product's path
+too). Packages keep their folders as `__path__`, so a submodule is found (and proxied) the same way; a
+namespace folder holds no code and is imported here.
 """
 
 from __future__ import annotations
@@ -89,18 +91,22 @@ class ProductFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not spec.has_location or not spec.origin or not self.is_product(spec.origin):
             return None  # not the snapshot's, or a namespace folder, or the session's own: imported here
-        proxied = importlib.machinery.ModuleSpec(
-            fullname, self, is_package=spec.submodule_search_locations is not None
-        )
+        package = spec.submodule_search_locations is not None
+        proxied = importlib.machinery.ModuleSpec(fullname, self, is_package=package)
         if spec.submodule_search_locations is not None:
             proxied.submodule_search_locations = list(spec.submodule_search_locations)
+        if path is None:  # a top-level module: the folder of sys.path it was found in, for the product too
+            entry = os.path.dirname(os.path.dirname(spec.origin) if package else spec.origin)
+            proxied.loader_state = os.path.relpath(os.path.realpath(entry), self._roots[0])
         return proxied
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return ProductModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        answer = self._ask("import", module.__name__)
+        spec = module.__spec__
+        entry = spec.loader_state if spec is not None and isinstance(spec.loader_state, str) else "."
+        answer = self._ask("import", module.__name__, entry)
         if not (isinstance(answer, tuple) and len(answer) == 4 and type(answer[0]) is Remote):
             raise ImportError(f"the product answered the import of {module.__name__} with no module")
         remote, file, _package, names = answer

@@ -303,7 +303,7 @@ def serve() -> None:
     def handle(op: str, args: list[Any], request: dict[str, Any]) -> object:
         policy.handles.release(request.get("release"))
         if op == "import":
-            return _import(str(args[0]))
+            return _import(str(args[0]), str(args[1]) if len(args) > 1 else ".")
         if op == "call" and args:  # which workspace file the called code lives in: the check counts it
             stack[-1]["ran"] = _code_file(args[0])
         function = _OPS.get(op)
@@ -316,9 +316,14 @@ def serve() -> None:
     policy.connection.serve_forever()
 
 
-def _import(name: str) -> tuple[object, str | None, bool, list[str]]:
-    """Import `name` as a plain run would: (the module, its file relative to the workspace, whether it
-    is a package, the names `import *` takes)."""
+def _import(name: str, entry: str) -> tuple[object, str | None, bool, list[str]]:
+    """Import `name` as a plain run would, with the workspace's folder `entry` on the path as the tests'
+    configuration has it: (the module, its file relative to the workspace, whether it is a package, the
+    names `import *` takes)."""
+    folder = os.path.normpath(os.path.join(os.getcwd(), entry))
+    inside = folder == os.getcwd() or folder.startswith(os.getcwd() + os.sep)
+    if entry not in (".", "") and inside and folder not in sys.path:
+        sys.path.insert(1, folder)  # after '' (the workspace), as PYTHONPATH=src would put it
     module = importlib.import_module(name)
     file = getattr(module, "__file__", None)
     relative = None

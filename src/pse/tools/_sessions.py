@@ -37,9 +37,10 @@ from pse.tools._registry import ToolContext
 __all__ = ["SessionPlan", "plan_sessions", "run_session", "test_side"]
 
 _PSE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder that holds the `pse` package
-_CALL_SHARE = 0.8
-"""A call to the product may take this share of a command's timeout: one that hangs fails its test, and
-the session still ends, with every other test's result, before the command is killed."""
+_CALL_SHARE, _START_S = 0.8, 2.0
+"""A call to the product may take this share of a command's timeout, less what starting takes: one that
+hangs fails its test, and the session still ends, with every other test's result, before the command is
+killed."""
 _TASK = "task"
 
 
@@ -173,7 +174,7 @@ def _checker(
     """The checking process's command (without pytest's arguments) and the snapshot it runs over."""
     seen, native = checker_files(manifest, plan)
     areas = {"workspace": (ctx.workspace, seen)}
-    timeout = f"{ctx.sandbox.limits.timeout_s * _CALL_SHARE:g}"
+    timeout = f"{max(ctx.sandbox.limits.timeout_s * _CALL_SHARE - _START_S, 1.0):g}"
     argv = [sys.executable, "-I", "-m", CHECKER_MODULE, "--channel", channel, "--report", str(report_fd)]
     argv += ["--call-timeout", timeout, "--area", "workspace={workspace}"]
     argv += [a for n in native for a in ("--native", "{workspace}/" + n)]
