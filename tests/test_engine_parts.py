@@ -59,7 +59,7 @@ def _call(
     report = {
         "run_pytest": {"report": "checker", "target": ".", **sealed},
         "run_ruff": {"report": "json", "target": ".", **sealed},
-        "run_check": {"evidence": sealed["evidence"]},
+        "run_check": sealed,
     }
     base = {} if exit_code is None else {"exit_code": exit_code, **report.get(tool, {})}
     return ToolCallRecord(
@@ -177,6 +177,18 @@ def test_named_checks_match_run_check_by_name(tmp_path: Path) -> None:
     assert gate.passed
     gate = _gates(tmp_path, _verdict("PASS", True, True), calls[:1], checks=("evidence_index",))
     assert gate.failures == ["check:evidence_index: the Evaluator did not run run_check(name=evidence_index)"]
+
+
+def test_a_command_that_ran_with_no_evidence_does_not_satisfy_its_check(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    why = "ran, no evidence: code a role wrote was within its reach (quicksort.py (Specialist))"
+    for facts, said in (({"unproven": [why]}, why), ({"unproven": None}, "unknown")):
+        calls = [_call("run_check", facts=facts, name="sorts")]
+        gate = _gates(tmp_path, _verdict("PASS", True, True), calls, checks=("sorts",))
+        assert gate.failures == [
+            f"check:sorts: last run_check(name=sorts) run: not positive evidence: {said}"
+        ]
 
 
 def test_outputs_outside_the_workspace_never_count(tmp_path: Path) -> None:

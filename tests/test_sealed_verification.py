@@ -330,8 +330,8 @@ class TestCouldNotRun:
 
 
 class TestPositiveEvidenceAcrossSessions:
-    """The Evaluator's own session counts for coverage as much as the workspace's, in both modes (its
-    snapshot sits elsewhere under fallback: coverage is named by the path inside the snapshot)."""
+    """The Evaluator's own session counts for positive evidence as much as the workspace's, in both modes
+    (its snapshot sits elsewhere under fallback: a call is counted by the file inside the workspace)."""
 
     def test_a_module_only_the_evaluators_tests_exercise_is_proven(self, tmp_path: Path, mode: str) -> None:
         from pse.toolagent import Policy, ToolExecutor

@@ -22,6 +22,7 @@ the task's script to avoid.
 
 from __future__ import annotations
 
+import re
 import shlex
 import stat
 import sys
@@ -37,11 +38,13 @@ DATA_SUFFIXES = frozenset(
 )  # fmt: skip
 """What a role-written file may be named and still be data: anything else may run as code."""
 _READERS = frozenset(
-    {"grep", "egrep", "fgrep", "test", "[", "true", "false", "diff", "cmp", "wc", "cat", "head", "tail",
-     "ls", "stat", "sort", "uniq", "cut", "comm", "sha256sum", "sha1sum", "md5sum", "find", "jq"}
+    {"grep", "egrep", "fgrep", "test", "[", "true", "false", "echo", "diff", "cmp", "wc", "cat", "head",
+     "tail", "ls", "stat", "sort", "uniq", "cut", "comm", "sha256sum", "sha1sum", "md5sum", "find", "jq"}
 )  # fmt: skip
 """Programs that read their files and never execute them (`find` without -exec and its kin)."""
 _JOINS = frozenset({"&&", "||", ";", "|", "!"})
+_PLAIN_WORD = re.compile(r"[\w./:=\[\]{}+,@-]+")
+"""A word of a plain pytest command: a path, a node id, an option; no shell operator or expansion."""
 _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fls"})
 _PYTEST_QUIET = frozenset(
     {"-q", "-qq", "-v", "-vv", "-s", "-x", "-ra", "-rA", "-rf", "--no-header", "--disable-warnings",
@@ -81,7 +84,7 @@ def _only_readers(command: str) -> bool:
         return False
     starts, expect = [], True
     for token in tokens:
-        if token in _JOINS:
+        if token in _JOINS and (token != "!" or expect):  # `!` negates a command only where one starts
             expect = True
             continue
         if expect:
@@ -115,6 +118,8 @@ def pytest_targets(command: str) -> list[str] | None:
     python = ["{python}"] if words[:1] == ["{python}"] else [sys.executable, "-I"]  # as the task filled it in
     if words[: len(python) + 2] != [*python, "-m", "pytest"]:
         return None
+    if not all(_PLAIN_WORD.fullmatch(word) for word in words[len(python) + 2 :]):
+        return None  # a shell operator, an expansion: more than one plain pytest
     targets: list[str] = []
     rest = iter(words[len(python) + 2 :])
     for word in rest:
