@@ -1,11 +1,12 @@
 """What a run delivers: the workspace as its checks saw it, nothing a role wrote besides.
 
 A check runs over a sealed snapshot of the files its manifest admits (the outputs, the task's files, the
-declared evidence); whatever else a role wrote is left out of it. When the run ends, whatever its
-outcome, the workspace a user takes is made the same: every file a role wrote that the final manifest
-does not admit is moved out of the workspace into the run folder's `left-out/` (kept for a person to
-read, never delivered) and listed in the trace (`trace.delivery`). So a file no check saw cannot change
-what `import <output>` gives a user: a package beside the module, a vendored copy, stale bytecode.
+declared evidence, a write a person approved); whatever else a role wrote is left out of it. When the run
+ends, whatever its outcome, the workspace a user takes is made the same: every file a role wrote that
+the final manifest does not admit is moved out of the workspace into the run folder's `left-out/` (kept
+for a person to read, never delivered) and listed in the trace (`trace.delivery`). So a file no check saw
+cannot change what `import <output>` gives a user: a package beside the module, a vendored copy, stale
+bytecode.
 
 On a repository run the commit is built from the same manifest: a new file no check saw is moved out
 like any other, and a tracked file whose change no check saw (check configuration a role changed) stays

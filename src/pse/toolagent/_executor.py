@@ -133,7 +133,9 @@ class ToolExecutor:
         self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
-        self.evidence = replace(evidence or EvidenceRules(), check_config=self.check_config)
+        self.evidence = replace(
+            evidence or EvidenceRules(), check_config=self.check_config, approved=self.provenance.approved
+        )
         self._accept = evidence_guard(
             self.check_config,
             self.evidence.expected_outputs,

@@ -9,7 +9,8 @@ At every check PSE lists the files a check may see, from the task, the plan and 
 * **inputs**: every file no role wrote (the task seeded it: its data, its visible tests);
 * **config**: the check-configuration files the task declares (`[verification] check_config_files`);
   no other one, whoever wrote it, not even one the task seeded (it would steer the check);
-* **evidence**: role-written files matching the task's `[verification] evidence` globs.
+* **evidence**: role-written files matching the task's `[verification] evidence` globs, and those whose
+  last write a person approved (a call an approval rule held).
 
 Everything else a role wrote is **left out**: absent from the check's snapshot, and named to the
 Evaluator with its author. Bytecode (`__pycache__`, `*.pyc`) and VCS folders are never evidence.
@@ -154,6 +155,9 @@ class EvidenceRules:
     plan_outputs: Callable[[], Sequence[str]] = field(default=lambda: ())
     repository: RepositoryFiles | None = None
     """A repository run's files at the base ref (None: not a repository run)."""
+    approved: Callable[[], Sequence[str]] = field(default=lambda: ())
+    """Role-written paths whose last write a person approved (an approval rule held it): declared by the
+    person, so evidence like a declared output's neighbour, checked and delivered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +283,7 @@ def build_manifest(
     files: list[EvidenceFile] = []
     left_out: list[tuple[str, str]] = []
     tracked = rules.repository.tracked if rules.repository is not None else frozenset()
+    approved = frozenset(rules.approved())
     for path in _files(workspace):
         if ".git" in PurePosixPath(path).parts:
             continue  # a `.git` file is a pointer into a repository, never evidence
@@ -296,7 +301,7 @@ def build_manifest(
             files.append(EvidenceFile(path, "test" if test else "input", who))
         elif path in tracked:  # the repository's file, changed by a role: the run's change
             files.append(EvidenceFile(path, "test" if test else "output", who))
-        elif any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
+        elif path in approved or any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
             files.append(EvidenceFile(path, "test" if test else "evidence", who))
         else:
             left_out.append((path, who))
