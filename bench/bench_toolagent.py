@@ -4,13 +4,14 @@ a block of independent checks run at once against one after another."""
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from pse.config import Settings
-from pse.protocol import ParamSpec, parse_tool_calls, render_tool_calls
+from pse.protocol import ParamSpec, ToolCall, parse_tool_calls, render_tool_calls
 from pse.sandbox import bwrap_problem
 from pse.toolagent import Policy, ToolExecutor
 from pse.tools import ToolOutcome, ToolSpec, builtin_tools
@@ -92,24 +93,46 @@ def _pytest_start_ms(mode: str, rounds: int = 10) -> dict[str, float]:
         return {"p50_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
 
 
+def _demo_files() -> dict[str, str]:
+    """The files the demo's Specialist has written when its run passes (the cassette's last writes)."""
+    root = Path(__file__).resolve().parents[1]
+    turns = json.loads((root / "tasks" / "code-delivery" / "cassette.json").read_text())["turns"]
+    tools = builtin_tools().signatures()
+    files: dict[str, str] = {}
+    for turn in (t for t in turns if t["role"] == "Specialist"):
+        for call in parse_tool_calls(turn["content"], tools).items:
+            if isinstance(call, ToolCall) and call.name == "write_file":
+                files[call.arguments["path"]] = call.arguments["content"]
+    return files
+
+
 def _sealed_check_ms(mode: str, rounds: int = 10) -> dict[str, float]:
-    """What sealed verification costs one check: `run_pytest` over a snapshot when the tested module is a
-    declared output (its coverage measured by PSE's plugin) against the same files as task inputs (a
-    snapshot, no coverage), and building the snapshot alone (2 files, and 200 files of 4 KB)."""
+    """What a check measured from outside costs: `run_pytest` over a snapshot where one author wrote the
+    tests (one session: a checking process and a product process), over the demo's final workspace (the
+    task's acceptance tests and the Specialist's: two sessions at once), and building a snapshot alone
+    (2 files, and 200 files of 4 KB)."""
     from pse.sandbox._snapshot import build_snapshot, unseal
     from pse.tools import EvidenceRules
 
-    module = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(50))
-    tests = "from mod import f1\n\n\ndef test_f():\n    assert f1(1) == 2\n"
+    root = Path(__file__).resolve().parents[1]
+    demo = _demo_files()
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, rules in (("no_coverage", EvidenceRules()), ("with_coverage", EvidenceRules(("mod.py",)))):
+        Path(tmp).chmod(0o755)
+        for label, by_role in (("one_session", {}), ("demo_two_sessions", demo)):
             workspace = Path(tmp) / label
             workspace.mkdir(mode=0o755)
-            (workspace / "mod.py").write_text(module)
-            (workspace / "test_mod.py").write_text(tests)
+            (workspace / "test_acceptance.py").write_text(
+                (root / "tasks" / "code-delivery" / "test_acceptance.py").read_text()
+            )
+            if not by_role:
+                (workspace / "quicksort.py").write_text(demo["quicksort.py"])
             settings = Settings(sandbox=mode, tool_calls_per_cycle=10**9)  # type: ignore[arg-type]
+            rules = EvidenceRules(expected_outputs=("quicksort.py", "test_quicksort.py"))
             executor = ToolExecutor(workspace, settings, Policy.default(settings), evidence=rules)
+            writes = [("write_file", {"path": p, "content": c}) for p, c in by_role.items()]
+            if writes:
+                executor.execute_sync("Specialist", render_tool_calls(writes))
             samples = _call_ms(executor, ("run_pytest", {"target": "."}), rounds)
             figures[f"run_pytest_{label}_p50_ms"] = round(statistics.median(samples), 1)
         for count in (2, 200):

@@ -138,7 +138,7 @@ def _lines(*events: object) -> list[tuple[str, set[str]]]:
 
 
 def test_a_failing_pytest_is_a_finding_with_its_facts_not_a_red_tool_failure() -> None:
-    found = _check_call("error", {"exit_code": 1, "report": "junit", "passed": 5, "failed": 2, "errors": 0})
+    found = _check_call("error", {"exit_code": 1, "report": "checker", "passed": 5, "failed": 2, "errors": 0})
     broken = _check_call("error", {"exit_code": 4, "report": None}, output="pytest wrote no readable report")
     (finding, finding_style), (failure, failure_style) = _lines(
         ToolCallEvent(run_id="r1", cycle=1, call=found), ToolCallEvent(run_id="r1", cycle=1, call=broken)

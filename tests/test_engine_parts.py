@@ -57,9 +57,9 @@ def _call(
 ) -> ToolCallRecord:
     sealed = {"evidence": {"files": [], "count": 0, "left_out": [], "missing": []}, "unproven": []}
     report = {
-        "run_pytest": {"report": "junit", "target": ".", **sealed},
+        "run_pytest": {"report": "checker", "target": ".", **sealed},
         "run_ruff": {"report": "json", "target": ".", **sealed},
-        "run_check": {"evidence": sealed["evidence"]},
+        "run_check": sealed,
     }
     base = {} if exit_code is None else {"exit_code": exit_code, **report.get(tool, {})}
     return ToolCallRecord(
@@ -177,6 +177,18 @@ def test_named_checks_match_run_check_by_name(tmp_path: Path) -> None:
     assert gate.passed
     gate = _gates(tmp_path, _verdict("PASS", True, True), calls[:1], checks=("evidence_index",))
     assert gate.failures == ["check:evidence_index: the Evaluator did not run run_check(name=evidence_index)"]
+
+
+def test_a_command_that_ran_with_no_evidence_does_not_satisfy_its_check(tmp_path: Path) -> None:
+    (tmp_path / "quicksort.py").write_text("x")
+    (tmp_path / "test_quicksort.py").write_text("x")
+    why = "ran, no evidence: code a role wrote was within its reach (quicksort.py (Specialist))"
+    for facts, said in (({"unproven": [why]}, why), ({"unproven": None}, "unknown")):
+        calls = [_call("run_check", facts=facts, name="sorts")]
+        gate = _gates(tmp_path, _verdict("PASS", True, True), calls, checks=("sorts",))
+        assert gate.failures == [
+            f"check:sorts: last run_check(name=sorts) run: not positive evidence: {said}"
+        ]
 
 
 def test_outputs_outside_the_workspace_never_count(tmp_path: Path) -> None:
@@ -343,29 +355,24 @@ def test_a_pass_is_owed_the_required_checks_not_run_since_the_last_write() -> No
 
 def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
     from pse.engine._step_buffer import failing_tests
-    from pse.tools._junit import parse_junit
+    from pse.tools._record import read_record
 
-    report = parse_junit(
-        b'<testsuites><testsuite name="pytest">'
-        b'<testcase classname="test_q" name="test_a" file="test_q.py"/>'
-        b'<testcase classname="test_q" name="test_b" file="test_q.py">'
-        b"<failure message=\"NameError: name 'random' is not defined\">long traceback</failure></testcase>"
-        b'<testcase classname="test_q" name="test_c" file="test_q.py"><error>ImportError: x\nmore</error>'
-        b"</testcase></testsuite></testsuites>"
-    )
-    assert report is not None
-    assert [(c.name, c.outcome, c.message) for c in report.cases] == [
-        ("test_a", "passed", ""),
-        ("test_b", "failed", "NameError: name 'random' is not defined"),
-        ("test_c", "errors", "ImportError: x"),
+    lines = [
+        {"kind": "test", "id": "test_q.py::test_a", "outcome": "passed", "message": ""},
+        {"kind": "test", "id": "test_q.py::test_b", "outcome": "failed",
+         "message": "NameError: name 'random' is not defined\nlong traceback"},
+        {"kind": "test", "id": "test_q.py::test_c", "outcome": "errors", "message": "ImportError: x\nmore"},
+        "not json", {"kind": "test", "id": "test_q.py::test_d", "outcome": "won"},  # ignored: no such kind
+    ]  # fmt: skip
+    record = read_record("\n".join(json.dumps(x) if isinstance(x, dict) else x for x in lines).encode())
+    assert [(c.id, c.outcome, c.message) for c in record.cases] == [
+        ("test_q.py::test_a", "passed", ""),
+        ("test_q.py::test_b", "failed", "NameError: name 'random' is not defined"),
+        ("test_q.py::test_c", "errors", "ImportError: x"),
     ]
     tests = [
-        {
-            "test": f"test_q.py::{c.name}",
-            "outcome": c.outcome,
-            **({"message": c.message} if c.message else {}),
-        }
-        for c in report.cases
+        {"test": c.id, "outcome": c.outcome, **({"message": c.message} if c.message else {})}
+        for c in record.cases
     ]
     run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
     # the record keeps why; what crosses to a model is only which (a test's output may differ on replay)
@@ -376,34 +383,34 @@ def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
 
 
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:
-    """pytest's JUnit message for it is only "collection failure": told that, the 1.5B model could not find
-    the stray bracket in its test file. Its own error line comes from the file, so it may cross (a test's
-    failure message stays in the record: it may differ on replay)."""
+    """pytest's own word for it is only "collection failure": told that, the 1.5B model could not find the
+    stray bracket in its test file. Its own error line comes from the file, so it may cross (a test's
+    failure message stays in the record: it may differ on replay). The collection reports here are what
+    pytest gives PSE's checking process (`pse.product._checker`), which writes their text as it is."""
     import subprocess
     import sys
 
     from pse.engine._step_buffer import failing_tests
-    from pse.tools._junit import parse_junit
+    from pse.tools._record import read_record
 
     (tmp_path / "test_a.py").write_text("from no_such_module import x\n")
     (tmp_path / "test_b.py").write_text("def test_b():\n    assert [1] == [1]]\n")
-    report_path = tmp_path / "report.xml"
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report_path}"],
-        cwd=tmp_path,
-        capture_output=True,
-        check=False,
+    (tmp_path / "recorder.py").write_text(
+        "import json\n\n\ndef pytest_collectreport(report):\n    if report.failed:\n"
+        "        line = {'kind': 'collect_error', 'id': report.nodeid, 'text': str(report.longrepr)}\n"
+        "        with open('record.jsonl', 'a') as out:\n            out.write(json.dumps(line) + '\\n')\n"
     )
-    report = parse_junit(report_path.read_bytes())
-    assert report is not None
-    assert [(c.name, c.message) for c in report.cases] == [
-        ("test_a", "collection failure: ModuleNotFoundError: No module named 'no_such_module'"),
-        ("test_b", "collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]])"),
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "recorder"],
+        cwd=tmp_path, capture_output=True, check=False, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    record = read_record((tmp_path / "record.jsonl").read_bytes())
+    assert [(c.id, c.message) for c in record.cases] == [
+        ("test_a.py", "collection failure: ModuleNotFoundError: No module named 'no_such_module'"),
+        ("test_b.py", "collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]])"),
     ]
-    tests = [
-        {"test": f"{c.name}.py::{c.name}", "outcome": c.outcome, "message": c.message} for c in report.cases
-    ]
+    tests = [{"test": c.id, "outcome": c.outcome, "message": c.message} for c in record.cases]
     assert failing_tests([_call("run_pytest", exit_code=2, facts={"tests": tests}, target=".")]) == [
-        "test_a.py::test_a: errors (collection failure: ModuleNotFoundError: No module named 'no_such_module')",
-        "test_b.py::test_b: errors (collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]]))",
+        "test_a.py: errors (collection failure: ModuleNotFoundError: No module named 'no_such_module')",
+        "test_b.py: errors (collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]]))",
     ]

@@ -28,6 +28,7 @@ from pse.evals import _humaneval_check as humaneval_check
 
 SCRIPT = Path(humaneval_check.__file__)
 CHANNEL = SCRIPT.with_name("_humaneval_channel.py")
+WIRE = Path(humaneval_check.__file__).parents[1] / "product" / "_wire.py"
 PROBLEMS: dict[str, dict[str, str]] = read_problems()
 TASK_IDS: list[str] = sorted(PROBLEMS, key=lambda task_id: int(task_id.split("/")[1]))
 RUN_TIMEOUT_S = 60
@@ -344,7 +345,7 @@ class TestValueCodec:
 
 
 def test_the_script_and_its_channel_import_only_the_standard_library() -> None:
-    for path in (SCRIPT, CHANNEL):
+    for path in (SCRIPT, CHANNEL, WIRE):
         source = path.read_text(encoding="utf-8")
         imported = set(re.findall(r"^(?:import|from) ([\w.]+)", source, flags=re.MULTILINE))
         assert not [name for name in imported if name.split(".")[0] not in sys.stdlib_module_names], path
@@ -352,11 +353,12 @@ def test_the_script_and_its_channel_import_only_the_standard_library() -> None:
 
 
 def test_run_as_a_script_it_loads_the_channel_staged_beside_it(tmp_path: Path) -> None:
-    """The harness stages both files alone; `python -I` keeps their folder off sys.path, so the script
-    loads its channel by path, in the parent and in the child alike (a verdict needs both)."""
+    """The harness stages the three files alone; `python -I` keeps their folder off sys.path, so the
+    script loads its channel (and the channel its frames) by path, in the parent and in the child alike
+    (a verdict needs all three)."""
     staged = tmp_path / "hidden"
     staged.mkdir()
-    for path in (SCRIPT, CHANNEL):
+    for path in (SCRIPT, CHANNEL, WIRE):
         shutil.copy2(path, staged / path.name)
     problem = {key: PROBLEMS["HumanEval/0"][key] for key in ("task_id", "prompt", "test", "entry_point")}
     solution = tmp_path / "solution.py"

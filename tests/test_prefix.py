@@ -52,13 +52,13 @@ def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_shar
     assert {r: c for r, (c, _) in by_role.items()} == {
         r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
     }
-    assert by_role == {"Planner": (1618, 0), "Specialist": (12249, 8716), "Evaluator": (12588, 8466)}
+    assert by_role == {"Planner": (1618, 0), "Specialist": (12249, 8716), "Evaluator": (12807, 8466)}
     per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
     assert per_cycle == [
         {"Planner": 0, "Specialist": 3301, "Evaluator": 3317},
         {"Specialist": 5415, "Evaluator": 5149},
     ]
-    assert compute_stats(tmp_path).reusable_prefix_share == round((8716 + 8466) / (1618 + 12249 + 12588), 4)
+    assert compute_stats(tmp_path).reusable_prefix_share == round((8716 + 8466) / (1618 + 12249 + 12807), 4)
 
 
 def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffer(

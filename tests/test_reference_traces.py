@@ -21,7 +21,12 @@ Then the task message stopped listing `inputs.json`, whose inputs it shows itsel
 imports end with two empty lines (its prompt token counts only). Then code-delivery seeded its own
 acceptance tests (`test_acceptance.py`): its task message, the Evaluator's pytest results (4 failed, 7
 passed; then 11 passed), the revise cycle's step_buffer (the task tests' messages), the sealed evidence
-lists and prompt token counts changed, nothing else.
+lists and prompt token counts changed, nothing else. Then (issue 45) run_pytest measured the delivered
+code from outside it, each author's tests in a session of their own: the run_pytest outputs (a section per
+session: the task's tests, the Specialist's), their facts (`report` is `checker`; `exercised`, the calls
+into each declared module, replaces in-process `coverage`), the Evaluator's prompts that quote them and
+their prompt token counts (code-delivery 28,634 → 28,853 tokens), a run_check's `unproven` (incident-
+review's data check: `[]`), and the new `delivery` (what the run delivers) changed, nothing else.
 """
 
 from __future__ import annotations

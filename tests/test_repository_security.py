@@ -137,7 +137,9 @@ class TestTheCommitIsPSEs:
         assert git(repo, "show", f"{summary.commit}:calc/core.py") == FIXED  # no clean filter ran
         committed = git(repo, "ls-tree", "-r", "--name-only", summary.commit).split()
         assert "calc/leak.py" not in committed and ".git" not in committed
-        assert "calc/leak.py (not a regular file" in trace["repository"]["note"]
+        # no check saw the link or the attributes file: they left the workspace when the run ended
+        left = {f["path"] for f in trace["delivery"]["left_out"]}
+        assert {"calc/leak.py", ".gitattributes"} <= left and ".gitattributes" not in committed
         assert not marker.exists(), marker.read_text() if marker.exists() else ""
         assert git(elsewhere, "rev-parse", "--all") == ""  # the pointer led PSE nowhere
         assert user_state(repo) == before

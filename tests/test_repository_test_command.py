@@ -94,10 +94,12 @@ class TestGivenTestCommand:
         assert _gate(trace, "check:tests")["passed"] is False
 
     def test_the_command_sees_the_sealed_snapshot_not_the_live_workspace(self, tmp_path: Path) -> None:
-        # a file no role wrote and no rule lets in (a scratch file the command would read) is not there
+        # a file no role wrote and no rule lets in (a scratch file the command would read) is not there;
+        # the command only reads files, so its exit status is evidence (a pytest one would be run as
+        # run_pytest runs: a compound of both runs the delivered code in-process and proves nothing)
         make_task(tmp_path, WITH_INPUT)
         repo = make_repo(tmp_path)
-        command = "test ! -e scratch.txt && " + COMMAND
+        command = "test ! -e scratch.txt && grep -q 'a + b' calc/core.py"
         writes = {"calc/core.py": FIXED, "scratch.txt": "left by the Specialist\n"}
         summary, trace = run(
             tmp_path, repo, turns(writes, checks=[RUN_TESTS]), inputs={"TEST_COMMAND": command}

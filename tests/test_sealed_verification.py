@@ -18,102 +18,30 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from pse.config import Settings
-from pse.protocol import ToolCall, parse_tool_calls, render_tool_calls
-from pse.runner import prepare_run, run_to_end
-from pse.sandbox import bwrap_problem, processes_of
-from pse.tools import builtin_tools
-
-BWRAP_MISSING = bwrap_problem()
-MODES = [
-    pytest.param(
-        "bwrap", marks=pytest.mark.skipif(BWRAP_MISSING is not None, reason=f"no bwrap: {BWRAP_MISSING}")
-    ),
-    "fallback",
-]
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = json.loads((ROOT / "tasks" / "code-delivery" / "cassette.json").read_text())["turns"]
-PLAN, EVALUATOR_PASS = DEMO[0]["content"], DEMO[8]["content"]
-
-
-def _demo_files() -> dict[str, str]:
-    calls = parse_tool_calls(DEMO[1]["content"], {s.name: s.signature for s in builtin_tools()}).items
-    return {c.arguments["path"]: c.arguments["content"] for c in calls if isinstance(c, ToolCall)}
-
-
-BUGGY = _demo_files()  # quicksort.py drops values equal to the pivot: 2 of its 7 tests fail
-FIXED = (
-    BUGGY["quicksort.py"]
-    .replace("larger = [", "equal = [i for i in items if i == pivot]\n    larger = [")
-    .replace("pivot, *quicksort(larger)", "*equal, *quicksort(larger)")
+from attack_support import (
+    BUGGY,
+    FIXED,
+    MODES,
+    ROOT,
+    TESTS,
+    calls,
+    cassette,
+    failures,
+    own_tests_task,
+    refused,
 )
-TESTS = BUGGY["test_quicksort.py"]
+from pse.config import Settings
+from pse.protocol import render_tool_calls
+from pse.runner import prepare_run, run_to_end
+from pse.sandbox import processes_of
 
 
 @pytest.fixture(params=MODES)
 def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-Calls = list[tuple[str, dict[str, str]]]
-
-
-def _cassette(tmp_path: Path, files: dict[str, str], *batches: Calls) -> Path:
-    """The demo's plan; a Specialist writing `files`; an Evaluator running the checks (one message per
-    batch), then saying PASS."""
-    batches = batches or ([("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})],)
-    turns = [
-        {"role": "Planner", "content": PLAN},
-        {
-            "role": "Specialist",
-            "content": render_tool_calls(
-                [("write_file", {"path": p, "content": c}) for p, c in files.items()]
-            ),
-        },
-        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
-        *({"role": "Evaluator", "content": render_tool_calls(batch)} for batch in batches),
-        {"role": "Evaluator", "content": EVALUATOR_PASS},
-    ]
-    path = tmp_path / "attack.json"
-    path.write_text(json.dumps({"turns": turns}))
-    return path
-
-
-def _run(
-    tmp_path: Path, mode: str, cassette: Path, task: str = "code-delivery", **extra: Any
-) -> dict[str, Any]:
-    settings = Settings(
-        provider="scripted", cassette=cassette, runs_dir=tmp_path / "runs", sandbox=mode,
-        max_partial_retries=0, max_fail_retries=0, replay_strict=False, **extra,
-    )  # type: ignore[arg-type]  # fmt: skip
-    summary = asyncio.run(run_to_end(prepare_run(task, settings)))
-    trace = json.loads(Path(summary.trace).read_text())
-    assert summary.outcome != "PASSED", f"forged PASS: {summary.outcome_reason}"
-    return trace
-
-
-def _own_tests_task(tmp_path: Path) -> Path:
-    """A tasks folder holding code-delivery without its seeded acceptance tests (task `own-tests`): only
-    the Specialist's tests can run the delivered file."""
-    tasks = tmp_path / "tasks"
-    folder = shutil.copytree(ROOT / "tasks" / "code-delivery", tasks / "own-tests")
-    (folder / "test_acceptance.py").unlink()
-    toml = (folder / "task.toml").read_text()
-    (folder / "task.toml").write_text(toml.replace('seed = ["test_acceptance.py"]\n', ""))
-    (tasks / "registry.toml").write_text('[tasks.own-tests]\npath = "own-tests"\n')
-    return tasks
-
-
-def _failures(trace: dict[str, Any]) -> list[str]:
-    return list(trace["cycles"][0]["gate"]["failures"])
-
-
-def _calls(trace: dict[str, Any], tool: str) -> list[dict[str, Any]]:
-    return [c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == tool]
 
 
 class TestSteeredByAFile:
@@ -131,9 +59,20 @@ class TestSteeredByAFile:
             "test_quicksort.py": 'pytest_plugins = ["qs_helpers"]\n' + TESTS,
             "qs_helpers.py": plugin,
         }
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
-        run = _calls(trace, "run_pytest")[-1]
-        assert run["status"] == "error" and run["facts"]["passed"] == 0
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
+        # the Specialist's session stops at its module (no result at all); the task's runs apart, and fails
+        assert run["status"] == "error" and "asks for plugins (pytest_plugins)" in run["output"]
+        assert run["facts"]["by_author"]["Specialist"] == {
+            "passed": 0,
+            "failed": 0,
+            "errors": 1,
+            "skipped": 0,
+        }
+        assert (run["facts"]["by_author"]["task"]["passed"], run["facts"]["by_author"]["task"]["failed"]) == (
+            2,
+            2,
+        )
         assert "qs_helpers.py (Specialist)" in run["output"]  # left out, and the Evaluator is told
         assert {"path": "qs_helpers.py", "author": "Specialist"} in run["facts"]["evidence"]["left_out"]
 
@@ -148,10 +87,18 @@ class TestSteeredByAFile:
             "quicksort.py": BUGGY["quicksort.py"] + hook,
             "test_quicksort.py": 'pytest_plugins = ["quicksort"]\n' + TESTS,
         }
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
-        run = _calls(trace, "run_pytest")[-1]
-        assert run["status"] == "error" and run["facts"]["passed"] == 0
-        assert "asks for plugins (pytest_plugins)" in run["output"]
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
+        assert run["status"] == "error" and "asks for plugins (pytest_plugins)" in run["output"]
+        assert run["facts"]["by_author"]["Specialist"] == {
+            "passed": 0,
+            "failed": 0,
+            "errors": 1,
+            "skipped": 0,
+        }
+        assert (
+            run["facts"]["by_author"]["task"]["failed"] == 2
+        )  # the hook never ran: the product is elsewhere
 
     def test_an_ignore_file_cannot_hide_a_file_from_ruff(self, tmp_path: Path, mode: str) -> None:
         # A correct quicksort with a lint finding ruff has no fix for (write_file applies ruff's safe fixes),
@@ -162,11 +109,11 @@ class TestSteeredByAFile:
             ".gitignore": "quicksort.py\n",
             ".ignore": "quicksort.py\n",
         }
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
-        ruff = _calls(trace, "run_ruff")[-1]
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        ruff = calls(trace, "run_ruff")[-1]
         assert ruff["status"] == "error" and ruff["facts"]["findings"] >= 1
         assert "quicksort.py:2:12: F821" in ruff["output"]
-        assert any(f.startswith("check:ruff:") for f in _failures(trace))
+        assert any(f.startswith("check:ruff:") for f in failures(trace))
 
 
 class TestOtherCodeRan:
@@ -176,8 +123,8 @@ class TestOtherCodeRan:
         self, tmp_path: Path, mode: str
     ) -> None:
         files = {**BUGGY, "quicksort/__init__.py": FIXED}  # a package wins over a module of the same name
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
-        run = _calls(trace, "run_pytest")[-1]
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
         # The delivered file ran: 2 of the Specialist's tests and 2 of the task's acceptance tests fail.
         assert (run["facts"]["passed"], run["facts"]["failed"]) == (7, 4)
         assert {"path": "quicksort/__init__.py", "author": "Specialist"} in run["facts"]["evidence"][
@@ -194,10 +141,10 @@ class TestOtherCodeRan:
             "test_quicksort.py": tests,
             "vendor/quicksort.py": FIXED,
         }
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files))
-        run = _calls(trace, "run_pytest")[-1]
+        trace = refused(tmp_path, mode, cassette(tmp_path, files))
+        run = calls(trace, "run_pytest")[-1]
         assert run["facts"]["failed"] == 4  # the Specialist's 2 and the task's 2, all on the delivered file
-        assert run["facts"]["coverage"]["quicksort.py"]["proven"] is True  # the declared file is what ran
+        assert run["facts"]["exercised"]["quicksort.py"]["proven"] is True  # the declared file is what ran
 
     def test_tests_that_never_touch_the_delivered_file_prove_nothing(self, tmp_path: Path, mode: str) -> None:
         files = {
@@ -205,15 +152,13 @@ class TestOtherCodeRan:
             "test_quicksort.py": "def test_sorted():\n    assert sorted([2, 1]) == [1, 2]\n",
         }
         # code-delivery's own acceptance tests would run the file: this is a task without any.
-        trace = _run(
-            tmp_path, mode, _cassette(tmp_path, files), "own-tests", tasks_dir=_own_tests_task(tmp_path)
+        trace = refused(
+            tmp_path, mode, cassette(tmp_path, files), "own-tests", tasks_dir=own_tests_task(tmp_path)
         )
-        run = _calls(trace, "run_pytest")[-1]
+        run = calls(trace, "run_pytest")[-1]
         assert (run["status"], run["facts"]["passed"], run["facts"]["failed"]) == ("error", 1, 0)
-        assert run["facts"]["coverage"]["quicksort.py"] == {
-            "imported": False, "statements": 0, "executed": 0, "in_tests": 0, "percent": 100.0, "proven": False,
-        }  # fmt: skip
-        assert any("quicksort.py: the tests never ran its code" in f for f in _failures(trace))
+        assert run["facts"]["exercised"]["quicksort.py"] == {"imported": False, "calls": 0, "proven": False}
+        assert any("quicksort.py: the tests never called its code" in f for f in failures(trace))
 
 
 SKIP_AT_IMPORT = "import pytest\n\npytest.skip('not today', allow_module_level=True)\n"
@@ -226,33 +171,36 @@ XFAIL_WHEN_WRONG = SKIP_WHEN_WRONG.replace("pytest.skip('flaky')", "pytest.xfail
 
 
 class TestNoMeaningfulTest:
-    """Class 3: pytest exits 0, but what ran is no evidence of the delivered code."""
+    """Class 3: pytest would exit 0, but what ran is no evidence of the delivered code. The delivered code runs
+    in a product process of its own: pytest's outcomes raised there (skip, xfail, exit) are exceptions like
+    any other when they reach a test, and a test that meets one fails."""
 
     @pytest.mark.parametrize(
-        ("suffix", "why"),
+        ("suffix", "failed", "why"),
         [
-            (SKIP_AT_IMPORT, "no test was collected"),
-            (SKIP_WHEN_WRONG, "test(s) skipped or xfailed"),
-            (XFAIL_WHEN_WRONG, "test(s) skipped or xfailed"),
-            (EXIT_WHEN_WRONG, "have no result (the session ended early)"),
+            (SKIP_AT_IMPORT, 0, "no test was collected"),
+            (SKIP_WHEN_WRONG, 5, "Skipped: flaky"),  # each test that meets a duplicate: 3 of the task's, 2
+            (XFAIL_WHEN_WRONG, 5, "XFailed: known"),
+            (EXIT_WHEN_WRONG, 5, "Exit: done"),
         ],
         ids=["skip-at-import", "skip-when-wrong", "xfail-when-wrong", "exit-when-wrong"],
     )
     def test_the_delivered_code_cannot_turn_failures_into_silence(
-        self, tmp_path: Path, mode: str, suffix: str, why: str
+        self, tmp_path: Path, mode: str, suffix: str, failed: int, why: str
     ) -> None:
         code = (
             SKIP_AT_IMPORT + BUGGY["quicksort.py"]
             if suffix is SKIP_AT_IMPORT
             else BUGGY["quicksort.py"] + "\n\n" + suffix
         )
-        trace = _run(tmp_path, mode, _cassette(tmp_path, {"quicksort.py": code, "test_quicksort.py": TESTS}))
-        run = _calls(trace, "run_pytest")[-1]
-        assert run["facts"]["failed"] == 0  # no test failed: pytest itself saw nothing wrong
-        assert run["status"] == "error" and any(why in p for p in run["facts"]["unproven"]), run["facts"][
-            "unproven"
-        ]
-        assert any(f.startswith("check:pytest:") and "not positive evidence" in f for f in _failures(trace))
+        trace = refused(
+            tmp_path, mode, cassette(tmp_path, {"quicksort.py": code, "test_quicksort.py": TESTS})
+        )
+        run = calls(trace, "run_pytest")[-1]
+        assert (run["status"], run["facts"]["failed"], run["facts"]["skipped"]) == ("error", failed, 0)
+        said = [*run["facts"]["unproven"], *(t.get("message", "") for t in run["facts"]["tests"])]
+        assert any(why in line for line in said), said
+        assert any(f.startswith("check:pytest:") for f in failures(trace))
 
 
 def _independent_task(tmp_path: Path) -> Path:
@@ -278,17 +226,17 @@ class TestAuthorship:
         )
         tests = TESTS.replace("import random\n", "import random\nimport types\n") + forged
         files = {"quicksort.py": FIXED, "test_quicksort.py": tests}
-        trace = _run(
-            tmp_path, mode, _cassette(tmp_path, files), task="guarded", tasks_dir=_independent_task(tmp_path)
+        trace = refused(
+            tmp_path, mode, cassette(tmp_path, files), task="guarded", tasks_dir=_independent_task(tmp_path)
         )
-        run = _calls(trace, "run_pytest")[-1]
+        run = calls(trace, "run_pytest")[-1]
         assert run["status"] == "ok", run["output"]  # the work is right, and its tests pass ...
-        # ... and the two that name an evaluation path are nobody's: a name a test reports is no author.
-        assert run["facts"]["by_author"]["unknown"]["passed"] == 2
+        # ... and the two that name an evaluation path are the Specialist's: a test's author is its session's
+        assert run["facts"]["by_author"]["Specialist"]["passed"] == 9
         assert "Evaluator" not in run["facts"]["by_author"]
         assert (
             "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
-            in _failures(trace)
+            in failures(trace)
         )
 
 
@@ -334,8 +282,8 @@ class TestOutlivedItsCommand:
         files = {"quicksort.py": BUGGY["quicksort.py"], "test_quicksort.py": tests}
         # The first run starts the daemon; the second, a message later, is what it works on.
         later = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
-        trace = _run(tmp_path, mode, _cassette(tmp_path, files, [("run_pytest", {"target": "."})], later))
-        first, second = _calls(trace, "run_pytest")
+        trace = refused(tmp_path, mode, cassette(tmp_path, files, [("run_pytest", {"target": "."})], later))
+        first, second = calls(trace, "run_pytest")
         assert (
             first["facts"]["failed"] == second["facts"]["failed"] == 4
         )  # nobody fixed the second one's files (2 of the Specialist's tests, 2 of the task's)
@@ -382,8 +330,8 @@ class TestCouldNotRun:
 
 
 class TestPositiveEvidenceAcrossSessions:
-    """The Evaluator's own session counts for coverage as much as the workspace's, in both modes (its
-    snapshot sits elsewhere under fallback: coverage is named by the path inside the snapshot)."""
+    """The Evaluator's own session counts for positive evidence as much as the workspace's, in both modes
+    (its snapshot sits elsewhere under fallback: a call is counted by the file inside the workspace)."""
 
     def test_a_module_only_the_evaluators_tests_exercise_is_proven(self, tmp_path: Path, mode: str) -> None:
         from pse.toolagent import Policy, ToolExecutor
@@ -412,7 +360,7 @@ class TestPositiveEvidenceAcrossSessions:
             "Specialist": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
             "Evaluator": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
         }
-        assert run.facts["coverage"]["quicksort.py"]["proven"] is True
+        assert run.facts["exercised"]["quicksort.py"]["proven"] is True
 
 
 class TestCheckThatCannotStart:

@@ -245,7 +245,7 @@ class TestCheckAttacks:
             "error",
             2,
             5,
-            "junit",
+            "checker",
         )
         ruff = ex.execute_sync("Evaluator", _calls(("run_ruff", {"target": "."}))).records[0]
         assert ruff.status == "error" and ruff.facts["findings"] >= 1
@@ -288,8 +288,16 @@ class TestCheckAttacks:
         )
         assert write.records[0].status == "ok"
         (buggy / "test_three.py").write_text("def test_three(three):\n    assert three == 3\n")
+        mine = "def test_mine(three):\n    assert three == 3\n"
+        ex.execute_sync("Specialist", _calls(("write_file", {"path": "test_quicksort.py", "content": mine})))
         run = self._pytest(ex)
-        assert run.facts["passed"] == 6 and "conftest.py (Specialist)" in run.output
+        assert "conftest.py (Specialist)" in run.output
+        # The Specialist's conftest serves the Specialist's tests, never the task's: one author's check
+        # configuration does not run beside another author's tests.
+        assert run.facts["by_author"] == {
+            "task": {"passed": 0, "failed": 0, "errors": 1, "skipped": 0},
+            "Specialist": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
+        }
         assert ex.role_written_config() == {"conftest.py": "Specialist"}
 
     def _gate(self, calls: list[Any], ws: Path, **policy: Any) -> Any:
@@ -347,14 +355,14 @@ class TestCheckAttacks:
         )
         own = self._pytest(ex)
         # It passes, and proves nothing: the delivered quicksort.py never ran.
-        assert (own.status, own.facts["passed"], own.facts["coverage"]["quicksort.py"]["imported"]) == (
+        assert (own.status, own.facts["passed"], own.facts["exercised"]["quicksort.py"]["imported"]) == (
             "error",
             1,
             False,
         )
         assert own.facts["unproven"] == [
-            "quicksort.py: the tests never ran its code from that path (imported and executed, measured by "
-            "coverage); tests that do not exercise the delivered file prove nothing about it"
+            "quicksort.py: the tests never called its code (counted from the product process's answers); tests "
+            "that do not exercise the delivered file prove nothing about it"
         ]
         gate = self._gate([own], ws, independent_tests=True)
         assert gate.failures[-1] == (

@@ -169,8 +169,8 @@ def counts(passed: int = 0, failed: int = 0, errors: int = 0, skipped: int = 0) 
 
 
 def _base(facts: dict[str, Any]) -> dict[str, Any]:
-    """A check's facts without the evidence lists (files and hashes, tests, coverage), asserted apart."""
-    return {k: v for k, v in facts.items() if k not in ("evidence", "tests", "coverage", "files")}
+    """A check's facts without the evidence lists (files and hashes, tests, exercised), asserted apart."""
+    return {k: v for k, v in facts.items() if k not in ("evidence", "tests", "exercised", "files")}
 
 
 def _result(output: str) -> list[str]:
@@ -184,7 +184,7 @@ def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
     before = sorted(p.name for p in good.rglob("*"))
     out = call("run_pytest", context(good, mode))
     assert out.status == "ok", out.output
-    assert _base(out.facts) == {"exit_code": 0, **counts(passed=2), "target": ".", "report": "junit",
+    assert _base(out.facts) == {"exit_code": 0, **counts(passed=2), "target": ".", "report": "checker",
                                 "by_author": {"task": counts(passed=2)}, "unproven": []}  # fmt: skip
     assert [(f["path"], f["kind"], f["author"]) for f in out.facts["evidence"]["files"]] == [
         ("calc.py", "input", "task"),
@@ -196,7 +196,7 @@ def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
     out = call("run_pytest", context(bad, mode))
     assert out.status == "error"
     assert _base(out.facts) == {"exit_code": 1, **counts(passed=1, failed=2, errors=1), "target": ".",
-                                "report": "junit", "by_author": {"task": counts(passed=1, failed=2, errors=1)},
+                                "report": "checker", "by_author": {"task": counts(passed=1, failed=2, errors=1)},
                                 "unproven": []}  # fmt: skip
     node = call("run_pytest", context(bad, mode), target="./test_calc.py::test_zero")
     assert node.facts["target"] == "test_calc.py::test_zero"  # a narrowed run says so: the gates see it
@@ -307,7 +307,7 @@ def test_run_ruff_ignores_noqa_comments_unless_the_task_declares_its_configurati
 
 
 def test_durations_are_dropped_from_every_summary_shape() -> None:
-    from pse.tools._checks import _without_duration
+    from pse.tools._pytest import _without_duration
 
     for line in ("7 tests collected in 0.01s", "no tests collected in 0.20s", "2 failed, 5 passed in 0.47s (0:00:00)",
                  "==== 1 test collected in 0.03s ===="):  # fmt: skip

@@ -15,12 +15,14 @@ __all__ = [
     "ClarificationRecord",
     "Cost",
     "CriterionResult",
+    "DeliveryRecord",
     "DriftRecord",
     "FindingRecord",
     "FormatRepair",
     "GateRecord",
     "GateResult",
     "HumanAnswer",
+    "LeftOutFile",
     "MessageRecord",
     "PlanItem",
     "PlanRecord",
@@ -57,6 +59,26 @@ class RepositoryRecord(_Record):
     patch: str | None = Field(None, description="`change.patch` in the run folder (absolute), when written")
     note: str = Field("", description="what became of the change: committed, none, kept as a patch")
     warning: str | None = Field(None, description="what a person should know: uncommitted changes left out")
+
+
+class LeftOutFile(_Record):
+    """A file a role wrote that no check admitted: not part of what the run delivers."""
+
+    path: str
+    author: str
+    kept_at: str | None = Field(None, description="where it was moved to (the run folder's `left-out/`)")
+
+
+class DeliveryRecord(_Record):
+    """What the run delivers: the workspace as the last checks saw it, and what a role wrote besides."""
+
+    files: int = Field(description="the workspace files the final manifest admits: what the run delivers")
+    left_out: list[LeftOutFile] = Field(
+        default_factory=list,
+        description="files a role wrote that no check saw: moved out of the workspace (a repository's "
+        "tracked file stays, and its change is not committed)",
+    )
+    note: str = Field("", description="what could not be done, if anything")
 
 
 class MessageRecord(_Record):

@@ -29,6 +29,7 @@ from pse.events import (
     ApprovalRecord,
     Cost,
     CycleStarted,
+    DeliveryRecord,
     DriftEvent,
     Event,
     FormatRepairEvent,
@@ -92,6 +93,9 @@ class Trace(TraceModel):
     sandbox: SandboxRecord | None = Field(None, description="which sandbox ran the tool commands")
     repository: RepositoryRecord | None = Field(
         None, description="a run on a repository (`--repo`): its base, branch, commit and patch"
+    )
+    delivery: DeliveryRecord | None = Field(
+        None, description="what the run delivers: the files its checks admitted, and what was left out"
     )
     task_message: str = ""
     plan: PlanRecord | None = None

@@ -77,7 +77,7 @@ def describe_call(call: ToolCallRecord) -> tuple[str, CallKind]:
     found: CallKind = "ok" if call.status == "ok" else "finding"
     unproven = facts.get("unproven") or []
     proof = f" · not evidence: {flat(str(unproven[0]), 90)}" if unproven else ""
-    if tool == Tool.RUN_PYTEST and facts.get("report") == "junit":
+    if tool == Tool.RUN_PYTEST and facts.get("report") == "checker":
         return f"pytest: {_counts(facts, ('passed', 'failed', 'errors', 'skipped'))}{proof}{took}", found
     if tool == Tool.RUN_RUFF and isinstance(facts.get("findings"), int):
         n = int(facts["findings"])
@@ -106,7 +106,8 @@ _CHECKS = (Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK)
 
 def describe_evidence(calls: list[ToolCallRecord]) -> list[str]:
     """What the last run of each check saw and proved: its sealed files, what was left out (and who wrote
-    it), the tests by author, each delivered module's coverage, and why it is not evidence, if it is not."""
+    it), the tests by author, the calls the tests made into each delivered module, and why it is not
+    evidence, if it is not."""
     last: dict[str, ToolCallRecord] = {}
     for call in calls:
         if (
@@ -143,16 +144,12 @@ def describe_evidence(calls: list[ToolCallRecord]) -> list[str]:
                 if isinstance(counts, dict)
             )
             lines.append(flat(f"  tests by author (PSE's write records): {who}"))
-        for module, cov in (facts.get("coverage") or {}).items():
-            if isinstance(cov, dict):
-                mark = "✓" if cov.get("proven") else "✗"
-                ran = (
-                    f"{cov.get('percent')}% of {cov.get('statements')} lines, "
-                    f"{cov.get('in_tests')} while tests ran"
-                    if cov.get("imported")
-                    else "never imported from its path"
-                )
-                lines.append(flat(f"  coverage {mark} {module}: {ran}"))
+        for module, used in (facts.get("exercised") or {}).items():
+            if isinstance(used, dict):
+                mark = "✓" if used.get("proven") else "✗"
+                count = used.get("calls")
+                ran = f"{count} call(s) from the tests" if used.get("imported") else "never imported"
+                lines.append(flat(f"  exercised {mark} {module}: {ran}"))
         for why in facts.get("unproven") or []:
             lines.append(flat(f"  not positive evidence: {why}"))
     return lines

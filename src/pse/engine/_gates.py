@@ -5,9 +5,10 @@ A PASS stands only if, in this cycle:
 * every expected output exists in the workspace (a regular file or folder, reached through no symlink);
 * every check the task requires was run by the Evaluator itself through the ToolAgent, and its *last*
   run: ran over a sealed snapshot of the evidence, succeeded by its machine-readable report (pytest's
-  JUnit XML and PSE's plugin record, ruff's JSON; a task check's exit code), is positive evidence (for
-  pytest: tests collected, every one run and passed, none skipped, each declared Python output executed
-  from its own path; for ruff: files checked), covered the whole target the task declares (not one test
+  checking sessions' records, ruff's JSON; a task check's exit code, when no role-written code could run
+  in it), is positive evidence (for pytest: tests collected, every one run and passed, none skipped, no
+  delivered code run in a checking process, each declared Python output called by the tests; for ruff:
+  files checked), covered the whole target the task declares (not one test
   node, not a sub-folder), and came after the last write to the workspace or the evaluation area (a
   later write makes it stale);
 * no check-configuration file a role wrote is in the workspace unless the task declares it;
@@ -34,7 +35,7 @@ from pse.tools import Tool, check_tool
 
 __all__ = ["GatePolicy", "evaluate_gates", "evidence_owed"]
 
-_REPORTS = {Tool.RUN_PYTEST: "junit", Tool.RUN_RUFF: "json"}
+_REPORTS = {Tool.RUN_PYTEST: "checker", Tool.RUN_RUFF: "json"}
 _JUDGE = Role.EVALUATOR
 
 
@@ -123,7 +124,7 @@ def _check_gate(
     if "evidence" not in last.facts:
         problems.append("it did not run over a sealed snapshot of the evidence")
     unproven = last.facts.get("unproven")
-    if wanted is not None and (unproven is None or unproven):
+    if (wanted is not None or tool == Tool.RUN_CHECK) and (unproven is None or unproven):
         problems.append(
             "not positive evidence: " + ("; ".join(map(str, unproven)) if unproven else "unknown")
         )
@@ -171,7 +172,7 @@ def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: 
     full = [
         (i, c)
         for i, c in _check_runs("pytest", calls)
-        if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "junit"
+        if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "checker"
     ]
     if not full:
         return GateResult(name=name, passed=False, detail="no full run_pytest of the Evaluator's own tests")

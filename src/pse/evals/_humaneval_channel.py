@@ -1,30 +1,62 @@
-"""The channel between the HumanEval check and the candidate's process: frames, plain values, the proxy.
+"""The channel between the HumanEval check and the candidate's process: plain values and the proxy.
 
-The check script (`_humaneval_check.py`) is staged with this module beside it and loads it by path; the
-parent speaks through `CandidateProcess`, the child (the script's `--serve` mode) answers through
-`read_frame`, `write_frame` and `encode_value`. Standard library only, like the script.
+The check script (`_humaneval_check.py`) is staged with this module and `pse.product._wire` (the frames
+and process flags every measuring channel of PSE's uses) beside it, and loads them by path; the parent
+speaks through `CandidateProcess`, the child (the script's `--serve` mode) answers through `read_frame`,
+`write_frame` and `encode_value`. Standard library only, like the script.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import pickle
 import re
-import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any
+
+_WIRED = ("ChannelClosed", "ChannelTimeout", "read_frame", "write_frame", "prctl", "PR_SET_PDEATHSIG",
+          "PR_SET_DUMPABLE", "PR_SET_NO_NEW_PRIVS")  # fmt: skip
+if TYPE_CHECKING or __name__.startswith("pse."):  # imported from the package
+    from pse.product._wire import (
+        PR_SET_DUMPABLE,
+        PR_SET_NO_NEW_PRIVS,
+        PR_SET_PDEATHSIG,
+        ChannelClosed,
+        ChannelTimeout,
+        prctl,
+        read_frame,
+        write_frame,
+    )
+else:  # loaded by path (`python -I`): `_wire.py` staged beside this module, or where the package has it
+
+    def _wire() -> ModuleType:
+        here = os.path.dirname(os.path.abspath(__file__))
+        for path in (os.path.join(here, "_wire.py"), os.path.join(here, os.pardir, "product", "_wire.py")):
+            spec = importlib.util.spec_from_file_location("_wire", path)
+            if spec is not None and spec.loader is not None and os.path.isfile(path):
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                return module
+        raise ImportError(f"cannot load _wire.py: stage it beside {os.path.basename(__file__)}")
+
+    _loaded = _wire()  # once: its exception classes are the ones its functions raise
+    globals().update({name: getattr(_loaded, name) for name in _WIRED})
 
 __all__ = [
     "MAX_ANSWER_BYTES",
     "MAX_DEPTH",
     "MAX_REQUEST_BYTES",
+    "PR_SET_DUMPABLE",
+    "PR_SET_NO_NEW_PRIVS",
+    "PR_SET_PDEATHSIG",
     "CandidateError",
     "CandidateProcess",
     "ChannelClosed",
@@ -32,6 +64,7 @@ __all__ = [
     "Unsupported",
     "decode_value",
     "encode_value",
+    "prctl",
     "read_frame",
     "write_frame",
 ]
@@ -42,7 +75,6 @@ MAX_DEPTH = 200  # nesting of an encoded value
 OUTPUT_TAIL_BYTES = 1024  # how much of the child's stdout/stderr the parent keeps
 STOP_GRACE_S = 2.0  # waiting for a killed child and for the output drain
 
-_HEADER = struct.Struct(">I")
 _HEX_INT = re.compile(r"-?[0-9a-f]+")
 _CHECK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_humaneval_check.py")
 """The script whose `--serve` mode is the child: staged beside this module."""
@@ -55,66 +87,8 @@ class CandidateError(BaseException):
     """
 
 
-class ChannelClosed(Exception):
-    """The other end of a pipe closed it."""
-
-
-class ChannelTimeout(Exception):
-    """A pipe read or write missed its deadline."""
-
-
 class Unsupported(Exception):
     """The child cannot encode a result: its type is outside the protocol, or it is too deep or large."""
-
-
-# --- frames: a 4-byte big-endian length, then the body --------------------------------------------
-
-
-def _wait(fd: int, events: int, deadline: float | None) -> None:
-    """Block until `fd` is ready for `events`; no deadline means wait forever."""
-    if deadline is None:
-        return
-    poller = select.poll()
-    poller.register(fd, events)
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ChannelTimeout
-        if poller.poll(max(1, int(remaining * 1000))):
-            return
-
-
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        _wait(fd, select.POLLIN, deadline)
-        chunk = os.read(fd, min(size - len(data), 1 << 20))
-        if not chunk:
-            raise ChannelClosed
-        data += chunk
-    return bytes(data)
-
-
-def read_frame(fd: int, limit: int, deadline: float | None = None) -> bytes:
-    """One frame's body; `ChannelClosed` at a clean end of stream, ValueError over `limit` bytes."""
-    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if size > limit:
-        raise ValueError(f"a frame of {size} bytes is over the {limit}-byte limit")
-    return _read_exact(fd, size, deadline)
-
-
-def write_frame(fd: int, body: bytes, deadline: float | None = None) -> None:
-    """Write one frame; a non-blocking `fd` lets the deadline bound a reader that stopped reading."""
-    view = memoryview(_HEADER.pack(len(body)) + body)
-    while view:
-        _wait(fd, select.POLLOUT, deadline)
-        try:
-            written = os.write(fd, view)
-        except BlockingIOError:
-            continue
-        except BrokenPipeError as exc:
-            raise ChannelClosed from exc
-        view = view[written:]
 
 
 # --- values: tagged JSON, each node a [tag, payload] pair -----------------------------------------

@@ -1,7 +1,7 @@
 """The hidden check for one HumanEval problem, run against an untrusted `solution.py`.
 
 Usage (inside the evaluation sandbox, with only the interpreter and, beside this script, the channel
-module `_humaneval_channel.py` it loads by path)::
+module `_humaneval_channel.py` and the frames module `_wire.py` it loads by path)::
 
     python -I _humaneval_check.py [--call-timeout S] SOLUTION_PY  < problem.json
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import contextlib
-import ctypes
 import importlib.util
 import json
 import math
@@ -57,9 +56,6 @@ MAX_OUTPUT_CHARS = 3000  # everything this script prints
 MAX_MESSAGE_CHARS = 400  # one exception message from the child
 NOBODY = 65534
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_SET_NO_NEW_PRIVS = 38
 _PROBLEM_KEYS = ("task_id", "prompt", "test", "entry_point")
 _CHANNEL = "_humaneval_channel"
 """The module of the channel to the candidate's process, staged beside this script."""
@@ -81,11 +77,15 @@ if TYPE_CHECKING or __name__ != "__main__":  # imported from the package (the te
     from pse.evals._humaneval_channel import (
         MAX_ANSWER_BYTES,
         MAX_REQUEST_BYTES,
+        PR_SET_DUMPABLE,
+        PR_SET_NO_NEW_PRIVS,
+        PR_SET_PDEATHSIG,
         CandidateError,
         CandidateProcess,
         ChannelClosed,
         Unsupported,
         encode_value,
+        prctl,
         read_frame,
         write_frame,
     )
@@ -101,18 +101,6 @@ class ProblemError(Exception):
 
 
 # --- child: import the solution and serve calls ---------------------------------------------------
-
-
-def _prctl(option: int, value: int) -> bool:
-    """Linux prctl(2) through ctypes; False where it is missing or refused (the callers are best-effort)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        zero = ctypes.c_ulong(0)
-        return int(libc.prctl(option, ctypes.c_ulong(value), zero, zero, zero)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def _drop_root() -> None:
@@ -181,8 +169,8 @@ def serve(solution: str, entry_point: str, request_fd: int, answer_fd: int) -> i
     with open(solution, "rb") as handle:  # read before dropping root: the file may be root-only
         source = handle.read()
     _drop_root()
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary can hand the candidate privileges back
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid switch, which clears it
+    prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary can hand the candidate privileges back
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid switch, which clears it
     try:
         function = _import_entry_point(solution, entry_point, source)
     except BaseException as exc:  # sys.exit() at the solution's top level included
@@ -277,7 +265,7 @@ def _emit(line: str, tail: str = "") -> None:
 
 def _make_undumpable() -> None:
     """Forbid same-uid processes (the child above all) to read this one's memory and fds via /proc."""
-    _prctl(_PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_DUMPABLE, 0)
 
 
 def _detach_stdin() -> None:

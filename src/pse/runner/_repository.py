@@ -3,7 +3,8 @@
 At the start, `open_repository` makes the run's workspace a worktree of the repository on `pse/<run_id>`
 (`pse.repo`), lists the repository's files at the base ref for the evidence rules (`RepositoryFiles`:
 inputs no role wrote; the protected ones read-only to every role) and writes the record into the run
-folder. At the end, `finish_repository` turns what roles wrote into the run's change: one commit on the
+folder. At the end, `finish_repository` turns what roles wrote and the checks saw (`pse.runner._delivery`)
+into the run's change: one commit on the
 branch when the run PASSED (the plan's goal, then `PSE-Run`, `PSE-Outcome`, `PSE-Criteria` trailers) and
 its `git format-patch` as `change.patch`; on any other outcome nothing is committed and `change.patch`
 holds the diff so far, for a person to read.
@@ -31,6 +32,7 @@ from pse.repo import (
     read_record,
     write_record,
 )
+from pse.runner._delivery import left_out_paths
 from pse.tasks import Task
 from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles, is_test_file, protecting_glob
 from pse.trace import Trace
@@ -120,8 +122,10 @@ def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) ->
     """
     record = repository.record.model_copy()
     outcome = trace.outcome
+    unchecked = left_out_paths(trace.delivery)  # what no check saw is never part of the change
+    written = [path for path in repository.written() if path not in unchecked]
     try:
-        change = change_of(record, run_dir / "workspace", repository.written())
+        change = change_of(record, run_dir / "workspace", written)
         commit = None
         if outcome == "PASSED" and not change.empty:
             plan = trace.plan

@@ -38,6 +38,7 @@ from pse.exceptions import ConfigError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder
 from pse.runner._clients import RunClients
+from pse.runner._delivery import deliver
 from pse.runner._frame import RunFrame
 from pse.runner._given import given_for_roles
 from pse.runner._index import StoreIndexer
@@ -51,7 +52,7 @@ from pse.runner._tools import build_tools
 from pse.tasks import Task
 from pse.team import RoleSetup
 from pse.telemetry import RunTelemetry, telemetry_for
-from pse.toolagent import ToolAgent
+from pse.toolagent import ToolAgent, ToolExecutor
 
 __all__ = ["PreparedRun", "wire"]
 
@@ -246,11 +247,8 @@ def _wire_run(
         ),
         meters=RunMeters(usage=run_clients.meter, prefixes=run_clients.prefixes, price=run_clients.price),
         approvals=approvals,
-        conclude=(
-            functools.partial(finish_repository, repository, run_dir=run_dir)
-            if repository is not None
-            else None
-        ),  # the commit on PASSED, before the outcome event announces it
+        conclude=functools.partial(_conclude, executor, repository, run_dir),
+        # the deliverable, and a repository run's commit on PASSED, before the outcome event announces it
     )
     engine = Engine(setup, trace)
     if repository is not None and engine.trace.repository is None:
@@ -271,3 +269,10 @@ def _wire_run(
         mcp=mcp,
         repository=repository,
     )
+
+
+def _conclude(executor: ToolExecutor, repository: RunRepository | None, run_dir: Path, trace: Trace) -> None:
+    """A run's last work: the workspace made what its checks saw, then a repository run's change."""
+    trace.delivery = deliver(executor, run_dir)
+    if repository is not None:
+        finish_repository(repository, trace, run_dir)

@@ -16,6 +16,7 @@ the seccomp filter (bwrap cannot combine `--disable-userns` with a map written f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -27,7 +28,15 @@ from pathlib import Path
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox._identity import Identity
 
-__all__ = ["SYSTEM_DIRS", "bwrap_argv", "drop_privileges", "parent_dirs", "write_userns_maps"]
+__all__ = [
+    "SYSTEM_DIRS",
+    "bwrap_argv",
+    "bwrap_child_pid",
+    "drop_privileges",
+    "parent_dirs",
+    "read_available",
+    "write_userns_maps",
+]
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -172,3 +181,35 @@ def write_userns_maps(info_fd: int, block_fd: int, identity: Identity, deadline_
             f"could not map the sandbox uid {identity.uid} for bwrap: {exc}"
         ) from exc
     os.write(block_fd, b"1")
+
+
+def read_available(fd: int) -> bytes:
+    """What can be read from `fd` now, without waiting."""
+    chunks: list[bytes] = []
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def bwrap_child_pid(status_fd: int, timeout_s: float) -> int:
+    """The pid of bwrap's child, read from its JSON status descriptor (EOF first: bwrap failed)."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for line in data.decode(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                status = json.loads(line)
+                if isinstance(status, dict) and "child-pid" in status:
+                    return int(status["child-pid"])
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ToolInfrastructureError("bwrap did not report its child process in time")
+        ready, _, _ = select.select([status_fd], [], [], left)
+        if ready:
+            chunk = os.read(status_fd, 65536)
+            if not chunk:
+                raise ToolInfrastructureError("bwrap failed to start the process")
+            data += chunk

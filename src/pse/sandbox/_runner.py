@@ -52,7 +52,7 @@ from pse.sandbox._bwrap import drop_privileges
 from pse.sandbox._copies import Accept, copy_workspace, sync_back
 from pse.sandbox._hidden import check_hidden
 from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity, closed_ancestor
-from pse.sandbox._launch import Launch, Launcher
+from pse.sandbox._launch import Launch, Launcher, close_fds
 from pse.sandbox._process import limits_prefix, read_outbox
 from pse.sandbox._seccomp import seccomp_problem
 from pse.sandbox._snapshot import build_snapshot, unseal
@@ -207,6 +207,8 @@ class Sandbox(Launcher):
         accept: Accept | None = None,
         stdin: bytes | None = None,
         snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None = None,
+        shared: Mapping[str, Path] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> CommandResult:
         """Run `argv` in the workspace; never raises for the command's own failure.
 
@@ -228,18 +230,27 @@ class Sandbox(Launcher):
                 (its live folder, the admitted paths). `workspace` replaces the workspace; every other
                 area is `{NAME}`. The command sees nothing else of either; hashes come back in
                 `CommandResult.snapshot`.
+            shared: NAME → a host directory the command reads and writes in place (`{NAME}`): what a
+                check shares with the product process it talks to (pytest's temporary folders).
+            pass_fds: descriptors the command inherits, at the same numbers (a check's channel to its
+                product, its report pipe). The sandbox owns them: each is closed in PSE once the command
+                started, or could not be.
 
         Raises:
             ToolInfrastructureError: the sandbox itself could not be set up, or the command could not be
                 started in it (a check that could not run is not a check that failed).
             SnapshotTooLarge: the snapshot's files exceed its size cap (the role's problem).
         """
-        if self.unreachable is not None:
-            raise ToolInfrastructureError(self.unreachable)
-        return self._run(
-            argv, writable=writable, ro_binds=ro_binds, output_limit=output_limit, private=private,
-            outbox=outbox, accept=accept, stdin=stdin, snapshot=snapshot,
-        )  # fmt: skip
+        owned = list(pass_fds)  # `_run` hands them to the launch, which closes them; else they close here
+        try:
+            if self.unreachable is not None:
+                raise ToolInfrastructureError(self.unreachable)
+            return self._run(
+                argv, writable=writable, ro_binds=ro_binds, output_limit=output_limit, private=private,
+                outbox=outbox, accept=accept, stdin=stdin, snapshot=snapshot, shared=shared, pass_fds=owned,
+            )  # fmt: skip
+        finally:
+            close_fds(*owned)
 
     def _run(
         self,
@@ -253,6 +264,8 @@ class Sandbox(Launcher):
         accept: Accept | None = None,
         stdin: bytes | None = None,
         snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None = None,
+        shared: Mapping[str, Path] | None = None,
+        pass_fds: list[int] | None = None,
     ) -> CommandResult:
         if snapshot is not None and writable:
             raise ValueError("a command over a snapshot is read-only")
@@ -275,6 +288,8 @@ class Sandbox(Launcher):
                 for name, root in sealed.roots.items():
                     if name != "workspace":
                         places[name] = self._place(root, f"{_INSIDE}/{name}", binds, rw=False)
+            for name, host in (shared or {}).items():
+                places[name] = self._place(host, f"{_INSIDE}/{name}", binds, rw=True)
             box = scratch / "outbox"
             if outbox:
                 box.mkdir(mode=0o700)
@@ -306,6 +321,9 @@ class Sandbox(Launcher):
                         *command,
                     ]
                 launch.sweep_uid = identity.uid if identity.leased else None
+                if pass_fds:
+                    launch.pass_fds = (*launch.pass_fds, *pass_fds)
+                    pass_fds.clear()  # the launch closes them from here on, whatever happens
                 result = self._execute(launch, cap, stdin)
             finally:
                 if sealed is not None:

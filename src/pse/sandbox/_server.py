@@ -11,7 +11,8 @@ What differs:
     (`call_timeout`, the tool timeout cut by the run's wall-clock limit);
   * stdin and stdout are pipes the caller speaks over; stderr goes to a file (`stderr_tail`), bounded
     by the file-size limit;
-  * its view of the workspace is fixed when it starts (`access`):
+  * its view of the workspace is fixed when it starts (`access`), or is a sealed `snapshot` (a check's
+    product process: exactly the check's files, read-only, hashed in `SandboxedProcess.snapshot`):
       - "none": an empty directory;
       - "read-only": under bwrap the real workspace, bound read-only (it sees every change at once);
         under fallback a private copy, made equal to the workspace again before each request and never
@@ -34,22 +35,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import subprocess
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
 from pse.exceptions import ToolInfrastructureError
-from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, drop_privileges, write_userns_maps
+from pse.sandbox._bwrap import (
+    HANDSHAKE_TIMEOUT_S,
+    bwrap_child_pid,
+    drop_privileges,
+    read_available,
+    write_userns_maps,
+)
 from pse.sandbox._copies import Accept, Copy, Synced, copy_workspace, refresh_copy, sync_back
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import Identity
 from pse.sandbox._launch import Launch, close_fds
 from pse.sandbox._process import kill_group, limits_prefix, wait_gone
 from pse.sandbox._runner import _INSIDE, Sandbox, _substitute
+from pse.sandbox._snapshot import build_snapshot, unseal
 from pse.sandbox._uids import lease_uid
 
 __all__ = ["STDERR_TAIL_CHARS", "SandboxedProcess", "WorkspaceAccess", "start_process"]
@@ -90,6 +97,8 @@ class SandboxedProcess:
         self._stopped = False
         self._lease = contextlib.ExitStack()  # fallback as root: the uid leased for the process's life
         self._identity = sandbox.identity
+        self.snapshot: Mapping[str, Mapping[str, str]] = {}
+        """The sha256 of each file of its sealed snapshot, by area (empty: it was given none)."""
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -108,7 +117,7 @@ class SandboxedProcess:
             return code
         if self._exit_code is None:
             with contextlib.suppress(OSError):
-                for line in _read_available(self._status_fd).decode(errors="replace").splitlines():
+                for line in read_available(self._status_fd).decode(errors="replace").splitlines():
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
                         self._exit_code = int(json.loads(line)["exit-code"])
         return self._exit_code if self._exit_code is not None else code
@@ -174,6 +183,9 @@ class SandboxedProcess:
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+        snapshot = Path(self._scratch.name) / "snapshot"
+        if snapshot.is_dir():
+            unseal(snapshot)
         self._scratch.cleanup()
         self._lease.close()  # fallback as root: every process of the server's uid is gone, the uid free
 
@@ -187,6 +199,10 @@ def start_process(
     private: Mapping[str, Path] | None = None,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
+    snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None = None,
+    shared: Mapping[str, Path] | None = None,
+    ro_binds: Sequence[Path] = (),
+    channel: tuple[int, int] | None = None,
 ) -> SandboxedProcess:
     """Start `argv` in `sandbox` with stdin and stdout as pipes.
 
@@ -198,10 +214,42 @@ def start_process(
         private: NAME → a host directory the process gets a read-only copy of (e.g. the task folder).
         cwd: where it starts, with the same placeholders (default: its view of the workspace).
         env: variables set over the scrubbed environment.
+        snapshot: a sealed snapshot in place of the workspace (a check's product process), as
+            `Sandbox.run` takes it; `access` is then ignored.
+        shared: NAME → a host directory the process reads and writes in place (`{NAME}`).
+        ro_binds: extra host directories it may read in place under bwrap (PSE's package).
+        channel: descriptors to be its stdin and stdout instead of pipes to PSE (a check's product
+            talks to the check, not to PSE); the process owns them: PSE's copies are closed here.
 
     Raises:
         ToolInfrastructureError: the sandbox could not start it (bwrap failed, no such program).
     """
+    options = _Options(
+        access, network, private or {}, cwd, env or {}, snapshot, shared or {}, ro_binds, channel
+    )
+    try:
+        return _start(sandbox, argv, options)
+    finally:
+        close_fds(*(channel or ()))  # the process has its own copies now, or was never started
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What `start_process` was asked for, beside the command."""
+
+    access: WorkspaceAccess
+    network: bool
+    private: Mapping[str, Path]
+    cwd: str | None
+    env: Mapping[str, str]
+    snapshot: Mapping[str, tuple[Path, Mapping[str, str]]] | None
+    shared: Mapping[str, Path]
+    ro_binds: Sequence[Path]
+    channel: tuple[int, int] | None
+
+
+def _start(sandbox: Sandbox, argv: Sequence[str], options: _Options) -> SandboxedProcess:
+    access = options.access
     if sandbox.halted is not None:
         raise ToolInfrastructureError(f"not started: {sandbox.halted}")
     lease = contextlib.ExitStack()
@@ -219,11 +267,17 @@ def start_process(
             os.chmod(root, 0o711)  # the process's uid may enter, not list
         places: dict[str, str] = {}
         binds: list[tuple[str, str, bool]] = []
-        for name, source in (private or {}).items():
+        for name, source in options.private.items():
             copied = copy_workspace(source, root / f"private-{name}", identity)
             places[name] = sandbox._place(copied.root, f"{_INSIDE}/{name}", binds, rw=False)
+        for name, host in options.shared.items():
+            places[name] = sandbox._place(host, f"{_INSIDE}/{name}", binds, rw=True)
         view: Path | None = None
-        if access == "read-only" and sandbox.mode == "bwrap":
+        sealed = None
+        if options.snapshot is not None:  # a check's product: exactly the check's files, read-only
+            sealed = build_snapshot(root / "snapshot", options.snapshot)
+            source_dir = sealed.roots["workspace"]
+        elif access == "read-only" and sandbox.mode == "bwrap":
             source_dir = sandbox.workspace
         elif access == "none":
             source_dir = root / "workspace"
@@ -233,10 +287,12 @@ def start_process(
             source_dir = view = copy_workspace(sandbox.workspace, root / "workspace", identity).root
         places["workspace"] = str(sandbox.workspace if sandbox.mode == "bwrap" else source_dir)
         command = [_substitute(arg, places) for arg in argv]
-        start_dir = _substitute(cwd, places) if cwd else places["workspace"]
+        start_dir = _substitute(options.cwd, places) if options.cwd else places["workspace"]
         label = f"{sandbox.mode}-{_LABELS[access]}"
         if sandbox.mode == "fallback" and access == "read-only":
             label = "fallback-copy"
+        if options.snapshot is not None:
+            label = f"{sandbox.mode}-snapshot"
         home = root / "home"
         home.mkdir(mode=0o700)
         identity.chown(home)
@@ -244,11 +300,11 @@ def start_process(
             launch = sandbox._bwrap(
                 command,
                 source_dir,
-                access == "read-write",
-                (),
+                access == "read-write" and options.snapshot is None,
+                options.ro_binds,
                 binds,
                 root,
-                network=network,
+                network=options.network,
                 chdir=start_dir,
                 marker=False,
             )
@@ -263,14 +319,15 @@ def start_process(
         scratch.cleanup()
         lease.close()
         raise
-    environment = {**scrubbed_environment(launch.home), **(env or {})}
+    environment = {**scrubbed_environment(launch.home), **options.env}
     try:
-        handle = _spawn(sandbox, launch, environment, scratch, view, stderr, access)
+        handle = _spawn(sandbox, launch, environment, scratch, view, stderr, options)
     except BaseException:
         lease.close()
         raise
     handle._lease = lease
     handle._identity = identity
+    handle.snapshot = sealed.hashes if sealed is not None else {}
     return handle
 
 
@@ -281,7 +338,7 @@ def _spawn(
     scratch: tempfile.TemporaryDirectory[str],
     view: Path | None,
     stderr: IO[bytes],
-    access: WorkspaceAccess,
+    options: _Options,
 ) -> SandboxedProcess:
     def fail(why: str) -> ToolInfrastructureError:
         stderr.close()
@@ -290,8 +347,10 @@ def _spawn(
 
     try:
         proc = subprocess.Popen(
-            launch.argv, cwd=launch.cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=stderr, start_new_session=True, pass_fds=launch.pass_fds, bufsize=0,
+            launch.argv, cwd=launch.cwd, env=env, stderr=stderr, start_new_session=True,
+            pass_fds=launch.pass_fds, bufsize=0,
+            stdin=subprocess.PIPE if options.channel is None else options.channel[0],
+            stdout=subprocess.PIPE if options.channel is None else options.channel[1],
         )  # fmt: skip
     except OSError as exc:
         close_fds(launch.status_fd, launch.info_fd, launch.block_fd)
@@ -300,13 +359,13 @@ def _spawn(
         close_fds(*launch.pass_fds)
     with sandbox._lock:
         sandbox._running.add(proc.pid)
-    handle = SandboxedProcess(sandbox, proc, scratch, view, stderr, launch.label, access)
+    handle = SandboxedProcess(sandbox, proc, scratch, view, stderr, launch.label, options.access)
     handle._status_fd = launch.status_fd  # kept open: bwrap writes the exit code there at the end
     try:
         if launch.info_fd >= 0:
             write_userns_maps(launch.info_fd, launch.block_fd, sandbox.identity, HANDSHAKE_TIMEOUT_S)
         if launch.status_fd >= 0:
-            handle._child = _child_pid(launch.status_fd, HANDSHAKE_TIMEOUT_S)
+            handle._child = bwrap_child_pid(launch.status_fd, HANDSHAKE_TIMEOUT_S)
     except ToolInfrastructureError as exc:
         tail = handle.stderr_tail().strip()
         handle.stop()
@@ -314,35 +373,3 @@ def _spawn(
     finally:
         close_fds(launch.info_fd, launch.block_fd)
     return handle
-
-
-def _read_available(fd: int) -> bytes:
-    """What can be read from `fd` now, without waiting."""
-    chunks: list[bytes] = []
-    while select.select([fd], [], [], 0)[0]:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _child_pid(status_fd: int, timeout_s: float) -> int:
-    """The pid of bwrap's child, read from its JSON status descriptor (EOF first: bwrap failed)."""
-    data = b""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        for line in data.decode(errors="replace").splitlines():
-            with contextlib.suppress(ValueError, TypeError):
-                status = json.loads(line)
-                if isinstance(status, dict) and "child-pid" in status:
-                    return int(status["child-pid"])
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ToolInfrastructureError("bwrap did not report its child process in time")
-        ready, _, _ = select.select([status_fd], [], [], left)
-        if ready:
-            chunk = os.read(status_fd, 65536)
-            if not chunk:
-                raise ToolInfrastructureError("bwrap failed to start the process")
-            data += chunk

@@ -133,13 +133,10 @@ class ToolExecutor:
         self.sandbox = sandbox if sandbox is not None else sandbox_for(self.workspace, settings)
         self.provenance = Provenance(history)
         self.redactor = redactor if redactor is not None else Redactor(settings_secrets(settings))
-        self.evidence = replace(evidence or EvidenceRules(), check_config=self.check_config)
+        rules = evidence or EvidenceRules()  # a write a person approved is declared by that person
+        self.evidence = replace(rules, check_config=self.check_config, approved=self.provenance.approved)
         self._accept = evidence_guard(
-            self.check_config,
-            self.evidence.expected_outputs,
-            self.provenance,
-            self.workspace,
-            self.evidence.repository,
+            self.check_config, rules.expected_outputs, self.provenance, self.workspace, rules.repository
         )
         self._decider = Decider(self.policy, self.registry, settings, self._context, self._accept)
         self._on_record = on_record

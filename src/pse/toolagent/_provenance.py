@@ -47,10 +47,12 @@ def _key(area: str, path: str) -> tuple[str, str]:
 
 
 class Provenance:
-    """Authors of files, by (area, path): the last role that wrote each one."""
+    """Authors of files, by (area, path): the last role that wrote each one, and whether a person
+    approved that write (a call an approval rule held)."""
 
     def __init__(self, records: Iterable[ToolCallRecord] = ()) -> None:
         self._authors: dict[tuple[str, str], str] = {}
+        self._approved: set[tuple[str, str]] = set()
         for record in records:
             self.note(record)
 
@@ -59,10 +61,19 @@ class Provenance:
         if record.decision != "allowed" or record.status not in ("ok", "error", "timeout"):
             return
         facts = record.facts
+        written = [_key("workspace", str(path)) for path in facts.get("wrote", [])]
         if record.tool == Tool.WRITE_FILE and record.status == "ok" and "path" in facts:
-            self._authors[_key(str(facts.get("area", "workspace")), str(facts["path"]))] = record.requester
-        for path in facts.get("wrote", []):
-            self._authors[_key("workspace", str(path))] = record.requester
+            written.append(_key(str(facts.get("area", "workspace")), str(facts["path"])))
+        for key in written:
+            self._authors[key] = record.requester
+            if record.approval is not None:
+                self._approved.add(key)
+            else:
+                self._approved.discard(key)
+
+    def approved(self, area: str = "workspace") -> list[str]:
+        """The files of `area` whose last write a person approved: the person declared them."""
+        return sorted(path for a, path in self._approved if a == area)
 
     def author(self, area: str, path: str) -> str:
         """Who wrote `path` last: a role's name, or `task`."""

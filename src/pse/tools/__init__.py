@@ -8,12 +8,7 @@ functions are exported as `ToolFunction`s of the same names, which `builtin_tool
 """
 
 from pse.protocol import ParamSpec
-from pse.tools._checks import (
-    normalize_target,
-    parse_pytest_summary,
-    pytest_plugin_missing,
-    run_pytest,
-)
+from pse.tools._checks import normalize_target
 from pse.tools._commands import bash, run_check
 from pse.tools._evidence import (
     PROTECTED_BY_DEFAULT,
@@ -27,7 +22,6 @@ from pse.tools._evidence import (
     protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
-from pse.tools._junit import COLLECTION_FAILURE
 from pse.tools._names import (
     BUILTIN_CHECKS,
     MCP_NAME,
@@ -42,6 +36,8 @@ from pse.tools._names import (
 )
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
+from pse.tools._pytest import parse_pytest_summary, pytest_plugin_missing, run_pytest
+from pse.tools._record import COLLECTION_FAILURE
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 from pse.tools._ruff import run_ruff
 

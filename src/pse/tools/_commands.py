@@ -1,17 +1,21 @@
 """Command tools: bash and run_check. They run in the sandbox and report facts.
 
 Status rule for every command tool: `ok` when the command exited 0, `error` otherwise, `timeout` when it
-was killed. Facts always hold `exit_code` (None after a timeout), so the engine's gates need no parsing.
-A read-write command's changes come back through the workspace's check-configuration guard; facts
-`wrote` and `refused` list what was kept and what was not.
+was killed; a check whose exit status is no evidence (`pse.tools._exit_evidence`) is `error` too. Facts
+always hold `exit_code` (None after a timeout), so the engine's gates need no parsing. A read-write
+command's changes come back through the workspace's check-configuration guard; facts `wrote` and
+`refused` list what was kept and what was not.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pse.sandbox import CommandResult
 from pse.tools._checks import command_outcome, evidence_facts, manifest_of, snapshot_areas
+from pse.tools._exit_evidence import exit_status_problem, pytest_targets
+from pse.tools._pytest import pytest_over
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["bash", "run_check"]
@@ -46,18 +50,33 @@ def bash(ctx: ToolContext, command: str) -> ToolOutcome:
 
 def run_check(ctx: ToolContext, name: str) -> ToolOutcome:
     """Run one of the task's declared check commands over a sealed snapshot of the evidence, read-only;
-    facts: exit_code, check, evidence.
+    facts: exit_code, check, evidence, unproven (why its exit status is no evidence: `_exit_evidence`).
 
-    `{task_dir}` in the command names a private read-only copy of the task's folder.
+    `{task_dir}` in the command names a private read-only copy of the task's folder. A pytest command
+    runs as `run_pytest` does (its facts are run_pytest's, with `check`).
     """
     key = name.strip()
     if key not in ctx.checks:
         declared = ", ".join(sorted(ctx.checks)) or "none (this task declares no checks)"
         raise ValueError(f"no check named {key!r}; the declared checks are: {declared}")
+    command = ctx.checks[key]
+    targets = pytest_targets(command)
+    if targets is not None:
+        ran = pytest_over(ctx, targets)
+        said = f"[check {key}: a pytest command, run as run_pytest runs it: each author's tests apart]\n"
+        return replace(ran, output=said + ran.output, facts={**ran.facts, "check": key})
     private = {"task_dir": ctx.task_dir} if ctx.task_dir is not None else {}
     manifest = manifest_of(ctx)
     result = ctx.sandbox.run(
-        [*_BASH, ctx.checks[key]], writable=False, private=private, snapshot=snapshot_areas(ctx, manifest)
+        [*_BASH, command], writable=False, private=private, snapshot=snapshot_areas(ctx, manifest)
     )
-    facts = {"check": key, "evidence": evidence_facts(manifest, [result])}
-    return command_outcome(result, facts, manifest.describe() + result.output)
+    problem = exit_status_problem(command, manifest, ctx.workspace)
+    facts = {
+        "check": key,
+        "evidence": evidence_facts(manifest, [result]),
+        "unproven": [problem] if problem else [],
+    }
+    outcome = command_outcome(
+        result, facts, manifest.describe() + result.output + (f"\n[{problem}]" if problem else "")
+    )
+    return replace(outcome, status="error") if problem and outcome.status == "ok" else outcome

@@ -9,7 +9,8 @@ At every check PSE lists the files a check may see, from the task, the plan and 
 * **inputs**: every file no role wrote (the task seeded it: its data, its visible tests);
 * **config**: the check-configuration files the task declares (`[verification] check_config_files`);
   no other one, whoever wrote it, not even one the task seeded (it would steer the check);
-* **evidence**: role-written files matching the task's `[verification] evidence` globs.
+* **evidence**: role-written files matching the task's `[verification] evidence` globs, and those whose
+  last write a person approved (a call an approval rule held).
 
 Everything else a role wrote is **left out**: absent from the check's snapshot, and named to the
 Evaluator with its author. Bytecode (`__pycache__`, `*.pyc`) and VCS folders are never evidence.
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib.machinery
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -152,6 +155,9 @@ class EvidenceRules:
     plan_outputs: Callable[[], Sequence[str]] = field(default=lambda: ())
     repository: RepositoryFiles | None = None
     """A repository run's files at the base ref (None: not a repository run)."""
+    approved: Callable[[], Sequence[str]] = field(default=lambda: ())
+    """Role-written paths whose last write a person approved (an approval rule held it): declared by the
+    person, so evidence like a declared output's neighbour, checked and delivered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +184,22 @@ class Manifest:
             if f.path == path:
                 return f.author
         return "unknown"
+
+    def shadows(self) -> list[tuple[str, str, str]]:
+        """(declared Python output, its module, what `import` gives instead) for each output another file
+        of the snapshot, or the interpreter itself, stands in for in a plain run from the workspace:
+        Python's import order puts a package and an extension module before a source file of the same
+        name, and a module before a folder without `__init__.py`."""
+        files = set(self.area("workspace"))
+        found = []
+        for path in sorted({m for rule in self.coverage for m in rule.modules}):
+            parts = PurePosixPath(path).with_suffix("").parts
+            if not parts or not all(part.isidentifier() for part in parts):
+                continue  # not importable by name: nothing stands in for it
+            shadow = _shadow(parts, files)
+            if shadow is not None:
+                found.append((path, ".".join(parts), shadow))
+        return found
 
     def describe(self) -> str:
         """Two lines for the Evaluator: what the check saw, and what it did not."""
@@ -208,6 +230,26 @@ class Manifest:
                 f"{shown}; judge whether each change is right, not only whether it passes:\n{cut.rstrip()}"
             )
         return text + "\n"
+
+
+def _shadow(parts: tuple[str, ...], files: set[str]) -> str | None:
+    """What a plain `import` of the module at `parts` (from the workspace's root) gives instead of it."""
+    if parts[0] in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(parts[0]):
+        return f"the interpreter's own {parts[0]} module"
+    for depth in range(len(parts)):
+        prefix = "/".join(parts[: depth + 1])
+        package = next((f"{prefix}/{init}" for init in _INITS if f"{prefix}/{init}" in files), None)
+        extension = next(
+            (prefix + s for s in importlib.machinery.EXTENSION_SUFFIXES if prefix + s in files), None
+        )
+        if depth == len(parts) - 1:
+            return package or extension
+        if package is None and (extension or f"{prefix}.py" in files):
+            return extension or f"{prefix}.py"  # a module hides a folder without __init__.py
+    return None
+
+
+_INITS = ("__init__.py", *(f"__init__{s}" for s in importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def _declared(path: str, outputs: Iterable[str]) -> bool:
@@ -241,6 +283,7 @@ def build_manifest(
     files: list[EvidenceFile] = []
     left_out: list[tuple[str, str]] = []
     tracked = rules.repository.tracked if rules.repository is not None else frozenset()
+    approved = frozenset(rules.approved())
     for path in _files(workspace):
         if ".git" in PurePosixPath(path).parts:
             continue  # a `.git` file is a pointer into a repository, never evidence
@@ -258,7 +301,7 @@ def build_manifest(
             files.append(EvidenceFile(path, "test" if test else "input", who))
         elif path in tracked:  # the repository's file, changed by a role: the run's change
             files.append(EvidenceFile(path, "test" if test else "output", who))
-        elif any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
+        elif path in approved or any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.evidence):
             files.append(EvidenceFile(path, "test" if test else "evidence", who))
         else:
             left_out.append((path, who))

@@ -1,124 +1,123 @@
-"""Positive evidence of a pytest run: what PSE's plugin recorded, judged by rules the run cannot change.
+"""Positive evidence of a pytest run: what the checking sessions recorded, judged by rules they cannot change.
 
-A run proves something only when it collected tests, every collected test has a result and passed
-(a skip or an xfail proves nothing: delivered code can turn a failure into one), and, on a full run,
-each declared Python output was imported from its own path and executed while the tests ran. The
-records come from `pse._pytest_plugin`; the rules are here, in PSE's process.
+A run proves something only when each session's checking process started, said what it collected, and
+gave every collected test a result that passed (a skip or an xfail proves nothing: delivered code can
+turn a failure into one), and ended; when no code of the product ran inside a checking process (a test
+that `exec`s the delivered file makes that session's record the product's to write: "in-process,
+forgeable"); and, on a full run, when each declared Python output is what `import` gives in the
+workspace (no other file of the snapshot stands in for it) and the tests called into it. The calls are
+counted in the checking process, from the product's answers; the records come from
+`pse.product._checker`; the rules are here, in PSE's process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pse.sandbox import CommandResult
 from pse.tools._evidence import Manifest
-from pse.tools._junit import JunitReport
+from pse.tools._pyhints import parse_python
+from pse.tools._record import Record
 
-__all__ = ["Session", "coverage_facts", "coverage_of", "unproven"]
+__all__ = ["Session", "output_facts", "unproven"]
 
 
 @dataclass(slots=True)
 class Session:
-    """One pytest process's readings: its report, PSE's evidence record, and what it ran."""
+    """One author's checking session: its command, its record, whose tests it ran, what its product said."""
 
     result: CommandResult
-    report: JunitReport | None
-    record: dict[str, Any] | None
-    author: Callable[[str], str]
+    record: Record
+    author: str
+    product_output: str = ""
+    """The end of what the product process wrote outside the calls (its stderr file), for the reader."""
+    served: dict[str, str] = field(default_factory=dict)
+    """The sha256 of each workspace file the product process was given (what was checked is what ran)."""
 
 
-def unproven(sessions: list[Session], manifest: Manifest, full: bool) -> list[str]:
-    """Why these runs are not positive evidence, however they exited (empty: they are)."""
+def unproven(
+    sessions: Sequence[Session], manifest: Manifest, full: bool, sources: dict[str, bytes]
+) -> list[str]:
+    """Why these runs are not positive evidence, however they exited (empty: they are).
+
+    `sources` holds the declared Python outputs' bytes as checked (a module with nothing to call is
+    proven by its import)."""
     problems: list[str] = []
     collected = passed = 0
     for s in sessions:
-        if s.record is None or s.record.get("collected") is None:
+        record = s.record
+        for file, how in record.in_process[:3]:
             problems.append(
-                "PSE's pytest plugin left no record of what was collected (the session broke early)"
+                f"in-process, forgeable: {file} of the product was {how}, in the process that records the "
+                f"results of {s.author}'s tests; that session's results are the product's to write"
             )
+        if record.collected is None:
+            problems.append(f"{s.author}'s session left no record of what it collected (it broke early)")
             continue
-        ids = list(s.record["collected"])
-        results = dict(s.record.get("results") or {})
-        collected += len(ids)
-        passed += sum(1 for i in ids if results.get(i) == "passed")
-        unfinished = [i for i in ids if i not in results]
+        results = {c.id: c.outcome for c in record.results.values()}
+        collected += len(record.collected)
+        passed += sum(1 for i in record.collected if results.get(i) == "passed")
+        unfinished = [i for i in record.collected if i not in results]
         if unfinished:
             problems.append(
                 f"{len(unfinished)} collected test(s) have no result (the session ended early): "
-                f"{unfinished[0]}"
+                + unfinished[0]
             )
-        skipped = [i for i in ids if results.get(i) == "skipped"]
+        elif record.finished is None:
+            problems.append(f"{s.author}'s session did not end (it was cut short)")
+        skipped = [i for i in record.collected if results.get(i) == "skipped"]
         if skipped:
             problems.append(
                 f"{len(skipped)} test(s) skipped or xfailed ({skipped[0]}): a skipped test proves nothing "
                 "and may hide a failure"
             )
-        cases = len(s.report.cases) if s.report is not None else 0
-        if s.report is not None and cases != len(ids):
-            problems.append(f"the report lists {cases} test(s) where {len(ids)} were collected")
     if collected == 0:
         problems.append("no test was collected: a run of no test proves nothing")
     elif passed == 0:
         problems.append("no test passed")
+    problems += [
+        f"{output}: `import {module}` in the workspace gives {shadow}, not the declared output"
+        for output, module, shadow in manifest.shadows()
+    ]
     if full:
-        problems += _coverage_problems(sessions, manifest)
+        facts = output_facts(sessions, manifest, sources)
+        for rule in manifest.coverage:
+            if not any(facts[m]["proven"] for m in rule.modules):
+                shown = rule.output if rule.modules == (rule.output,) else f"{rule.output} (no module in it)"
+                problems.append(
+                    f"{shown}: the tests never called its code (counted from the product process's answers); "
+                    "tests that do not exercise the delivered file prove nothing about it"
+                )
     return problems
 
 
-def _coverage_problems(sessions: list[Session], manifest: Manifest) -> list[str]:
-    problems = []
-    for rule in manifest.coverage:
-        if not any(_executed(sessions, m) for m in rule.modules):
-            shown = rule.output if rule.modules == (rule.output,) else f"{rule.output} (no module in it)"
-            problems.append(
-                f"{shown}: the tests never ran its code from that path (imported and executed, measured "
-                "by coverage); tests that do not exercise the delivered file prove nothing about it"
-            )
-    return problems
-
-
-def coverage_of(record: Mapping[str, Any] | None, path: str) -> dict[str, Any] | None:
-    """One module's coverage from a plugin record: imported, statements, lines run at import and in tests."""
-    if not record:
-        return None
-    entry = (record.get("coverage") or {}).get(path)
-    return entry if isinstance(entry, dict) else None
-
-
-def _executed(sessions: list[Session], path: str) -> bool:
-    """The module at `path` (relative to the snapshot) was imported from there and ran during the tests:
-    a line ran while the tests ran, or import alone ran every statement it has."""
-    for s in sessions:
-        entry = coverage_of(s.record, path)
-        if not entry or not entry.get("imported"):
-            continue
-        statements = set(entry.get("statements") or [])
-        at_import, in_tests = set(entry.get("import") or []), set(entry.get("tests") or [])
-        if in_tests or statements <= at_import:
-            return True
-    return False
-
-
-def coverage_facts(sessions: list[Session], manifest: Manifest) -> dict[str, Any]:
+def output_facts(
+    sessions: Sequence[Session], manifest: Manifest, sources: dict[str, bytes]
+) -> dict[str, Any]:
+    """Per declared Python module: imported by the tests (from that file), calls into it, proven."""
     facts: dict[str, Any] = {}
     for module in sorted({m for rule in manifest.coverage for m in rule.modules}):
-        entries = [e for s in sessions if (e := coverage_of(s.record, module))]
-        imported = any(e.get("imported") for e in entries)
-        statements = set().union(*(set(e.get("statements") or []) for e in entries)) if entries else set()
-        ran = (
-            set().union(*(set(e.get("import") or []) | set(e.get("tests") or []) for e in entries))
-            if entries
-            else set()
-        )
-        in_tests = set().union(*(set(e.get("tests") or []) for e in entries)) if entries else set()
+        imported = any(module in s.record.imported.values() for s in sessions)
+        calls = sum(s.record.ran.get(module, 0) for s in sessions)
+        callable_code = _defines_code(sources.get(module))
         facts[module] = {
             "imported": imported,
-            "statements": len(statements),
-            "executed": len(ran & statements) if statements else len(ran),
-            "in_tests": len(in_tests),
-            "percent": round(100 * len(ran & statements) / len(statements), 1) if statements else 100.0,
-            "proven": _executed(sessions, module),
+            "calls": calls,
+            "proven": calls > 0 or (imported and not callable_code),
         }
     return facts
+
+
+def _defines_code(source: bytes | None) -> bool:
+    """The module defines a function or class (something a test can call); True when it cannot be read."""
+    if source is None:
+        return True
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return True
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    return any(isinstance(node, kinds) for node in ast.walk(tree))

@@ -37,9 +37,19 @@ def parse_python(source: str | bytes) -> ast.Module:
     """`ast.parse`, one PSE call at a time in the process. In CPython 3.11 the AST constructor's depth
     counter is the interpreter's, shared by its threads, and `write_file` runs on the tool pool's
     threads beside the engine: tests/test_steps.py died about one run in three with `SystemError: AST
-    constructor recursion depth mismatch` from a write's hint (Debian 12's Python 3.11.2)."""
+    constructor recursion depth mismatch` from a write's hint (Debian 12's Python 3.11.2).
+
+    Raises only SyntaxError (ValueError for a null byte), whatever the source: a file nested too deeply
+    for the parser (`1+1+...` 200,000 times gives RecursionError, 100,000 unary minuses MemoryError) is
+    one Python cannot compile either, and a role that wrote it must not end the run as ERROR through
+    PSE's analysis of it (issue 45)."""
     with _PARSING:
-        return ast.parse(source)
+        try:
+            return ast.parse(source)
+        except (RecursionError, MemoryError) as exc:
+            error = SyntaxError(f"it is nested too deeply for Python's parser ({type(exc).__name__})")
+            error.lineno = 1
+            raise error from None
 
 
 def _parsed(rel: str, source: str | bytes) -> ast.Module | str:
@@ -124,7 +134,17 @@ def _module_names(path: Path) -> set[str]:
 
 
 def python_hints(real: Path, rel: str, content: str) -> list[str]:
-    """Hints on the Python file just written at `real` (workspace path `rel`) with `content`."""
+    """Hints on the Python file just written at `real` (workspace path `rel`) with `content`.
+
+    Never raises: a hint is PSE's analysis of a role's file, and a failure of that analysis is a note
+    to the role (the checks judge the file as it is), never a failure of the run."""
+    try:
+        return _hints(real, rel, content)
+    except Exception as exc:  # any analysis error: a note, not an ERROR (issue 45)
+        return [f"PSE could not analyse {rel} ({type(exc).__name__}); the checks judge it as it is"]
+
+
+def _hints(real: Path, rel: str, content: str) -> list[str]:
     if not rel.endswith(".py"):
         return []
     tree = _parsed(rel, content)

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import OUTBOX, read_inside
 from pse.tools._checks import (
-    _authored_config,
-    _declared,
-    _note,
-    _target,
+    authored_config,
+    check_target,
     command_outcome,
+    config_note,
+    declared_files,
     evidence_facts,
     manifest_of,
     normalize_target,
@@ -23,6 +23,7 @@ from pse.tools._checks import (
 )
 from pse.tools._evidence import Manifest
 from pse.tools._protected import RUFF_CONFIG_FILES
+from pse.tools._pyhints import parse_python
 from pse.tools._registry import ToolContext, ToolOutcome
 
 __all__ = ["run_ruff", "safe_fixes"]
@@ -38,7 +39,7 @@ _FIX_CHARS = 300
 def _ruff_config(ctx: ToolContext, manifest: Manifest) -> list[str]:
     """The task's own ruff configuration, named explicitly, or none at all (`--isolated`); under the
     task's configuration, its noqa comments count."""
-    for path in _declared(manifest, RUFF_CONFIG_FILES):
+    for path in declared_files(manifest, RUFF_CONFIG_FILES):
         if PurePosixPath(path).name != "pyproject.toml" or b"[tool.ruff" in (
             read_inside(ctx.workspace, path, 1_000_000) or b""
         ):
@@ -54,7 +55,7 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
 
     Facts: exit_code, findings, files (how many were checked), target, report, evidence, unproven.
     """
-    where = _target(ctx, target)
+    where = check_target(ctx, target)
     manifest = manifest_of(ctx)
     base = str(PurePosixPath(where.partition("::")[0] or "."))
     files = sorted(
@@ -62,7 +63,7 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         if path.endswith((".py", ".pyi")) and (base == "." or path == base or path.startswith(base + "/"))
     )  # fmt: skip
     facts: dict[str, Any] = {"target": normalize_target(where), "report": None, "files": len(files)}
-    shown = manifest.describe() + _note(_authored_config(manifest))
+    shown = manifest.describe() + config_note(authored_config(manifest))
     if not files:
         facts.update(findings=None, unproven=["ruff had no Python file to check"])
         facts["evidence"] = evidence_facts(manifest, [])
@@ -88,8 +89,13 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
         if not isinstance(findings, list):
             raise ValueError("not a list")
     except ValueError:
-        if _authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
+        if authored_config(manifest):  # a configuration a role wrote can break ruff: the role's problem
             return command_outcome(result, {**facts, "findings": None})
+        if _ruff_runs(ctx, manifest):  # ruff works here: these files stopped it (a stack overflow, say)
+            why = f"ruff stopped on these files without a report (exit code {result.exit_code})"
+            return replace(
+                command_outcome(result, {**facts, "findings": None, "unproven": [why]}), status="error"
+            )
         # PSE named every file and the configuration: a ruff that wrote no report could not run.
         raise ToolInfrastructureError(
             "ruff could not run in the sandbox (it wrote no report); it said: "
@@ -104,6 +110,23 @@ def run_ruff(ctx: ToolContext, target: str = ".") -> ToolOutcome:
     )
     listed = {"finding_list": lines[: min(len(findings), _LISTED)]} if findings else {}
     return command_outcome(result, {**facts, "findings": len(findings), **listed}, shown + "\n".join(lines))
+
+
+def _ruff_runs(ctx: ToolContext, manifest: Manifest) -> bool:
+    """Ruff writes a report here under the check's configuration, given an empty file: whether a run
+    without one failed on its files (a role's file nested too deeply overflows ruff's stack, issue 45) or
+    could not run at all (the machinery's failure)."""
+    argv = [sys.executable, "-I", "-m", "ruff", "check", "--no-cache", "--output-format=json"]
+    argv += [
+        f"--output-file={OUTBOX}/{_RUFF_REPORT}",
+        *_ruff_config(ctx, manifest),
+        "--stdin-filename=x.py",
+        "-",
+    ]
+    probe = ctx.sandbox.run(
+        argv, writable=False, outbox=True, stdin=b"", snapshot=snapshot_areas(ctx, manifest)
+    )
+    return _RUFF_REPORT in probe.outbox
 
 
 def _finding_line(finding: dict[str, Any], prefix: str) -> str:
@@ -171,7 +194,7 @@ def safe_fixes(ctx: ToolContext, rel: str, content: str) -> tuple[str, list[str]
     if fixed.exit_code != 0 or fixed.truncated or not fixed.output.strip():
         return content, []
     try:
-        ast.parse(fixed.output)
+        parse_python(fixed.output)
     except (SyntaxError, ValueError):
         return content, []
     return (fixed.output, codes) if fixed.output != content else (content, [])
