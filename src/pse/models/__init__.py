@@ -33,6 +33,7 @@ from pse.models._format import (
     CassetteToolCall,
     CassetteTurn,
     MessageDigest,
+    RecordedOn,
     RecordedRequest,
     TurnUsage,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "PrefixClient",
     "PrefixMeter",
     "RateLimiter",
+    "RecordedOn",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "RequestDifference",

@@ -43,11 +43,13 @@ _TESTS_AT_BASE_BYTES = 4 * 1024 * 1024
 
 @dataclass
 class RunRepository:
-    """A repository run's worktree record, its files at the base ref, and the commit's author."""
+    """A repository run's worktree record, its files at the base ref, the commit's author, and the git
+    tree of the base commit (what a cassette recorded on the repository notes)."""
 
     record: RepositoryRecord
     files: RepositoryFiles
     author: tuple[str, str]
+    tree: str
     written: Callable[[], Mapping[str, str]] = lambda: {}
     """path → author of every workspace file a role wrote (the executor's provenance, set when wired)."""
 
@@ -58,6 +60,14 @@ def _author(task: Task) -> tuple[str, str]:
         return DEFAULT_AUTHOR
     name, _, email = spec.strip().rpartition(" <")
     return name.strip(), email.rstrip(">")
+
+
+def _tree(record: RepositoryRecord) -> str:
+    """The git tree id of the base commit: the repository's content, whatever its history or clone."""
+    found = git(
+        ["--git-dir", record.worktree, "rev-parse", f"{record.base_commit}^{{tree}}"], cwd=Path(record.path)
+    )
+    return found.decode().strip()
 
 
 def _files(task: Task, record: RepositoryRecord) -> RepositoryFiles:
@@ -83,7 +93,7 @@ def open_repository(task: Task, repo: Path, base: str | None, run_id: str, run_d
     """
     record = open_worktree(repo, base, run_id, run_dir / "workspace")
     write_record(run_dir, record)  # from here on, removing the run folder removes the worktree
-    return RunRepository(record, _files(task, record), _author(task))
+    return RunRepository(record, _files(task, record), _author(task), _tree(record))
 
 
 def load_repository(task: Task, run_dir: Path) -> RunRepository | None:
@@ -94,7 +104,7 @@ def load_repository(task: Task, run_dir: Path) -> RunRepository | None:
         raise UserError(f"cannot read the repository record of {run_dir}: {exc}") from None
     if record is None:
         return None
-    return RunRepository(record, _files(task, record), _author(task))
+    return RunRepository(record, _files(task, record), _author(task), _tree(record))
 
 
 def repository_brief(repository: RunRepository) -> str:
