@@ -57,6 +57,11 @@ class RepositoryRecord(_Record):
     patch: str | None = Field(None, description="`change.patch` in the run folder (absolute), when written")
     note: str = Field("", description="what became of the change: committed, none, kept as a patch")
     warning: str | None = Field(None, description="what a person should know: uncommitted changes left out")
+    released: bool = Field(
+        False,
+        description="the run ended for good (it cannot go on): its worktree is out of the repository, and "
+        "its branch too unless it holds the run's commit; the workspace's files stay in the run folder",
+    )
 
 
 class MessageRecord(_Record):

@@ -80,7 +80,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "clean",
-        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all), with their worktrees (--repo).",
+        "Delete runs older than PSE_TRACE_RETENTION_DAYS, the runs named, or all (--all), with their "
+        "worktrees and branches (--repo).",
         "pse.cli._clean:clean_cmd",
     ),
     Command(

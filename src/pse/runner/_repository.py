@@ -6,7 +6,9 @@ inputs no role wrote; the protected ones read-only to every role) and writes the
 folder. At the end, `finish_repository` turns what roles wrote into the run's change: one commit on the
 branch when the run PASSED (the plan's goal, then `PSE-Run`, `PSE-Outcome`, `PSE-Criteria` trailers) and
 its `git format-patch` as `change.patch`; on any other outcome nothing is committed and `change.patch`
-holds the diff so far, for a person to read.
+holds the diff so far, for a person to read. A run that ended for good (it cannot go on: not ESCALATED,
+not cancelled) is then taken out of the repository (`pse.repo.release_worktree`): no worktree is left,
+and no branch unless it holds the commit.
 """
 
 from __future__ import annotations
@@ -29,13 +31,21 @@ from pse.repo import (
     git,
     open_worktree,
     read_record,
+    release_worktree,
     write_record,
 )
 from pse.tasks import Task
 from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles, is_test_file, protecting_glob
 from pse.trace import Trace
 
-__all__ = ["RunRepository", "finish_repository", "load_repository", "open_repository", "repository_brief"]
+__all__ = [
+    "RunRepository",
+    "ended_for_good",
+    "finish_repository",
+    "load_repository",
+    "open_repository",
+    "repository_brief",
+]
 
 _TESTS_AT_BASE_BYTES = 4 * 1024 * 1024
 """Most bytes of the repository's tests kept to show how a role changed them (a task that opened them)."""
@@ -146,7 +156,9 @@ def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) ->
             patch.write_bytes(diff_of(record, change, commit))
             record.patch = str(patch.resolve())
         record.commit = commit
-        record.note = _note(outcome, record, change.empty, commit)
+        if ended_for_good(trace):
+            record = release_worktree(run_dir, record)
+        record.note = _note(outcome, record, change.empty, commit, trace.run_id)
         if change.skipped:
             left = ", ".join(f"{path} ({why})" for path, why in change.skipped[:8])
             record.note += f"; not in the change: {left}"
@@ -158,14 +170,27 @@ def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) ->
     return record
 
 
-def _note(outcome: str | None, record: RepositoryRecord, empty: bool, commit: str | None) -> str:
+def ended_for_good(trace: Trace) -> bool:
+    """The run cannot go on: an outcome, and not ESCALATED (a person may answer) nor cancelled (resumable)."""
+    outcome = trace.outcome
+    return outcome is not None and outcome != "ESCALATED" and not trace.outcome_reason.startswith("CANCELLED")
+
+
+def _note(outcome: str | None, record: RepositoryRecord, empty: bool, commit: str | None, run_id: str) -> str:
+    """What became of the change, and what of the run is left in the person's repository."""
     if commit is not None:
-        return f"committed {commit[:12]} on {record.branch}; change.patch is its git format-patch"
-    if empty:
-        return f"{outcome}: no file changed, nothing to commit on {record.branch}"
+        said = f"committed {commit[:12]} on {record.branch}; change.patch is its git format-patch"
+        return said + ("; the branch is all the run left in your repository" if record.released else "")
+    said = (
+        f"{outcome}: no file changed"
+        if empty
+        else f"{outcome}: nothing committed; change.patch holds the diff so far"
+    )
+    if record.released:
+        return said + "; nothing of the run is left in your repository"
     return (
-        f"{outcome}: nothing committed on {record.branch}; change.patch holds the diff so far, for a person "
-        "to read"
+        f"{said}; the run can go on, so its worktree and branch {record.branch} stay in your repository "
+        f"(`pse clean {run_id}` removes them)"
     )
 
 
