@@ -190,7 +190,10 @@ class TestOtherOutcomes:
         summary, trace = run(tmp_path, repo, turns({}))
         assert summary.outcome == "PASSED"
         assert summary.commit is None and summary.patch is None
-        assert trace["repository"]["note"] == "PASSED: no file changed; nothing of the run is left in your repository"
+        assert (
+            trace["repository"]["note"]
+            == "PASSED: no file changed; nothing of the run is left in your repository"
+        )
         assert "pse/" not in git(repo, "branch") + git(repo, "worktree", "list")
 
 
