@@ -31,8 +31,12 @@ def clean_cmd(
     runs_dir: RunsDir = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Delete every run, not only expired ones.")] = False,
 ) -> None:
-    """Delete runs older than PSE_TRACE_RETENTION_DAYS, the runs named, or all (--all); a repository
-    run's worktree and branch go with it (a branch that holds the run's commit stays)."""
+    """Delete runs older than PSE_TRACE_RETENTION_DAYS, the runs named, or all (--all), with their
+    worktrees and branches (--repo).
+
+    A branch that holds a run's commit stays. Without run ids, it also lists the runs that still hold a
+    worktree and a branch in a repository (they can go on: ESCALATED, waiting, cancelled, interrupted).
+    """
     settings = command_settings(runs_dir=runs_dir)
     if run_ids and all_runs:
         raise UserError("pass run ids or --all, not both; fix: `pse clean RUN_ID…` or `pse clean --all`")
