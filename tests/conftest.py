@@ -67,6 +67,12 @@ def _clean_environment(
     # seconds: tests use the offline knowledge backend unless they choose another (tests/test_knowledge_minilm.py).
     monkeypatch.setenv("PSE_KB_BACKEND", "offline")
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    # What probes learned of servers: each test's own (stand-ins reuse ports), never the person's cache.
+    from pse.models import SERVER_PROBES
+
+    servers = tmp_path_factory.mktemp("cache") / "servers.json"
+    monkeypatch.setattr(SERVER_PROBES, "cache", lambda: servers)
+    SERVER_PROBES.clear()
     yield
     from pse.store import close_stores
 

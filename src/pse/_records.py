@@ -24,6 +24,7 @@ __all__ = [
     "MessageRecord",
     "PlanItem",
     "PlanRecord",
+    "ProbeRecord",
     "QuestionRecord",
     "RateLimitRecord",
     "RepositoryRecord",
@@ -338,6 +339,22 @@ class RateLimitRecord(_Record):
         self.waited_s = round(self.waited_s + seconds, 3)
         self.by_role[role] = round(self.by_role.get(role, 0.0) + seconds, 3)
         self.retry_after_pauses += pauses
+
+
+class ProbeRecord(_Record):
+    """A call PSE made to a model server that was no turn of a role: the grammar-support probe it sends
+    before a role's first call to a server it has not learned yet (`pse.models.ConstraintProbes`)."""
+
+    role: str = Field(description="whose call needed it; its tokens are counted among that role's calls")
+    server: str = Field(description="the server's public base URL (no credentials)")
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = Field(False, description="the server reported no usage: the prompt is PSE's count")
+    reply: str | None = Field(None, description="what the server answered (None: no answer)")
+    learned: str = Field("", description="what PSE learned of the server, or why it learned nothing")
+    ms: int | None = Field(None, description="milliseconds the probe took")
+    at: str = Field(default_factory=utc_now)
 
 
 class FormatRepair(_Record):

@@ -95,7 +95,9 @@ def create_model_client(
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
         if tools is not None and spec.constrain != "off":
-            client = with_constraint(client, settings, spec, tools, log=constraint_log, probes=probes)
+            client = with_constraint(
+                client, settings, spec, tools, log=constraint_log, probes=probes, meter=meter
+            )
     if spec.context_tokens is not None:
         window = spec.context_tokens
         client = ContextWindowClient(
