@@ -254,8 +254,10 @@ def start_process(
             )
             launch.label = label
         else:
-            full = [*drop_privileges(identity), *limits_prefix(sandbox.limits), *command]
-            launch = Launch(full, Path(start_dir), str(home), label)
+            reach = sandbox.reaching()  # as root with PSE in a closed folder: its mirror
+            reached = reach.argv(command) if reach is not None else command
+            full = [*drop_privileges(identity), *limits_prefix(sandbox.limits), *reached]
+            launch = Launch(full, Path(start_dir), str(home), label, reach=reach)
         stderr = (root / "stderr").open("w+b")
     except BaseException:
         if launch is not None:
@@ -264,6 +266,8 @@ def start_process(
         lease.close()
         raise
     environment = {**scrubbed_environment(launch.home), **(env or {})}
+    if launch.reach is not None:
+        environment["PATH"] = launch.reach.text(environment["PATH"])
     try:
         handle = _spawn(sandbox, launch, environment, scratch, view, stderr, access)
     except BaseException:
