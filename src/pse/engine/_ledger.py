@@ -52,7 +52,9 @@ class Ledger:
             if self.trace.rate_limit is None:
                 self.trace.rate_limit = RateLimitRecord()
             self.trace.rate_limit.add(usage.role, usage.waited_s, usage.retry_after_pauses)
-        if not usage.calls:  # a report of waiting only
+        if usage.probe is not None:  # PSE's own call, no turn of the role: its reply is no message
+            self.trace.probes.append(usage.probe)
+        if not usage.calls:  # a report of waiting only (or a probe that never reached its server)
             return
         prompt, completion, cached = usage.prompt, usage.completion, usage.cached
         self.trace.tokens.by_role.setdefault(usage.role, TokenCount()).add(
@@ -64,8 +66,7 @@ class Ledger:
             )
         if self._price is not None:
             self.trace.cost.add(self._price(usage.role, prompt, completion, cached))
-        if usage.probe is not None:  # PSE's own call, no turn of the role: its reply is no message
-            self.trace.probes.append(usage.probe)
+        if usage.probe is not None:
             return
         if usage.text is not None:
             self._replies.append((usage.role, usage.text))

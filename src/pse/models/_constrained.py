@@ -300,7 +300,12 @@ def with_constraint(
             ms=call.ms,
         )  # fmt: skip
         note = f"grammar-support probe of {call.server}: {learned}"
-        meter(CallUsage(spec.role, call.prompt, call.completion, call.estimated, note=note, probe=record))
+        calls = 1 if call.sent else 0  # a probe that never reached the server is kept, not counted
+        meter(
+            CallUsage(
+                spec.role, call.prompt, call.completion, call.estimated, note=note, calls=calls, probe=record
+            )
+        )
 
     async def support() -> ConstraintSupport:
         return await probes.support(

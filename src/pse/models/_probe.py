@@ -138,6 +138,7 @@ class ProbeCall:
 
     Attributes:
         support: what was learned (None: the probe got no answer; it was cut or the server unreachable).
+        sent: the request reached the server (False: no connection was made; no call to count).
         prompt / completion: tokens, as the server reported them, or PSE's count of the prompt (`estimated`).
         estimated: the server reported no usage (or never answered).
         reply: the server's answer text (None: no answer).
@@ -148,6 +149,7 @@ class ProbeCall:
     server: str
     model: str
     support: ConstraintSupport | None
+    sent: bool
     prompt: int
     completion: int
     estimated: bool
@@ -188,17 +190,24 @@ async def probe_server(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     started = time.perf_counter()
 
-    def told(support: ConstraintSupport | None, response: httpx.Response | None, note: str = "") -> None:
+    def told(
+        support: ConstraintSupport | None,
+        response: httpx.Response | None,
+        note: str = "",
+        *,
+        sent: bool = True,
+    ) -> None:
         if on_probe is None:
             return
         prompt, completion, reply = _usage(response)
-        estimated = prompt is None
+        estimated = prompt is None and sent
         on_probe(
             ProbeCall(
                 server=server,
                 model=model,
                 support=support,
-                prompt=_PROBE_PROMPT_TOKENS if prompt is None else prompt,
+                sent=sent,
+                prompt=(_PROBE_PROMPT_TOKENS if sent else 0) if prompt is None else prompt,
                 completion=completion or 0,
                 estimated=estimated,
                 reply=reply,
@@ -210,8 +219,8 @@ async def probe_server(
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as http:
             response = await http.post(f"{base_url.rstrip('/')}/chat/completions", json=body, headers=headers)
-    except httpx.HTTPError as exc:
-        told(None, None, f"no answer: {type(exc).__name__}")
+    except httpx.HTTPError as exc:  # a connection never made sent nothing: no call to count
+        told(None, None, f"no answer: {type(exc).__name__}", sent=not isinstance(exc, httpx.ConnectError))
         raise ModelUnavailableError(
             f"the constrained-decoding probe could not reach {server}: {type(exc).__name__}: {exc}"
         ) from exc
