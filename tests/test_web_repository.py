@@ -93,8 +93,8 @@ def test_without_an_allowed_repository_a_repository_task_says_how_to_allow_one(t
         assert client.get("/api/repositories").json() == {"repositories": []}
         tasks = {t["name"]: t for t in client.get("/api/tasks").json()}
         assert tasks["code-change"]["warnings"][0] == (
-            "works on a git repository, and this server allows none: restart it with pse serve --repo PATH "
-            "to pick one here, or run pse run code-change --repo PATH"
+            "code-change works on a git repository, and this server allows none: restart it with pse serve "
+            "--repo PATH to pick one here, or run pse run code-change --repo PATH"  # its subject (issue 47)
         )
     repo = make_repo(tmp_path)
     with TestClient(

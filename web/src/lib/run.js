@@ -7,7 +7,8 @@ export const OUTCOMES = ["PASSED", "ESCALATED", "ACCEPTED_BY_HUMAN", "TIMEOUT", 
 export function emptyRun(trace) {
   return { run_id: trace.run_id, task: trace.task, started_at: trace.started_at, ended_at: null, state: "START",
     outcome: null, outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true,
-    sandbox: trace.sandbox || null, settings: trace.settings || {}, approvals: [], answers: [], tags: trace.tags || {} };
+    sandbox: trace.sandbox || null, settings: trace.settings || {}, approvals: [], answers: [], tags: trace.tags || {},
+    repository: trace.repository || null, probes: trace.probes || [] };
 }
 
 function newCycle(ev) {
@@ -65,7 +66,8 @@ export function applyEvent(run, ev) {
  * tokens per cycle, the cost, cycle results) arrives, and nothing the page shows is replaced wholesale. */
 export function mergeTrace(run, trace, live) {
   for (const key of ["outcome", "outcome_reason", "state", "ended_at", "plan", "tokens", "cost", "approvals",
-    "answers", "settings", "sandbox", "report", "escalation", "task_message", "inputs", "tags", "resumed", "rate_limit"]) {
+    "answers", "settings", "sandbox", "report", "escalation", "task_message", "inputs", "tags", "resumed", "rate_limit",
+    "repository", "probes"]) {
     if (trace[key] !== undefined) run[key] = trace[key];
   }
   for (const c of trace.cycles || []) {
