@@ -156,14 +156,14 @@ def _sync(folder: Path, target: Path, closed: Path, mirror: Path) -> None:
                 if link.startswith(str(closed) + "/"):
                     link = str(mirror) + link[len(str(closed)) :]
                 if not os.path.islink(copy) or os.readlink(copy) != link:
-                    _replace(copy, lambda path, link=link: os.symlink(link, path))
+                    _replace(copy, functools.partial(os.symlink, link))
             elif stat.S_ISREG(info.st_mode):
                 data = _rewritten(source, old, new)
                 if data is not None:
                     if not copy.is_file() or copy.read_bytes() != data:
-                        _replace(copy, lambda path, data=data, mode=info.st_mode: _write(path, data, mode))
-                elif not copy.exists() or os.lstat(copy).st_ino != info.st_ino:
-                    _replace(copy, lambda path, source=source: os.link(source, path))
+                        _replace(copy, functools.partial(_write, data=data, mode=info.st_mode))
+                elif not os.path.lexists(copy) or os.lstat(copy).st_ino != info.st_ino:
+                    _replace(copy, functools.partial(os.link, source))
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
@@ -171,7 +171,7 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     os.chmod(path, stat.S_IMODE(mode))
 
 
-def _replace(path: Path, make: Callable[[Path], None]) -> None:
+def _replace(path: Path, make: Callable[[Path], object]) -> None:
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
         os.unlink(path)
     make(path)
