@@ -81,6 +81,10 @@ def test_a_run_starts_on_an_allowed_repository_and_on_no_other(tmp_path: Path) -
         shown = client.get(f"/api/runs/{run_id}").json()["repository"]
         assert shown["branch"] == f"pse/{run_id}" and shown["commit"] and shown["patch"]
         assert git(repo, "rev-parse", shown["branch"]).strip() == shown["commit"]
+        patch = client.get(f"/api/runs/{run_id}/patch")  # the run page's Repository section (issue 47)
+        assert patch.status_code == 200 and patch.text == Path(shown["patch"]).read_text()
+        assert patch.headers["content-security-policy"] == "sandbox"
+        assert patch.headers["content-type"] == "text/plain; charset=utf-8"
     trace = json.loads((tmp_path / "runs" / run_id / "trace.json").read_text())
     assert trace["repository"]["branch"] == f"pse/{run_id}" and trace["repository"]["commit"]
     assert git(repo, "show", f"pse/{run_id}:calc/core.py") == FIXED
