@@ -142,3 +142,23 @@ def test_pse_clean_of_no_such_run_is_one_line_and_exit_2(
     )
     assert code == 2
     assert "no run '20990101-000000-x-abcdef' in" in err and "`pse trace list` shows the runs" in err
+
+
+def test_a_batch_lists_only_the_branches_left_in_the_repository(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassette = tmp_path / "batch.json"
+    cassette.write_text(json.dumps({"turns": turns({"calc/core.py": BUGGY + "#\n"})[:3]}))  # each row: ERROR
+    for name, value in (("PSE_SANDBOX", "fallback"), ("PSE_CASSETTE", str(cassette)),
+                        ("PSE_REPLAY_STRICT", "false"), ("PSE_PROVIDER", "scripted")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("{}\n")
+    _, out, _ = pse(
+        monkeypatch, capsys, "batch", "fix-repo", "--inputs", str(rows), "--repo", str(repo),
+        "--runs-dir", str(tmp_path / "runs"), "--tasks-dir", str(tmp_path / "tasks"), "--json",
+    )  # fmt: skip
+    summary = json.loads(out)
+    assert summary["outcomes"] == {"ERROR": 1}
+    assert summary["branches"] == [] and summary["runs"][0]["branch"] is None  # no branch is left to name
+    assert _left(repo) == ([], [])
