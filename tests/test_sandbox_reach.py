@@ -108,3 +108,29 @@ def test_reach_for_mirrors_a_read_only_folder_a_command_is_given(closed: Path) -
         sys.base_prefix + "/bin/python3", "-I", reach.text(str(closed / "task" / "checks" / "check.py"))
     )
     assert (done.returncode, done.stdout) == (0, "checked\n")
+
+
+def test_a_hidden_path_readable_through_the_mirror_refuses_the_fallback(closed: Path) -> None:
+    """The mirror links the venv's files, a hidden dataset's answers among them: what the closed folder kept
+    from the sandbox uid would be readable at the mirror, so the fallback refuses as it would elsewhere."""
+    from pse.exceptions import ToolInfrastructureError
+    from pse.sandbox import Identity
+    from pse.sandbox._hidden import check_hidden
+
+    venv, src = _project(closed)
+    answers = next(venv.glob("lib/python3*/site-packages")) / "answers" / "data.json"
+    answers.parent.mkdir()
+    answers.write_text('{"canonical_solution": "..."}')
+    nobody = Identity(DEFAULT_SANDBOX_UID, DEFAULT_SANDBOX_UID, True)
+    check_hidden([answers.parent], nobody)  # at its own place the closed folder hides it
+    reach = _mirrored(closed, (venv, src))
+    with pytest.raises(ToolInfrastructureError) as refused:
+        check_hidden([answers.parent], nobody, reach)
+    assert str(refused.value).startswith(
+        f"{answers.parent} must be hidden from every tool command, but uid {DEFAULT_SANDBOX_UID} (the fallback "
+        f"sandbox's) can read it at {reach.text(str(answers.parent))}, where PSE mirrors the interpreter's folders"
+    )
+    for path in (answers.parent, answers):  # the fix it names, chmod -R o-rwx: the mirror follows
+        os.chmod(path, os.stat(path).st_mode & ~0o007)
+    _mirrored.cache_clear()  # the next process
+    check_hidden([answers.parent], nobody, _mirrored(closed, (venv, src)))

@@ -8,7 +8,7 @@ read-only, as hard links (no copy: the mirror is on the same file system, beside
 /var/tmp or in /tmp), with the few text files that name their own place rewritten to the mirror's (`.pth`
 files, editable finders, script headers, absolute symlinks). The mirror's folder is root's, mode 0711,
 and holds one folder of a random name: a uid that is told the name (a command, in its argv) reaches it;
-no other user can list it. A file keeps its own mode, so what was private stays so.
+no other user can list it. A file (a link) and a folder keep their own mode, so what was private stays so.
 
 `Reach.argv` is the one place a fallback command's paths change: every path under a mirrored folder, in
 any argument (the interpreter, a file PSE names in a shell string), and PATH's entries, name the
@@ -148,6 +148,7 @@ def _sync(folder: Path, target: Path, closed: Path, mirror: Path) -> None:
     for here, dirs, files in os.walk(folder, followlinks=False):
         there = target / Path(here).relative_to(folder)
         there.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chmod(there, stat.S_IMODE(os.lstat(here).st_mode))  # a folder closed to others stays closed
         for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(here, d)))]:
             source, copy = Path(here) / name, there / name
             info = os.lstat(source)

@@ -143,7 +143,7 @@ class Sandbox(Launcher):
         """Fallback as root with PSE in a folder closed to other users: the mirror commands run from."""
         if self.mode == "fallback":
             self.reach = check_fallback_identity(self.identity)
-            check_hidden(self.hide, self.identity)
+            check_hidden(self.hide, self.identity, self.reach)
         elif not probe:
             self._reached = False
 
