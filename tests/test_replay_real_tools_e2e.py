@@ -30,7 +30,7 @@ from pse.runner import RunSummary, prepare_resume, prepare_run, run_to_end
 from pse.sandbox import Sandbox
 from pse.tasks import TaskRegistry
 from pse.tools import Tool
-from replay_support import usage_of
+from replay_support import turn_usage_of, usage_of
 from standins import ChatStandIn, Reply
 
 DEMO = TaskRegistry.discover(None).get("code-delivery").cassette_path
@@ -127,7 +127,7 @@ async def test_strict_replay_with_real_tools_records_the_drift_and_reaches_the_s
     summary = await run_to_end(prepare_run("code-delivery", settings, on_event=events.append))
 
     assert (summary.outcome, summary.cycles) == ("PASSED", 2), summary.outcome_reason
-    assert usage_of(summary.tokens) == usage_of(recording.summary.tokens)
+    assert usage_of(summary.tokens) == turn_usage_of(recording.trace)
     trace = load_trace(Path(summary.trace))
     then, now = _seed(_first_pytest(recording.trace)), _seed(_first_pytest(trace))
     assert then != now  # the tools really ran again, and printed something else
@@ -196,7 +196,7 @@ async def test_replay_tools_reproduces_the_recorded_run_without_running_a_comman
     assert (summary.outcome, summary.cycles, summary.outcome_reason) == (
         recording.summary.outcome, recording.summary.cycles, recording.summary.outcome_reason,
     )  # fmt: skip
-    assert usage_of(summary.tokens) == usage_of(recording.summary.tokens)
+    assert usage_of(summary.tokens) == turn_usage_of(recording.trace)
     trace = load_trace(Path(summary.trace))
     assert _calls(trace) == _calls(recording.trace)  # same requests, outputs and facts, in order
     assert [c.gate for c in trace.cycles] == [c.gate for c in recording.trace.cycles]  # the same facts

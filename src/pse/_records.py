@@ -26,6 +26,7 @@ __all__ = [
     "MessageRecord",
     "PlanItem",
     "PlanRecord",
+    "ProbeRecord",
     "QuestionRecord",
     "RateLimitRecord",
     "RepositoryRecord",
@@ -59,6 +60,11 @@ class RepositoryRecord(_Record):
     patch: str | None = Field(None, description="`change.patch` in the run folder (absolute), when written")
     note: str = Field("", description="what became of the change: committed, none, kept as a patch")
     warning: str | None = Field(None, description="what a person should know: uncommitted changes left out")
+    released: bool = Field(
+        False,
+        description="the run ended for good (it cannot go on): its worktree is out of the repository, and "
+        "its branch too unless it holds the run's commit; the workspace's files stay in the run folder",
+    )
 
 
 class LeftOutFile(_Record):
@@ -355,6 +361,22 @@ class RateLimitRecord(_Record):
         self.waited_s = round(self.waited_s + seconds, 3)
         self.by_role[role] = round(self.by_role.get(role, 0.0) + seconds, 3)
         self.retry_after_pauses += pauses
+
+
+class ProbeRecord(_Record):
+    """A call PSE made to a model server that was no turn of a role: the grammar-support probe it sends
+    before a role's first call to a server it has not learned yet (`pse.models.ConstraintProbes`)."""
+
+    role: str = Field(description="whose call needed it; its tokens are counted among that role's calls")
+    server: str = Field(description="the server's public base URL (no credentials)")
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = Field(False, description="the server reported no usage: the prompt is PSE's count")
+    reply: str | None = Field(None, description="what the server answered (None: no answer)")
+    learned: str = Field("", description="what PSE learned of the server, or why it learned nothing")
+    ms: int | None = Field(None, description="milliseconds the probe took")
+    at: str = Field(default_factory=utc_now)
 
 
 class FormatRepair(_Record):

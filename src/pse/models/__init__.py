@@ -33,6 +33,7 @@ from pse.models._format import (
     CassetteToolCall,
     CassetteTurn,
     MessageDigest,
+    RecordedOn,
     RecordedRequest,
     TurnUsage,
 )
@@ -40,11 +41,13 @@ from pse.models._metered import MeteredChatCompletionClient
 from pse.models._native import NativeProtocolClient
 from pse.models._prefix import PrefixClient, PrefixMeter, common_prefix_tokens
 from pse.models._probe import (
+    CACHE_TTL_S,
     PROBE_PROMPT,
     SERVER_PROBES,
     ConstraintProbes,
     ConstraintSupport,
     Dialect,
+    ProbeCall,
     probe_server,
 )
 from pse.models._ratelimit import (
@@ -75,6 +78,7 @@ from pse.models._usage import SETTLE_S, CallUsage, Cost, UsageMeter, UsageSink, 
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
+    "CACHE_TTL_S",
     "CONTEXT_WINDOW_TOKENS",
     "GENERIC_MODEL_INFO",
     "PROBE_PROMPT",
@@ -112,7 +116,9 @@ __all__ = [
     "NativeProtocolClient",
     "PrefixClient",
     "PrefixMeter",
+    "ProbeCall",
     "RateLimiter",
+    "RecordedOn",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "RequestDifference",

@@ -41,10 +41,12 @@ from autogen_core.models import (
 )
 
 from pse.config import ModelSpec, Settings
+from pse.events import ProbeRecord
 from pse.exceptions import ConfigError, ModelUnavailableError
 from pse.models._digest import message_texts
-from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport
+from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport, ProbeCall
 from pse.models._resilient import public_url
+from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.protocol import (
     ToolSignature,
@@ -296,9 +298,11 @@ def with_constraint(
     log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
     seeded: bool = True,
+    meter: UsageSink | None = None,
 ) -> ChatCompletionClient:
     """`client` constrained as `spec.constrain` (auto, grammar or json) says for a real provider, or
-    `client` itself where auto cannot apply (Ollama, OpenAI's own API, PSE_PROTOCOL=native).
+    `client` itself where auto cannot apply (Ollama, OpenAI's own API, PSE_PROTOCOL=native). A probe
+    of the server this role's call needs is reported to `meter` as a call of the role (`CallUsage.probe`).
 
     Raises:
         ConfigError: a constraint the provider can never take (a grammar for Ollama; any with
@@ -337,8 +341,27 @@ def with_constraint(
     base_url = spec.base_url
     key = spec.api_key.get_secret_value() if spec.api_key is not None else None
 
+    def probed(call: ProbeCall) -> None:
+        if meter is None:
+            return
+        learned = call.support.detail if call.support is not None else call.note
+        record = ProbeRecord(
+            role=spec.role, server=call.server, model=call.model, prompt_tokens=call.prompt,
+            completion_tokens=call.completion, estimated=call.estimated, reply=call.reply, learned=learned,
+            ms=call.ms,
+        )  # fmt: skip
+        note = f"grammar-support probe of {call.server}: {learned}"
+        calls = 1 if call.sent else 0  # a probe that never reached the server is kept, not counted
+        meter(
+            CallUsage(
+                spec.role, call.prompt, call.completion, call.estimated, note=note, calls=calls, probe=record
+            )
+        )
+
     async def support() -> ConstraintSupport:
-        return await probes.support(base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s)
+        return await probes.support(
+            base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s, on_probe=probed
+        )
 
     return _wrap(client, settings, spec, tools, support, setting, log, seeded)
 

@@ -101,7 +101,14 @@ def create_model_client(
         client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
         if tools is not None and spec.constrain != "off":
             client = with_constraint(
-                client, settings, spec, tools, log=constraint_log, probes=probes, seeded=seeded
+                client,
+                settings,
+                spec,
+                tools,
+                log=constraint_log,
+                probes=probes,
+                seeded=seeded,
+                meter=meter,
             )
     if spec.write_format == "fenced":  # above the grammar, which then allows the model file blocks
         client = FencedWritesClient(client, role)

@@ -20,6 +20,7 @@ from pse.engine import (
 from pse.events import Cost, Event
 from pse.roles import Role
 from pse.runner._prepare import prepare_run
+from pse.runner._report_sections import report_sections
 from pse.runner._wiring import PreparedRun
 from pse.tasks import extract_report, titled_report
 
@@ -83,6 +84,7 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
             outcome=trace.outcome or trace.state,
             reason=trace.outcome_reason,
             why=causal_line(trace),
+            sections=report_sections(trace, prepared.workspace, prepared.task.config.expected_outputs),
         )
     if report is not None:
         path = prepared.run_dir / "report.md"
