@@ -101,7 +101,8 @@ class Settings(BaseSettings):
     write_format: WriteFormat = Field(
         "auto",
         description="How roles write files: call (write_file in <tool_calls>), fenced (the path on a line, "
-        "then the whole file in a Markdown code block), or auto (fenced for a small or local model).",
+        "then the whole file in a Markdown code block), or auto (fenced for a model whose name gives at most "
+        "14B parameters).",
     )
     constrain_chars_per_token: int = Field(
         3,
