@@ -21,7 +21,6 @@ from pse._records import (
     ApprovalRecord,
     BlockedRecord,
     ClarificationRecord,
-    Cost,
     CriterionResult,
     DeliveryRecord,
     DriftRecord,
@@ -34,18 +33,16 @@ from pse._records import (
     MessageRecord,
     PlanItem,
     PlanRecord,
-    ProbeRecord,
     QuestionRecord,
-    RateLimitRecord,
     RepositoryRecord,
     SandboxRecord,
     Severity,
     StepAttemptRecord,
-    TokenCount,
     TransitionRecord,
     VerdictRecord,
 )
 from pse._tool_record import Decision, OutcomeStatus, ToolCallRecord, ToolStatus, utc_now
+from pse._usage_records import Cost, ProbeRecord, RateLimitRecord, TokenCount
 
 __all__ = [
     "EVENT_ADAPTER",

@@ -18,19 +18,17 @@ configured as the user says (`PSE_WRITE_FORMAT=fenced`, `PSE_MODEL_MAX_TOKENS`, 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping
+from typing import Literal
 
-from pse.config._models import ModelSpec, ProtocolMode, ProviderName, WriteFormat
-
-if TYPE_CHECKING:
-    from pse.config._settings import Settings
+from pse.config._models import ModelSpec, ProtocolMode, ProviderName, RoleSettings, WriteFormat
 
 __all__ = [
     "SMALL_MODEL_B",
     "SMALL_MODEL_DEFAULTS",
-    "fit_small_model",
     "is_small_model",
     "resolve_model_spec",
+    "small_model_defaults",
     "write_format_for",
 ]
 
@@ -73,37 +71,31 @@ def write_format_for(
     return "fenced" if provider != "scripted" and is_small_model(model) else "call"
 
 
-def resolve_model_spec(settings: Settings, role: str) -> ModelSpec:
-    """One role's model: its own settings (`PSE_<ROLE>_*`) first, then the global ones."""
-    own = settings.role(role)
-    provider = own.provider or settings.provider
-    api_key = own.api_key or settings.api_key
+def resolve_model_spec(role: str, own: RoleSettings, base: RoleSettings, protocol: ProtocolMode) -> ModelSpec:
+    """One role's model: its own settings (`PSE_<ROLE>_*`) first, then the global ones (`base`)."""
+    provider = own.provider or base.provider
+    api_key = own.api_key or base.api_key
     defaulted = False
     if provider is None:
         provider, defaulted = ("openai", False) if api_key is not None else ("scripted", True)
-    model = own.model or settings.model or _DEFAULT_MODELS[provider]
-    base_url = own.base_url or settings.base_url
-    wanted = own.write_format or settings.write_format
+    model = own.model or base.model or _DEFAULT_MODELS[provider]
+    wanted = own.write_format or base.write_format or "auto"
     return ModelSpec(
         role=role,
         provider=provider,
         model=model,
-        base_url=base_url,
+        base_url=own.base_url or base.base_url,
         api_key=api_key,
         provider_was_defaulted=defaulted,
-        constrain=own.constrain or settings.constrain,
-        context_tokens=own.model_context_tokens or settings.model_context_tokens,
-        write_format=write_format_for(wanted, provider, model, settings.protocol),
+        constrain=own.constrain or base.constrain or "auto",
+        context_tokens=own.model_context_tokens or base.model_context_tokens,
+        write_format=write_format_for(wanted, provider, model, protocol),
     )
 
 
-def fit_small_model(settings: Settings) -> Settings:
-    """`settings` with `SMALL_MODEL_DEFAULTS` for each of those fields the user did not set, when the
-    run's model (`PSE_MODEL`, of a real provider) is small; the same object otherwise."""
-    spec = resolve_model_spec(settings, "Specialist")
+def small_model_defaults(spec: ModelSpec) -> Mapping[str, object]:
+    """`SMALL_MODEL_DEFAULTS` when the model of `spec` (the run's, `PSE_MODEL`, of a real provider) is
+    small; nothing otherwise. The settings apply each where the user set none."""
     if spec.provider == "scripted" or not is_small_model(spec.model):
-        return settings
-    for name, value in SMALL_MODEL_DEFAULTS.items():
-        if name not in settings.model_fields_set:
-            object.__setattr__(settings, name, value)
-    return settings
+        return {}
+    return SMALL_MODEL_DEFAULTS

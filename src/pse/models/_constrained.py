@@ -1,8 +1,9 @@
 """Constrained decoding: each call of a role's model carries the grammar (or JSON schema) of its next turn.
 
 `ConstrainedChatCompletionClient` wraps a real provider's client. Per call it builds the role's
-`TurnShape` (its granted tools; for the Evaluator, the criteria of the plan in the messages it is
-sent), asks what the server accepts (`ConstraintProbes`: one probe per server and process), and adds:
+`TurnShape` from the request (`_turn_shape.turn_shape_of`: its granted tools, the plan it works or
+judges, what it has done so far in its phase), asks what the server accepts (`ConstraintProbes`: one
+probe per server and process), and adds:
 
 * `auto`: the GBNF grammar where the server applies one; nothing where it does not (silently, and
   noted as "none").
@@ -25,61 +26,34 @@ trace's settings under `constrain_used`. The scripted provider and `off` are nev
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from autogen_core.models import (
-    AssistantMessage,
     ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    SystemMessage,
-    UserMessage,
 )
 
 from pse.config import ModelSpec, Settings
 from pse.events import ProbeRecord
 from pse.exceptions import ConfigError, ModelUnavailableError
-from pse.models._digest import message_texts
 from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport, ProbeCall
 from pse.models._resilient import public_url
+from pse.models._turn_shape import turn_shape_of
 from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.protocol import (
     ToolSignature,
     TurnShape,
-    asks_findings,
-    files_as_calls,
-    offers_conflict,
-    parse_tool_results,
-    plan_criteria,
-    plan_outputs,
     protocol_from_json,
-    read_invokes,
     turn_grammar,
     turn_schema,
 )
-from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
-from pse.tools import EVALUATION_PREFIX, Tool
+from pse.roles import SINGLE_AGENT, Role
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
-
-_PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
-"""Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
-
-_LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
-"""Tools that only look."""
-_CHECKS = frozenset({Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK})
-"""Tools whose results are a judge's evidence."""
-_AREA = (f"{EVALUATION_PREFIX}/",)
-"""Where an Evaluator's file blocks may write: its evaluation area (its only writable area)."""
-LOOKS_BEFORE_ACTING = 3
-"""A Specialist whose last this many tool results in a row were only looks, and which may write, is
-offered no look in its next turn: it writes, reports or blocks."""
-_RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""
@@ -191,55 +165,13 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
 
     def shape(self, messages: Sequence[LLMMessage]) -> TurnShape:
         """What the role may send in answer to `messages`."""
-        # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
-        # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
-        authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
-        criteria = plan_criteria(message_texts(authored)) if self.spec.role == Role.EVALUATOR else None
-        # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
-        own = f'<tool_results for="{self.spec.role}"'
-        evidence = any(
-            isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
-            for m in messages
-        )
-        if self.spec.role in (Role.EVALUATOR, SINGLE_AGENT) and any(t.name in _CHECKS for t in self.tools):
-            # A judge's verdict rests on a check it ran since the last write: told to run pytest before
-            # its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING, with no test run.
-            ran = _results(messages, own)
-            last_write = max((i for i, (name, _) in enumerate(ran) if name == Tool.WRITE_FILE), default=-1)
-            evidence = any(name in _CHECKS and status != "denied" for name, status in ran[last_write + 1 :])
-        # Findings where the role's instructions tell it of them (a repository run's Evaluator).
-        instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
-        tools = self.tools
-        written = _written(messages, own)
-        writes = self.spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
-        outputs = plan_outputs(message_texts(authored)) if writes else None
-        # Nothing was put in the workspace to read and an output is still to write: a look can only find
-        # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
-        # "missing data", and read again after being told to write.
-        to_write = writes and not self.seeded and bool(set(outputs or ()) - written)
-        # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
-        # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
-        # over no test of its own.
-        owes_tests = self.spec.role == Role.EVALUATOR and any(t.name == Tool.WRITE_FILE for t in tools)
-        owes_tests = owes_tests and not any(path.startswith(_AREA[0]) for path in written)
-        looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
-        if looked or to_write or owes_tests:
-            tools = tuple(t for t in tools if t.name not in _LOOKS)
-        fenced = self.spec.write_format == "fenced"
-        paths = outputs if writes and outputs else (_AREA if self.spec.role == Role.EVALUATOR else None)
-        shape = TurnShape(
-            self.spec.role,
-            tools,
-            criteria,
-            self.max_invokes,
-            evidence=evidence,
+        shape = turn_shape_of(
+            self.spec,
+            self.tools,
+            messages,
+            max_invokes=self.max_invokes,
             questions=self.questions,
-            findings=self.spec.role == Role.EVALUATOR and asks_findings(instructions),
-            files=fenced,
-            conflicts=offers_conflict(instructions),
-            writes_first=to_write or owes_tests,
-            then_runs=owes_tests,
-            paths=paths if fenced else None,
+            seeded=self.seeded,
         )
         if self.max_tokens is None:
             return shape
@@ -396,61 +328,3 @@ def _wrap(
         questions=settings.planner_questions and spec.role == Role.PLANNER,
         seeded=seeded,
     )
-
-
-def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
-    """How many of the role's latest tool results, in a row, held only looks (`read_file`, `list_files`).
-
-    Why: in a revise or re-plan cycle the 1.5B model's Specialist read its files in turn, nine to ten
-    times, until the turn cap, and never wrote; a note on the repeated read changed nothing. Under a
-    grammar, a turn that cannot look must act."""
-    count = 0
-    for message in reversed(messages):
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        names = _RESULT_NAME.findall(text)
-        if not names or any(name not in _LOOKS for name in names):
-            break
-        count += 1
-    return count
-
-
-def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
-    """(tool, status) of every result the ToolAgent sent the role in this request, in order."""
-    found: list[tuple[str, str]] = []
-    for message in messages:
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        try:
-            found += [(r.name, r.status) for r in parse_tool_results(text)[1]]
-        except ValueError:
-            continue
-    return found
-
-
-def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
-    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call of
-    its message paired with its result by position."""
-    written: set[str] = set()
-    for asked, answer in itertools.pairwise(messages):
-        if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
-            continue
-        if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
-            continue
-        invokes = read_invokes(files_as_calls(asked.content))  # the role saw its writes as file blocks
-        try:
-            _, results = parse_tool_results(str(answer.content))
-        except ValueError:
-            continue
-        if invokes is None or len(invokes) != len(results):
-            continue
-        for (name, params), result in zip(invokes, results, strict=True):
-            if name == Tool.WRITE_FILE and result.status == "ok":
-                written.add(dict(params).get("path", "").strip())
-    return written
