@@ -11,8 +11,10 @@ configured as the user says (`PSE_WRITE_FORMAT=fenced`, `PSE_MODEL_MAX_TOKENS`, 
 * gets `SMALL_MODEL_DEFAULTS` for every one of those settings the user did not set: a turn that ends
   (a token limit, and a grammar sized at one character a token, so a model looping on digits is closed
   by it), a call timeout that fits a model writing ten tokens a second on a CPU, the repairs a small
-  model's one-time nudges use, and tool output a short window can hold. Without them the 1.5B model's
-  first call of a run never returned, twice in a row (no token limit; issue 44).
+  model's one-time nudges use, tool output a short window can hold, and a context window of 16,384
+  tokens (the packaged server's `n_ctx`; set `PSE_MODEL_CONTEXT_TOKENS` to your server's), so a phase
+  that outgrows it is compacted instead of refused by the server. Without them the 1.5B model's first
+  call of a run never returned, twice in a row (no token limit; issue 44).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ SMALL_MODEL_DEFAULTS: dict[str, object] = {
     "model_timeout_s": 600.0,
     "format_retries": 2,
     "tool_output_limit": 4000,
+    "model_context_tokens": 16384,
 }
 """The settings a small model gets where the user set none (see the module docstring)."""
 _SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z0-9])", re.IGNORECASE)
