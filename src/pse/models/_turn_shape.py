@@ -95,7 +95,6 @@ def turn_shape_of(
         evidence = any(name in _CHECKS and status != "denied" for name, status in ran[last_write + 1 :])
     # Findings where the role's instructions tell it of them (a repository run's Evaluator).
     instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
-    tools = tools
     written = _written(messages, own)
     writes = spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
     outputs = plan_outputs(message_texts(authored)) if writes else None
@@ -113,7 +112,7 @@ def turn_shape_of(
         tools = tuple(t for t in tools if t.name not in _LOOKS)
     fenced = spec.write_format == "fenced"
     paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
-    shape = TurnShape(
+    return TurnShape(
         spec.role,
         tools,
         criteria,
@@ -127,7 +126,6 @@ def turn_shape_of(
         then_runs=owes_tests,
         paths=paths if fenced else None,
     )
-    return shape
 
 
 def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
