@@ -41,7 +41,7 @@ from pse.events import ProbeRecord
 from pse.exceptions import ConfigError, ModelUnavailableError
 from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport, ProbeCall
 from pse.models._resilient import public_url
-from pse.models._turn_shape import turn_shape_of
+from pse.models._turn_shape import UNKNOWN_GROUND, TaskGround, turn_shape_of
 from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.protocol import (
@@ -112,8 +112,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
         questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
-        seeded: the task put files in the workspace for the roles to read (its seed, an instance's
-            files); without any, a Specialist with an output still to write is offered no look.
+        ground: what the task put in the workspace and expects out of it (`TaskGround`): without
+            seeded files, a role with an output still to write is offered no look.
     """
 
     def __init__(
@@ -129,11 +129,11 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: int = 3,
         log: ConstraintLog | None = None,
         questions: bool = False,
-        seeded: bool = True,
+        ground: TaskGround = UNKNOWN_GROUND,
     ) -> None:
         super().__init__(inner)
         self.questions = questions
-        self.seeded = seeded
+        self.ground = ground
         self.spec = spec
         self.tools = tuple(tools)
         self.support = support
@@ -171,7 +171,7 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
             messages,
             max_invokes=self.max_invokes,
             questions=self.questions,
-            seeded=self.seeded,
+            ground=self.ground,
         )
         if self.max_tokens is None:
             return shape
@@ -229,7 +229,7 @@ def with_constraint(
     *,
     log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
-    seeded: bool = True,
+    ground: TaskGround = UNKNOWN_GROUND,
     meter: UsageSink | None = None,
 ) -> ChatCompletionClient:
     """`client` constrained as `spec.constrain` (auto, grammar or json) says for a real provider, or
@@ -262,13 +262,13 @@ def with_constraint(
         if not explicit:
             return client  # auto means a grammar; Ollama has none
         fixed = ConstraintSupport(server, "ollama", "Ollama reads a JSON schema in `format`")
-        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log, seeded)
+        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log, ground)
     if spec.base_url is None:
         none = ConstraintSupport(server, None, "OpenAI's own API takes no grammar field (no base URL is set)")
         return (
             client
             if not explicit
-            else _wrap(client, settings, spec, tools, _answer(none), setting, log, seeded)
+            else _wrap(client, settings, spec, tools, _answer(none), setting, log, ground)
         )
     base_url = spec.base_url
     key = spec.api_key.get_secret_value() if spec.api_key is not None else None
@@ -295,7 +295,7 @@ def with_constraint(
             base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s, on_probe=probed
         )
 
-    return _wrap(client, settings, spec, tools, support, setting, log, seeded)
+    return _wrap(client, settings, spec, tools, support, setting, log, ground)
 
 
 def _answer(fixed: ConstraintSupport) -> SupportSource:
@@ -313,7 +313,7 @@ def _wrap(
     support: SupportSource,
     setting: str,
     log: ConstraintLog | None,
-    seeded: bool = True,
+    ground: TaskGround = UNKNOWN_GROUND,
 ) -> ChatCompletionClient:
     return ConstrainedChatCompletionClient(
         client,
@@ -326,5 +326,5 @@ def _wrap(
         chars_per_token=settings.constrain_chars_per_token,
         log=log,
         questions=settings.planner_questions and spec.role == Role.PLANNER,
-        seeded=seeded,
+        ground=ground,
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
@@ -40,7 +41,7 @@ from pse.protocol import (
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.tools import EVALUATION_PREFIX, Tool
 
-__all__ = ["LOOKS_BEFORE_ACTING", "turn_shape_of"]
+__all__ = ["LOOKS_BEFORE_ACTING", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
 
 _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 """Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
@@ -57,6 +58,20 @@ offered no look in its next turn: it writes, reports or blocks."""
 _RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 
+@dataclass(frozen=True)
+class TaskGround:
+    """What the task gives a role to stand on, known when the run is wired: whether it put files in the
+    workspace for the roles to read (its seed, an instance's files), and the outputs it expects (the
+    single agent's plan: it has no Planner)."""
+
+    seeded: bool = True
+    expected: tuple[str, ...] = ()
+
+
+UNKNOWN_GROUND = TaskGround()
+"""A task PSE was told nothing of: files to read may be there, no output is known."""
+
+
 def turn_shape_of(
     spec: ModelSpec,
     tools: Sequence[ToolSignature],
@@ -64,7 +79,7 @@ def turn_shape_of(
     *,
     max_invokes: int = 16,
     questions: bool = False,
-    seeded: bool = True,
+    ground: TaskGround = UNKNOWN_GROUND,
 ) -> TurnShape:
     """What `spec.role` may send in answer to `messages` (see the module docstring), unsized.
 
@@ -74,7 +89,7 @@ def turn_shape_of(
         messages: the request its model is about to get.
         max_invokes: most invokes one message may hold.
         questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
-        seeded: the task put files in the workspace for the roles to read.
+        ground: what the task put in the workspace and expects out of it.
     """
     tools = tuple(tools)
     # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
@@ -96,12 +111,13 @@ def turn_shape_of(
     # Findings where the role's instructions tell it of them (a repository run's Evaluator).
     instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
     written = _written(messages, own)
-    writes = spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
-    outputs = plan_outputs(message_texts(authored)) if writes else None
+    # The doer of the work: the Specialist (its plan's outputs), or the single agent (the task's).
+    writes = spec.role in (Role.SPECIALIST, SINGLE_AGENT) and any(t.name == Tool.WRITE_FILE for t in tools)
+    outputs = (plan_outputs(message_texts(authored)) or ground.expected or None) if writes else None
     # Nothing was put in the workspace to read and an output is still to write: a look can only find
     # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
     # "missing data", and read again after being told to write.
-    to_write = writes and not seeded and bool(set(outputs or ()) - written)
+    to_write = writes and not ground.seeded and bool(set(outputs or ()) - written)
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.
