@@ -21,7 +21,7 @@ from pathlib import Path
 from pse.engine._escalation import quotes_task
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.tools import python_problem
+from pse.tools import Tool, python_problem
 
 __all__ = [
     "FIXABLE",
@@ -310,7 +310,7 @@ def pass_early(
 
 def _last_test_run(calls: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
     """The Evaluator's last `run_pytest` in the cycle that wrote a readable report (None: none did)."""
-    runs = [c for c in calls if c.tool == "run_pytest" and c.decision == "allowed" and c.facts.get("report")]
+    runs = [c for c in calls if c.tool == Tool.RUN_PYTEST and c.decision == "allowed" and c.facts.get("report")]
     return runs[-1] if runs else None
 
 

@@ -22,7 +22,7 @@ from pse.tools._evidence import (
     protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
-from pse.tools._names import (
+from pse.tool_names import (
     BUILTIN_CHECKS,
     MCP_NAME,
     MCP_PREFIX,
