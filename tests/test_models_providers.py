@@ -222,7 +222,9 @@ def test_factory_routes_each_role_by_its_own_settings(monkeypatch: pytest.Monkey
     settings = load_settings()
     planner = create_model_client(settings, "Planner")
     fenced = create_model_client(settings, "Evaluator")
-    assert isinstance(fenced, FencedWritesClient)  # an 8B model writes files as file blocks (PSE_WRITE_FORMAT=auto)
+    assert isinstance(
+        fenced, FencedWritesClient
+    )  # an 8B model writes files as file blocks (PSE_WRITE_FORMAT=auto)
     evaluator = fenced.inner
     assert isinstance(planner, ResilientChatCompletionClient) and isinstance(
         evaluator, ResilientChatCompletionClient

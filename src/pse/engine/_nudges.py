@@ -310,7 +310,9 @@ def pass_early(
 
 def _last_test_run(calls: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
     """The Evaluator's last `run_pytest` in the cycle that wrote a readable report (None: none did)."""
-    runs = [c for c in calls if c.tool == Tool.RUN_PYTEST and c.decision == "allowed" and c.facts.get("report")]
+    runs = [
+        c for c in calls if c.tool == Tool.RUN_PYTEST and c.decision == "allowed" and c.facts.get("report")
+    ]
     return runs[-1] if runs else None
 
 
