@@ -485,6 +485,32 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
         assert not there.writes_first and "report" not in there.kinds()  # data to read first: a look
 
 
+def test_writing_first_is_writing_what_is_still_to_write() -> None:
+    """Told only to write first, the 1.5B model wrote quicksort.py ten times over and never the test file:
+    while it writes first, its file blocks may write only the outputs it has not written."""
+    from autogen_core.models import AssistantMessage
+
+    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=plan, source=Role.PLANNER),
+    ]
+    assert _fenced_shape(Role.SPECIALIST, opening, tools).paths == ("a.py", "test_a.py")
+    wrote = [
+        AssistantMessage(content="a.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
+        UserMessage(
+            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+            "wrote a.py (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+    ]
+    second = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
+    assert second.writes_first and second.paths == ("test_a.py",)
+    assert 'file-path ::= "test_a.py"' in turn_grammar(second)
+
+
 def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() -> None:
     tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
     opening: list[Any] = [

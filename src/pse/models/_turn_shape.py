@@ -12,8 +12,8 @@ A small model's first moves decide its run, and a grammar can make them for it (
   blocks on "missing data"), and an Evaluator that owes tests of its own writes them and runs them in
   one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
-* **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
-  Evaluator's);
+* **where a file block writes**: the plan's outputs (the Specialist's; while it writes first, those
+  still to write), the evaluation area (the Evaluator's);
 * **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
 """
 
@@ -130,7 +130,11 @@ def turn_shape_of(
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
     fenced = spec.write_format == "fenced"
-    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    # Writing first is writing what is still to write: told only "write first", the 1.5B model wrote
+    # quicksort.py ten times over, the same bytes, and never test_quicksort.py.
+    unwritten = tuple(path for path in outputs or () if path not in written)
+    paths = (unwritten if to_write else outputs) if writes and outputs else None
+    paths = paths or (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
         spec.role,
         tools,
