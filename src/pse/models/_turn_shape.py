@@ -8,12 +8,13 @@ A small model's first moves decide its run, and a grammar can make them for it (
 * **evidence first**: the Specialist and the Evaluator report or judge only after tool results of their
   own; a judge (the Evaluator, the single agent) only after a check it ran since its last write;
 * **write first**: a doer whose outputs are all new (none was in the workspace when the run began) and
-  one still to write in its phase is offered no look (a look finds an output missing, and the model
-  blocks on "missing data"), and an Evaluator that owes tests of its own writes them and runs them in
-  one turn;
+  none yet written in its phase is offered no look (a look finds an output missing, and the model
+  blocks on "missing data"); once it wrote one, it is free again (kept to writing until every output
+  was written, the 1.5B model wrote the same file ten times over); an Evaluator that owes tests of its
+  own writes them and runs them in one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
-* **where a file block writes**: the plan's outputs (the Specialist's; while it writes first, those
-  still to write), the evaluation area (the Evaluator's);
+* **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
+  Evaluator's);
 * **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
 """
 
@@ -119,8 +120,10 @@ def turn_shape_of(
     # model read `PROBLEM` and listed `solution.py`, then blocked on "missing data", and read again after
     # being told to write; on code-delivery (its acceptance tests seeded) it read `quicksort.py` and
     # blocked the same way. Where an output was there to change (a repository's file), it looks first.
+    # The first write only: made to write every output anew in a revise cycle, the model copied the
+    # file it had just written into the next one.
     new = ground.present is not None and not set(outputs or ()) & ground.present
-    to_write = writes and new and bool(set(outputs or ()) - written)
+    to_write = writes and new and bool(outputs) and not set(outputs or ()) & written
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.
@@ -130,11 +133,7 @@ def turn_shape_of(
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
     fenced = spec.write_format == "fenced"
-    # Writing first is writing what is still to write: told only "write first", the 1.5B model wrote
-    # quicksort.py ten times over, the same bytes, and never test_quicksort.py.
-    unwritten = tuple(path for path in outputs or () if path not in written)
-    paths = (unwritten if to_write else outputs) if writes and outputs else None
-    paths = paths or (_AREA if spec.role == Role.EVALUATOR else None)
+    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
         spec.role,
         tools,
