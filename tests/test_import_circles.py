@@ -47,5 +47,5 @@ def test_no_two_modules_import_each_other() -> None:
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from pse.engine._cycle import run_cycle\n    return run_cycle\n")
-    assert _imports(module, _modules()) == {"pse.engine._cycle"}
+    module.write_text("def f():\n    from pse.engine._decide import decide\n    return decide\n")
+    assert _imports(module, _modules()) == {"pse.engine._decide"}

@@ -243,7 +243,9 @@ def _wire_run(
             independent_tests=tools.evaluation_dir is not None,
             check_config=task.check_config_files,
             block_findings=verification.block_findings,
-            enforced=settings.hard_gates,
+            # A crew whose judge reviews its own work has no independent evidence for the gates to hold.
+            enforced=settings.hard_gates and crew.gated,
+            judge=crew.reviewer,
         ),
         meters=RunMeters(usage=run_clients.meter, prefixes=run_clients.prefixes, price=run_clients.price),
         approvals=approvals,
