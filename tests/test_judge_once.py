@@ -51,7 +51,9 @@ def test_judge_turns_only_an_enforced_gate_failure_under_a_pass_into_partial() -
     ok = VerdictRecord(status="PASS", reason_code="ALL_MET")
     fail = VerdictRecord(status="FAIL", reason_code="WRONG_APPROACH")
     cases = [(ok, failed), (ok, passed), (ok, unenforced), (fail, failed), (None, failed)]
-    judged = [judge(verdict, gate, no_verdict="REVIEW_ERROR: x") for verdict, gate in cases]
+    judged = [
+        judge(verdict, gate, enforced=gate.enforced, no_verdict="REVIEW_ERROR: x") for verdict, gate in cases
+    ]
     assert [(j.result, j.reason) for j in judged] == [
         ("PARTIAL", "HARD_GATE: check:pytest: 2 failed; outputs_exist: missing: a.py"),
         ("PASS", "ALL_MET"),

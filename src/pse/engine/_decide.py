@@ -127,12 +127,14 @@ class Judgement:
     reason: str
 
 
-def judge(verdict: VerdictRecord | None, gate: GateRecord | None, *, no_verdict: str) -> Judgement:
-    """The result of a review: the verdict, unless enforced hard gates failed under a PASS (the one place
+def judge(
+    verdict: VerdictRecord | None, gate: GateRecord | None, *, enforced: bool, no_verdict: str
+) -> Judgement:
+    """The result of a review: the verdict, unless `enforced` hard gates failed under a PASS (the one place
     the gates and their enforcement apply, to a cycle's review and a step's alike)."""
     if verdict is None:
         return Judgement("ERROR", no_verdict)
-    if verdict.status == "PASS" and gate is not None and not gate.passed and gate.enforced:
+    if verdict.status == "PASS" and gate is not None and not gate.passed and enforced:
         return Judgement("PARTIAL", "HARD_GATE: " + "; ".join(gate.failures))
     return Judgement(verdict.status, verdict.reason_code)
 
@@ -262,7 +264,7 @@ def _judged(run: RunState, r: PhaseResult, moves: tuple[Move, ...], error: str |
     """The cycle's review is read: its judgement, and the retry rules' move."""
     rules, verdict = run.rules, r.final.verdict
     no_verdict = error or f"REVIEW_ERROR: the cycle ended without a verdict from the {rules.crew.reviewer}"
-    judged = judge(verdict, r.seen.gate, no_verdict=no_verdict)
+    judged = judge(verdict, r.seen.gate, enforced=rules.gates.enforced, no_verdict=no_verdict)
     if verdict is None:
         then = Move(State.ERROR, judged.reason)
     else:
@@ -331,7 +333,8 @@ def _after_step_phase(run: RunState, r: PhaseResult) -> Next:
     if not judging:
         return RunPhase(rules.crew.reviewer, (Move(State.REVIEWING, "the step's review"),), step=r.step)
     verdict = final.verdict
-    judged = judge(verdict, r.seen.gate, no_verdict=f"REVIEW_ERROR: {final.problem}")
+    enforced = rules.gates.enforced
+    judged = judge(verdict, r.seen.gate, enforced=enforced, no_verdict=f"REVIEW_ERROR: {final.problem}")
     blocked_by = (
         BlockedRecord(role=r.role, reason_code=verdict.reason_code, detail=verdict.summary)
         if verdict is not None and verdict.status == "BLOCKED"
