@@ -10,7 +10,7 @@ from pse.engine._approvals import (
 from pse.engine._briefs import NextCycle
 from pse.engine._crew import Crew, RunControl, StepCrew, StepScope, StepWiring
 from pse.engine._decide import Judgement, Rules, RunState, decide, judge, kept_steps
-from pse.engine._engine import Engine, interrupted_cycle
+from pse.engine._engine import Engine
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
@@ -18,6 +18,7 @@ from pse.engine._graph import StepSpec, graph_problem, step_specs, task_criteria
 from pse.engine._ledger import Ledger
 from pse.engine._limits import LoopLimits
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
+from pse.engine._resume import Resume
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunMeters, RunOpening, RunSetup, RunStorage, RunTeam, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
@@ -82,6 +83,7 @@ __all__ = [
     "NextCycle",
     "PhaseResult",
     "PriceFn",
+    "Resume",
     "Rules",
     "RunControl",
     "RunEvents",
@@ -119,7 +121,6 @@ __all__ = [
     "fit_to_tokens",
     "graph_problem",
     "holding_run",
-    "interrupted_cycle",
     "is_run_id",
     "judge",
     "kept_steps",

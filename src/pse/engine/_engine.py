@@ -29,6 +29,7 @@ from pse.engine._escalation import write_escalation
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
 from pse.engine._phases import PhaseRun, Seat
+from pse.engine._resume import Resume
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
 from pse.engine._steps import Steps
@@ -54,16 +55,7 @@ from pse.team import FailureBox, HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
-__all__ = ["Engine", "interrupted_cycle"]
-
-
-def interrupted_cycle(trace: Trace) -> CycleRecord | None:
-    """The cycle a run stopped in the middle of, if it did: saved while a tool call was held for a
-    person, never ended. A resumed run runs it again, answering what it recorded from the trace."""
-    last = trace.cycles[-1] if trace.cycles else None
-    if trace.outcome is None and last is not None and last.ended_at is None:
-        return last
-    return None
+__all__ = ["Engine"]
 
 
 class Engine:
@@ -71,29 +63,29 @@ class Engine:
 
     Args:
         setup: the run's wiring (roles, ToolAgent, workspace, limits, event sink).
-        trace: a trace to go on from (resume); None starts a new run.
+        resume: where a resumed run goes on from (`Resume`: its trace, the cycle it runs again); None
+            starts a new run.
     """
 
-    def __init__(self, setup: RunSetup, trace: Trace | None = None) -> None:
+    def __init__(self, setup: RunSetup, resume: Resume | None = None) -> None:
         self.setup = setup
         self.limits = setup.limits
-        self._resuming = trace is not None
-        self._interrupted = interrupted_cycle(trace) if trace is not None else None
-        if trace is not None and self._interrupted is not None:
-            # Back to where the interrupted cycle began; it runs again, answered from its record.
-            trace.cycles.pop()
-            del trace.transitions[self._interrupted.transitions_at_start or 0 :]
-            trace.state = trace.transitions[-1].to if trace.transitions else State.START.value
+        self._resuming = resume is not None
+        self._interrupted = resume.again if resume is not None else None
         opening, team = setup.opening, setup.team
-        self.trace = trace or Trace(
-            run_id=opening.run_id,
-            task=opening.task,
-            started_at=utc_now(),
-            settings=dict(opening.recorded_settings),
-            inputs=dict(opening.inputs),
-            tags=dict(opening.tags),
-            context_mode=team.context_mode,
-            task_message=opening.task_message,
+        self.trace = (
+            resume.trace
+            if resume is not None
+            else Trace(
+                run_id=opening.run_id,
+                task=opening.task,
+                started_at=utc_now(),
+                settings=dict(opening.recorded_settings),
+                inputs=dict(opening.inputs),
+                tags=dict(opening.tags),
+                context_mode=team.context_mode,
+                task_message=opening.task_message,
+            )
         )
         if opening.sandbox is not None:
             self.trace.sandbox = opening.sandbox  # a resumed run records the sandbox it goes on under
