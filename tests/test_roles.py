@@ -10,12 +10,11 @@ from __future__ import annotations
 import ast
 import itertools
 from pathlib import Path
-from typing import get_args
 
 import pytest
+from pydantic import ValidationError
 
 from pse.config import Settings
-from pse.config._models import Team
 from pse.engine._state import State, check_transition
 from pse.engine._values import repair_request
 from pse.protocol import TurnShape
@@ -125,7 +124,9 @@ def test_a_role_of_its_own_has_default_grants_and_a_borrowing_seat_holds_their_u
 
 
 def test_the_crews_are_the_team_settings_values() -> None:
-    assert set(CREWS) == set(get_args(Team))
+    assert all(Settings(team=name).crew is crew for name, crew in CREWS.items())
+    with pytest.raises(ValidationError, match="no crew 'solo'; the crews are pse, single"):
+        Settings(team="solo")
     assert Settings().crew is PSE_CREW and Settings(team="single").crew is SINGLE_CREW
     assert (PSE_CREW.speakers, PSE_CREW.reviewer, PSE_CREW.gated) == (ROLES, Role.EVALUATOR, True)
     assert (PSE_CREW.plans, PSE_CREW.independent_review, PSE_CREW.self_review) == (True, True, False)

@@ -233,8 +233,14 @@ class CrewSpec:
 
     @property
     def plans(self) -> bool:
-        """Whether a Planner speaks: only then can a plan's steps run (`execution = "steps"`)."""
-        return Role.PLANNER in self.speakers
+        """Whether a plan's steps can run (`execution = "steps"`): a Planner plans, a worker does them."""
+        return Role.PLANNER in self.speakers and self.worker is not None
+
+    @property
+    def worker(self) -> str | None:
+        """Who does the work a plan's step asks for: the speaker whose final is a report (None: nobody
+        writes, so a plan's steps cannot run)."""
+        return next((r for r in self.speakers if ROLE_SPECS[r].final == "report"), None)
 
     @property
     def independent_review(self) -> bool:

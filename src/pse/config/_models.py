@@ -25,7 +25,8 @@ __all__ = [
 ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
-Team = Literal["pse", "single"]
+Team = str
+"""A crew's name (`roles.CREWS`): a crew is data, so the setting takes whichever crews there are."""
 KnowledgeBackend = Literal["auto", "minilm", "offline", "ollama", "openai"]
 ConstrainMode = Literal["auto", "grammar", "json", "off"]
 ProtocolMode = Literal["dsml", "native"]

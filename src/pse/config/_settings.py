@@ -225,8 +225,8 @@ class Settings(BaseSettings):
     )
     team: Team = Field(
         "pse",
-        description="pse (Planner, Specialist, Evaluator) or single (one Agent that reviews itself: the "
-        "evaluation baseline).",
+        description="The crew: pse (Planner, Specialist, Evaluator), single (one Agent that reviews itself: "
+        "the evaluation baseline), or another of `pse.roles.CREWS`.",
     )
     hard_gates: bool = Field(
         True, description="Enforce the hard gates on a PASS (false: the Evaluator's word alone; an ablation)."
@@ -325,6 +325,13 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _fit_a_small_model(self) -> Settings:
         return fit_small_model(self)
+
+    @field_validator("team")
+    @classmethod
+    def _a_crew(cls, value: str) -> str:
+        if value not in CREWS:
+            raise ValueError(f"no crew {value!r}; the crews are {', '.join(CREWS)}")
+        return value
 
     @field_validator("model_rpm", "model_tpm", "model_max_concurrency", mode="before")
     @classmethod

@@ -53,8 +53,9 @@ def after_review(
         else:  # a PASS over failed gates stands only where they are not enforced (`judge`)
             gates = "hard gates off (PSE_HARD_GATES=false)"
         return Move(State.PASSED, f"PASS ({reason}); {gates}")
-    if crew.self_review:  # nobody is left to revise or re-plan: the reviewer's own verdict is final
-        return Move(State.ESCALATED, f"{result} ({reason}): the {crew.reviewer}'s own review did not pass")
+    if crew.self_review:  # nobody is left to revise or re-plan: the review is final
+        own = "own " if not crew.gated else ""  # an ungated crew's judge reviews its own work
+        return Move(State.ESCALATED, f"{result} ({reason}): the {crew.reviewer}'s {own}review did not pass")
     if result == "BLOCKED":
         return Move(State.BLOCKED, f"{crew.reviewer} returned BLOCKED ({reason})")
     since = _since_answer(trace, cycles)

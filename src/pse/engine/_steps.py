@@ -32,7 +32,7 @@ from pse.engine._state import State, StepStates
 from pse.engine._values import AskAgain, EndStep, Final, PhaseResult, RunPhase, Seen, StepsSettled
 from pse.engine._workspace import Workspace
 from pse.events import BlockedRecord, PlanRecord, StepAttemptRecord, StepEvent, utc_now
-from pse.roles import TASK_SOURCE, role_spec
+from pse.roles import TASK_SOURCE
 from pse.team import CycleOpening, FailureBox
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord
@@ -83,7 +83,9 @@ class Steps:
         self.crew, self.wiring, self.plan, self.record = crew, crew.steps, plan, record
         self.control, self.box, self.seen, self.state = run, box, seen, state
         self.max_parallel, self.cap = max_parallel, cap
-        self.specs = step_specs(plan)
+        worker = state(None).rules.crew.worker
+        assert worker is not None, "a plan's steps run only where someone works (CrewSpec.plans)"
+        self.worker, self.specs = worker, step_specs(plan)
         self.states = StepStates(self.specs, kept_steps(state(None).trace.cycles[:-1]))
         self.attempts: dict[str, StepAttemptRecord] = {}
         self.failure: str | None = None
@@ -146,8 +148,7 @@ class Steps:
         """One attempt at `step`: its worker's phase, then its review, each as the decision says; its end
         is recorded and its last phase's result returned (the scheduler makes the step's move)."""
         brief = step_brief(self.plan, step, self.specs, self.seen) + (f"\n\n{buffer}" if buffer else "")
-        worker = next(r for r in self.crew.roles if role_spec(r).final == "report")
-        phase = self._phase(worker, StepScope(step.id, frozenset(step.outputs)), brief, attempt)
+        phase = self._phase(self.worker, StepScope(step.id, frozenset(step.outputs)), brief, attempt)
         while True:
             result = await phase.run()
             nxt = decide(self.state(self.failure), result)
