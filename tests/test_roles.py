@@ -72,6 +72,7 @@ def test_the_states_a_crews_phases_enter_follow_the_state_table() -> None:
     assert walked == {
         "pse": ["START", "PLANNED", "RUNNING", "REVIEWING"],
         "single": ["START", "PLANNED", "RUNNING", "REVIEWING"],
+        "review": ["START", "PLANNED", "RUNNING", "REVIEWING"],
     }
     assert PSE_CREW.phases[0].enters == () and PSE_CREW.phases[2].enters == (
         ("REVIEWING", "Specialist reported; Evaluator started"),
@@ -125,7 +126,7 @@ def test_a_role_of_its_own_has_default_grants_and_a_borrowing_seat_holds_their_u
 
 def test_the_crews_are_the_team_settings_values() -> None:
     assert all(Settings(team=name).crew is crew for name, crew in CREWS.items())
-    with pytest.raises(ValidationError, match="no crew 'solo'; the crews are pse, single"):
+    with pytest.raises(ValidationError, match="no crew 'solo'; the crews are pse, single, review"):
         Settings(team="solo")
     assert Settings().crew is PSE_CREW and Settings(team="single").crew is SINGLE_CREW
     assert (PSE_CREW.speakers, PSE_CREW.reviewer, PSE_CREW.gated) == (ROLES, Role.EVALUATOR, True)

@@ -280,5 +280,20 @@ SINGLE_CREW = CrewSpec(
     gated=False,
 )
 """The evaluation baseline: one Agent that does the work and reviews it itself."""
-CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW)}
+REVIEW_CREW = CrewSpec(
+    "review",
+    (
+        PhaseSpec(Role.PLANNER),
+        PhaseSpec(
+            Role.EVALUATOR,
+            enters=(
+                ("RUNNING", "review team: nobody writes, the workspace as it is is the work"),
+                ("REVIEWING", "Evaluator started"),
+            ),
+        ),
+    ),
+)
+"""A review of the workspace as it is: the Planner sets the criteria, the Evaluator judges them with the
+task's checks under the hard gates; nobody writes, so a review that does not pass goes to a person."""
+CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW, REVIEW_CREW)}
 """Every crew, by its `PSE_TEAM` value."""
