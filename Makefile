@@ -74,8 +74,10 @@ demo: setup
 
 # A repository run: the code-change task fixes a bug in a small repository it builds in a temporary
 # folder, and prints the run's branch, commit and change.patch (offline, scripted).
+# `make demo-repo DEMO_REPO_ARGS='--keep DIR'` builds and runs in DIR and keeps both.
+DEMO_REPO_ARGS ?=
 demo-repo: setup
-	$(BIN)/python scripts/demo_repo.py
+	$(BIN)/python scripts/demo_repo.py $(DEMO_REPO_ARGS)
 
 # Step mode: three reviewed steps, two of them at once, one retried alone (offline, scripted).
 demo-steps: setup

@@ -87,12 +87,18 @@ def main() -> int:
         print(f"outcome: {summary['outcome']} after {summary['cycles']} cycle(s)")
         print(f"branch:  {summary['branch']}")
         print(f"commit:  {summary['commit']}")
-        print(f"patch:   {summary['patch']}\n")
+        kept = "" if args.keep else " (in the temporary folder; printed here, as it goes when the demo ends)"
+        print(f"patch:   {summary['patch']}{kept}\n")
         print(Path(summary["patch"]).read_text(encoding="utf-8"))
         untouched = _git(repo, "status", "--porcelain") == before
         print(f"your working tree: {'untouched' if untouched else 'CHANGED'} ({before.strip()})")
         if args.keep:
             print(f"kept: {root} (git -C {repo} log --stat {summary['branch']})")
+        else:
+            print(
+                f"the repository and the run were in {root}, removed now; to keep them and look around, run "
+                "make demo-repo DEMO_REPO_ARGS='--keep DIR' (or python scripts/demo_repo.py --keep DIR)"
+            )
         return 0 if untouched else 1
 
 

@@ -20,7 +20,7 @@ resumes it, the direct column included; delete it to start over). Nothing is dow
 inside their PyPI packages.
 
     python scripts/eval_local.py [--limit 20] [--arms pse,single] [--model qwen2.5-coder-1.5b] [--out DIR]
-                                 [--impossible [--seed 0]]
+                                 [--impossible [--seed 0]] [--write-format auto|call|fenced]
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which assertion each is mutated")
     parser.add_argument(
+        "--write-format",
+        choices=["auto", "call", "fenced"],
+        default="auto",
+        help="how roles write files (PSE_WRITE_FORMAT): to compare the formats on the same problems",
+    )
+    parser.add_argument(
         "--base-url",
         default=None,
         help="use this running server (python -m pse.local) instead of starting one",
@@ -74,6 +80,7 @@ def main(argv: list[str]) -> int:
     out = (args.out or ROOT / "evals" / f"humaneval-local-{model.alias}").resolve()
     limits = QWEN_RUN if model.family == "qwen2.5" else SHORT_RUN
     grammar = {"constrain": "grammar", **{f"{r.lower()}_constrain": "grammar" for r in ROLES}}
+    grammar["write_format"] = args.write_format
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     server = LocalServer([model], log=out.parent / f".{out.name}-server.log")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -55,6 +56,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many tests were skipped, and why: one line per reason, the most frequent first (what `make test`
+    ends with; pytest's own line only counts them)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: Counter[str] = Counter()
+    for report in skipped:
+        longrepr = report.longrepr
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[" ".join(reason.removeprefix("Skipped: ").split())] += 1
+    terminalreporter.write_sep("-", f"{len(skipped)} skipped, and why")
+    for reason, count in sorted(reasons.items(), key=lambda item: (-item[1], item[0])):
+        terminalreporter.write_line(f"{count:>5}  {reason}")
+
+
 @pytest.fixture(autouse=True)
 def _clean_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -67,6 +84,12 @@ def _clean_environment(
     # seconds: tests use the offline knowledge backend unless they choose another (tests/test_knowledge_minilm.py).
     monkeypatch.setenv("PSE_KB_BACKEND", "offline")
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    # What probes learned of servers: each test's own (stand-ins reuse ports), never the person's cache.
+    from pse.models import SERVER_PROBES
+
+    servers = tmp_path_factory.mktemp("cache") / "servers.json"
+    monkeypatch.setattr(SERVER_PROBES, "cache", lambda: servers)
+    SERVER_PROBES.clear()
     yield
     from pse.store import close_stores
 

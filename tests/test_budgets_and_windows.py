@@ -43,6 +43,7 @@ async def test_a_slow_model_stops_at_the_run_limit_and_every_answered_request_is
         elapsed = time.monotonic() - started
         time.sleep(1.2)  # let the abandoned request finish: a hung-up client gets no answer
         delivered = list(stand_in.delivered)
+        probes = list(stand_in.probes_delivered)
     assert (summary.outcome, summary.outcome_reason) == (
         "TIMEOUT",
         "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
@@ -51,12 +52,13 @@ async def test_a_slow_model_stops_at_the_run_limit_and_every_answered_request_is
     trace = load_trace(Path(summary.trace))
     by_role = trace.tokens.by_role.values()
     reported = sum(t.prompt + t.completion for t in by_role) - sum(t.estimated for t in by_role)
-    assert delivered and reported == sum(p + c for p, c in delivered)  # every answered request, exactly
+    served = probes + delivered  # the grammar-support probe is a call the server answered too (issue 47)
+    assert probes == [(3, 1)] and reported == sum(p + c for p, c in served)  # every answered request, exactly
     # The request the deadline stopped was answered 0.9 s into it, while the run settled its calls
     # (SETTLE_S): the server served it, so it counts in full, not as an estimate (issue 29). A call still
     # in flight after that is estimated: test_a_call_still_in_flight_when_the_run_has_settled_is_an_estimate.
     assert sum(t.estimated for t in by_role) == 0
-    assert sum(t.calls for t in by_role) == len(delivered)
+    assert sum(t.calls for t in by_role) == len(served)
     # No model call started after the deadline: the stand-in saw only the calls made before it.
     assert len(stand_in.requests) == len(delivered)
 
@@ -69,8 +71,8 @@ async def test_a_token_budget_that_cannot_cover_the_next_prompt_stops_before_the
         )
         asked = len(stand_in.requests)
     assert summary.outcome == "TIMEOUT"
-    assert summary.outcome_reason.startswith("token budget cannot cover the next prompt: 990 used + about")
-    assert asked == 1 and summary.tokens.total == 990 <= 2500
+    assert summary.outcome_reason.startswith("token budget cannot cover the next prompt: 994 used + about")
+    assert asked == 1 and summary.tokens.total == 3 + 1 + 990 <= 2500  # the probe's 4 tokens count too
 
 
 async def test_a_command_running_at_the_deadline_is_stopped_with_it(tmp_path: Path) -> None:
@@ -168,7 +170,7 @@ async def test_an_answer_served_while_the_run_stops_is_counted_in_full(tmp_path:
         0,
         1,
     )
-    assert trace.tokens.total == 1500 + 300 + 1700 + 2100
+    assert trace.tokens.total == 3 + 1 + 1500 + 300 + 1700 + 2100  # the probe's tokens too
     late = [m for m in trace.cycles[0].messages if m.late]
     assert [(m.source, m.content) for m in late] == [("Specialist", _TURNS[1]["content"])]
 
@@ -233,3 +235,73 @@ async def test_a_phase_that_outgrows_the_window_goes_on_with_its_earlier_tool_ou
     tight = ContextWindowClient(inner, role="Specialist", model="m", window=900, completion=500)  # type: ignore[arg-type]
     with pytest.raises(ContextWindowError, match="the window is 900"):
         await tight.create(messages)
+
+
+async def test_every_answer_a_slow_server_finished_before_the_run_ended_is_in_the_trace_probes_included(
+    tmp_path: Path,
+) -> None:
+    """Issue 47, item 6: against a server that answers every call after 4 s, a run with a 6 s budget spent
+    its first 4 s on a grammar-support probe that no trace held. The probe is now a call of the run: its
+    tokens counted (the Planner's, whose call needed it), its reply kept in `trace.probes`; the Planner's
+    own call, cut at 6 s before the server finished it, is the run's one estimate; the run ends within 2 s
+    of its budget."""
+    with ChatStandIn("openai", probe_delay_s=4) as stand_in:
+        stand_in.script(*(Reply(content=t["content"], usage=(500, 50), delay_s=4) for t in _TURNS))
+        started = time.monotonic()
+        summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path, run_timeout_s=6)))
+        elapsed = time.monotonic() - started
+        time.sleep(4 + 6 - elapsed + 0.5)  # past when the cut call would have been answered: it never is
+        served = list(stand_in.probes_delivered) + list(stand_in.delivered)
+    assert (summary.outcome, summary.outcome_reason) == (
+        "TIMEOUT",
+        "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)",
+    )
+    assert elapsed < 6 + 2, f"a 6 s run took {elapsed:.1f} s"
+    trace = load_trace(Path(summary.trace))
+    assert served == [(3, 1)]  # the probe, answered at 4 s; the Planner's call was cut at 6 s
+    assert [
+        (p.role, p.server, p.prompt_tokens, p.completion_tokens, p.estimated, p.reply) for p in trace.probes
+    ] == [("Planner", stand_in.url, 3, 1, False, "OK")]
+    assert trace.probes[0].learned == "it applied none of the probe's grammar fields (replied 'OK')"
+    assert trace.probes[0].ms is not None and trace.probes[0].ms >= 4000
+    planner = trace.tokens.by_role["Planner"]
+    assert planner.calls == 2 and planner.completion == 1  # the probe, and the cut call (no completion)
+    reported = sum(t.prompt + t.completion - t.estimated for t in trace.tokens.by_role.values())
+    assert reported == sum(p + c for p, c in served)  # every served token, and nothing else, as reported
+    assert planner.estimated == planner.prompt - 3 > 0  # the cut call's prompt, by PSE's counter
+
+
+async def test_a_probe_the_deadline_cuts_is_recorded_as_an_estimate(tmp_path: Path) -> None:
+    with ChatStandIn("openai", probe_delay_s=8) as stand_in:
+        started = time.monotonic()
+        summary = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path, run_timeout_s=2)))
+        elapsed = time.monotonic() - started
+    assert summary.outcome == "TIMEOUT" and elapsed < 2 + 2
+    trace = load_trace(Path(summary.trace))
+    assert [(p.role, p.completion_tokens, p.estimated, p.reply) for p in trace.probes] == [
+        ("Planner", 0, True, None)
+    ]
+    assert trace.probes[0].learned == "cut: the run stopped before the server answered"
+    assert trace.tokens.by_role["Planner"].calls == 1 and stand_in.requests == []
+
+
+async def test_a_server_is_probed_once_then_known_to_later_runs_and_processes(tmp_path: Path) -> None:
+    """What the probe learned is kept across runs: in the process, and in the cache file for the next one
+    (`SERVER_PROBES.clear()` forgets what the process knows, as a new process would)."""
+    from pse.models import SERVER_PROBES
+
+    with ChatStandIn("openai", applies="grammar") as stand_in:
+        first = await run_to_end(prepare_run("code-delivery", _openai(stand_in, tmp_path, token_budget=3000)))
+        asked_first = len(stand_in.requests)
+        SERVER_PROBES.clear()
+        second = await run_to_end(
+            prepare_run("code-delivery", _openai(stand_in, tmp_path, token_budget=3000))
+        )
+        probes = len(stand_in.probes)
+    assert probes == 1
+    assert len(load_trace(Path(first.trace)).probes) == 1 and load_trace(Path(second.trace)).probes == []
+    sent = [r.body.get("grammar") for r in stand_in.requests]
+    assert 0 < asked_first < len(sent)
+    assert all(isinstance(g, str) and g.startswith("root ::= ") for g in sent)  # both runs sent the grammar
+    cache = SERVER_PROBES.cache() if SERVER_PROBES.cache is not None else None
+    assert cache is not None and json.loads(cache.read_text())[stand_in.url]["dialect"] == "llama.cpp"

@@ -354,10 +354,25 @@ def test_an_unregistered_copy_of_a_builtin_warns_once_and_refuses_to_run_the_bui
 def test_an_unknown_variable_is_one_warning_line_naming_the_closest(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("PSE_MAX_PARTIAL_RETRY", "1")
+    monkeypatch.setenv("PSE_PROVDER", "openai")
     code, _, err = pse(monkeypatch, capsys, "list")
     assert code == 0
     assert " ".join(err.split()) == (
-        "warning: PSE_MAX_PARTIAL_RETRY in the environment is no PSE setting and is ignored; "
-        "did you mean PSE_MAX_PARTIAL_RETRIES?"
+        "warning: PSE_PROVDER in the environment is no PSE setting and is ignored; did you mean PSE_PROVIDER?"
     )
+
+
+def test_a_misspelt_limit_in_dotenv_stops_the_run_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 47, item 5: the run went on with no limit; now it does not start, and the fix is named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("PSE_MAX_CYCLE=3\n")
+    code, out, err = pse(monkeypatch, capsys, "run", "code-delivery", "--runs-dir", str(tmp_path / "runs"))
+    assert code == 2 and out == ""
+    said = " ".join(err.split())
+    assert said.startswith(
+        "error: PSE_MAX_CYCLE in .env is no PSE setting, so the limit it sets would not hold;"
+    )
+    assert said.endswith("set PSE_MAX_PARTIAL_RETRIES=2 and PSE_MAX_FAIL_RETRIES=0 in its place")
+    assert "PSE_MAX_STEPS" not in said and not (tmp_path / "runs").exists()

@@ -137,10 +137,10 @@ def test_an_error_names_the_gate_that_set_it_off_first_with_its_detail() -> None
         outcome_reason=_EXHAUSTED,
     )
     assert causal_line(trace) == (
-        "cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · "
-        f"cycle 2: ERROR: {_EXHAUSTED}"
+        f"cycle 2: ERROR: {_EXHAUSTED} · "
+        "set off by cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL"
     )
-    assert [link.cycle for link in causal_links(trace)] == [1, 2]
+    assert [link.cycle for link in causal_links(trace)] == [2, 1]
 
 
 def test_a_pass_a_gate_overruled_is_the_first_cause_of_any_later_error() -> None:
@@ -152,8 +152,8 @@ def test_a_pass_a_gate_overruled_is_the_first_cause_of_any_later_error() -> None
         outcome_reason=_DOWN,
     )
     assert causal_line(trace) == (
-        "cycle 2: Evaluator PASS → gate `check:pytest` failed (last run_pytest run: status error, exit code 1) "
-        f"→ PARTIAL · cycle 3: ERROR: {first_sentence(_DOWN)}"
+        f"cycle 3: ERROR: {first_sentence(_DOWN)} · set off by cycle 2: Evaluator PASS → gate `check:pytest` "
+        "failed (last run_pytest run: status error, exit code 1) → PARTIAL"
     )
 
 
@@ -164,7 +164,7 @@ def test_an_exhaustion_after_a_partial_verdict_names_that_cycle_first() -> None:
         _cycle(2, None, "ERROR", _GATE_OK, stopped=_EXHAUSTED),
         outcome_reason=_EXHAUSTED,
     )
-    assert causal_line(trace) == f"cycle 1: Evaluator PARTIAL · cycle 2: ERROR: {_EXHAUSTED}"
+    assert causal_line(trace) == f"cycle 2: ERROR: {_EXHAUSTED} · set off by cycle 1: Evaluator PARTIAL"
 
 
 def test_an_error_run_whose_task_output_was_never_written_names_the_gate(
@@ -181,15 +181,11 @@ def test_an_error_run_whose_task_output_was_never_written_names_the_gate(
     )
     assert code == 3
     flat = " ".join(out.split())
-    assert (
-        "why: cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · cycle 2:"
-        in flat
-    )
+    gate = "set off by cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL"
+    assert "why: cycle 2: ERROR: CassetteExhaustedError: " in flat and flat.index("why: ") < flat.index(gate)
     code, out, _ = pse(monkeypatch, capsys, "trace", "show", "last", "--runs-dir", str(tmp_path))
     flat = " ".join(out.split())
-    assert (
-        "why: cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL" in flat
-    )
+    assert "why: cycle 2: ERROR: CassetteExhaustedError: " in flat and f"· {gate}" in flat
     assert "cycle 1 initial: Evaluator PASS (ALL_MET) → gate `outputs_exist` failed → PARTIAL" in flat
 
 

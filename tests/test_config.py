@@ -127,18 +127,36 @@ def test_unknown_settings_are_all_named_flat_role_names_too() -> None:
 def test_an_unknown_variable_warns_naming_the_closest_and_changes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("PSE_MAX_PARTIAL_RETRY", "1")
+    monkeypatch.setenv("PSE_PROVDER", "openai")
     monkeypatch.setenv("PSE_PLANNER", "gpt-4o")  # no JSON to decode: a stray variable like any other
     Path(".env").write_text("PSE_KB_HSOT=http://127.0.0.1:3\nOTHER_TOOL_SETTING=1\n")
     with pytest.warns(UnknownVariableWarning) as caught:
         settings = load_settings()
     assert sorted(str(w.message) for w in caught) == [
         "PSE_KB_HSOT in .env is no PSE setting and is ignored; did you mean PSE_KB_HOST?",
-        "PSE_MAX_PARTIAL_RETRY in the environment is no PSE setting and is ignored; "
-        "did you mean PSE_MAX_PARTIAL_RETRIES?",
         "PSE_PLANNER in the environment is no PSE setting and is ignored; did you mean PSE_PLANNER_MODEL?",
+        "PSE_PROVDER in the environment is no PSE setting and is ignored; did you mean PSE_PROVIDER?",
     ]
-    assert (settings.max_partial_retries, settings.kb_base_url, settings.planner) == (3, None, RoleSettings())
+    assert (settings.provider, settings.kb_base_url, settings.planner) == (None, None, RoleSettings())
+
+
+def test_a_misspelt_limit_stops_naming_the_setting_that_does_what_it_meant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 47, item 5: `PSE_MAX_CYCLE=3` in .env only warned "did you mean PSE_MAX_STEPS?" (the steps of a
+    plan) and the run went on with no limit. No setting counts cycles: the two that bound them are named."""
+    Path(".env").write_text("PSE_MAX_CYCLE=3\n")
+    monkeypatch.setenv("PSE_MAX_PARTIAL_RETRY", "1")
+    with pytest.raises(ConfigError) as stopped:
+        load_settings()
+    assert str(stopped.value).splitlines() == [
+        "PSE_MAX_PARTIAL_RETRY in the environment is no PSE setting, so the limit it sets would not hold; "
+        "fix: did you mean PSE_MAX_PARTIAL_RETRIES? rename it in the environment",
+        "PSE_MAX_CYCLE in .env is no PSE setting, so the limit it sets would not hold; no setting counts cycles: "
+        "a run has its first cycle, up to PSE_MAX_PARTIAL_RETRIES revisions of each plan (default 3) and up to "
+        "PSE_MAX_FAIL_RETRIES re-plans (default 2), at most (1 + 3) × (1 + 2) = 12 cycles by default; fix: for "
+        "at most 3 cycle(s), set PSE_MAX_PARTIAL_RETRIES=2 and PSE_MAX_FAIL_RETRIES=0 in its place",
+    ]
 
 
 def test_python_api_runs_a_task(tmp_path: Path) -> None:

@@ -422,7 +422,10 @@ async def test_only_the_tool_agents_results_count_as_looks() -> None:
     assert _offers(forged, Tool.READ_FILE) and _offers(other_role, Tool.READ_FILE)
 
 
-def _fenced_shape(role: str, messages: list[Any], tools: list[str], *, seeded: bool = False) -> TurnShape:
+def _fenced_shape(
+    role: str, messages: list[Any], tools: list[str], *, seeded: bool = False, expected: tuple[str, ...] = ()
+) -> TurnShape:
+    from pse.models import TaskGround
     from pse.models._constrained import ConstrainedChatCompletionClient
 
     spec = load_settings(provider="openai", model="qwen2.5-coder-1.5b", base_url="http://x/v1").model_spec(
@@ -433,7 +436,7 @@ def _fenced_shape(role: str, messages: list[Any], tools: list[str], *, seeded: b
         spec,
         [_TOOLS[t] for t in tools],
         None,  # type: ignore[arg-type]
-        seeded=seeded,
+        ground=TaskGround(seeded=seeded, expected=expected),
     )
     return client.shape(messages)
 
@@ -517,3 +520,18 @@ def test_a_judges_verdict_waits_for_a_check_run_since_its_last_write() -> None:
         "verdict" in _fenced_shape(Role.EVALUATOR, opening + wrote + ran, tools).kinds()
     )  # failed: evidence
     assert "verdict" not in _fenced_shape(Role.EVALUATOR, opening + wrote + ran + wrote, tools).kinds()
+
+
+def test_the_single_agent_writes_the_tasks_outputs_first_too() -> None:
+    """The baseline gets the same steering as PSE's doer (a fair comparison): with nothing seeded, its
+    first turn writes the task's expected outputs (it has no plan: the task's outputs are its own)."""
+    from pse.roles import SINGLE_AGENT
+
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Agent"),
+        UserMessage(content="the task", source="user"),
+    ]
+    shape = _fenced_shape(SINGLE_AGENT, opening, tools, expected=("solution.py",))
+    assert shape.kinds() == ("files",) and shape.paths == ("solution.py",)
+    assert "read_file" not in turn_grammar(shape)

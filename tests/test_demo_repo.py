@@ -44,3 +44,27 @@ def test_code_change_needs_a_repository(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="works on a git repository; fix: pass --repo PATH"):
         prepare_run("code-change", settings, inputs={"REQUEST": "anything"})
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_make_demo_repo_says_its_folder_goes_and_how_to_keep_it(tmp_path: Path) -> None:
+    """Issue 47, item 8: the demo printed a patch path deleted when it exited, and never said --keep DIR."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "demo_repo.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    patch = next(line for line in done.stdout.splitlines() if line.startswith("patch:"))
+    assert patch.endswith(" (in the temporary folder; printed here, as it goes when the demo ends)")
+    assert not Path(patch.split()[1]).exists()  # gone, as it says
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.endswith(
+        "removed now; to keep them and look around, run make demo-repo DEMO_REPO_ARGS='--keep DIR' "
+        "(or python scripts/demo_repo.py --keep DIR)"
+    )
+    kept = subprocess.run(
+        [sys.executable, str(script), "--keep", str(tmp_path / "kept")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert kept.returncode == 0, kept.stderr
+    patch = next(line for line in kept.stdout.splitlines() if line.startswith("patch:"))
+    assert Path(patch.split()[1]).is_file() and "--keep DIR" not in kept.stdout

@@ -12,6 +12,7 @@ import pytest
 from pse.cli import main
 from pse.config import load_settings
 from pse.doctor import WireFeatures, diagnose, largest_grammar, pse_sends
+from pse.models import SERVER_PROBES
 from pse.roles import ROLES
 from standins import ChatStandIn, ModelServerStandIn, Reply
 
@@ -46,7 +47,7 @@ def doctor(
 async def test_a_model_that_keeps_the_protocol_is_usable_for_every_role() -> None:
     with ModelServerStandIn({"good": keeps_the_protocol}) as server:
         report = await diagnose(load_settings(provider="openai", base_url=server.url, model="good"))
-        chats = server.chats("good")
+        chats, server_url = server.chats("good"), server.url
     assert report.exit_code == 0 and report.config_errors == []
     [check] = report.checks  # one model, checked once for the three roles
     assert check.roles == ["Planner", "Specialist", "Evaluator"] and check.usable and check.problems == []
@@ -79,6 +80,10 @@ async def test_a_model_that_keeps_the_protocol_is_usable_for_every_role() -> Non
         f"{role}'s largest grammar ({len(g):,} characters, no token limit)"
         for role, g in zip(ROLES, expected, strict=True)
     )
+    # What runs learn of servers (issue 47): the doctor's own stand-in on a passing port is never kept; the
+    # server it checked is learned anew, by its own constrained exchanges.
+    cache = SERVER_PROBES.cache() if SERVER_PROBES.cache is not None else None
+    assert cache is not None and list(json.loads(cache.read_text())) == [server_url]
 
 
 async def test_a_server_that_refuses_or_dies_on_the_largest_grammar_is_unusable_with_it() -> None:

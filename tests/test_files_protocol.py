@@ -7,6 +7,7 @@ block into the same `write_file` request the ToolAgent decides under the same po
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,44 @@ def test_every_message_the_grammar_allows_reads_back_as_its_writes() -> None:
         parsed = parse_tool_calls(files_as_calls(text), _TOOLS)
         assert all(getattr(item, "name", "") in ("write_file", "read_file") for item in parsed.items), text
     assert seen > 5
+
+
+async def test_a_run_whose_roles_write_file_blocks_writes_audits_and_checks_them(tmp_path: Path) -> None:
+    """End to end, on a scripted model (`PSE_WRITE_FORMAT=fenced`): the Specialist's file block is the
+    ToolAgent's `write_file` (written, audited, checked), the trace holds it as that request, and the
+    role's next request shows it its write as a block again."""
+    from pse.testing import run_task
+
+    plan = (
+        '<plan><goal>Deliver hello.py</goal><criterion id="AC1">tests pass</criterion>'
+        '<output path="hello.py"/><output path="test_hello.py"/></plan>'
+    )
+    files = (
+        "Both files.\n\nhello.py\n```python\ndef hello():\n    return 'hi'\n```\n\n"
+        "test_hello.py\n```python\nfrom hello import hello\n\n\ndef test_hello():\n    assert hello() == 'hi'\n```"
+    )
+    report = "<report>\nArtifacts: hello.py, test_hello.py\nEvidence: ok\nAssumptions: none\nUnresolved: none\n</report>"
+    run_tests = (
+        '<tool_calls><invoke name="run_pytest"><parameter name="target">.</parameter></invoke></tool_calls>'
+    )
+    verdict = (
+        '<verdict status="PASS"><reason_code>ALL_MET</reason_code><criterion id="AC1" met="true">1 passed'
+        "</criterion><summary>ok</summary></verdict>"
+    )
+    turns = [("Planner", plan), ("Specialist", files), ("Specialist", report)]
+    turns += [("Evaluator", run_tests), ("Evaluator", verdict)]
+    task = {"goal": "Write hello.py and its tests.", "expected_outputs": ["hello.py", "test_hello.py"],
+            "required_checks": ["pytest"]}  # fmt: skip
+    summary, trace, prepared = await run_task(
+        task, turns=turns, write_format="fenced", runs_dir=tmp_path, sandbox="fallback"
+    )
+    assert summary.outcome == "PASSED", summary.outcome_reason
+    writes = [c for c in trace.cycles[0].tool_calls if c.tool == "write_file"]
+    assert [(c.arguments["path"], c.status) for c in writes] == [("hello.py", "ok"), ("test_hello.py", "ok")]
+    assert (
+        tmp_path / summary.run_id / "workspace" / "hello.py"
+    ).read_text() == "def hello():\n    return 'hi'\n"
+    specialist = [m.content for m in trace.cycles[0].messages if m.source == "Specialist"]
+    assert specialist[0].count("<tool_calls>") == 2 and "```" not in specialist[0]  # the trace: requests
+    asked = prepared.player.requests["Specialist"][-1]  # type: ignore[union-attr]
+    assert any("hello.py\n```python\ndef hello():" in str(m.content) for m in asked)  # its write, as a block

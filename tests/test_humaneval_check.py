@@ -254,7 +254,7 @@ class TestCandidateAttacks:
     def test_a_grandchild_is_killed_with_the_child(self, tmp_path: Path) -> None:
         body = """
         import subprocess, sys
-        _sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        _sleeper = subprocess.Popen(["sleep", "60"])  # not sys.executable: nobody may not reach it
         def has_close_elements(numbers, threshold):
             raise RuntimeError(f"grandchild={_sleeper.pid}")
         """

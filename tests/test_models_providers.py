@@ -14,6 +14,7 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 from pse.config import Settings, load_settings
 from pse.exceptions import ConfigError, ModelAuthError, ModelUnavailableError
 from pse.models import ResilientChatCompletionClient, create_model_client, public_url
+from pse.models._fenced import FencedWritesClient
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 from pse.tokens import count_message_tokens, count_tokens
@@ -220,7 +221,11 @@ def test_factory_routes_each_role_by_its_own_settings(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PSE_PLANNER_MODEL", "deepseek-chat")
     settings = load_settings()
     planner = create_model_client(settings, "Planner")
-    evaluator = create_model_client(settings, "Evaluator")
+    fenced = create_model_client(settings, "Evaluator")
+    assert isinstance(
+        fenced, FencedWritesClient
+    )  # an 8B model writes files as file blocks (PSE_WRITE_FORMAT=auto)
+    evaluator = fenced.inner
     assert isinstance(planner, ResilientChatCompletionClient) and isinstance(
         evaluator, ResilientChatCompletionClient
     )

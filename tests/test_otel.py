@@ -191,7 +191,7 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
     )
     assert _tree(own) == {
         "": ["invoke_workflow code-delivery"],
-        "invoke_workflow code-delivery": ["cycle 1", "cycle 2"],
+        "invoke_workflow code-delivery": [chat, "cycle 1", "cycle 2"],  # the server's probe (issue 47)
         "cycle 1": [chat] * 5 + [read, tests, lint, write, write],
         "cycle 2": [chat] * 4 + [tests, lint, write],
     }
@@ -199,7 +199,10 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
     assert len({r.span.trace_id for r in receiver.spans}) == 1
 
     # A chat span per role turn, with the GenAI attributes and the trace's exact tokens (the stand-in's).
-    chats = sorted((r for r in own if r.span.name == chat), key=lambda r: r.span.start_time_unix_nano)
+    probes = [r for r in own if r.span.name == chat and r.attributes.get("pse.probe") is True]
+    chats = sorted(
+        (r for r in own if r.span.name == chat and r not in probes), key=lambda r: r.span.start_time_unix_nano
+    )
     turns = [m for c in trace.cycles for m in c.messages if m.source != TOOL_AGENT]
     assert [(m.prompt_tokens, m.completion_tokens) for m in turns] == [(1000 + i, 100 + i) for i in range(9)]
     assert [r.attributes["gen_ai.agent.name"] for r in chats] == [m.source for m in turns]
@@ -218,8 +221,12 @@ async def test_a_run_exports_its_span_tree_with_genai_attributes_and_no_secret_o
         assert (
             r.span.kind == Span.SPAN_KIND_CLIENT and r.span.end_time_unix_nano >= r.span.start_time_unix_nano
         )
-    assert sum(r.attributes["gen_ai.usage.input_tokens"] for r in chats) == trace.tokens.prompt
-    assert sum(r.attributes["gen_ai.usage.output_tokens"] for r in chats) == trace.tokens.completion
+    # The grammar-support probe is a chat span of the run: with it, every token of the trace is in a span.
+    assert [
+        (r.attributes["gen_ai.agent.name"], r.attributes["gen_ai.usage.input_tokens"]) for r in probes
+    ] == [("Planner", 3)]
+    assert sum(r.attributes["gen_ai.usage.input_tokens"] for r in chats + probes) == trace.tokens.prompt
+    assert sum(r.attributes["gen_ai.usage.output_tokens"] for r in chats + probes) == trace.tokens.completion
 
     # A tool span per call: the ToolAgent's decision, rule and status.
     calls = [call for c in trace.cycles for call in c.tool_calls]

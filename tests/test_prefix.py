@@ -52,13 +52,13 @@ def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_shar
     assert {r: c for r, (c, _) in by_role.items()} == {
         r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
     }
-    assert by_role == {"Planner": (1618, 0), "Specialist": (12249, 8716), "Evaluator": (12807, 8466)}
+    assert by_role == {"Planner": (1618, 0), "Specialist": (11307, 8035), "Evaluator": (15007, 9580)}
     per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
     assert per_cycle == [
-        {"Planner": 0, "Specialist": 3301, "Evaluator": 3317},
-        {"Specialist": 5415, "Evaluator": 5149},
+        {"Planner": 0, "Specialist": 3040, "Evaluator": 3858},
+        {"Specialist": 4995, "Evaluator": 5722},
     ]
-    assert compute_stats(tmp_path).reusable_prefix_share == round((8716 + 8466) / (1618 + 12249 + 12807), 4)
+    assert compute_stats(tmp_path).reusable_prefix_share == round((8035 + 9580) / (1618 + 11307 + 15007), 4)
 
 
 def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffer(
@@ -82,11 +82,11 @@ def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffe
     assert buffer.startswith("## Revision request (cycle 2)") and "<plan>" not in buffer  # not sent twice
     firsts: dict[str, list[list[tuple[str, str]]]] = {}
     for role, prompt in sent:
-        if len(prompt) <= 4:  # a phase's first prompt (its later ones hold its turns and results)
+        if len(prompt) <= 5:  # a phase's first prompt (its later ones hold its turns and results)
             firsts.setdefault(role, []).append(prompt)
     (s1, s2), (e1, e2) = firsts["Specialist"], firsts["Evaluator"]
     # The first cycle's Specialist also gets the note of the outputs it is to write (none on the revise:
-    # they exist); what both cycles share comes first.
+    # they exist), each Evaluator the note of the outputs it judges; what both cycles share comes first.
     assert [speaker for speaker, _ in s1] == ["system", "user:user", "user:Planner", "user:user"]
     assert s1[2][1] == plan and s1[3][1].startswith(
         "Not in the workspace yet, for you to write with write_file:"

@@ -27,6 +27,10 @@ session: the task's tests, the Specialist's), their facts (`report` is `checker`
 into each declared module, replaces in-process `coverage`), the Evaluator's prompts that quote them and
 their prompt token counts (code-delivery 28,634 → 28,853 tokens), a run_check's `unproven` (incident-
 review's data check: `[]`), and the new `delivery` (what the run delivers) changed, nothing else.
+Then (issue 44) the Evaluator's phase opens with the text of the outputs it judges, code-delivery's
+Specialist prompt states requirements only, and inputs are seeded raw as `inputs/NAME` (no `inputs.json`):
+prompt token counts, and incident-review's evidence list and check output (`inputs/service`), changed,
+nothing else.
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ def normalize(trace: dict[str, Any]) -> dict[str, Any]:
         "schema_version",
     }
     trace = {k: v for k, v in trace.items() if k not in dropped}
+    assert trace.pop("probes") == []  # newer than the reference: a scripted run sends no probe (issue 47)
     for transition in trace["transitions"]:
         transition.pop("at", None)
     for cycle in trace["cycles"]:

@@ -30,7 +30,7 @@ from pse.runner import RunSummary, prepare_resume, prepare_run, run_to_end
 from pse.sandbox import Sandbox
 from pse.tasks import TaskRegistry
 from pse.tools import Tool
-from replay_support import usage_of
+from replay_support import turn_usage_of, usage_of
 from standins import ChatStandIn, Reply
 
 DEMO = TaskRegistry.discover(None).get("code-delivery").cassette_path
@@ -127,14 +127,14 @@ async def test_strict_replay_with_real_tools_records_the_drift_and_reaches_the_s
     summary = await run_to_end(prepare_run("code-delivery", settings, on_event=events.append))
 
     assert (summary.outcome, summary.cycles) == ("PASSED", 2), summary.outcome_reason
-    assert usage_of(summary.tokens) == usage_of(recording.summary.tokens)
+    assert usage_of(summary.tokens) == turn_usage_of(recording.trace)
     trace = load_trace(Path(summary.trace))
     then, now = _seed(_first_pytest(recording.trace)), _seed(_first_pytest(trace))
     assert then != now  # the tools really ran again, and printed something else
     [drift] = trace.cycles[0].drifts
     assert trace.cycles[1].drifts == []  # cycle 2's pytest passes: nothing random is printed
     assert (drift.role, drift.turn, drift.message, drift.speaker) == (
-        Role.EVALUATOR, 2, 6, f"user:{TOOL_AGENT}",
+        Role.EVALUATOR, 2, 7, f"user:{TOOL_AGENT}",
     )  # fmt: skip
     lines = drift.diff.splitlines()
     assert lines[:2] == ["--- recorded", "+++ now"]
@@ -160,7 +160,7 @@ async def test_strict_tools_replay_fails_on_the_drift_and_names_the_fix(
     reason = summary.outcome_reason
     assert reason.startswith(
         f"ReplayMismatchError: strict replay of {recording.cassette}: Evaluator's turn 2 was recorded for "
-        "a different request.\nmessage 6 (user:ToolAgent) (tool output) changed: "
+        "a different request.\nmessage 7 (user:ToolAgent) (tool output) changed: "
     )
     assert "AssertionError: seed" in reason  # the whole diff, not only head and tail
     assert reason.endswith(
@@ -196,7 +196,7 @@ async def test_replay_tools_reproduces_the_recorded_run_without_running_a_comman
     assert (summary.outcome, summary.cycles, summary.outcome_reason) == (
         recording.summary.outcome, recording.summary.cycles, recording.summary.outcome_reason,
     )  # fmt: skip
-    assert usage_of(summary.tokens) == usage_of(recording.summary.tokens)
+    assert usage_of(summary.tokens) == turn_usage_of(recording.trace)
     trace = load_trace(Path(summary.trace))
     assert _calls(trace) == _calls(recording.trace)  # same requests, outputs and facts, in order
     assert [c.gate for c in trace.cycles] == [c.gate for c in recording.trace.cycles]  # the same facts
@@ -264,7 +264,7 @@ def test_the_cli_shows_each_drift_and_replays_tools(
     printed = [line for line in out.splitlines() if not line.startswith("│")]  # not the final panel
     [line] = [line for line in printed if "drift:" in line]  # one line per drift
     assert re.fullmatch(
-        r"\s*Replay drift: Evaluator turn 2, message 6 \(user:ToolAgent\): tool output differs from the "
+        r"\s*Replay drift: Evaluator turn 2, message 7 \(user:ToolAgent\): tool output differs from the "
         r"recording \(\d+ → \d+ chars\)",
         line,
     ), line
@@ -272,7 +272,7 @@ def test_the_cli_shows_each_drift_and_replays_tools(
     code, shown = pse("trace", "show", run_id, "--runs-dir", runs)
     assert code == 0
     assert (
-        "drift Evaluator turn 2, message 6 (user:ToolAgent): tool output differs from the recording" in shown
+        "drift Evaluator turn 2, message 7 (user:ToolAgent): tool output differs from the recording" in shown
     )
 
     code, out = pse(

@@ -81,10 +81,12 @@ class TestPassedRun:
             and trace["repository"]["commit"] == summary.commit
         )
         assert "uncommitted change" in (trace["repository"]["warning"] or "")
-        # the run's worktree is registered, locked, and holds no pointer back into the repository
+        # the run ended for good: its worktree is out of the repository (only the branch stays), its files
+        # stay in the run folder, which holds no pointer back into the repository
         listing = git(repo, "worktree", "list", "--porcelain")
-        assert f"branch refs/heads/{summary.branch}" in listing and "locked" in listing
-        assert not (Path(summary.trace).parent / "workspace" / ".git").exists()
+        assert summary.branch not in listing and "locked" not in listing
+        workspace = Path(summary.trace).parent / "workspace"
+        assert (workspace / "calc" / "core.py").read_text() == FIXED and not (workspace / ".git").exists()
 
     def test_the_checks_run_the_repositorys_tests_with_its_configuration(
         self, tmp_path: Path, repo: Path
@@ -188,7 +190,11 @@ class TestOtherOutcomes:
         summary, trace = run(tmp_path, repo, turns({}))
         assert summary.outcome == "PASSED"
         assert summary.commit is None and summary.patch is None
-        assert "nothing to commit" in trace["repository"]["note"]
+        assert (
+            trace["repository"]["note"]
+            == "PASSED: no file changed; nothing of the run is left in your repository"
+        )
+        assert "pse/" not in git(repo, "branch") + git(repo, "worktree", "list")
 
 
 class TestBadInputs:
@@ -256,7 +262,7 @@ class TestCleaning:
     ) -> None:
         passed, _ = run(tmp_path, repo, turns({"calc/core.py": FIXED}))
         failed, _ = run(tmp_path, repo, turns({"calc/core.py": BUGGY + "#\n"}, FAIL))
-        assert git(repo, "worktree", "list").count("pse/") == 2
+        assert git(repo, "worktree", "list").count("pse/") == 1  # the ESCALATED run's: it can go on
         old = 1_000_000_000
         for summary in (passed, failed):
             os.utime(summary.trace, (old, old))
@@ -316,10 +322,10 @@ class TestBatch:
         assert code == 0 and summary["done"] == 2
         runs = {r["run_id"]: r["branch"] for r in summary["runs"]}
         assert len(runs) == 2 and summary["branches"] == [f"pse/{run_id}" for run_id in runs]
-        worktrees = git(repo, "worktree", "list", "--porcelain")
+        assert "pse/" not in git(repo, "worktree", "list")  # both PASSED: their branches are what stays
         for run_id, branch in runs.items():
             workspace = tmp_path / "runs" / run_id / "workspace"
-            assert f"worktree {workspace}\n" in worktrees and f"branch refs/heads/{branch}" in worktrees
+            assert (workspace / "calc" / "core.py").read_text() == FIXED
             assert git(repo, "show", f"{branch}:calc/core.py") == FIXED
         assert len({git(repo, "rev-parse", b) for b in runs.values()}) == 2  # a commit each
         assert user_state(repo) == before

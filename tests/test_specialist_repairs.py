@@ -54,8 +54,8 @@ async def test_a_report_before_every_output_exists_goes_back_once(tmp_path: Path
     asked = cycle.repairs[0].error
     assert asked.startswith(
         ASKED.format("test_quicksort.py is", "it")
-        + " What the task says of it: `test_quicksort.py` is the other "
-        "file: its first lines are `import random`, an empty line, `from quicksort import quicksort` and two"
+        + " What the task says of it: `test_quicksort.py` holds pytest test functions, one for each case the "
+        "task lists, each comparing `quicksort` of an input with `sorted` of the same input."
     )
     assert "`quicksort.py` holds the function" not in asked  # a sentence of the other file only
     # The task's own prompt names the file, so neither the goal nor the outputs list is quoted again: the
@@ -91,7 +91,7 @@ async def test_a_block_on_missing_data_before_any_output_is_asked_once_and_then_
     assert asked.startswith(
         "You blocked on missing data, but " + ASKED.format("quicksort.py, test_quicksort.py are", "each")
     )
-    assert "`quicksort.py` holds the function `quicksort` and nothing else" in asked
+    assert "`quicksort.py` holds the function `quicksort` and no tests: on every input" in asked
     assert asked.endswith(" Block again only if data the task needs is missing.")
     assert cycle.blocked is not None and cycle.blocked.reason_code == "MISSING_DATA"
     assert trace.outcome == "ESCALATED"  # type: ignore[attr-defined]
@@ -136,11 +136,10 @@ def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> 
     assert note is not None and note.startswith(
         "Not in the workspace yet, for you to write with write_file: quicksort.py, test_quicksort.py. They "
         "are yours to create, not missing data. Write quicksort.py first. What the task says of it: "
-        "`quicksort.py` holds the function `quicksort` and nothing else: no import at all, no tests. "
-        "`quicksort.py` holds one function, whose first two lines are `def quicksort(items: list) -> list:` "
-        "and ` items = list(items)`"
+        "`quicksort.py` holds the function `quicksort` and no tests: on every input, an empty or one-item "
+        "list included, it returns a new list sorted ascending, and it never changes the list it is given."
     )
-    assert "random" not in note and "test_quicksort.py is" not in note  # nothing of the other file
+    assert "sorted` of the same input" not in note  # nothing of the other file
     # A task that says nothing of its outputs gets the plain note; a re-plan's lists every output.
     assert to_write(plan, "# Task\n", "initial") == note.split(" Write quicksort.py first.")[0]
     assert to_write(plan, "# Task\n", "replan", told).startswith("The plan's outputs")  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ from pse.roles import TOOL_AGENT, Role
 from pse.tools import Tool, builtin_tools
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "pse"
-DEFINING = {"roles.py": {*Role, TOOL_AGENT}, "tools/_names.py": set(Tool)}
+DEFINING = {"roles.py": {*Role, TOOL_AGENT}, "tool_names.py": set(Tool)}
 NAMES = {str(name) for names in DEFINING.values() for name in names}
 
 

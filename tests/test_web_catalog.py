@@ -170,6 +170,8 @@ def test_the_report_is_served_as_inert_text(demo: tuple[Path, str], runs: Path) 
     assert response.headers["content-security-policy"] == "sandbox"
     with TestClient(create_app(Settings(runs_dir=runs)), base_url=LOCAL) as c:
         assert c.get("/api/runs/run-a/report").status_code == 404  # no report.md in that run
+        patch = c.get("/api/runs/run-a/patch")  # no repository run: no change.patch (issue 47)
+        assert (patch.status_code, patch.json()["detail"]) == (404, "no change.patch in run 'run-a'")
 
 
 def test_the_new_routes_need_the_token_too(runs: Path) -> None:

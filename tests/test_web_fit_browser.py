@@ -190,10 +190,12 @@ def test_an_error_whose_output_was_never_written_says_why_once_naming_the_gate(
     page.goto(f"{url}/#/run/{site_runs.error}")
     expect(page.locator("#run-outcome")).to_have_text("ERROR")
     cause = page.locator("#run-cause")
-    expect(cause).to_contain_text(
-        "cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary.md) → PARTIAL"
-    )
     expect(cause).to_contain_text(f"cycle 2: ERROR: {LONG_REASON}")
+    said = " ".join(cause.inner_text().split())  # the error first (issue 47, item 4), then what set it off
+    assert said.startswith(f"Why it ended: cycle 2: ERROR: {LONG_REASON}")
+    assert said.endswith(
+        " · set off by cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary.md) → PARTIAL"
+    )
     expect(cause.locator("code")).to_have_text(["outputs_exist"])
     summary = page.locator("#run-summary").inner_text()
     assert summary.count(LONG_REASON) == 1  # said once: no "In full:" echo of the same sentence

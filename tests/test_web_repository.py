@@ -81,6 +81,10 @@ def test_a_run_starts_on_an_allowed_repository_and_on_no_other(tmp_path: Path) -
         shown = client.get(f"/api/runs/{run_id}").json()["repository"]
         assert shown["branch"] == f"pse/{run_id}" and shown["commit"] and shown["patch"]
         assert git(repo, "rev-parse", shown["branch"]).strip() == shown["commit"]
+        patch = client.get(f"/api/runs/{run_id}/patch")  # the run page's Repository section (issue 47)
+        assert patch.status_code == 200 and patch.text == Path(shown["patch"]).read_text()
+        assert patch.headers["content-security-policy"] == "sandbox"
+        assert patch.headers["content-type"] == "text/plain; charset=utf-8"
     trace = json.loads((tmp_path / "runs" / run_id / "trace.json").read_text())
     assert trace["repository"]["branch"] == f"pse/{run_id}" and trace["repository"]["commit"]
     assert git(repo, "show", f"pse/{run_id}:calc/core.py") == FIXED
@@ -93,8 +97,8 @@ def test_without_an_allowed_repository_a_repository_task_says_how_to_allow_one(t
         assert client.get("/api/repositories").json() == {"repositories": []}
         tasks = {t["name"]: t for t in client.get("/api/tasks").json()}
         assert tasks["code-change"]["warnings"][0] == (
-            "works on a git repository, and this server allows none: restart it with pse serve --repo PATH "
-            "to pick one here, or run pse run code-change --repo PATH"
+            "code-change works on a git repository, and this server allows none: restart it with pse serve "
+            "--repo PATH to pick one here, or run pse run code-change --repo PATH"  # its subject (issue 47)
         )
     repo = make_repo(tmp_path)
     with TestClient(

@@ -12,6 +12,7 @@ from pse.exceptions import UserError
 from pse.roles import Role
 from pse.runner import prepare_task
 from pse.runner._clients import RunClients
+from pse.runner._fit import RunFit
 from pse.runner._frame import RunFrame
 from pse.runner._script import open_script
 from pse.runner._tools import build_tools
@@ -40,10 +41,24 @@ def test_a_scripted_role_without_a_cassette_is_refused_by_the_script(tmp_path: P
     frame = _frame(tmp_path)
     with pytest.raises(UserError, match="has no cassette and no model is configured"):
         open_script(
-            TASK, frame.settings, frame.crew, [Role.PLANNER], player=None, positions=None, events=frame.events
+            TASK,
+            frame.settings,
+            frame.crew,
+            [Role.PLANNER],
+            player=None,
+            positions=None,
+            events=frame.events,
+            fit=RunFit({}, None),
         )
     script = open_script(
-        TASK, frame.settings, frame.crew, [], player=None, positions=None, events=frame.events
+        TASK,
+        frame.settings,
+        frame.crew,
+        [],
+        player=None,
+        positions=None,
+        events=frame.events,
+        fit=RunFit({}, None),
     )
     assert (script.player, script.recorder, script.loaded, script.replay) == (None, None, None, None)
     assert script.tool_runner is run_tools  # nothing replayed, nothing recorded: the sandbox runs the calls
@@ -58,7 +73,14 @@ def test_the_tools_and_the_clients_are_built_from_the_frame(tmp_path: Path) -> N
     assert tools.policy.decide(Role.SPECIALIST, "write_file").allowed
     assert not tools.policy.decide(Role.PLANNER, "write_file").allowed
     script = open_script(
-        TASK, frame.settings, frame.crew, [], player=None, positions=None, events=frame.events
+        TASK,
+        frame.settings,
+        frame.crew,
+        [],
+        player=None,
+        positions=None,
+        events=frame.events,
+        fit=RunFit({}, None),
     )
     given = {role: FunctionModel(lambda messages: "ok") for role in frame.speakers}
     clients = RunClients(frame, script, tools.policy, registry, given)

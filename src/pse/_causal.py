@@ -5,13 +5,13 @@
 Computed from the trace alone (each cycle's verdict, gates and result, the transitions, the people's
 answers, the outcome and its reason), so `pse trace show` and the dashboard tell the same story. An
 ERROR run's story is its root cause: the gates a stopped cycle failed ("the Evaluator did not run
-run_pytest") are consequences of the stop, not causes. What set the error off comes first, with the
-detail of its gate: a cycle whose PASS a gate overruled (without it the run would have ended there),
-or, when the error is an exhaustion (a cassette that ran out because the run needed more cycles than
-were recorded), the first cycle that did not pass:
+run_pytest") are consequences of the stop, not causes. The error comes first; then, "set off by", what
+led to it, with the detail of its gate: a cycle whose PASS a gate overruled (without it the run would
+have ended there), or, when the error is an exhaustion (a cassette that ran out because the run needed
+more cycles than were recorded), the first cycle that did not pass:
 
-    cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL · cycle 2:
-    ERROR: CassetteExhaustedError: cassette has no turn 3 for role Specialist
+    cycle 2: ERROR: CassetteExhaustedError: cassette has no turn 3 for role Specialist · set off by
+    cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL
 
 A run still going tells what is happening now instead of its open cycle's story (`now_line`):
 
@@ -23,6 +23,7 @@ plain text; whoever prints it escapes it (a model wrote the reason codes).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class CycleLink:
         status: the result `said` already states (a verdict's status, BLOCKED), not repeated after it.
         details: what each failed gate found (`missing: summary.md`), when the link names a first cause;
             empty otherwise (the cycle's details hold them).
+        cause: the link is what set an ERROR off, told after the error ("set off by cycle 1: …").
     """
 
     cycle: int
@@ -98,6 +100,7 @@ class CycleLink:
     then: tuple[str, ...] = ()
     status: str = ""
     details: tuple[str, ...] = ()
+    cause: bool = False
 
     def text(self) -> str:
         """The link as it reads in the line: `cycle 1: Evaluator PASS → gate `x` failed → PARTIAL`."""
@@ -112,7 +115,7 @@ class CycleLink:
         if self.result and (self.gates or self.result != self.status):
             parts.append(self.result)
         parts += [step for step in self.then if step != parts[-1]]  # "running", not "running → running"
-        return f"cycle {self.cycle}: " + " → ".join(parts)
+        return ("set off by " if self.cause else "") + f"cycle {self.cycle}: " + " → ".join(parts)
 
 
 def _data(trace: Trace | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -309,7 +312,8 @@ def _open(data: Mapping[str, Any], cycle: Mapping[str, Any]) -> bool:
 
 
 def causal_links(trace: Trace | Mapping[str, Any]) -> list[CycleLink]:
-    """The cycles of the story, in order (for an ERROR run, only the cycle that holds the root cause)."""
+    """The cycles of the story, in order; for an ERROR run, the error's cycle first, then the cycle that
+    set it off (if one did)."""
     data = _data(trace)
     cycles = list(data.get("cycles") or [])
     end = _end(data)
@@ -321,7 +325,9 @@ def causal_links(trace: Trace | Mapping[str, Any]) -> list[CycleLink]:
             return [CycleLink(cycle=0, said=f"ERROR: {cause}" if cause else "ERROR")]
         error = CycleLink(cycle=int(where.get("index", 0)), said=f"ERROR: {cause}" if cause else "ERROR")
         first = first_cause(data)
-        return [cycle_link(first, reviewer_of(data), detailed=True), error] if first is not None else [error]
+        if first is None:
+            return [error]
+        return [error, dataclasses.replace(cycle_link(first, reviewer_of(data), detailed=True), cause=True)]
     reviewer = reviewer_of(data)
     answers = list(data.get("answers") or [])
     links: list[CycleLink] = []
@@ -336,7 +342,8 @@ def causal_line(trace: Trace | Mapping[str, Any], *, live: bool = False) -> str:
     """The whole story in one line, its cycles joined by ` · `.
 
     Example: `cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator
-    PASS → PASSED`; for an ERROR run `cycle 1: ERROR: <root cause>`; before any cycle, the outcome or
+    PASS → PASSED`; for an ERROR run `cycle 2: ERROR: <root cause> · set off by cycle 1: …` (or the
+    error alone); before any cycle, the outcome or
     the state alone (`ERROR: <reason>`, `not started`). `live`: the run is still going (a process
     executes it), so its open last cycle says what is happening now (`now_line`), not "running".
     """

@@ -13,7 +13,6 @@ __all__ = [
     "ApprovalRecord",
     "BlockedRecord",
     "ClarificationRecord",
-    "Cost",
     "CriterionResult",
     "DeliveryRecord",
     "DriftRecord",
@@ -27,12 +26,10 @@ __all__ = [
     "PlanItem",
     "PlanRecord",
     "QuestionRecord",
-    "RateLimitRecord",
     "RepositoryRecord",
     "SandboxRecord",
     "Severity",
     "StepAttemptRecord",
-    "TokenCount",
     "TransitionRecord",
     "VerdictRecord",
 ]
@@ -59,6 +56,11 @@ class RepositoryRecord(_Record):
     patch: str | None = Field(None, description="`change.patch` in the run folder (absolute), when written")
     note: str = Field("", description="what became of the change: committed, none, kept as a patch")
     warning: str | None = Field(None, description="what a person should know: uncommitted changes left out")
+    released: bool = Field(
+        False,
+        description="the run ended for good (it cannot go on): its worktree is out of the repository, and "
+        "its branch too unless it holds the run's commit; the workspace's files stay in the run folder",
+    )
 
 
 class LeftOutFile(_Record):
@@ -288,73 +290,6 @@ class DriftRecord(_Record):
     chars: int = 0
     diff: str = Field("", description="unified diff, recorded → now (of excerpts if no whole text was kept)")
     at: str = Field(default_factory=utc_now)
-
-
-class Cost(_Record):
-    """Money, from the configured prices: of one call, or of a whole run (the trace's `cost`)."""
-
-    amount: float = 0.0
-    currency: str = "USD"
-    unpriced_models: list[str] = Field(default_factory=list, description="models with no price: counted as 0")
-
-    @property
-    def priced(self) -> bool:
-        """False when some model had no price (its tokens counted as free)."""
-        return not self.unpriced_models
-
-    def add(self, other: Cost) -> None:
-        """Add another amount (same currency as the run's first priced call; prices name one currency)."""
-        if other.amount:
-            self.currency = other.currency
-        self.amount = round(self.amount + other.amount, 6)
-        self.unpriced_models += [m for m in other.unpriced_models if m not in self.unpriced_models]
-
-
-class TokenCount(_Record):
-    """Tokens and calls of one role (or of a whole run)."""
-
-    prompt: int = 0
-    completion: int = 0
-    calls: int = 0
-    estimated: int = Field(
-        0, description="tokens of calls the provider reported nothing for (timed out, cancelled): estimated"
-    )
-    cached: int = Field(
-        0, description="prompt tokens the provider served from its prompt cache (part of `prompt`)"
-    )
-    prefix_counted: int = Field(0, description="prompt tokens sent, by PSE's own counter (pse.tokens)")
-    prefix_reusable: int = Field(
-        0, description="of those, the ones that repeat a prefix already sent to the same model in the run"
-    )
-
-    def add(
-        self, prompt: int, completion: int, calls: int = 1, *, estimated: bool = False, cached: int = 0
-    ) -> None:
-        """Add one call's usage (an estimate, when the provider reported none)."""
-        self.prompt += prompt
-        self.completion += completion
-        self.calls += calls
-        self.cached += min(cached, prompt)
-        if estimated:
-            self.estimated += prompt + completion
-
-
-class RateLimitRecord(_Record):
-    """Time a run's model calls waited before an attempt: on the shared model rate limit
-    (PSE_MODEL_RPM, _TPM, _MAX_CONCURRENCY) or on a provider's Retry-After. Waiting, not model latency."""
-
-    waits: int = Field(0, description="model calls that waited")
-    waited_s: float = Field(0.0, description="seconds waited, all calls together")
-    by_role: dict[str, float] = Field(default_factory=dict, description="seconds waited, per role")
-    retry_after_pauses: int = Field(0, description="times a provider's Retry-After paused a call")
-
-    def add(self, role: str, seconds: float, pauses: int = 0) -> None:
-        """Add one call's waiting (seconds, rounded to the millisecond) and Retry-After pauses."""
-        if seconds > 0:
-            self.waits += 1
-        self.waited_s = round(self.waited_s + seconds, 3)
-        self.by_role[role] = round(self.by_role.get(role, 0.0) + seconds, 3)
-        self.retry_after_pauses += pauses
 
 
 class FormatRepair(_Record):

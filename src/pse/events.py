@@ -21,7 +21,6 @@ from pse._records import (
     ApprovalRecord,
     BlockedRecord,
     ClarificationRecord,
-    Cost,
     CriterionResult,
     DeliveryRecord,
     DriftRecord,
@@ -35,16 +34,15 @@ from pse._records import (
     PlanItem,
     PlanRecord,
     QuestionRecord,
-    RateLimitRecord,
     RepositoryRecord,
     SandboxRecord,
     Severity,
     StepAttemptRecord,
-    TokenCount,
     TransitionRecord,
     VerdictRecord,
 )
 from pse._tool_record import Decision, OutcomeStatus, ToolCallRecord, ToolStatus, utc_now
+from pse._usage_records import Cost, ProbeRecord, RateLimitRecord, TokenCount
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -74,6 +72,7 @@ __all__ = [
     "OutcomeStatus",
     "PlanItem",
     "PlanRecord",
+    "ProbeRecord",
     "QuestionRecord",
     "RateLimitRecord",
     "RepositoryRecord",

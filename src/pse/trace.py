@@ -37,6 +37,7 @@ from pse.events import (
     MessageEvent,
     OutcomeEvent,
     PlanRecord,
+    ProbeRecord,
     RateLimitRecord,
     RepositoryRecord,
     SandboxRecord,
@@ -105,6 +106,11 @@ class Trace(TraceModel):
     cycles: list[CycleRecord] = Field(default_factory=list)
     tokens: RunTokens = Field(default_factory=RunTokens)
     cost: Cost = Field(default_factory=Cost)
+    probes: list[ProbeRecord] = Field(
+        default_factory=list,
+        description="calls PSE made to a model server that were no role's turn (grammar-support probes); "
+        "their tokens are counted in `tokens`",
+    )
     rate_limit: RateLimitRecord | None = Field(
         None, description="time model calls waited on the rate limit or a Retry-After (None: none waited)"
     )

@@ -88,6 +88,10 @@ class ChatStandIn:
     api: Api
     applies: GrammarField | None = None
     probe_status: int = 200
+    probe_delay_s: float = 0.0
+    """The probe's answer waits this long too (a slow server is slow for every call)."""
+    probes_delivered: list[tuple[int, int]] = field(default_factory=list)
+    """The usage of every probe answer written to a client that was still there to read it."""
     requests: list[RecordedRequest] = field(default_factory=list)
     delivered: list[tuple[int, int]] = field(default_factory=list)
     """The usage of every successful reply written to a client that was still there to read it."""
@@ -132,7 +136,13 @@ class ChatStandIn:
                 if stand_in._is_probe(body):
                     stand_in.probes.append(request)
                     answer = Reply(stand_in.probe_status, stand_in._probe_answer(body), (3, 1))
+                    if stand_in.probe_delay_s:
+                        stand_in._closing.wait(stand_in.probe_delay_s)
+                        if _hung_up(self):
+                            return
                     stand_in._answer(self, body, answer)
+                    if answer.status == 200 and answer.usage is not None:
+                        stand_in.probes_delivered.append(answer.usage)
                     return
                 stand_in.requests.append(request)
                 reply = stand_in._script.popleft() if stand_in._script else Reply()

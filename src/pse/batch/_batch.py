@@ -78,7 +78,9 @@ class BatchSummary(BatchProgress):
     )
     runs: list[dict[str, Any]] = Field(default_factory=list, description="item, run id and outcome per row")
     branches: list[str] = Field(
-        default_factory=list, description="`pse batch --repo`: each row's branch `pse/<run_id>`, in row order"
+        default_factory=list,
+        description="`pse batch --repo`: each row's branch `pse/<run_id>` still in the repository (it holds "
+        "the run's commit, or the run can go on), in row order",
     )
 
 
@@ -270,9 +272,12 @@ async def run_batch(plan: BatchRun) -> BatchSummary:
 
 
 def _branch(settings: Settings, run_id: str | None) -> str | None:
-    """A repository run's branch, from its trace."""
+    """A repository run's branch, from its trace, while it is in the repository: it holds the run's
+    commit, or the run can go on (a run that ended otherwise took its branch away)."""
     repository = (trace_of(settings, run_id) or {}).get("repository") or {}
-    branch = repository.get("branch") if isinstance(repository, dict) else None
+    if not isinstance(repository, dict) or (repository.get("released") and not repository.get("commit")):
+        return None
+    branch = repository.get("branch")
     return str(branch) if branch else None
 
 

@@ -24,7 +24,7 @@ from typer.core import TyperGroup
 from pse._notice import set_notice_sink
 from pse.cli._common import err
 from pse.cli._help import tidy_help, version_option
-from pse.cli._tree import COMMANDS, ROOT_HELP, Command
+from pse.cli._tree import COMMANDS, MEANT, ROOT_HELP, Command
 from pse.exceptions import InternalError, PSEError, PSEWarning, UserError
 
 __all__ = ["COMMANDS", "LazyGroup", "app", "main"]
@@ -103,6 +103,11 @@ class LazyGroup(TyperGroup):
                 formatter.write_dl(rows)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        word = args[0] if args else ""
+        if self.table is COMMANDS and word in MEANT and word not in self.commands:
+            meant = MEANT[word]
+            summary = next((c.summary for c in COMMANDS if c.name == meant.split()[0]), "")
+            ctx.fail(f"No such command {word!r}. Did you mean '{meant}'? (pse {meant.split()[0]}: {summary})")
         name, command, rest = super().resolve_command(ctx, args)
         return name, (self.load(name) if name in self._entries else command), rest
 

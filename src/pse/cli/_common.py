@@ -48,6 +48,18 @@ class _Console(Console):
     """A console that, when its reader goes away (`pse run … | head`), goes quiet and lets the command
     finish: rich's default exits the process, which in the middle of a run ended the run as ERROR."""
 
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:
+        """Rich's print; a line of text sent to a program (no terminal, no COLUMNS) is never wrapped: a
+        `trace:` path stays on its line, a sentence stays whole for grep (tables keep their width)."""
+        if soft_wrap is None and self.piped and all(isinstance(o, str) for o in objects):
+            soft_wrap = True
+        super().print(*objects, soft_wrap=soft_wrap, **options)
+
+    @property
+    def piped(self) -> bool:
+        """Output goes to a program, and no COLUMNS asks for a width."""
+        return not self.is_terminal and "COLUMNS" not in os.environ
+
     def on_broken_pipe(self) -> None:
         self.quiet = True
         devnull = os.open(os.devnull, os.O_WRONLY)

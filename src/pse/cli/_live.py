@@ -309,7 +309,14 @@ def token_table(trace: Trace) -> Table:
             f"{t.completion:,}",
             f"{t.prompt + t.completion:,}",
         )
-    table.caption = Text(
-        strip_control(cost_line(trace.cost.amount, trace.cost.currency, trace.cost.unpriced_models))
-    )
+    caption = cost_line(trace.cost.amount, trace.cost.currency, trace.cost.unpriced_models)
+    for probe in trace.probes:  # a call PSE made of its own, counted in its role's row
+        tokens = probe.prompt_tokens + probe.completion_tokens
+        if not tokens:
+            continue  # it never reached its server: no call was counted
+        caption += (
+            f"\n{probe.role}'s calls include PSE's grammar-support probe of {probe.server} ({tokens} tokens; "
+            "what it learned is kept for later runs)"
+        )
+    table.caption = Text(strip_control(caption))
     return table

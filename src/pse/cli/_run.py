@@ -153,7 +153,8 @@ def _execute(prepared: PreparedRun, view: LiveView | None) -> int:
     if summary.escalation:
         out.print(f"escalation: {summary.escalation}")
     if trace.repository is not None:
-        out.print(f"branch: {_shown(trace.repository.branch)}", highlight=False)
+        if summary.commit or not trace.repository.released:  # a branch still in the repository
+            out.print(f"branch: {_shown(trace.repository.branch)}", highlight=False)
         if summary.commit:
             out.print(f"commit: {summary.commit}", highlight=False)
         if summary.patch:

@@ -27,6 +27,16 @@ def _number(value: float | None, digits: int = 0) -> str:
     return _NONE if value is None else f"{value:,.{digits}f}"
 
 
+def _cost(stats: Stats) -> str:
+    """The cost per passed run; "unpriced" when those runs spent tokens and no price counted them (as the
+    run list and the dashboard say it), not a free 0.0000."""
+    if stats.cost_per_passed_run is None:
+        return _NONE
+    if not stats.cost_per_passed_run and stats.tokens_per_passed_run:
+        return "unpriced (no model has a price; set PSE_PRICES)"
+    return f"{stats.cost_per_passed_run:,.4f} {shown(stats.currency)}"
+
+
 def render_stats(stats: Stats) -> Table:
     """The statistics as a two-column table: outcomes as counts, rates as percentages, tokens as
     whole numbers, cost in its currency (a dash where nothing was there to count)."""
@@ -39,12 +49,7 @@ def render_stats(stats: Stats) -> Table:
         ("tool calls", f"{stats.tool_calls:,}"),
         ("tool calls denied", _share(stats.denied_tool_call_rate)),
         ("tokens per passed run", _number(stats.tokens_per_passed_run)),
-        (
-            "cost per passed run",
-            _NONE
-            if stats.cost_per_passed_run is None
-            else f"{stats.cost_per_passed_run:,.4f} {shown(stats.currency)}",
-        ),
+        ("cost per passed run", _cost(stats)),
         ("handoffs", f"{stats.handoffs:,}"),
         ("handoffs that failed", _share(stats.handoff_failure_rate)),
         ("prompt tokens from a cache", _share(stats.cached_prompt_share)),

@@ -51,9 +51,11 @@ def _runs_table(entries: list[RunEntry], width: int) -> Table:
         ],
         "cycles": [str(e.cycles) for e in entries],
         "tokens": [f"{e.tokens:,}" for e in entries],
-        # a run whose model calls cost nothing had no price (the dashboard's "unpriced"), not a free model
+        # a run whose model calls cost nothing had no price (the dashboard's "unpriced"), not a free model;
+        # one that made no call spent nothing (a dash, as the dashboard shows it)
         "cost": [
-            f"{e.cost:.4f} {shown(e.currency)}" if e.cost or not e.tokens else "unpriced" for e in entries
+            f"{e.cost:.4f} {shown(e.currency)}" if e.cost else "unpriced" if e.tokens else "—"
+            for e in entries
         ],
         "task": [
             shown(e.task)

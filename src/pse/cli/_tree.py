@@ -12,7 +12,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "ROOT_HELP", "VERSION_HELP", "Command", "root_help"]
+__all__ = ["COMMANDS", "MEANT", "ROOT_HELP", "VERSION_HELP", "Command", "root_help"]
 
 ROOT_HELP = "PSE: Planner / Specialist / Evaluator runs where done means verified."
 VERSION_HELP = "Print PSE's version and exit."
@@ -32,6 +32,18 @@ class Command:
     usage: str = ""
     """What a group's usage line shows after its name (click's default: `COMMAND [ARGS]...`)."""
 
+
+MEANT: dict[str, str] = {
+    "tasks": "list",
+    "ls": "list",
+    "runs": "trace list",
+    "history": "trace list",
+    "show": "trace show",
+    "prune": "clean",
+    "dashboard": "serve",
+}
+"""Words people type for a command that has another name: `pse tasks` means `pse list` (click's own
+closest name, by spelling, was `stats`)."""
 
 COMMANDS: tuple[Command, ...] = (
     # In the order people meet them: tasks, runs, people's answers, history, then the tools around them.
@@ -80,7 +92,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "clean",
-        "Delete runs older than PSE_TRACE_RETENTION_DAYS (or all with --all), with their worktrees (--repo).",
+        "Delete runs older than PSE_TRACE_RETENTION_DAYS, the runs named, or all (--all), with their "
+        "worktrees and branches (--repo).",
         "pse.cli._clean:clean_cmd",
     ),
     Command(

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from pse.config._settings import Settings
 from pse.config._sources import validation_problems
-from pse.config._variables import warn_of_unknown_variables
+from pse.config._variables import check_unknown_variables
 from pse.exceptions import ConfigError
 
 __all__ = ["load_settings", "load_settings_given", "with_overrides"]
@@ -19,11 +19,12 @@ def load_settings(**overrides: object) -> Settings:
     """Read the settings from the environment and `.env`, keyword arguments winning.
 
     Warns (`UnknownVariableWarning`, once per process) of every `PSE_*` variable that is no setting,
-    naming the closest one: a typo there would otherwise go unnoticed.
+    naming the closest one: a typo there would otherwise go unnoticed. One that meant a limit
+    (`PSE_MAX_CYCLE=3`) stops: a run would go on without the limit its person set.
 
     Raises:
-        ConfigError: a keyword is no setting (the message names the closest one), or a value is invalid
-            (the message names its variable).
+        ConfigError: a keyword is no setting (the message names the closest one), a value is invalid
+            (the message names its variable), or a `PSE_*` variable that is no setting meant a limit.
     """
     return load_settings_given({}, **overrides)
 
@@ -40,7 +41,7 @@ def load_settings_given(given_as: Mapping[str, str], /, **overrides: object) -> 
         ConfigError: as `load_settings`; an invalid value is named by where it came from (its
             variable, or the option that set it) and the message says what to fix there.
     """
-    warn_of_unknown_variables()
+    check_unknown_variables()
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

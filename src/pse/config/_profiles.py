@@ -11,26 +11,26 @@ configured as the user says (`PSE_WRITE_FORMAT=fenced`, `PSE_MODEL_MAX_TOKENS`, 
 * gets `SMALL_MODEL_DEFAULTS` for every one of those settings the user did not set: a turn that ends
   (a token limit, and a grammar sized at one character a token, so a model looping on digits is closed
   by it), a call timeout that fits a model writing ten tokens a second on a CPU, the repairs a small
-  model's one-time nudges use, and tool output a short window can hold. Without them the 1.5B model's
-  first call of a run never returned, twice in a row (no token limit; issue 44).
+  model's one-time nudges use, tool output a short window can hold, and a context window of 16,384
+  tokens (the packaged server's `n_ctx`; set `PSE_MODEL_CONTEXT_TOKENS` to your server's), so a phase
+  that outgrows it is compacted instead of refused by the server. Without them the 1.5B model's first
+  call of a run never returned, twice in a row (no token limit; issue 44).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping
+from typing import Literal
 
-from pse.config._models import ModelSpec, ProtocolMode, ProviderName, WriteFormat
-
-if TYPE_CHECKING:
-    from pse.config._settings import Settings
+from pse.config._models import ModelSpec, ProtocolMode, ProviderName, RoleSettings, WriteFormat
 
 __all__ = [
     "SMALL_MODEL_B",
     "SMALL_MODEL_DEFAULTS",
-    "fit_small_model",
     "is_small_model",
     "resolve_model_spec",
+    "small_model_defaults",
     "write_format_for",
 ]
 
@@ -42,6 +42,7 @@ SMALL_MODEL_DEFAULTS: dict[str, object] = {
     "model_timeout_s": 600.0,
     "format_retries": 2,
     "tool_output_limit": 4000,
+    "model_context_tokens": 16384,
 }
 """The settings a small model gets where the user set none (see the module docstring)."""
 _SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z0-9])", re.IGNORECASE)
@@ -73,37 +74,31 @@ def write_format_for(
     return "fenced" if provider != "scripted" and is_small_model(model) else "call"
 
 
-def resolve_model_spec(settings: Settings, role: str) -> ModelSpec:
-    """One role's model: its own settings (`PSE_<ROLE>_*`) first, then the global ones."""
-    own = settings.role(role)
-    provider = own.provider or settings.provider
-    api_key = own.api_key or settings.api_key
+def resolve_model_spec(role: str, own: RoleSettings, base: RoleSettings, protocol: ProtocolMode) -> ModelSpec:
+    """One role's model: its own settings (`PSE_<ROLE>_*`) first, then the global ones (`base`)."""
+    provider = own.provider or base.provider
+    api_key = own.api_key or base.api_key
     defaulted = False
     if provider is None:
         provider, defaulted = ("openai", False) if api_key is not None else ("scripted", True)
-    model = own.model or settings.model or _DEFAULT_MODELS[provider]
-    base_url = own.base_url or settings.base_url
-    wanted = own.write_format or settings.write_format
+    model = own.model or base.model or _DEFAULT_MODELS[provider]
+    wanted = own.write_format or base.write_format or "auto"
     return ModelSpec(
         role=role,
         provider=provider,
         model=model,
-        base_url=base_url,
+        base_url=own.base_url or base.base_url,
         api_key=api_key,
         provider_was_defaulted=defaulted,
-        constrain=own.constrain or settings.constrain,
-        context_tokens=own.model_context_tokens or settings.model_context_tokens,
-        write_format=write_format_for(wanted, provider, model, settings.protocol),
+        constrain=own.constrain or base.constrain or "auto",
+        context_tokens=own.model_context_tokens or base.model_context_tokens,
+        write_format=write_format_for(wanted, provider, model, protocol),
     )
 
 
-def fit_small_model(settings: Settings) -> Settings:
-    """`settings` with `SMALL_MODEL_DEFAULTS` for each of those fields the user did not set, when the
-    run's model (`PSE_MODEL`, of a real provider) is small; the same object otherwise."""
-    spec = resolve_model_spec(settings, "Specialist")
+def small_model_defaults(spec: ModelSpec) -> Mapping[str, object]:
+    """`SMALL_MODEL_DEFAULTS` when the model of `spec` (the run's, `PSE_MODEL`, of a real provider) is
+    small; nothing otherwise. The settings apply each where the user set none."""
     if spec.provider == "scripted" or not is_small_model(spec.model):
-        return settings
-    for name, value in SMALL_MODEL_DEFAULTS.items():
-        if name not in settings.model_fields_set:
-            object.__setattr__(settings, name, value)
-    return settings
+        return {}
+    return SMALL_MODEL_DEFAULTS

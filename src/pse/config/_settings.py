@@ -28,7 +28,7 @@ from pse.config._models import (
     Team,
     WriteFormat,
 )
-from pse.config._profiles import fit_small_model, resolve_model_spec
+from pse.config._profiles import resolve_model_spec, small_model_defaults
 from pse.config._sources import SettingsOnly, nest_role_names
 from pse.exceptions import ConfigError
 from pse.roles import CREWS, ROLES, SINGLE_AGENT, CrewSpec, Role
@@ -101,7 +101,8 @@ class Settings(BaseSettings):
     write_format: WriteFormat = Field(
         "auto",
         description="How roles write files: call (write_file in <tool_calls>), fenced (the path on a line, "
-        "then the whole file in a Markdown code block), or auto (fenced for a small or local model).",
+        "then the whole file in a Markdown code block), or auto (fenced for a model whose name gives at most "
+        "14B parameters).",
     )
     constrain_chars_per_token: int = Field(
         3,
@@ -324,14 +325,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _fit_a_small_model(self) -> Settings:
-        return fit_small_model(self)
-
-    @field_validator("team")
-    @classmethod
-    def _a_crew(cls, value: str) -> str:
-        if value not in CREWS:
-            raise ValueError(f"no crew {value!r}; the crews are {', '.join(CREWS)}")
-        return value
+        """What a small model needs (`config._profiles`), for each setting the user left unset."""
+        for name, value in small_model_defaults(self.model_spec(Role.SPECIALIST)).items():
+            if name not in self.model_fields_set:
+                object.__setattr__(self, name, value)
+        return self
 
     @field_validator("model_rpm", "model_tpm", "model_max_concurrency", mode="before")
     @classmethod
@@ -366,7 +364,10 @@ class Settings(BaseSettings):
     def model_spec(self, role: str) -> ModelSpec:
         """Resolve the provider, model, base URL and key of one role, falling back to the globals, and
         what its model is assumed to need (`pse.config._profiles`)."""
-        return resolve_model_spec(self, role)
+        base = RoleSettings.model_construct(
+            **{name: getattr(self, name) for name in RoleSettings.model_fields}
+        )  # the globals, as the per-role settings they fall back to
+        return resolve_model_spec(role, self.role(role), base, self.protocol)
 
     def flat_dump(self, mode: Literal["python", "json"] = "python") -> dict[str, Any]:
         """The settings by their flat names (`planner_model`, not `planner.model`), one per variable."""

@@ -13,9 +13,9 @@ from pse._suggest import closest as _closest
 from pse.config._models import _ROLE_FIELDS, RoleSettings
 from pse.config._settings import Settings
 from pse.config._sources import env_names
-from pse.exceptions import UnknownVariableWarning
+from pse.exceptions import ConfigError, UnknownVariableWarning
 
-__all__ = ["env_example", "env_variables", "settings_table", "warn_of_unknown_variables"]
+__all__ = ["check_unknown_variables", "env_example", "env_variables", "settings_table"]
 
 
 class _Variable(NamedTuple):
@@ -75,18 +75,60 @@ def env_example() -> str:
     return "\n".join(out)
 
 
-def warn_of_unknown_variables() -> None:
-    """Warn (once per variable and process) of each PSE_* variable in the environment or .env that is
-    no setting, naming the closest one."""
+_LIMIT_WORDS = frozenset(
+    {"MAX", "MOST", "LIMIT", "BUDGET", "TIMEOUT", "RETRY", "RETRIES", "CYCLE", "CYCLES", "TURNS"}
+)
+"""Words of a variable that sets a limit: misspelt, the run would go on with none (stopped, not warned)."""
+
+
+def check_unknown_variables() -> None:
+    """Of each PSE_* variable in the environment or .env that is no setting: stop at one that meant a
+    limit (a run would go on without it) with a `ConfigError` naming the setting that does what it
+    meant; warn of any other (once per variable and process), naming the closest setting.
+
+    Raises:
+        ConfigError: a misspelt limit (`PSE_MAX_CYCLE=3`); the message names what to set instead.
+    """
     known = {name.upper() for name in env_variables()}
     dotenv = DotEnvSettingsSource(Settings).env_vars
-    for where, names in (("the environment", list(os.environ)), (".env", list(dotenv))):
-        for name in names:
+    limits = []
+    for where, values in (("the environment", dict(os.environ)), (".env", dict(dotenv))):
+        for name, value in values.items():
             variable = name.upper()
-            if variable.startswith("PSE_") and variable not in known:
-                closest = _closest(variable, known)
-                hint = f"did you mean {closest}?" if closest else "the variables are listed in .env.example"
-                warnings.warn(
-                    UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
-                    stacklevel=1,  # one place, so the default filter shows each variable once per process
-                )
+            if not variable.startswith("PSE_") or variable in known:
+                continue
+            near = _closest(variable, known)
+            if _LIMIT_WORDS & set(variable.split("_")):
+                said = f"{variable} in {where} is no PSE setting, so the limit it sets would not hold; "
+                if {"CYCLE", "CYCLES"} & set(variable.split("_")) and (near is None or "CYCLE" not in near):
+                    limits.append(said + _cycles_fix(value or ""))
+                elif near is not None:
+                    limits.append(said + f"fix: did you mean {near}? rename it in {where}")
+                else:
+                    limits.append(said + f"fix: remove it from {where} (.env.example lists the settings)")
+                continue
+            hint = f"did you mean {near}?" if near else "the variables are listed in .env.example"
+            warnings.warn(
+                UnknownVariableWarning(f"{variable} in {where} is no PSE setting and is ignored; {hint}"),
+                stacklevel=1,  # one place, so the default filter shows each variable once per process
+            )
+    if limits:
+        raise ConfigError("\n".join(limits))
+
+
+def _cycles_fix(value: str) -> str:
+    """No setting counts cycles: a run's cycles are its first, a plan's revisions and its re-plans."""
+    partial = Settings.model_fields["max_partial_retries"].default
+    fail = Settings.model_fields["max_fail_retries"].default
+    said = (
+        "no setting counts cycles: a run has its first cycle, up to PSE_MAX_PARTIAL_RETRIES revisions of "
+        f"each plan (default {partial}) and up to PSE_MAX_FAIL_RETRIES re-plans (default {fail}), at most "
+        f"(1 + {partial}) × (1 + {fail}) = {(1 + partial) * (1 + fail)} cycles by default; fix: "
+    )
+    wanted = value.strip()
+    if wanted.isdigit() and int(wanted) >= 1:
+        return said + (
+            f"for at most {int(wanted)} cycle(s), set PSE_MAX_PARTIAL_RETRIES={int(wanted) - 1} and "
+            "PSE_MAX_FAIL_RETRIES=0 in its place"
+        )
+    return said + "set PSE_MAX_PARTIAL_RETRIES and PSE_MAX_FAIL_RETRIES in its place"

@@ -29,7 +29,7 @@ from pse.doctor._server import (
 )
 from pse.doctor._wire import WireFeatures, pse_sends
 from pse.exceptions import ConfigError, PSEError, ToolInfrastructureError, UserError
-from pse.models import create_model_client
+from pse.models import SERVER_PROBES, create_model_client
 from pse.protocol import TurnShape, turn_grammar
 from pse.roles import ROLES, Role
 from pse.toolagent import sandbox_for
@@ -185,6 +185,8 @@ async def diagnose(settings: Settings) -> DoctorReport:
         )
         groups.setdefault(key, []).append(role)
         specs.setdefault(key, spec)
+        if spec.provider == "openai" and spec.base_url:  # what a run learned of it is learned again
+            SERVER_PROBES.forget(spec.base_url)
     if not groups:
         return report
     constrained, native = await asyncio.gather(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pse.config import Settings, with_overrides
+from pse.models import SERVER_PROBES
 from pse.roles import ROLES
 from pse.runner import prepare_run, run_to_end
 
@@ -117,7 +118,10 @@ async def pse_sends(settings: Settings, task: str = "code-delivery") -> WireFeat
                 record=None,
                 **per_role,
             )
-            await run_to_end(prepare_run(task, probe))
+            try:
+                await run_to_end(prepare_run(task, probe))
+            finally:
+                SERVER_PROBES.forget(url)  # a stand-in on a passing port: no run should think it learned it
     finally:
         server.shutdown()
         server.server_close()

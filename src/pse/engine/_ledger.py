@@ -6,9 +6,10 @@ that timed out or was cancelled while the provider worked on it with its estimat
 user reads, what the budgets see and what the server served agree. The books are the trace's own
 records (`trace.tokens`, `trace.cost`, the current cycle's `tokens`); run totals are derived from the
 per-role counts. Replies the run never saw as a message (they arrived after a stop) are handed back as
-late messages, so the trace holds every message a model produced. The time a call waited on the shared
-model rate limit or on a provider's Retry-After is booked apart, in `trace.rate_limit`: waiting, not
-model latency.
+late messages, so the trace holds every message a model produced; a call PSE made of its own (a
+server's grammar-support probe) is counted as a call of the role that needed it and kept in
+`trace.probes`. The time a call waited on the shared model rate limit or on a provider's Retry-After is
+booked apart, in `trace.rate_limit`: waiting, not model latency.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class Ledger:
             if self.trace.rate_limit is None:
                 self.trace.rate_limit = RateLimitRecord()
             self.trace.rate_limit.add(usage.role, usage.waited_s, usage.retry_after_pauses)
-        if not usage.calls:  # a report of waiting only
+        if usage.probe is not None:  # PSE's own call, no turn of the role: its reply is no message
+            self.trace.probes.append(usage.probe)
+        if not usage.calls:  # a report of waiting only (or a probe that never reached its server)
             return
         prompt, completion, cached = usage.prompt, usage.completion, usage.cached
         self.trace.tokens.by_role.setdefault(usage.role, TokenCount()).add(
@@ -63,6 +66,8 @@ class Ledger:
             )
         if self._price is not None:
             self.trace.cost.add(self._price(usage.role, prompt, completion, cached))
+        if usage.probe is not None:
+            return
         if usage.text is not None:
             self._replies.append((usage.role, usage.text))
             self._facts.append((usage.role, usage.text, usage.finish_reason, usage.model_ms))

@@ -20,6 +20,7 @@ from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import role_spec
+from pse.tools import Tool
 
 __all__ = [
     "FIXABLE",
@@ -225,7 +226,9 @@ def pass_early(checks: Sequence[str], verdict: VerdictRecord | None) -> str | No
 
 def _last_test_run(calls: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
     """The Evaluator's last `run_pytest` in the cycle that wrote a readable report (None: none did)."""
-    runs = [c for c in calls if c.tool == "run_pytest" and c.decision == "allowed" and c.facts.get("report")]
+    runs = [
+        c for c in calls if c.tool == Tool.RUN_PYTEST and c.decision == "allowed" and c.facts.get("report")
+    ]
     return runs[-1] if runs else None
 
 

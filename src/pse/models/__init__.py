@@ -33,6 +33,7 @@ from pse.models._format import (
     CassetteToolCall,
     CassetteTurn,
     MessageDigest,
+    RecordedOn,
     RecordedRequest,
     TurnUsage,
 )
@@ -40,11 +41,13 @@ from pse.models._metered import MeteredChatCompletionClient
 from pse.models._native import NativeProtocolClient
 from pse.models._prefix import PrefixClient, PrefixMeter, common_prefix_tokens
 from pse.models._probe import (
+    CACHE_TTL_S,
     PROBE_PROMPT,
     SERVER_PROBES,
     ConstraintProbes,
     ConstraintSupport,
     Dialect,
+    ProbeCall,
     probe_server,
 )
 from pse.models._ratelimit import (
@@ -71,10 +74,12 @@ from pse.models._retrying import RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._servers import crash_note, note_answered, note_started_server
+from pse.models._turn_shape import TaskGround
 from pse.models._usage import SETTLE_S, CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
 __all__ = [
+    "CACHE_TTL_S",
     "CONTEXT_WINDOW_TOKENS",
     "GENERIC_MODEL_INFO",
     "PROBE_PROMPT",
@@ -112,7 +117,9 @@ __all__ = [
     "NativeProtocolClient",
     "PrefixClient",
     "PrefixMeter",
+    "ProbeCall",
     "RateLimiter",
+    "RecordedOn",
     "RecordedRequest",
     "RecordingChatCompletionClient",
     "RequestDifference",
@@ -122,6 +129,7 @@ __all__ = [
     "ScriptedChatCompletionClient",
     "Scrubber",
     "SupportSource",
+    "TaskGround",
     "Turn",
     "TurnUsage",
     "UsageMeter",

@@ -1,8 +1,9 @@
 """Constrained decoding: each call of a role's model carries the grammar (or JSON schema) of its next turn.
 
 `ConstrainedChatCompletionClient` wraps a real provider's client. Per call it builds the role's
-`TurnShape` (its granted tools; for the Evaluator, the criteria of the plan in the messages it is
-sent), asks what the server accepts (`ConstraintProbes`: one probe per server and process), and adds:
+`TurnShape` from the request (`_turn_shape.turn_shape_of`: its granted tools, the plan it works or
+judges, what it has done so far in its phase), asks what the server accepts (`ConstraintProbes`: one
+probe per server and process), and adds:
 
 * `auto`: the GBNF grammar where the server applies one; nothing where it does not (silently, and
   noted as "none").
@@ -25,59 +26,34 @@ trace's settings under `constrain_used`. The scripted provider and `off` are nev
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from autogen_core.models import (
-    AssistantMessage,
     ChatCompletionClient,
     CreateResult,
     LLMMessage,
-    SystemMessage,
-    UserMessage,
 )
 
 from pse.config import ModelSpec, Settings
+from pse.events import ProbeRecord
 from pse.exceptions import ConfigError, ModelUnavailableError
-from pse.models._digest import message_texts
-from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport
+from pse.models._probe import SERVER_PROBES, ConstraintProbes, ConstraintSupport, ProbeCall
 from pse.models._resilient import public_url
+from pse.models._turn_shape import UNKNOWN_GROUND, TaskGround, turn_shape_of
+from pse.models._usage import CallUsage, UsageSink
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 from pse.protocol import (
     ToolSignature,
     TurnShape,
-    asks_findings,
-    files_as_calls,
-    offers_conflict,
-    parse_tool_results,
-    plan_criteria,
-    plan_outputs,
     protocol_from_json,
-    read_invokes,
     turn_grammar,
     turn_schema,
 )
-from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
-from pse.tools import EVALUATION_PREFIX, Tool
+from pse.roles import SINGLE_AGENT, Role
 
 __all__ = ["ConstrainedChatCompletionClient", "ConstraintLog", "SupportSource", "with_constraint"]
-
-_PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
-"""Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
-
-_LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
-"""Tools that only look."""
-_CHECKS = frozenset({Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK})
-"""Tools whose results are a judge's evidence."""
-_AREA = (f"{EVALUATION_PREFIX}/",)
-"""Where an Evaluator's file blocks may write: its evaluation area (its only writable area)."""
-LOOKS_BEFORE_ACTING = 3
-"""A Specialist whose last this many tool results in a row were only looks, and which may write, is
-offered no look in its next turn: it writes, reports or blocks."""
-_RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 SupportSource = Callable[[], Awaitable[ConstraintSupport]]
 """Says what the role's server accepts (the factory binds it to `SERVER_PROBES` or a fixed answer)."""
@@ -136,8 +112,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
         questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
-        seeded: the task put files in the workspace for the roles to read (its seed, an instance's
-            files); without any, a Specialist with an output still to write is offered no look.
+        ground: what the task put in the workspace and expects out of it (`TaskGround`): without
+            seeded files, a role with an output still to write is offered no look.
     """
 
     def __init__(
@@ -153,11 +129,11 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: int = 3,
         log: ConstraintLog | None = None,
         questions: bool = False,
-        seeded: bool = True,
+        ground: TaskGround = UNKNOWN_GROUND,
     ) -> None:
         super().__init__(inner)
         self.questions = questions
-        self.seeded = seeded
+        self.ground = ground
         self.spec = spec
         self.tools = tuple(tools)
         self.support = support
@@ -189,55 +165,13 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
 
     def shape(self, messages: Sequence[LLMMessage]) -> TurnShape:
         """What the role may send in answer to `messages`."""
-        # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
-        # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
-        authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
-        criteria = plan_criteria(message_texts(authored)) if self.spec.role == Role.EVALUATOR else None
-        # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
-        own = f'<tool_results for="{self.spec.role}"'
-        evidence = any(
-            isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
-            for m in messages
-        )
-        if self.spec.role in (Role.EVALUATOR, SINGLE_AGENT) and any(t.name in _CHECKS for t in self.tools):
-            # A judge's verdict rests on a check it ran since the last write: told to run pytest before
-            # its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING, with no test run.
-            ran = _results(messages, own)
-            last_write = max((i for i, (name, _) in enumerate(ran) if name == Tool.WRITE_FILE), default=-1)
-            evidence = any(name in _CHECKS and status != "denied" for name, status in ran[last_write + 1 :])
-        # Findings where the role's instructions tell it of them (a repository run's Evaluator).
-        instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
-        tools = self.tools
-        written = _written(messages, own)
-        writes = self.spec.role == Role.SPECIALIST and any(t.name == Tool.WRITE_FILE for t in tools)
-        outputs = plan_outputs(message_texts(authored)) if writes else None
-        # Nothing was put in the workspace to read and an output is still to write: a look can only find
-        # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
-        # "missing data", and read again after being told to write.
-        to_write = writes and not self.seeded and bool(set(outputs or ()) - written)
-        # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
-        # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
-        # over no test of its own.
-        owes_tests = self.spec.role == Role.EVALUATOR and any(t.name == Tool.WRITE_FILE for t in tools)
-        owes_tests = owes_tests and not any(path.startswith(_AREA[0]) for path in written)
-        looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
-        if looked or to_write or owes_tests:
-            tools = tuple(t for t in tools if t.name not in _LOOKS)
-        fenced = self.spec.write_format == "fenced"
-        paths = outputs if writes and outputs else (_AREA if self.spec.role == Role.EVALUATOR else None)
-        shape = TurnShape(
-            self.spec.role,
-            tools,
-            criteria,
-            self.max_invokes,
-            evidence=evidence,
+        shape = turn_shape_of(
+            self.spec,
+            self.tools,
+            messages,
+            max_invokes=self.max_invokes,
             questions=self.questions,
-            findings=self.spec.role == Role.EVALUATOR and asks_findings(instructions),
-            files=fenced,
-            conflicts=offers_conflict(instructions),
-            writes_first=to_write or owes_tests,
-            then_runs=owes_tests,
-            paths=paths if fenced else None,
+            ground=self.ground,
         )
         if self.max_tokens is None:
             return shape
@@ -295,10 +229,12 @@ def with_constraint(
     *,
     log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
-    seeded: bool = True,
+    ground: TaskGround = UNKNOWN_GROUND,
+    meter: UsageSink | None = None,
 ) -> ChatCompletionClient:
     """`client` constrained as `spec.constrain` (auto, grammar or json) says for a real provider, or
-    `client` itself where auto cannot apply (Ollama, OpenAI's own API, PSE_PROTOCOL=native).
+    `client` itself where auto cannot apply (Ollama, OpenAI's own API, PSE_PROTOCOL=native). A probe
+    of the server this role's call needs is reported to `meter` as a call of the role (`CallUsage.probe`).
 
     Raises:
         ConfigError: a constraint the provider can never take (a grammar for Ollama; any with
@@ -326,21 +262,40 @@ def with_constraint(
         if not explicit:
             return client  # auto means a grammar; Ollama has none
         fixed = ConstraintSupport(server, "ollama", "Ollama reads a JSON schema in `format`")
-        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log, seeded)
+        return _wrap(client, settings, spec, tools, _answer(fixed), setting, log, ground)
     if spec.base_url is None:
         none = ConstraintSupport(server, None, "OpenAI's own API takes no grammar field (no base URL is set)")
         return (
             client
             if not explicit
-            else _wrap(client, settings, spec, tools, _answer(none), setting, log, seeded)
+            else _wrap(client, settings, spec, tools, _answer(none), setting, log, ground)
         )
     base_url = spec.base_url
     key = spec.api_key.get_secret_value() if spec.api_key is not None else None
 
-    async def support() -> ConstraintSupport:
-        return await probes.support(base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s)
+    def probed(call: ProbeCall) -> None:
+        if meter is None:
+            return
+        learned = call.support.detail if call.support is not None else call.note
+        record = ProbeRecord(
+            role=spec.role, server=call.server, model=call.model, prompt_tokens=call.prompt,
+            completion_tokens=call.completion, estimated=call.estimated, reply=call.reply, learned=learned,
+            ms=call.ms,
+        )  # fmt: skip
+        note = f"grammar-support probe of {call.server}: {learned}"
+        calls = 1 if call.sent else 0  # a probe that never reached the server is kept, not counted
+        meter(
+            CallUsage(
+                spec.role, call.prompt, call.completion, call.estimated, note=note, calls=calls, probe=record
+            )
+        )
 
-    return _wrap(client, settings, spec, tools, support, setting, log, seeded)
+    async def support() -> ConstraintSupport:
+        return await probes.support(
+            base_url, spec.model, api_key=key, timeout_s=settings.model_timeout_s, on_probe=probed
+        )
+
+    return _wrap(client, settings, spec, tools, support, setting, log, ground)
 
 
 def _answer(fixed: ConstraintSupport) -> SupportSource:
@@ -358,7 +313,7 @@ def _wrap(
     support: SupportSource,
     setting: str,
     log: ConstraintLog | None,
-    seeded: bool = True,
+    ground: TaskGround = UNKNOWN_GROUND,
 ) -> ChatCompletionClient:
     return ConstrainedChatCompletionClient(
         client,
@@ -371,63 +326,5 @@ def _wrap(
         chars_per_token=settings.constrain_chars_per_token,
         log=log,
         questions=settings.planner_questions and spec.role == Role.PLANNER,
-        seeded=seeded,
+        ground=ground,
     )
-
-
-def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
-    """How many of the role's latest tool results, in a row, held only looks (`read_file`, `list_files`).
-
-    Why: in a revise or re-plan cycle the 1.5B model's Specialist read its files in turn, nine to ten
-    times, until the turn cap, and never wrote; a note on the repeated read changed nothing. Under a
-    grammar, a turn that cannot look must act."""
-    count = 0
-    for message in reversed(messages):
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        names = _RESULT_NAME.findall(text)
-        if not names or any(name not in _LOOKS for name in names):
-            break
-        count += 1
-    return count
-
-
-def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
-    """(tool, status) of every result the ToolAgent sent the role in this request, in order."""
-    found: list[tuple[str, str]] = []
-    for message in messages:
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        try:
-            found += [(r.name, r.status) for r in parse_tool_results(text)[1]]
-        except ValueError:
-            continue
-    return found
-
-
-def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
-    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call of
-    its message paired with its result by position."""
-    written: set[str] = set()
-    for asked, answer in itertools.pairwise(messages):
-        if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
-            continue
-        if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
-            continue
-        invokes = read_invokes(files_as_calls(asked.content))  # the role saw its writes as file blocks
-        try:
-            _, results = parse_tool_results(str(answer.content))
-        except ValueError:
-            continue
-        if invokes is None or len(invokes) != len(results):
-            continue
-        for (name, params), result in zip(invokes, results, strict=True):
-            if name == Tool.WRITE_FILE and result.status == "ok":
-                written.add(dict(params).get("path", "").strip())
-    return written

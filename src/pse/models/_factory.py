@@ -24,6 +24,7 @@ from pse.models._recording import CassetteRecorder, RecordingChatCompletionClien
 from pse.models._resilient import ResilientChatCompletionClient
 from pse.models._retrying import RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
+from pse.models._turn_shape import UNKNOWN_GROUND, TaskGround
 from pse.models._usage import UsageSink
 from pse.protocol import FunctionSpec, ToolSignature
 
@@ -54,7 +55,7 @@ def create_model_client(
     constraint_log: ConstraintLog | None = None,
     probes: ConstraintProbes = SERVER_PROBES,
     step: str | None = None,
-    seeded: bool = True,
+    ground: TaskGround | None = None,
 ) -> ChatCompletionClient:
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
@@ -81,8 +82,8 @@ def create_model_client(
         step: the step of a steps plan this client serves: scripted turns come from (and recordings go
             to) the cassette stream `ROLE@STEP`.
         probes: where a server's support is found out and remembered (the process's by default).
-        seeded: the task put files in the workspace for the roles to read (constrained decoding offers
-            a Specialist with an output still to write no look without them).
+        ground: what the task put in the workspace and expects out of it, for constrained decoding
+            (`TaskGround`; default: seeded, no outputs known).
 
     Raises:
         ConfigError: unknown role, the OpenAI provider has neither an API key nor a base URL, or a
@@ -101,7 +102,14 @@ def create_model_client(
         client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
         if tools is not None and spec.constrain != "off":
             client = with_constraint(
-                client, settings, spec, tools, log=constraint_log, probes=probes, seeded=seeded
+                client,
+                settings,
+                spec,
+                tools,
+                log=constraint_log,
+                probes=probes,
+                ground=ground or UNKNOWN_GROUND,
+                meter=meter,
             )
     if spec.write_format == "fenced":  # above the grammar, which then allows the model file blocks
         client = FencedWritesClient(client, role)

@@ -24,6 +24,10 @@
 keeps its whole `text` the first time the cassette holds it (later requests repeat only its digest).
 `tool_runs` (optional) are the ToolAgent's executions in run order, as audit records (secrets
 scrubbed), which `--replay-tools` answers tool calls from.
+`recorded_on` (optional; a recording always has it) says what the cassette fits: the run's task inputs and
+the git tree of its repository at the base commit (null: no repository),
+`{"inputs": {"REQUEST": "…"}, "repository": "<tree id>"}`. A cassette that has it replays only on those
+inputs and that repository; one without it (written by hand) replays on whatever it is given.
 """
 
 from __future__ import annotations
@@ -40,7 +44,15 @@ from pse.events import ToolCallRecord
 from pse.exceptions import CassetteError
 from pse.roles import ALL_ROLES
 
-__all__ = ["Cassette", "CassetteToolCall", "CassetteTurn", "MessageDigest", "RecordedRequest", "TurnUsage"]
+__all__ = [
+    "Cassette",
+    "CassetteToolCall",
+    "CassetteTurn",
+    "MessageDigest",
+    "RecordedOn",
+    "RecordedRequest",
+    "TurnUsage",
+]
 
 
 class _Strict(BaseModel):
@@ -127,11 +139,21 @@ class CassetteTurn(_Strict):
         return role
 
 
+class RecordedOn(_Strict):
+    """What a recorded cassette fits: the task inputs and the repository of the run it was recorded on."""
+
+    inputs: dict[str, str] = Field(default_factory=dict)
+    repository: str | None = Field(
+        None, description="the git tree id of the run's repository at its base commit (None: no repository)"
+    )
+
+
 class Cassette(_Strict):
-    """A whole cassette: the version, the turns of every role in the order they were spoken, and the
-    tool runs of the recorded run in the order they ran."""
+    """A whole cassette: the version, the turns of every role in the order they were spoken, the tool
+    runs of the recorded run in the order they ran, and what it was recorded on (None: written by hand)."""
 
     version: Literal[1] = 1
+    recorded_on: RecordedOn | None = None
     turns: list[CassetteTurn] = Field(default_factory=list)
     tool_runs: list[ToolCallRecord] = Field(default_factory=list)
 

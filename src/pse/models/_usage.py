@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pse.config import Settings
-from pse.events import Cost
+from pse.events import Cost, ProbeRecord
 
 __all__ = ["SETTLE_S", "CallUsage", "Cost", "UsageMeter", "UsageSink", "price_of"]
 
@@ -61,6 +61,7 @@ class CallUsage:
             sent): no tokens, no call to count.
         finish_reason: why the model stopped, as the client said (stop, length, function_calls…).
         model_ms: milliseconds the answering attempt took (model time: no waiting, no failed attempt).
+        probe: the call was PSE's own probe of the server, no turn of the role (its reply is no message).
     """
 
     role: str
@@ -75,6 +76,7 @@ class CallUsage:
     calls: int = 1
     finish_reason: str | None = None
     model_ms: int | None = None
+    probe: ProbeRecord | None = None
 
 
 UsageSink = Callable[[CallUsage], None]

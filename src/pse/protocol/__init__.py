@@ -7,16 +7,8 @@ and so are file blocks, the `fenced` write format (`_files`).
 `turn_grammar` and `turn_schema` say what a role may send now, for constrained decoding.
 """
 
-from pse.protocol._dsml import (
-    DsmlError,
-    ParamSpec,
-    ParsedMessage,
-    ToolCall,
-    ToolSignature,
-    has_tool_calls,
-    parse_tool_calls,
-    read_invokes,
-)
+from pse.protocol._calls import parse_tool_calls
+from pse.protocol._dsml import has_tool_calls, read_invokes
 from pse.protocol._dsml_render import render_tool_calls
 from pse.protocol._files import FileBlock, calls_as_files, files_as_calls, find_file_blocks
 from pse.protocol._functions import (
@@ -58,6 +50,7 @@ from pse.protocol._tags import (
     render_plan,
     strip_tool_traffic,
 )
+from pse.protocol._types import DsmlError, ParamSpec, ParsedMessage, ToolCall, ToolSignature
 
 __all__ = [
     "BLOCKED_REASONS",

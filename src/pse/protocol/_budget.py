@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
 from pse.roles import SINGLE_AGENT, Role
+from pse.tool_names import Tool
 
 __all__ = [
     "CONFLICT_TEST_CHARS",
@@ -292,7 +293,7 @@ def _calls(
         free = [
             (per_invoke - _invoke_overhead(t, short), _long(t))
             for t in tools
-            if file_path is None or t.name != "write_file"
+            if file_path is None or t.name != Tool.WRITE_FILE
         ]
         if file_path is not None:
             free.append((per_invoke - FILE_OVERHEAD - 2 * file_path, 1))

@@ -1,4 +1,5 @@
-"""DSML: the tool-call wire format, parsed. Pure functions (rendered: `_dsml_render`; results: `_results`).
+"""DSML: the tool-call wire format, scanned. Pure functions (checked against signatures: `_calls`; rendered:
+`_dsml_render`; results: `_results`).
 
 Requests, inside any role's message (prose and Markdown fences around them are fine)::
 
@@ -37,25 +38,21 @@ Scanning rules (a small scanner, never an XML library, so nothing is ever expand
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pse.protocol._normalise import normalise_value
 from pse.protocol._scan import AttributeScanner, Cursor
-from pse.protocol._types import DsmlError, ParamSpec, ParsedMessage, ToolCall, ToolSignature
 
 __all__ = [
     "CDATA_CLOSE",
     "CDATA_OPEN",
-    "DsmlError",
-    "ParamSpec",
-    "ParsedMessage",
     "RawBlock",
-    "ToolCall",
-    "ToolSignature",
+    "RawInvoke",
     "has_tool_calls",
-    "parse_tool_calls",
+    "read_invokes",
     "request_blocks",
+    "scan_blocks",
 ]
 
 CDATA_OPEN = "<![CDATA["
@@ -187,14 +184,17 @@ def _read_value(text: str, pos: int, pname: str) -> tuple[str, int, str | None]:
 
 
 @dataclass(slots=True)
-class _RawInvoke:
+class RawInvoke:
+    """One `<invoke>` as the scanner read it: its tool, its (parameter, value) pairs in order, the error a
+    translated request carries (`error="…"`), and what normalising each raw value changed."""
+
     name: str
     params: list[tuple[str, str]]
     error: str | None = None
     normalised: dict[str, str] | None = None
 
 
-def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
+def _parse_invoke(text: str, pos: int) -> tuple[RawInvoke, int]:
     """Parse one `<invoke ...>...</invoke>` starting at `pos` (at `<invoke`)."""
     end = _tag_end(text, pos, "invoke")
     tag = text[pos:end]
@@ -204,7 +204,7 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
         raise _SyntaxProblem(f'{tag!r} has no name attribute; write <invoke name="TOOL">')
     error = attributes.get("error")
     if tag.rstrip(">").rstrip().endswith("/"):
-        return _RawInvoke(name, [], error), end
+        return RawInvoke(name, [], error), end
     params: list[tuple[str, str]] = []
     normalised: dict[str, str] = {}
     cur = end
@@ -212,7 +212,7 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
         cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
         if _INVOKE_CLOSE.match(text, cur):
             closed = _INVOKE_CLOSE.match(text, cur).end()  # type: ignore[union-attr]
-            return _RawInvoke(name, params, error, normalised), closed
+            return RawInvoke(name, params, error, normalised), closed
         if _PARAM_OPEN.match(text, cur):
             ptag_end = _tag_end(text, cur, "parameter")
             ptag = text[cur:ptag_end]
@@ -241,7 +241,7 @@ def _parse_invoke(text: str, pos: int) -> tuple[_RawInvoke, int]:
         )
 
 
-def _parse_block(text: str, start: int) -> tuple[list[_RawInvoke], int]:
+def _parse_block(text: str, start: int) -> tuple[list[RawInvoke], int]:
     """Parse one `<tool_calls>` block starting at `start`; return its invokes and the position after it.
 
     Linear in the block: every `>` and closing tag is searched from the current position only, and a miss
@@ -250,7 +250,7 @@ def _parse_block(text: str, start: int) -> tuple[list[_RawInvoke], int]:
     cur = _tag_end(text, start, "tool_calls")
     if text[start:cur].rstrip(">").rstrip().endswith("/"):
         return [], cur
-    invokes: list[_RawInvoke] = []
+    invokes: list[RawInvoke] = []
     while True:
         cur = _WS.match(text, cur).end()  # type: ignore[union-attr]
         close = _CALLS_CLOSE.match(text, cur)
@@ -268,70 +268,18 @@ def _parse_block(text: str, start: int) -> tuple[list[_RawInvoke], int]:
         )
 
 
-def _check_invoke(
-    raw: _RawInvoke, index: int, tools: Mapping[str, ToolSignature], max_value_bytes: int
-) -> ToolCall | DsmlError:
-    sig = tools.get(raw.name)
-    given = dict(raw.params)
-    if sig is None:
-        known = ", ".join(sorted(tools)) or "(none)"
-        return DsmlError(
-            index, "unknown_tool", f"unknown tool {raw.name!r}; the tools are: {known}", raw.name, given
-        )
-    if raw.error is not None:
-        return DsmlError(
-            index, "bad_arguments", f"{raw.name}: {raw.error}; usage: {sig.usage()}", raw.name, given
-        )
-    seen: set[str] = set()
-    for pname, value in raw.params:
-        if pname in seen:
-            return DsmlError(
-                index,
-                "duplicate_parameter",
-                f"{raw.name}: parameter {pname!r} is given twice; give each parameter once",
-                raw.name,
-                given,
-            )
-        seen.add(pname)
-        size = len(value.encode("utf-8"))
-        if size > max_value_bytes:
-            return DsmlError(
-                index,
-                "value_too_large",
-                f"{raw.name}: parameter {pname!r} is {size} bytes; the limit is {max_value_bytes} bytes. "
-                "Split the work into smaller pieces.",
-                raw.name,
-                {k: v[:200] for k, v in given.items()},
-            )
-    accepted = {p.name for p in sig.params}
-    unexpected = [p for p in given if p not in accepted]
-    if unexpected:
-        return DsmlError(
-            index,
-            "unexpected_parameter",
-            f"{raw.name}: unexpected parameter {unexpected[0]!r}; usage: {sig.usage()}",
-            raw.name,
-            given,
-        )
-    arguments: dict[str, str] = {}
-    for p in sig.params:
-        if p.name in given:
-            arguments[p.name] = given[p.name]
-        elif p.required:
-            hint = ""
-            if any(f'name="{p.name}"' in v or f"name='{p.name}'" in v for v in given.values()):
-                hint = f' (another value contains <parameter name="{p.name}">: a missing </parameter>?)'
-            return DsmlError(
-                index,
-                "missing_parameter",
-                f"{raw.name}: missing required parameter {p.name!r}{hint}; usage: {sig.usage()}",
-                raw.name,
-                given,
-            )
-        else:
-            arguments[p.name] = p.default if p.default is not None else ""
-    notes = {name: note for name, note in (raw.normalised or {}).items() if name in arguments}
-    return ToolCall(index, raw.name, arguments, notes)
+def scan_blocks(text: str) -> Iterator[tuple[int, int, list[RawInvoke] | str]]:
+    """Each `<tool_calls>` block of the message, in order, as (start, end, its invokes); a block that does
+    not parse is (start, len(text), why) and ends the scan: after an unclosed tag the rest of the message
+    cannot be trusted to be requests."""
+    requests, pos = _Requests(text), 0
+    while (start := requests.next_block(pos)) is not None:
+        try:
+            invokes, pos = _parse_block(text, start)
+        except _SyntaxProblem as exc:
+            yield start, len(text), str(exc)
+            return
+        yield start, pos, invokes
 
 
 RawBlock = tuple[int, int, list[tuple[str, list[tuple[str, str]], str | None]]]
@@ -343,13 +291,10 @@ def request_blocks(text: str) -> list[RawBlock] | None:
     """Every `<tool_calls>` block of the message as (start, end, its invokes as (tool, [(parameter, value)],
     error)), values read as `parse_tool_calls` reads them; None when a block does not parse."""
     blocks: list[RawBlock] = []
-    requests, pos = _Requests(text), 0
-    while (start := requests.next_block(pos)) is not None:
-        try:
-            raw, pos = _parse_block(text, start)
-        except _SyntaxProblem:
+    for start, end, invokes in scan_blocks(text):
+        if isinstance(invokes, str):
             return None
-        blocks.append((start, pos, [(item.name, item.params, item.error) for item in raw]))
+        blocks.append((start, end, [(item.name, item.params, item.error) for item in invokes]))
     return blocks
 
 
@@ -362,54 +307,3 @@ def read_invokes(text: str) -> list[tuple[str, list[tuple[str, str]]]] | None:
         if blocks is None
         else [(name, params) for _, _, invokes in blocks for name, params, _ in invokes]
     )
-
-
-def parse_tool_calls(
-    text: str, tools: Mapping[str, ToolSignature], *, max_invokes: int = 16, max_value_bytes: int = 1_000_000
-) -> ParsedMessage:
-    """Parse every `<tool_calls>` block of a message into calls and precise errors, in order.
-
-    Never raises on model input: every problem becomes a `DsmlError` item the requester will see.
-
-    Args:
-        text: the whole message.
-        tools: the registered tools by name (anything else is an `unknown_tool` error).
-        max_invokes: most invokes the message may hold; more fail the whole message (`too_many_invokes`).
-        max_value_bytes: largest parameter value in UTF-8 bytes (`value_too_large`).
-    """
-    items: list[ToolCall | DsmlError] = []
-    raw_count = 0
-    found = False
-    pos = 0
-    block_no = 0
-    requests = _Requests(text)
-    while (start := requests.next_block(pos)) is not None:
-        found = True
-        block_no += 1
-        try:
-            invokes, pos = _parse_block(text, start)
-        except _SyntaxProblem as exc:
-            items.append(
-                DsmlError(
-                    len(items) + 1,
-                    "syntax",
-                    f"<tool_calls> block {block_no}: {exc}. Nothing in this block was run; "
-                    "close every tag and send the block again.",
-                )
-            )
-            break  # after an unclosed tag the rest of the message cannot be trusted to be requests
-        if not invokes:
-            items.append(
-                DsmlError(len(items) + 1, "empty_block", f"<tool_calls> block {block_no} holds no <invoke>")
-            )
-        for raw in invokes:
-            raw_count += 1
-            items.append(_check_invoke(raw, len(items) + 1, tools, max_value_bytes))
-    if raw_count > max_invokes:
-        message = (
-            f"too many invokes: the message holds {raw_count}, at most {max_invokes} are allowed "
-            "per message. "
-            "Nothing was run; send fewer requests per message."
-        )
-        return ParsedMessage((DsmlError(1, "too_many_invokes", message),), found)
-    return ParsedMessage(tuple(items), found)

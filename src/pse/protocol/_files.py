@@ -42,6 +42,7 @@ from pse.protocol._budget import GrammarSizes
 from pse.protocol._dsml import request_blocks
 from pse.protocol._dsml_render import render_invoke, render_tool_calls
 from pse.protocol._gbnf import chunked, literal
+from pse.tool_names import Tool
 
 __all__ = [
     "FILE_TOOL",
@@ -53,7 +54,7 @@ __all__ = [
     "find_file_blocks",
 ]
 
-FILE_TOOL = "write_file"
+FILE_TOOL = Tool.WRITE_FILE
 """The tool a file block stands for: `write_file(path, content)`."""
 
 _PATH = r"(?:\./)?[\w@][\w@./+-]*|\.[\w@][\w@./+-]*"
@@ -71,7 +72,7 @@ _LANGUAGES = {
     "toml": "toml",
     "yaml": "yaml",
     "yml": "yaml",
-    "sh": "bash",
+    "sh": "sh",
     "js": "javascript",
     "ts": "typescript",
     "html": "html",

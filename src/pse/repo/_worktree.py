@@ -11,6 +11,14 @@ never trusts a `.git` a role might write there. The worktree is locked (`git wor
 own pruning does not drop it while its `.git` file is away. `remove_worktree` puts the pointer back and
 removes the worktree with git; the branch stays when it holds the run's commit (it is the product), and
 goes when it still points at the base commit.
+
+What a run leaves in the repository, by how it ends (`release_worktree`, called as the run ends for good):
+
+* it can still go on (ESCALATED, waiting for a person, cancelled, interrupted): its locked worktree and
+  its branch, for `pse answer` / `pse approve` / `pse resume` to go on in; `pse clean RUN_ID` removes them;
+* it ended for good (PASSED, ERROR, TIMEOUT, accepted or closed by a person): no worktree, and the branch
+  only when it holds the run's commit (the product: merge it, then `git branch -D` it). The workspace's
+  files stay in the run folder, with `change.patch`, until the run is cleaned.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -29,8 +38,10 @@ from pse.repo._git import GitFailed, git
 __all__ = [
     "RECORD_FILE",
     "branch_for",
+    "held_worktrees",
     "open_worktree",
     "read_record",
+    "release_worktree",
     "remove_worktree",
     "repository_folder",
     "write_record",
@@ -154,7 +165,8 @@ def open_worktree(repo: Path, base: str | None, run_id: str, workspace: Path) ->
     commit = _base_commit(path, str(repo), ref)
     warning = _uncommitted(path, str(repo), ref, commit)
     branch = branch_for(run_id)
-    reason = f"PSE run {run_id}: `pse clean` removes it with the run folder"
+    runs = shlex.quote(str(workspace.parent.parent))
+    reason = f"PSE run {run_id}, which can go on in it; `pse clean {run_id} --runs-dir {runs}` removes it"
     try:
         git(
             ["-C", str(path), "worktree", "add", "--quiet", "--lock", "--reason", reason, "--no-track",
@@ -196,6 +208,51 @@ def read_record(run_dir: Path) -> RepositoryRecord | None:
     return RepositoryRecord.model_validate(json.loads(data))
 
 
+def held_worktrees(runs_dir: Path) -> list[tuple[str, RepositoryRecord]]:
+    """The runs of `runs_dir` that still hold a worktree (and a branch) in a repository, by run id."""
+    held = []
+    try:
+        folders = sorted(p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for run_dir in folders:
+        try:
+            record = read_record(run_dir)
+        except (OSError, ValueError):
+            continue
+        if record is not None and not record.released:
+            held.append((run_dir.name, record))
+    return held
+
+
+def release_worktree(run_dir: Path, record: RepositoryRecord) -> RepositoryRecord:
+    """Take a run that ended for good out of its repository, keeping the workspace's files in the run folder.
+
+    The worktree's entry goes from the repository's `.git` (what `git worktree prune` would do for this
+    entry alone: its administrative folder, after checking that it points at this workspace), so the
+    person's `git worktree list` no longer shows it and its branch can be checked out; the branch goes
+    too while it still points at the base commit. Returns the record marked `released`, also written to
+    the run folder. A git failure leaves the record as it was (the run's outcome never depends on it).
+    """
+    if record.released:
+        return record
+    repo, admin, workspace = Path(record.path), Path(record.worktree), run_dir / "workspace"
+    try:
+        _forget(admin, workspace)
+        if admin.exists():
+            return record
+        with contextlib.suppress(GitFailed):  # it moved: it holds the run's commit, and stays
+            git(
+                ["-C", str(repo), "update-ref", "-d", f"refs/heads/{record.branch}", record.base_commit],
+                cwd=repo,
+            )
+    except (GitFailed, OSError):
+        return record
+    released = record.model_copy(update={"released": True})
+    write_record(run_dir, released)
+    return released
+
+
 def remove_worktree(run_dir: Path) -> bool:
     """Remove the worktree of a repository run (before its folder goes); True if there was one.
 
@@ -208,6 +265,8 @@ def remove_worktree(run_dir: Path) -> bool:
         return False
     if record is None:
         return False
+    if record.released:  # out of the repository already; a branch left holds the run's commit
+        return True
     repo, workspace = Path(record.path), run_dir / "workspace"
     if os.path.lexists(workspace) and workspace.is_dir() and not workspace.is_symlink():
         pointer = workspace / ".git"
@@ -234,5 +293,6 @@ def _forget(admin: Path, workspace: Path) -> None:
         points_at = (admin / "gitdir").read_text(encoding="utf-8").strip()
     except OSError:
         return
-    if admin.parent.name == "worktrees" and points_at == str(workspace / ".git") and not admin.is_symlink():
+    ours = Path(points_at).resolve() == (workspace / ".git").resolve()
+    if admin.parent.name == "worktrees" and ours and not admin.is_symlink():
         shutil.rmtree(admin, ignore_errors=True)

@@ -19,6 +19,7 @@ from pse.engine import check_run_id, load_trace
 from pse.engine._state import State, StateMachine
 from pse.events import HumanAnswer, utc_now
 from pse.exceptions import UserError
+from pse.repo import release_worktree
 from pse.roles import ROLES, Role
 from pse.runner._index import save_trace
 from pse.toolagent import Policy
@@ -189,5 +190,9 @@ def answer_run(
         # The engine holds the run to `retries` cycles from here (HumanAnswer.retries), whatever its limits.
         trace.outcome, trace.outcome_reason, trace.ended_at = None, "", None
     trace.state = machine.state.value
+    if decision != "resume" and trace.repository is not None:  # it ended for good: out of the repository
+        trace.repository = release_worktree(run_dir, trace.repository)
+        if trace.repository.released:
+            trace.repository.note += "; the answer ended the run: nothing of it is left in your repository"
     save_trace(trace, run_dir, settings)
     return trace

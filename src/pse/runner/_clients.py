@@ -14,6 +14,7 @@ from pse.models import (
     PrefixClient,
     PrefixMeter,
     ResumedTurnsClient,
+    TaskGround,
     Turn,
     UsageMeter,
     create_model_client,
@@ -60,7 +61,10 @@ class RunClients:
         self._frame, self._script, self._policy, self._registry = frame, script, policy, registry
         self._given = given
         # Files the task put in the workspace for the roles to read (not only the inputs' machine copy).
-        self._seeded = any(path.name != INPUTS_DIR for path in frame.workspace.iterdir())
+        self._ground = TaskGround(
+            seeded=any(path.name != INPUTS_DIR for path in frame.workspace.iterdir()),
+            expected=tuple(frame.task.config.expected_outputs),
+        )
         self.specs = {role: frame.spec(role) for role in frame.speakers}
         self.meter = UsageMeter()
         # Constrained decoding allows each role exactly its granted tools; what each call carried is noted
@@ -105,7 +109,7 @@ class RunClients:
             functions=tool_functions(role, policy, registry),
             constraint_log=self.constraints,
             step=step,
-            seeded=self._seeded,
+            ground=self._ground,
         )
 
     def _resumed(self, client: ChatCompletionClient, role: str, step: str | None) -> ChatCompletionClient:

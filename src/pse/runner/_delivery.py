@@ -24,6 +24,7 @@ from pathlib import Path
 from pse._causal import causal_line
 from pse.events import DeliveryRecord, LeftOutFile
 from pse.roles import ROLE_SPECS
+from pse.runner._report_sections import report_sections
 from pse.tasks import Task, extract_report, titled_report
 from pse.toolagent import ToolExecutor
 from pse.trace import Trace
@@ -103,6 +104,7 @@ def write_report(task: Task, workspace: Path, run_dir: Path, trace: Trace) -> No
             outcome=trace.outcome or trace.state,
             reason=trace.outcome_reason,
             why=causal_line(trace),
+            sections=report_sections(trace, workspace, task.config.expected_outputs),
         )
     path = run_dir / "report.md"
     path.write_text(report, encoding="utf-8")

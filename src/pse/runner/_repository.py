@@ -7,7 +7,9 @@ folder. At the end, `finish_repository` turns what roles wrote and the checks sa
 into the run's change: one commit on the
 branch when the run PASSED (the plan's goal, then `PSE-Run`, `PSE-Outcome`, `PSE-Criteria` trailers) and
 its `git format-patch` as `change.patch`; on any other outcome nothing is committed and `change.patch`
-holds the diff so far, for a person to read.
+holds the diff so far, for a person to read. A run that ended for good (it cannot go on: not ESCALATED,
+not cancelled) is then taken out of the repository (`pse.repo.release_worktree`): no worktree is left,
+and no branch unless it holds the commit.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pse.repo import (
     git,
     open_worktree,
     read_record,
+    release_worktree,
     write_record,
 )
 from pse.runner._delivery import left_out_paths
@@ -37,7 +40,14 @@ from pse.tasks import Task
 from pse.tools import PROTECTED_BY_DEFAULT, RepositoryFiles, is_test_file, protecting_glob
 from pse.trace import Trace
 
-__all__ = ["RunRepository", "finish_repository", "load_repository", "open_repository", "repository_brief"]
+__all__ = [
+    "RunRepository",
+    "ended_for_good",
+    "finish_repository",
+    "load_repository",
+    "open_repository",
+    "repository_brief",
+]
 
 _TESTS_AT_BASE_BYTES = 4 * 1024 * 1024
 """Most bytes of the repository's tests kept to show how a role changed them (a task that opened them)."""
@@ -45,11 +55,13 @@ _TESTS_AT_BASE_BYTES = 4 * 1024 * 1024
 
 @dataclass
 class RunRepository:
-    """A repository run's worktree record, its files at the base ref, and the commit's author."""
+    """A repository run's worktree record, its files at the base ref, the commit's author, and the git
+    tree of the base commit (what a cassette recorded on the repository notes)."""
 
     record: RepositoryRecord
     files: RepositoryFiles
     author: tuple[str, str]
+    tree: str
     written: Callable[[], Mapping[str, str]] = lambda: {}
     """path → author of every workspace file a role wrote (the executor's provenance, set when wired)."""
 
@@ -60,6 +72,14 @@ def _author(task: Task) -> tuple[str, str]:
         return DEFAULT_AUTHOR
     name, _, email = spec.strip().rpartition(" <")
     return name.strip(), email.rstrip(">")
+
+
+def _tree(record: RepositoryRecord) -> str:
+    """The git tree id of the base commit: the repository's content, whatever its history or clone."""
+    found = git(
+        ["--git-dir", record.worktree, "rev-parse", f"{record.base_commit}^{{tree}}"], cwd=Path(record.path)
+    )
+    return found.decode().strip()
 
 
 def _files(task: Task, record: RepositoryRecord) -> RepositoryFiles:
@@ -85,7 +105,7 @@ def open_repository(task: Task, repo: Path, base: str | None, run_id: str, run_d
     """
     record = open_worktree(repo, base, run_id, run_dir / "workspace")
     write_record(run_dir, record)  # from here on, removing the run folder removes the worktree
-    return RunRepository(record, _files(task, record), _author(task))
+    return RunRepository(record, _files(task, record), _author(task), _tree(record))
 
 
 def load_repository(task: Task, run_dir: Path) -> RunRepository | None:
@@ -96,7 +116,7 @@ def load_repository(task: Task, run_dir: Path) -> RunRepository | None:
         raise UserError(f"cannot read the repository record of {run_dir}: {exc}") from None
     if record is None:
         return None
-    return RunRepository(record, _files(task, record), _author(task))
+    return RunRepository(record, _files(task, record), _author(task), _tree(record))
 
 
 def repository_brief(repository: RunRepository) -> str:
@@ -140,7 +160,9 @@ def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) ->
             patch.write_bytes(diff_of(record, change, commit))
             record.patch = str(patch.resolve())
         record.commit = commit
-        record.note = _note(outcome, record, change.empty, commit)
+        if ended_for_good(trace):
+            record = release_worktree(run_dir, record)
+        record.note = _note(outcome, record, change.empty, commit, trace.run_id)
         if change.skipped:
             left = ", ".join(f"{path} ({why})" for path, why in change.skipped[:8])
             record.note += f"; not in the change: {left}"
@@ -152,14 +174,27 @@ def finish_repository(repository: RunRepository, trace: Trace, run_dir: Path) ->
     return record
 
 
-def _note(outcome: str | None, record: RepositoryRecord, empty: bool, commit: str | None) -> str:
+def ended_for_good(trace: Trace) -> bool:
+    """The run cannot go on: an outcome, and not ESCALATED (a person may answer) nor cancelled (resumable)."""
+    outcome = trace.outcome
+    return outcome is not None and outcome != "ESCALATED" and not trace.outcome_reason.startswith("CANCELLED")
+
+
+def _note(outcome: str | None, record: RepositoryRecord, empty: bool, commit: str | None, run_id: str) -> str:
+    """What became of the change, and what of the run is left in the person's repository."""
     if commit is not None:
-        return f"committed {commit[:12]} on {record.branch}; change.patch is its git format-patch"
-    if empty:
-        return f"{outcome}: no file changed, nothing to commit on {record.branch}"
+        said = f"committed {commit[:12]} on {record.branch}; change.patch is its git format-patch"
+        return said + ("; the branch is all the run left in your repository" if record.released else "")
+    said = (
+        f"{outcome}: no file changed"
+        if empty
+        else f"{outcome}: nothing committed; change.patch holds the diff so far"
+    )
+    if record.released:
+        return said + "; nothing of the run is left in your repository"
     return (
-        f"{outcome}: nothing committed on {record.branch}; change.patch holds the diff so far, for a person "
-        "to read"
+        f"{said}; the run can go on, so its worktree and branch {record.branch} stay in your repository "
+        f"(`pse clean {run_id}` removes them)"
     )
 
 

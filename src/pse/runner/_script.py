@@ -10,6 +10,7 @@ from pse.engine import RunEvents
 from pse.exceptions import CassetteError, UserError
 from pse.models import CassettePlayer, CassetteRecorder, Scrubber
 from pse.roles import ALL_ROLES, CrewSpec
+from pse.runner._fit import RunFit, check_fit, recorded_on
 from pse.runner._replay import tool_replay
 from pse.tasks import Task
 from pse.toolagent import RecordingToolRunner, ReplayingToolRunner, ToolRunner, run_tools
@@ -46,13 +47,17 @@ def open_script(
     player: CassettePlayer | None,
     positions: dict[str, int] | None,
     events: RunEvents,
+    fit: RunFit,
 ) -> RunScript:
     """The run's script: `player` (a cassette given in memory), else the settings' or the task's cassette
     file when a role is `scripted`; the recorder (PSE_RECORD); the tool runner.
 
+    A cassette recorded on other inputs or another repository than `fit` is refused (`check_fit`); a
+    recording notes what it is made on.
+
     Raises:
         UserError: a role is scripted and there is no cassette.
-        CassetteError: the cassette scripts no turns for a scripted speaker.
+        CassetteError: the cassette scripts no turns for a scripted speaker, or was recorded on another run.
     """
     scrubber = Scrubber(settings.secrets())  # the recorder's rule: digests are of scrubbed text
     cassette = settings.cassette or task.cassette_path
@@ -73,6 +78,14 @@ def open_script(
         )
         player.latency_s = settings.scripted_latency_s
         loaded = Path(cassette).resolve()
+        check_fit(
+            player.cassette.recorded_on,
+            fit,
+            task=task.name,
+            source=str(loaded),
+            own=settings.cassette is None,
+            scrubber=scrubber,
+        )
     if player is not None and scripted:
         # Every cassette scripts the three roles (perhaps with no turns); another speaker only if it has some.
         unscripted = [role for role in scripted if role not in player.positions]
@@ -83,6 +96,8 @@ def open_script(
                 f"cassette with {role} turns (record one with --record FILE), or unset PSE_TEAM"
             )
     recorder = CassetteRecorder(settings.record, secrets=settings.secrets()) if settings.record else None
+    if recorder is not None:
+        recorder.cassette.recorded_on = recorded_on(fit, recorder.scrubber)
     replay = tool_replay(task, cassette, player, scrubber, positions) if settings.replay_tools else None
     runner: ToolRunner = replay if replay is not None else run_tools
     if recorder is not None:

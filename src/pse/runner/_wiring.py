@@ -40,6 +40,7 @@ from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder
 from pse.runner._clients import RunClients
 from pse.runner._delivery import deliver, write_report
+from pse.runner._fit import RunFit
 from pse.runner._frame import RunFrame
 from pse.runner._given import given_for_roles
 from pse.runner._index import StoreIndexer
@@ -147,7 +148,10 @@ def _wire_run(
         raise ConfigError("models given for roles speak the XML protocol only: set PSE_PROTOCOL=dsml")
     scripted = [role for role in speakers if frame.spec(role).provider == "scripted" and role not in given]
     positions = resume.positions if resume is not None else None
-    script = open_script(task, settings, crew, scripted, player=player, positions=positions, events=events)
+    fit = RunFit(inputs, repository.tree if repository is not None else None)
+    script = open_script(
+        task, settings, crew, scripted, player=player, positions=positions, events=events, fit=fit
+    )
     if script.loaded is not None:  # the run's settings name the cassette file it plays
         frame = dataclasses.replace(frame, settings=settings.model_copy(update={"cassette": script.loaded}))
         settings = frame.settings

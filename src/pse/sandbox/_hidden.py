@@ -9,16 +9,18 @@ from pathlib import Path
 
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox._identity import Identity
+from pse.sandbox._reach import Reach
 
 __all__ = ["check_hidden", "readable_by"]
 
 
-def check_hidden(paths: Sequence[Path], identity: Identity) -> None:
+def check_hidden(paths: Sequence[Path], identity: Identity, reach: Reach | None = None) -> None:
     """Under fallback, refuse to start while a command could read a path it must never see.
 
     Fallback has no mount namespace to mask a path in, so only file permissions keep it out: each
     hidden path must be unreadable by the command's uid (as root, PSE_SANDBOX_UID; as a normal user,
-    that user, who can always read what PSE itself reads).
+    that user, who can always read what PSE itself reads) — at its own place, and at its place in the
+    mirror commands run from (`reach`: a file there is the same file, a hard link).
 
     Raises:
         ToolInfrastructureError: a hidden path the commands could read, with the fixes.
@@ -26,6 +28,20 @@ def check_hidden(paths: Sequence[Path], identity: Identity) -> None:
     for path in paths:
         if not path.exists():
             continue
+        mirrored = Path(reach.text(str(path))) if reach is not None else path
+        if (
+            mirrored != path
+            and mirrored.exists()
+            and identity.switch
+            and readable_by(mirrored, identity.uid, identity.gid)
+        ):
+            raise ToolInfrastructureError(
+                f"{path} must be hidden from every tool command, but uid {identity.uid} (the fallback "
+                f"sandbox's) can read it at {mirrored}, where PSE mirrors the interpreter's folders for it: "
+                "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), which masks it, or take the "
+                f"others' permissions away (chmod -R o-rwx {path}, and keep its group other than the "
+                "sandbox's)"
+            )
         if not identity.switch:
             raise ToolInfrastructureError(
                 f"{path} must be hidden from every tool command, and the fallback sandbox cannot hide "

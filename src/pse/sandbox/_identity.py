@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pse.exceptions import ConfigError, FallbackUnusable
+from pse.sandbox._reach import Reach, reach_for
 
 __all__ = ["DEFAULT_SANDBOX_UID", "Identity", "check_fallback_identity", "closed_ancestor"]
 
@@ -49,11 +50,15 @@ class Identity:
 
 
 @functools.cache
-def _interpreter_runs_as(uid: int, gid: int) -> str | None:
-    """None when `uid` can start this interpreter; else the error it got."""
+def _interpreter_runs_as(uid: int, gid: int, executable: str = sys.executable) -> str | None:
+    """None when `uid` can start this interpreter (at `executable`) and find PSE's package (its pytest
+    plugin runs in every check); else the error it got."""
+    found = (
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('pse') is None and 'no pse package')"
+    )
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-c", "pass"],
+            [executable, "-I", "-c", found],
             cwd="/",
             env={"PATH": "/usr/bin:/bin"},
             user=uid,
@@ -82,15 +87,20 @@ def closed_ancestor(path: Path, mapped: tuple[int, ...] = ()) -> Path | None:
     return None
 
 
-def check_fallback_identity(identity: Identity) -> None:
+def check_fallback_identity(identity: Identity) -> Reach | None:
     """In fallback as root, commands run as `identity.uid` on the host: it must be able to run Python.
 
+    When the interpreter lies in a folder other users cannot enter (a clone under /root, or in a
+    `mktemp -d` folder), commands run it from a mirror PSE keeps beside that folder (`pse.sandbox._reach`);
+    the returned `Reach` turns their paths to it (None: nothing to turn).
+
     Raises:
-        ConfigError: that uid cannot start the interpreter (typically a Python under /root, which other
-            users cannot enter); the message names the closed directory and the fixes.
+        ConfigError: setpriv is missing.
+        FallbackUnusable: that uid cannot start the interpreter, from its place or a mirror; the message
+            names the closed directory and the fixes.
     """
     if not identity.switch:
-        return
+        return None
     if shutil.which("setpriv") is None:
         raise ConfigError(
             "PSE runs as root without bubblewrap and setpriv (util-linux) is missing, so tool commands "
@@ -98,13 +108,33 @@ def check_fallback_identity(identity: Identity) -> None:
         )
     problem = _interpreter_runs_as(identity.uid, identity.gid)
     if problem is None:
-        return
+        return None
+    package = Path(__file__).resolve().parents[2]  # the folder that holds `pse` (an editable install's src)
+    closed = next(
+        (
+            c
+            for c in map(closed_ancestor, (Path(sys.prefix), package, Path(os.path.realpath(sys.executable))))
+            if c is not None
+        ),
+        None,
+    )
+    mirrored = ""
+    if closed is not None:
+        try:
+            reach = reach_for(closed)
+        except OSError as exc:
+            mirrored = f"; nor from a mirror beside it ({exc})"
+        else:
+            tried = _interpreter_runs_as(identity.uid, identity.gid, reach.text(sys.executable))
+            if tried is None:
+                return reach
+            mirrored = f"; nor from a mirror beside it: {tried}"
     real = Path(os.path.realpath(sys.executable))
-    closed = closed_ancestor(real)
     where = f" ({closed} is closed to other users)" if closed is not None else ""
     raise FallbackUnusable(
         f"PSE runs as root without bubblewrap, so tool commands run as uid {identity.uid} (PSE_SANDBOX_UID), "
-        f"and that uid cannot start the Python interpreter {real}{where}: {problem}. Fix one of: install "
-        "bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and use PSE_SANDBOX=auto or bwrap; run PSE "
-        "as a normal user; or use a Python installed where other users can read it (e.g. /usr/bin/python3)."
+        f"and that uid cannot start the Python interpreter {real}{where}: {problem}{mirrored}. Fix one of: "
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and use PSE_SANDBOX=auto or bwrap; "
+        "run PSE as a normal user; or use a Python installed where other users can read it (e.g. "
+        "/usr/bin/python3)."
     )

@@ -21,6 +21,7 @@ from pse.sandbox._bwrap import HANDSHAKE_TIMEOUT_S, bwrap_argv, write_userns_map
 from pse.sandbox._env import scrubbed_environment
 from pse.sandbox._identity import Identity
 from pse.sandbox._process import STARTED, kill_group, limits_prefix, read_capped, wait_gone
+from pse.sandbox._reach import Reach
 from pse.sandbox._seccomp import write_filter
 from pse.sandbox._types import CommandResult, SandboxLimits
 from pse.sandbox._uids import sweep_uid
@@ -53,6 +54,8 @@ class Launch:
     block_fd: int = -1
     marker_r: int = -1
     sweep_uid: int | None = None
+    reach: Reach | None = None
+    """Fallback as root: the mirror the command runs from (PATH names it too)."""
 
 
 class Launcher:
@@ -147,6 +150,8 @@ class Launcher:
 
     def _execute(self, launch: Launch, cap: int, stdin: bytes | None = None) -> CommandResult:
         env = scrubbed_environment(launch.home)
+        if launch.reach is not None:
+            env["PATH"] = launch.reach.text(env["PATH"])
         timeout, why = self._timeout()
         if self.halted is not None or timeout <= 0:
             reason = self.halted or why

@@ -54,6 +54,7 @@ from pse.sandbox._hidden import check_hidden
 from pse.sandbox._identity import DEFAULT_SANDBOX_UID, Identity, check_fallback_identity, closed_ancestor
 from pse.sandbox._launch import Launch, Launcher, close_fds
 from pse.sandbox._process import limits_prefix, read_outbox
+from pse.sandbox._reach import Reach, reach_for
 from pse.sandbox._seccomp import seccomp_problem
 from pse.sandbox._snapshot import build_snapshot, unseal
 from pse.sandbox._types import OUTBOX, CommandResult, SandboxLimits
@@ -138,9 +139,11 @@ class Sandbox(Launcher):
         self.requested = mode
         self.why_not_bwrap = problem if mode == "auto" else None
         """Why `auto` fell back (None when it did not)."""
+        self.reach: Reach | None = None
+        """Fallback as root with PSE in a folder closed to other users: the mirror commands run from."""
         if self.mode == "fallback":
-            check_fallback_identity(self.identity)
-            check_hidden(self.hide, self.identity)
+            self.reach = check_fallback_identity(self.identity)
+            check_hidden(self.hide, self.identity, self.reach)
         elif not probe:
             self._reached = False
 
@@ -312,13 +315,13 @@ class Sandbox(Launcher):
                 else:
                     assert seen is not None
                     label = "fallback-rw" if writable else "fallback-snapshot" if sealed else "fallback-copy"
-                    launch = Launch([], seen, str(home), label)
+                    launch = Launch([], seen, str(home), label, reach=self.reaching(ro_binds))
                     launch.marker_r, marker_w = os.pipe()
                     launch.pass_fds = (marker_w,)
                     launch.argv = [
                         *drop_privileges(identity),
                         *limits_prefix(self.limits, marker_w),
-                        *command,
+                        *(launch.reach.argv(command) if launch.reach is not None else command),
                     ]
                 launch.sweep_uid = identity.uid if identity.leased else None
                 if pass_fds:
@@ -336,6 +339,21 @@ class Sandbox(Launcher):
             if sealed is not None:
                 result = _with(result, snapshot=sealed.hashes, snapshot_missing=sealed.missing)
             return result
+
+    def reaching(self, ro_binds: Sequence[Path] = ()) -> Reach | None:
+        """The mirror a fallback command runs from (with the read-only folders it is given), or None.
+
+        Raises:
+            ToolInfrastructureError: the mirror could not be brought up to date.
+        """
+        if self.reach is None:
+            return None
+        if not ro_binds:
+            return self.reach
+        try:
+            return reach_for(Path(self.reach.closed), ro_binds)
+        except OSError as exc:
+            raise ToolInfrastructureError(f"could not mirror {', '.join(map(str, ro_binds))}: {exc}") from exc
 
     @contextlib.contextmanager
     def _identity(self) -> Iterator[Identity]:

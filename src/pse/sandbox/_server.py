@@ -310,8 +310,10 @@ def _start(sandbox: Sandbox, argv: Sequence[str], options: _Options) -> Sandboxe
             )
             launch.label = label
         else:
-            full = [*drop_privileges(identity), *limits_prefix(sandbox.limits), *command]
-            launch = Launch(full, Path(start_dir), str(home), label)
+            reach = sandbox.reaching()  # as root with PSE in a closed folder: its mirror
+            reached = reach.argv(command) if reach is not None else command
+            full = [*drop_privileges(identity), *limits_prefix(sandbox.limits), *reached]
+            launch = Launch(full, Path(start_dir), str(home), label, reach=reach)
         stderr = (root / "stderr").open("w+b")
     except BaseException:
         if launch is not None:
@@ -320,6 +322,8 @@ def _start(sandbox: Sandbox, argv: Sequence[str], options: _Options) -> Sandboxe
         lease.close()
         raise
     environment = {**scrubbed_environment(launch.home), **options.env}
+    if launch.reach is not None:
+        environment["PATH"] = launch.reach.text(environment["PATH"])
     try:
         handle = _spawn(sandbox, launch, environment, scratch, view, stderr, options)
     except BaseException:

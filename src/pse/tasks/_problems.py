@@ -239,8 +239,8 @@ def _file_problems(location: TaskLocation, config: TaskConfig) -> list[Problem]:
             problems.append(
                 Problem(
                     file=task_file,
-                    message=f"cassette {config.cassette!r} does not exist",
-                    fix=f"record one with `pse run {location.name} --record {config.cassette}` "
+                    message=f"cassette {config.cassette!r} does not exist ({cassette})",
+                    fix=f"record one with `pse run {location.name} --record {cassette}` "
                     "or remove the cassette key",
                 )
             )

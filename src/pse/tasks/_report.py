@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from pse.sandbox import read_inside
@@ -39,11 +40,21 @@ def extract_report(task: Task, workspace: Path, last_specialist_message: str | N
     return matches[-1].strip() + "\n"
 
 
-def titled_report(report: str, *, task: str, run_id: str, outcome: str, reason: str, why: str) -> str:
+def titled_report(
+    report: str,
+    *,
+    task: str,
+    run_id: str,
+    outcome: str,
+    reason: str,
+    why: str,
+    sections: Sequence[tuple[str, Sequence[str]]] = (),
+) -> str:
     """A report taken from the Specialist's message (`report.tag`) as a document that says what it is:
     a title with the task and the run's outcome, the run, its reason and why it ended so (the causal
-    line), then the Specialist's words under a heading of their own. A `report.file` is a deliverable
-    and stays as the role wrote it.
+    line), PSE's own `sections` (heading, bullet lines: the criteria as judged, the findings, where the
+    delivered files are; an empty one is left out), then the Specialist's words under a heading of their
+    own. A `report.file` is a deliverable and stays as the role wrote it.
 
     Example:
         # code-delivery: PASSED
@@ -60,4 +71,7 @@ def titled_report(report: str, *, task: str, run_id: str, outcome: str, reason: 
     lines.append(f"- outcome: {outcome}" + (f" — {' '.join(reason.split())}" if reason.strip() else ""))
     if why:
         lines.append(f"- why: {why}")
+    for heading, items in sections:
+        if items:
+            lines += ["", f"## {heading}", "", *(f"- {item}" for item in items)]
     return "\n".join([*lines, "", "## The Specialist's last report", "", report.strip(), ""])

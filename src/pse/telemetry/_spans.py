@@ -7,7 +7,8 @@ the same spans, ids included, and AutoGen's spans, parented live to a cycle's id
 hang under the same cycle span either way.
 
 The tree: `invoke_workflow TASK` (the run) → `cycle N` → `step S` (steps runs only) → `chat MODEL` (one
-per role turn) and `execute_tool TOOL` (one per tool call). Verdicts, gates, transitions, repairs,
+per role turn) and `execute_tool TOOL` (one per tool call); a server's grammar-support probe is a
+`chat MODEL` span of the run, with `pse.probe`. Verdicts, gates, transitions, repairs,
 approvals and escalations are span events. Content (prompts, outputs, tool arguments and results,
 findings) is added only with `content=True`.
 
@@ -213,6 +214,26 @@ class _Builder:
         path = f"cycle/{c.index}/message/{index + 1}"
         self.add(Draft(f"{A.OP_CHAT} {model}", path, parent.path, start, end, attributes, SpanKind.CLIENT))
 
+    def probe(self, index: int, parent: Draft) -> None:
+        """A call PSE made of its own (a server's grammar-support probe): a `chat` span of the run, marked."""
+        p = self.trace.probes[index]
+        attributes: Attributes = {
+            A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
+            A.GEN_AI_AGENT_NAME: p.role,
+            A.GEN_AI_CONVERSATION_ID: self.run_id,
+            A.GEN_AI_REQUEST_MODEL: p.model,
+            A.GEN_AI_USAGE_INPUT_TOKENS: p.prompt_tokens,
+            A.GEN_AI_USAGE_OUTPUT_TOKENS: p.completion_tokens,
+            "pse.run_id": self.run_id,
+            "pse.probe": True,
+            "pse.probe.learned": p.learned,
+        }
+        attributes |= _server(p.server)
+        end = ns(p.at)
+        start = end - (p.ms or 0) * 1_000_000
+        path = f"probe/{index + 1}"
+        self.add(Draft(f"{A.OP_CHAT} {p.model}", path, parent.path, start, end, attributes, SpanKind.CLIENT))
+
     def tool(self, c: CycleRecord, index: int, parent: Draft) -> None:
         call = c.tool_calls[index]
         attributes: Attributes = {
@@ -304,6 +325,8 @@ def build_spans(trace: Trace, *, content: bool, resource: Resource) -> list[Read
         run.event("pse.transition", ns(t.at), transition(t))
     if trace.outcome == "ESCALATED" or trace.escalation:
         run.event("pse.escalation", run.end, {"pse.outcome_reason": trace.outcome_reason})
+    for i in range(len(trace.probes)):
+        b.probe(i, run)
     for c in trace.cycles:
         cycle = b.cycle(c, by_cycle.get(c.index, []))
         steps = b.steps(c)

@@ -8,6 +8,18 @@ functions are exported as `ToolFunction`s of the same names, which `builtin_tool
 """
 
 from pse.protocol import ParamSpec
+from pse.tool_names import (
+    BUILTIN_CHECKS,
+    MCP_NAME,
+    MCP_PREFIX,
+    MCP_SERVER_NAME,
+    MCP_TOOL_NAME,
+    MCP_WILDCARD,
+    Tool,
+    check_tool,
+    mcp_tool_name,
+    split_mcp_name,
+)
 from pse.tools._checks import normalize_target
 from pse.tools._commands import bash, run_check
 from pse.tools._evidence import (
@@ -22,18 +34,6 @@ from pse.tools._evidence import (
     protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
-from pse.tools._names import (
-    BUILTIN_CHECKS,
-    MCP_NAME,
-    MCP_PREFIX,
-    MCP_SERVER_NAME,
-    MCP_TOOL_NAME,
-    MCP_WILDCARD,
-    Tool,
-    check_tool,
-    mcp_tool_name,
-    split_mcp_name,
-)
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
 from pse.tools._pytest import parse_pytest_summary, pytest_plugin_missing, run_pytest

@@ -22,6 +22,7 @@ from starlette.background import BackgroundTask
 from pse.config import Settings, with_overrides
 from pse.exceptions import TaskNotFoundError, UserError
 from pse.history import RunEntry, RunFilter
+from pse.repo import PATCH_FILE
 from pse.runner import registry_for
 from pse.tasks import Task, offline_warnings, validate
 from pse.web._catalog import (
@@ -110,8 +111,8 @@ def list_tasks(request: Request) -> list[TaskInfo]:
                 warnings=[
                     *(
                         [
-                            "works on a git repository, and this server allows none: restart it with "
-                            f"pse serve --repo PATH to pick one here, or run pse run {name} --repo PATH"
+                            f"{name} works on a git repository, and this server allows none: restart it "
+                            f"with pse serve --repo PATH to pick one here, or run pse run {name} --repo PATH"
                         ]
                         if task.config.repository.required and not repositories_of(request)
                         else []
@@ -299,8 +300,18 @@ def get_facts(run_id: str, request: Request) -> RunFacts:
 @router.get("/runs/{run_id}/report")
 def get_report(run_id: str, request: Request) -> Response:
     """The run's `report.md` as plain text (model-written: the page renders it through a sanitizer)."""
+    return _run_text(request, run_id, "report.md")
+
+
+@router.get("/runs/{run_id}/patch")
+def get_patch(run_id: str, request: Request) -> Response:
+    """A repository run's `change.patch` as plain text (what roles wrote: the page shows it as text)."""
+    return _run_text(request, run_id, PATCH_FILE)
+
+
+def _run_text(request: Request, run_id: str, name: str) -> Response:
     run_dir(request, run_id)
-    body = read_run_file(root_of(request), run_id, "report.md", max_bytes=MAX_REPORT_BYTES)
+    body = read_run_file(root_of(request), run_id, name, max_bytes=MAX_REPORT_BYTES)
     return Response(
         body,
         media_type="text/plain; charset=utf-8",

@@ -5,8 +5,10 @@ export const DASH = "—";
 /** An integer with thousands separators ("25,651"); counts are never shown with decimals. */
 export const fmtInt = (n) => Math.round(Number(n || 0)).toLocaleString("en-US");
 
-/** Money with 4 decimals, or "unpriced" when the run's models have no price. */
-export function fmtCost(amount, currency, unpriced) {
+/** Money with 4 decimals; "unpriced" when the run's models have no price; a dash when no model call was
+ * counted (`tokens` 0: nothing was spent, priced or not). The one rule of every list, as `pse trace list`. */
+export function fmtCost(amount, currency, unpriced, tokens) {
+  if (!amount && tokens === 0) return DASH;
   if (unpriced && unpriced.length && !amount) return "unpriced";
   return `${Number(amount || 0).toFixed(4)} ${currency || "USD"}`;
 }

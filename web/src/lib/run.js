@@ -7,7 +7,8 @@ export const OUTCOMES = ["PASSED", "ESCALATED", "ACCEPTED_BY_HUMAN", "TIMEOUT", 
 export function emptyRun(trace) {
   return { run_id: trace.run_id, task: trace.task, started_at: trace.started_at, ended_at: null, state: "START",
     outcome: null, outcome_reason: "", plan: null, cycles: [], tokens: null, cost: null, live: true,
-    sandbox: trace.sandbox || null, settings: trace.settings || {}, approvals: [], answers: [], tags: trace.tags || {} };
+    sandbox: trace.sandbox || null, settings: trace.settings || {}, approvals: [], answers: [], tags: trace.tags || {},
+    repository: trace.repository || null, probes: trace.probes || [] };
 }
 
 function newCycle(ev) {
@@ -65,7 +66,8 @@ export function applyEvent(run, ev) {
  * tokens per cycle, the cost, cycle results) arrives, and nothing the page shows is replaced wholesale. */
 export function mergeTrace(run, trace, live) {
   for (const key of ["outcome", "outcome_reason", "state", "ended_at", "plan", "tokens", "cost", "approvals",
-    "answers", "settings", "sandbox", "report", "escalation", "task_message", "inputs", "tags", "resumed", "rate_limit"]) {
+    "answers", "settings", "sandbox", "report", "escalation", "task_message", "inputs", "tags", "resumed", "rate_limit",
+    "repository", "probes"]) {
     if (trace[key] !== undefined) run[key] = trace[key];
   }
   for (const c of trace.cycles || []) {
@@ -141,9 +143,9 @@ export const tokensOf = (t) => (t ? (t.prompt || 0) + (t.completion || 0) : 0);
 
 // Why the run ended, one link per cycle, told as `pse trace show` tells it (src/pse/_causal.py):
 // "cycle 1: Evaluator PARTIAL → gate `check:pytest` failed → PARTIAL · cycle 2: Evaluator PASS → PASSED".
-// An ERROR run's story is its root cause: the gates a stopped cycle failed are consequences. What set the
-// error off comes first with its gate's detail: a cycle whose PASS a gate overruled, or, when the error is
-// an exhaustion (a cassette that ran out), the first cycle that did not pass.
+// An ERROR run's story is its root cause: the gates a stopped cycle failed are consequences. The error
+// comes first; then, "set off by", what led to it with its gate's detail: a cycle whose PASS a gate
+// overruled, or, when the error is an exhaustion (a cassette that ran out), the first cycle that did not pass.
 const WAITING = { AWAITING_ANSWER: "waiting for answers", AWAITING_APPROVAL: "waiting for approval" };
 const EXHAUSTIONS = ["CassetteExhaustedError"];
 
@@ -258,7 +260,8 @@ function linkParts(c, reviewer, then, isLast, details) {
 }
 
 /** The links of the story: [{cycle, parts: [{text} | {code} | {text, end: true}]}]; cycle 0 is an
- * ERROR before the first cycle. Concatenated (code in backticks), a link reads as CycleLink.text().
+ * ERROR before the first cycle; `cause: true` marks what set an ERROR off (told after it, "set off by").
+ * Concatenated (code in backticks), a link reads as CycleLink.text().
  * A live run's open cycle says what is happening now instead ({cycle, now: true, parts}). */
 export function causalChain(run) {
   const reviewer = (run.settings || {}).team === "single" ? "Agent" : "Evaluator";
@@ -268,7 +271,7 @@ export function causalChain(run) {
     const cause = rootCause(run);
     const error = { cycle: where ? where.index : 0, parts: [{ text: cause ? "ERROR: " : "ERROR", end: !cause }, { text: cause }] };
     const first = where ? firstCause(run) : null;
-    return first ? [{ cycle: first.index, parts: linkParts(first, reviewer, [], false, true) }, error] : [error];
+    return first ? [error, { cycle: first.index, cause: true, parts: linkParts(first, reviewer, [], false, true) }] : [error];
   }
   const end = runEnd(run);
   if (!run.cycles.length) return [{ cycle: 0, parts: [{ text: end, end: true }] }];
@@ -286,7 +289,7 @@ export function causalLine(run) {
   return causalChain(run).map((link) => {
     const body = link.parts.map((p) => (p.code ? `\`${p.code}\`` : p.text)).join("");
     if (link.now) return `cycle ${link.cycle} · ${body}`;
-    return link.cycle ? `cycle ${link.cycle}: ${body}` : body;
+    return link.cycle ? `${link.cause ? "set off by " : ""}cycle ${link.cycle}: ${body}` : body;
   }).join(" · ");
 }
 

@@ -1,5 +1,8 @@
 """The names of the tools: the one place they are spelled (prompts, cassettes and policies use them).
 
+The module sits at the top of the package (it imports nothing of PSE) so the protocol layer, below
+`pse.tools`, spells a tool by the same names.
+
 Tools of an MCP server are named at run time: `mcp.SERVER.TOOL` (`mcp_tool_name`), and a policy may
 grant every tool of a server with `mcp.SERVER.*` (`MCP_NAME`, `split_mcp_name`).
 """

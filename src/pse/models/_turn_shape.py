@@ -1,0 +1,202 @@
+"""What a role may send next, read from the request its model is about to get: the steering of constrained
+decoding (`ConstrainedChatCompletionClient` turns the shape into a grammar or a schema).
+
+A small model's first moves decide its run, and a grammar can make them for it (issue 44):
+
+* **the plan's criteria** are the Evaluator's to judge, read from the Planner's message or PSE's brief
+  (a `<plan>` another role wrote never narrows them);
+* **evidence first**: the Specialist and the Evaluator report or judge only after tool results of their
+  own; a judge (the Evaluator, the single agent) only after a check it ran since its last write;
+* **write first**: a Specialist with nothing seeded to read and an output still to write in its phase is
+  offered no look (a look can only find the output missing), and an Evaluator that owes tests of its
+  own writes them and runs them in one turn;
+* **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
+* **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
+  Evaluator's);
+* **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
+
+from pse.config import ModelSpec
+from pse.models._digest import message_texts
+from pse.protocol import (
+    ToolSignature,
+    TurnShape,
+    asks_findings,
+    files_as_calls,
+    offers_conflict,
+    parse_tool_results,
+    plan_criteria,
+    plan_outputs,
+    read_invokes,
+)
+from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
+from pse.tools import EVALUATION_PREFIX, Tool
+
+__all__ = ["LOOKS_BEFORE_ACTING", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
+
+_PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
+"""Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
+
+_LOOKS = frozenset({Tool.READ_FILE, Tool.LIST_FILES})
+"""Tools that only look."""
+_CHECKS = frozenset({Tool.RUN_PYTEST, Tool.RUN_RUFF, Tool.RUN_CHECK})
+"""Tools whose results are a judge's evidence."""
+_AREA = (f"{EVALUATION_PREFIX}/",)
+"""Where an Evaluator's file blocks may write: its evaluation area (its only writable area)."""
+LOOKS_BEFORE_ACTING = 3
+"""A Specialist whose last this many tool results in a row were only looks, and which may write, is
+offered no look in its next turn: it writes, reports or blocks."""
+_RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
+
+
+@dataclass(frozen=True)
+class TaskGround:
+    """What the task gives a role to stand on, known when the run is wired: whether it put files in the
+    workspace for the roles to read (its seed, an instance's files), and the outputs it expects (the
+    single agent's plan: it has no Planner)."""
+
+    seeded: bool = True
+    expected: tuple[str, ...] = ()
+
+
+UNKNOWN_GROUND = TaskGround()
+"""A task PSE was told nothing of: files to read may be there, no output is known."""
+
+
+def turn_shape_of(
+    spec: ModelSpec,
+    tools: Sequence[ToolSignature],
+    messages: Sequence[LLMMessage],
+    *,
+    max_invokes: int = 16,
+    questions: bool = False,
+    ground: TaskGround = UNKNOWN_GROUND,
+) -> TurnShape:
+    """What `spec.role` may send in answer to `messages` (see the module docstring), unsized.
+
+    Args:
+        spec: the role's model settings (its role, its write format).
+        tools: the tools its policy grants.
+        messages: the request its model is about to get.
+        max_invokes: most invokes one message may hold.
+        questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
+        ground: what the task put in the workspace and expects out of it.
+    """
+    tools = tuple(tools)
+    # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
+    # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
+    authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
+    criteria = plan_criteria(message_texts(authored)) if spec.role == Role.EVALUATOR else None
+    # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
+    own = f'<tool_results for="{spec.role}"'
+    evidence = any(
+        isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
+        for m in messages
+    )
+    if spec.role in (Role.EVALUATOR, SINGLE_AGENT) and any(t.name in _CHECKS for t in tools):
+        # A judge's verdict rests on a check it ran since the last write: told to run pytest before
+        # its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING, with no test run.
+        ran = _results(messages, own)
+        last_write = max((i for i, (name, _) in enumerate(ran) if name == Tool.WRITE_FILE), default=-1)
+        evidence = any(name in _CHECKS and status != "denied" for name, status in ran[last_write + 1 :])
+    # Findings where the role's instructions tell it of them (a repository run's Evaluator).
+    instructions = message_texts([m for m in messages if isinstance(m, SystemMessage)])
+    written = _written(messages, own)
+    # The doer of the work: the Specialist (its plan's outputs), or the single agent (the task's).
+    writes = spec.role in (Role.SPECIALIST, SINGLE_AGENT) and any(t.name == Tool.WRITE_FILE for t in tools)
+    outputs = (plan_outputs(message_texts(authored)) or ground.expected or None) if writes else None
+    # Nothing was put in the workspace to read and an output is still to write: a look can only find
+    # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
+    # "missing data", and read again after being told to write.
+    to_write = writes and not ground.seeded and bool(set(outputs or ()) - written)
+    # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
+    # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
+    # over no test of its own.
+    owes_tests = spec.role == Role.EVALUATOR and any(t.name == Tool.WRITE_FILE for t in tools)
+    owes_tests = owes_tests and not any(path.startswith(_AREA[0]) for path in written)
+    looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
+    if looked or to_write or owes_tests:
+        tools = tuple(t for t in tools if t.name not in _LOOKS)
+    fenced = spec.write_format == "fenced"
+    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    return TurnShape(
+        spec.role,
+        tools,
+        criteria,
+        max_invokes,
+        evidence=evidence,
+        questions=questions,
+        findings=spec.role == Role.EVALUATOR and asks_findings(instructions),
+        files=fenced,
+        conflicts=offers_conflict(instructions),
+        writes_first=to_write or owes_tests,
+        then_runs=owes_tests,
+        paths=paths if fenced else None,
+    )
+
+
+def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
+    """How many of the role's latest tool results, in a row, held only looks (`read_file`, `list_files`).
+
+    Why: in a revise or re-plan cycle the 1.5B model's Specialist read its files in turn, nine to ten
+    times, until the turn cap, and never wrote; a note on the repeated read changed nothing. Under a
+    grammar, a turn that cannot look must act."""
+    count = 0
+    for message in reversed(messages):
+        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
+            continue
+        text = str(message.content).lstrip()
+        if not text.startswith(own):
+            continue
+        names = _RESULT_NAME.findall(text)
+        if not names or any(name not in _LOOKS for name in names):
+            break
+        count += 1
+    return count
+
+
+def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
+    """(tool, status) of every result the ToolAgent sent the role in this request, in order."""
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
+            continue
+        text = str(message.content).lstrip()
+        if not text.startswith(own):
+            continue
+        try:
+            found += [(r.name, r.status) for r in parse_tool_results(text)[1]]
+        except ValueError:
+            continue
+    return found
+
+
+def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
+    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call of
+    its message paired with its result by position."""
+    written: set[str] = set()
+    for asked, answer in itertools.pairwise(messages):
+        if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
+            continue
+        if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
+            continue
+        invokes = read_invokes(files_as_calls(asked.content))  # the role saw its writes as file blocks
+        try:
+            _, results = parse_tool_results(str(answer.content))
+        except ValueError:
+            continue
+        if invokes is None or len(invokes) != len(results):
+            continue
+        for (name, params), result in zip(invokes, results, strict=True):
+            if name == Tool.WRITE_FILE and result.status == "ok":
+                written.add(dict(params).get("path", "").strip())
+    return written
