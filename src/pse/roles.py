@@ -23,6 +23,7 @@ __all__ = [
     "ALL_ROLES",
     "CREWS",
     "PSE_CREW",
+    "REVIEW_CREW",
     "ROLES",
     "ROLE_SPECS",
     "SINGLE_AGENT",
