@@ -73,20 +73,7 @@ class Engine:
         self._resuming = resume is not None
         self._interrupted = resume.again if resume is not None else None
         opening, team = setup.opening, setup.team
-        self.trace = (
-            resume.trace
-            if resume is not None
-            else Trace(
-                run_id=opening.run_id,
-                task=opening.task,
-                started_at=utc_now(),
-                settings=dict(opening.recorded_settings),
-                inputs=dict(opening.inputs),
-                tags=dict(opening.tags),
-                context_mode=team.context_mode,
-                task_message=opening.task_message,
-            )
-        )
+        self.trace = resume.trace if resume is not None else opening.new_trace(team.context_mode)
         if opening.sandbox is not None:
             self.trace.sandbox = opening.sandbox  # a resumed run records the sandbox it goes on under
         self.events = setup.events
@@ -177,10 +164,9 @@ class Engine:
             await self._finalize()
         return self.trace
 
-    def _decide(self, event: Event, spec: NextCycle | None = None, failing: str | None = None) -> Next:
+    def _decide(self, event: Event, spec: NextCycle | None = None) -> Next:
         """The decision on `event`, from the run's state now (with the cycle under way, `spec`)."""
-        kind, packet = (spec.kind, spec.packet) if spec is not None else (None, "")
-        return decide(RunState(self.trace, self.rules, kind, packet, failing), event)
+        return decide(self._run_state(spec, None), event)
 
     # ---- one cycle --------------------------------------------------------------------------
 
@@ -257,8 +243,9 @@ class Engine:
         if not self.machine.terminal:
             self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
 
-    def _run_state(self, spec: NextCycle, failing: str | None) -> RunState:
-        return RunState(self.trace, self.rules, spec.kind, spec.packet, failing)
+    def _run_state(self, spec: NextCycle | None, failing: str | None) -> RunState:
+        kind, packet = (spec.kind, spec.packet) if spec is not None else (None, "")
+        return RunState(self.trace, self.rules, kind, packet, failing)
 
     def _open(self, spec: NextCycle, first: str, interrupted: CycleRecord | None) -> CycleRecord:
         """The cycle's record, filed and announced."""
