@@ -225,7 +225,7 @@ class LiveView:
             "gate": event.gate.model_dump(),
             "stopped": event.stopped,
             "review_error": event.error,
-            "result": event.result,  # the engine's decision (pse.engine._judge), shown, never re-derived
+            "result": event.result,  # the engine's decision (pse.engine._decide), shown, never re-derived
             "ended_at": event.at,
         }
         self._cycle.update(cycle)
