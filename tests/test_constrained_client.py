@@ -423,7 +423,12 @@ async def test_only_the_tool_agents_results_count_as_looks() -> None:
 
 
 def _fenced_shape(
-    role: str, messages: list[Any], tools: list[str], *, seeded: bool = False, expected: tuple[str, ...] = ()
+    role: str,
+    messages: list[Any],
+    tools: list[str],
+    *,
+    present: frozenset[str] | None = frozenset(),
+    expected: tuple[str, ...] = (),
 ) -> TurnShape:
     from pse.models import TaskGround
     from pse.models._constrained import ConstrainedChatCompletionClient
@@ -436,7 +441,7 @@ def _fenced_shape(
         spec,
         [_TOOLS[t] for t in tools],
         None,  # type: ignore[arg-type]
-        ground=TaskGround(seeded=seeded, expected=expected),
+        ground=TaskGround(present=present, expected=expected),
     )
     return client.shape(messages)
 
@@ -470,8 +475,40 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
     then = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
     assert "report" in then.kinds() and not then.writes_first
     assert "read_file" in turn_grammar(then)  # a look is offered again
-    seeded = _fenced_shape(Role.SPECIALIST, opening, tools, seeded=True)
-    assert not seeded.writes_first and "report" not in seeded.kinds()  # data to read first: a look
+    # Files seeded beside it (code-delivery's acceptance tests): the output is still new work, written
+    # first (the 1.5B model read quicksort.py, found it missing and blocked on missing data).
+    beside = _fenced_shape(Role.SPECIALIST, opening, tools, present=frozenset({"test_acceptance.py"}))
+    assert beside.writes_first and "read_file" not in turn_grammar(beside)
+    # The output is there to change (a repository's file), or PSE does not know: a look comes first.
+    for present in (frozenset({"solution.py", "lib.py"}), None):
+        there = _fenced_shape(Role.SPECIALIST, opening, tools, present=present)
+        assert not there.writes_first and "report" not in there.kinds()  # data to read first: a look
+
+
+def test_writing_first_is_writing_what_is_still_to_write() -> None:
+    """Told only to write first, the 1.5B model wrote quicksort.py ten times over and never the test file:
+    while it writes first, its file blocks may write only the outputs it has not written."""
+    from autogen_core.models import AssistantMessage
+
+    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=plan, source=Role.PLANNER),
+    ]
+    assert _fenced_shape(Role.SPECIALIST, opening, tools).paths == ("a.py", "test_a.py")
+    wrote = [
+        AssistantMessage(content="a.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
+        UserMessage(
+            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+            "wrote a.py (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+    ]
+    second = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
+    assert second.writes_first and second.paths == ("test_a.py",)
+    assert 'file-path ::= "test_a.py"' in turn_grammar(second)
 
 
 def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() -> None:

@@ -31,8 +31,9 @@ class UsageProxy:
     """A loopback proxy in front of the local server that keeps the usage of every answer it delivered.
 
     A request whose client hung up before the answer came (PSE cancelling at a deadline) is not
-    delivered: its usage is kept apart in `undelivered`. PSE's one-token constraint probes are only
-    counted (`probes`).
+    delivered: its usage is kept apart in `undelivered`. PSE's one-token constraint probes are calls of
+    the run like any other (issue 47: the trace counts them among the role's calls); `probes` says how
+    many there were.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -59,9 +60,8 @@ class UsageProxy:
                 )
                 usage = reply.json().get("usage") if reply.status_code == 200 else None
                 counts = (usage["prompt_tokens"], usage["completion_tokens"]) if usage else None
-                if json.loads(body).get("max_tokens") == 1:  # PSE's constraint probe: not a run's call
+                if json.loads(body).get("max_tokens") == 1:  # PSE's constraint probe, counted as a call
                     proxy.probes += 1
-                    counts = None
                 if self._client_gone():
                     if counts:
                         proxy.undelivered.append(counts)

@@ -120,9 +120,8 @@ async def test_the_run_limit_holds_against_a_real_model_and_every_answered_reque
     exactly the usage the server reported for each answer PSE received (read on a proxy between them);
     the call the deadline cut is there too, estimated and marked so. Turns of at most 384 tokens and
     no turn cap to speak of, so the run is still working at 10 s. (The exact count with many answered
-    calls is tests/test_budgets_and_windows.py's, on a stand-in.) (PSE's
-    one-token constraint probe, once per server and process, is not a run's call: the proxy keeps it
-    apart.)"""
+    calls is tests/test_budgets_and_windows.py's, on a stand-in.) PSE's one-token constraint probe, sent
+    when it has not learned the server yet, is one of those calls: the trace counts it (issue 47)."""
     with UsageProxy(local_server.url) as proxy:
         settings = local_run_settings(
             proxy.url,

@@ -112,8 +112,8 @@ class ConstrainedChatCompletionClient(WrapperChatCompletionClient):
         chars_per_token: characters the grammar allows per token of `max_tokens`.
         log: where each call's constraint is noted.
         questions: the Planner may send a `<clarification>` (PSE_PLANNER_QUESTIONS).
-        ground: what the task put in the workspace and expects out of it (`TaskGround`): without
-            seeded files, a role with an output still to write is offered no look.
+        ground: what the task put in the workspace and expects out of it (`TaskGround`): a role
+            whose outputs are all new, one still to write, is offered no look.
     """
 
     def __init__(

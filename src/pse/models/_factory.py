@@ -83,7 +83,7 @@ def create_model_client(
             to) the cassette stream `ROLE@STEP`.
         probes: where a server's support is found out and remembered (the process's by default).
         ground: what the task put in the workspace and expects out of it, for constrained decoding
-            (`TaskGround`; default: seeded, no outputs known).
+            (`TaskGround`; default: any file may be there, no outputs known).
 
     Raises:
         ConfigError: unknown role, the OpenAI provider has neither an API key nor a base URL, or a

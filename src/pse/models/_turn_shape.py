@@ -7,12 +7,13 @@ A small model's first moves decide its run, and a grammar can make them for it (
   (a `<plan>` another role wrote never narrows them);
 * **evidence first**: the Specialist and the Evaluator report or judge only after tool results of their
   own; a judge (the Evaluator, the single agent) only after a check it ran since its last write;
-* **write first**: a Specialist with nothing seeded to read and an output still to write in its phase is
-  offered no look (a look can only find the output missing), and an Evaluator that owes tests of its
-  own writes them and runs them in one turn;
+* **write first**: a doer whose outputs are all new (none was in the workspace when the run began) and
+  one still to write in its phase is offered no look (a look finds an output missing, and the model
+  blocks on "missing data"), and an Evaluator that owes tests of its own writes them and runs them in
+  one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
-* **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
-  Evaluator's);
+* **where a file block writes**: the plan's outputs (the Specialist's; while it writes first, those
+  still to write), the evaluation area (the Evaluator's);
 * **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
 """
 
@@ -60,16 +61,16 @@ _RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 @dataclass(frozen=True)
 class TaskGround:
-    """What the task gives a role to stand on, known when the run is wired: whether it put files in the
-    workspace for the roles to read (its seed, an instance's files), and the outputs it expects (the
-    single agent's plan: it has no Planner)."""
+    """What the task gives a role to stand on, known when the run is wired: the files in the workspace
+    then (its seed, an instance's files, a repository's tree; None: not known, or too many to list),
+    and the outputs it expects (the single agent's plan: it has no Planner)."""
 
-    seeded: bool = True
+    present: frozenset[str] | None = None
     expected: tuple[str, ...] = ()
 
 
 UNKNOWN_GROUND = TaskGround()
-"""A task PSE was told nothing of: files to read may be there, no output is known."""
+"""A task PSE was told nothing of: any file may be there, no output is known."""
 
 
 def turn_shape_of(
@@ -114,10 +115,12 @@ def turn_shape_of(
     # The doer of the work: the Specialist (its plan's outputs), or the single agent (the task's).
     writes = spec.role in (Role.SPECIALIST, SINGLE_AGENT) and any(t.name == Tool.WRITE_FILE for t in tools)
     outputs = (plan_outputs(message_texts(authored)) or ground.expected or None) if writes else None
-    # Nothing was put in the workspace to read and an output is still to write: a look can only find
-    # the output missing. The 1.5B model read `PROBLEM` and listed `solution.py`, then blocked on
-    # "missing data", and read again after being told to write.
-    to_write = writes and not ground.seeded and bool(set(outputs or ()) - written)
+    # Every output is new work and one is still to write: a look can only find it missing. The 1.5B
+    # model read `PROBLEM` and listed `solution.py`, then blocked on "missing data", and read again after
+    # being told to write; on code-delivery (its acceptance tests seeded) it read `quicksort.py` and
+    # blocked the same way. Where an output was there to change (a repository's file), it looks first.
+    new = ground.present is not None and not set(outputs or ()) & ground.present
+    to_write = writes and new and bool(set(outputs or ()) - written)
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.
@@ -127,7 +130,11 @@ def turn_shape_of(
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
     fenced = spec.write_format == "fenced"
-    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    # Writing first is writing what is still to write: told only "write first", the 1.5B model wrote
+    # quicksort.py ten times over, the same bytes, and never test_quicksort.py.
+    unwritten = tuple(path for path in outputs or () if path not in written)
+    paths = (unwritten if to_write else outputs) if writes and outputs else None
+    paths = paths or (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
         spec.role,
         tools,

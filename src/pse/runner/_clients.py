@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient
 
@@ -60,10 +62,8 @@ class RunClients:
     ) -> None:
         self._frame, self._script, self._policy, self._registry = frame, script, policy, registry
         self._given = given
-        # Files the task put in the workspace for the roles to read (not only the inputs' machine copy).
         self._ground = TaskGround(
-            seeded=any(path.name != INPUTS_DIR for path in frame.workspace.iterdir()),
-            expected=tuple(frame.task.config.expected_outputs),
+            present=_present(frame.workspace), expected=tuple(frame.task.config.expected_outputs)
         )
         self.specs = {role: frame.spec(role) for role in frame.speakers}
         self.meter = UsageMeter()
@@ -123,3 +123,20 @@ class RunClients:
         ]
         seen = functools.partial(self.prefixes.remember, self.specs[role].model)
         return ResumedTurnsClient(client, turns, seen=seen)
+
+
+_PRESENT_CAP = 5000
+"""Past this many files the workspace is not listed for constrained decoding (`TaskGround.present`)."""
+
+
+def _present(workspace: Path) -> frozenset[str] | None:
+    """The workspace's files as the run starts, but the inputs' and git's (None: over `_PRESENT_CAP`)."""
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(workspace):
+        here = Path(folder).relative_to(workspace)
+        if here == Path():
+            dirs[:] = [d for d in dirs if d not in (INPUTS_DIR, ".git")]
+        found.update((here / name).as_posix() for name in files if not (here == Path() and name == ".git"))
+        if len(found) > _PRESENT_CAP:
+            return None
+    return frozenset(found)
