@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pse.cli._describe import describe_message
+from pse._describe import describe_message
 
 
 @pytest.mark.parametrize(

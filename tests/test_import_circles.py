@@ -47,5 +47,32 @@ def test_no_two_modules_import_each_other() -> None:
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from pse.engine._cycle import run_cycle\n    return run_cycle\n")
-    assert _imports(module, _modules()) == {"pse.engine._cycle"}
+    module.write_text("def f():\n    from pse.engine._decide import decide\n    return decide\n")
+    assert _imports(module, _modules()) == {"pse.engine._decide"}
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: `pse.cli._serve` → `cli`; a top-level module is its own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else module
+
+
+def test_no_package_reaches_itself_through_others() -> None:
+    """A circle of packages (`cli` → `web` → `cli`) is two rooms sharing a job too, only further apart."""
+    modules = _modules()
+    reaches: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = {_package(t) for t in _imports(path, modules)} - {_package(name)}
+        reaches.setdefault(_package(name), set()).update(targets)
+    circles = []
+    for start in sorted(reaches):
+        seen, todo = set(), list(reaches[start])
+        while todo:
+            package = todo.pop()
+            if package not in seen:
+                seen.add(package)
+                todo += reaches.get(package, set())
+        if start in seen:
+            circles.append(start)
+    assert circles == []
+    assert {"cli", "web", "engine"} <= reaches.keys() and "web" in reaches["cli"]  # the graph is the real one

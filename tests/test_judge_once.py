@@ -1,4 +1,4 @@
-"""The engine judges a review once (`pse.engine._judge`) and its verdict event carries the decision.
+"""The engine judges a review once (`pse.engine._decide.judge`) and its verdict event carries the decision.
 
 A scripted cassette in which the Evaluator says PASS over a failing pytest: the hard gate makes the
 cycle PARTIAL. The event the engine sends says PARTIAL, as the trace does, and the terminal's live
@@ -17,7 +17,7 @@ from rich.console import Console
 from pse.cli._live import LiveView
 from pse.config import load_settings
 from pse.engine import Trace, load_trace
-from pse.engine._judge import judge
+from pse.engine._decide import judge
 from pse.events import Event, GateRecord, VerdictEvent, VerdictRecord
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
@@ -51,7 +51,9 @@ def test_judge_turns_only_an_enforced_gate_failure_under_a_pass_into_partial() -
     ok = VerdictRecord(status="PASS", reason_code="ALL_MET")
     fail = VerdictRecord(status="FAIL", reason_code="WRONG_APPROACH")
     cases = [(ok, failed), (ok, passed), (ok, unenforced), (fail, failed), (None, failed)]
-    judged = [judge(verdict, gate, no_verdict="REVIEW_ERROR: x") for verdict, gate in cases]
+    judged = [
+        judge(verdict, gate, enforced=gate.enforced, no_verdict="REVIEW_ERROR: x") for verdict, gate in cases
+    ]
     assert [(j.result, j.reason) for j in judged] == [
         ("PARTIAL", "HARD_GATE: check:pytest: 2 failed; outputs_exist: missing: a.py"),
         ("PASS", "ALL_MET"),
@@ -90,7 +92,7 @@ def test_the_gate_to_partial_rule_is_written_once() -> None:
         for path in sorted((ROOT / "src" / "pse").rglob("*.py"))
         if re.search(r"""["']HARD_GATE: ["']""", path.read_text(encoding="utf-8"))
     ]
-    assert built == ["src/pse/engine/_judge.py"]
+    assert built == ["src/pse/engine/_decide.py"]
     shown = [ROOT / "web" / "src" / "lib" / "run.js", ROOT / "src" / "pse" / "cli" / "_live.py"]
     for path in shown:
         assert not re.search(r'"PASS".{0,80}enforced|enforced.{0,80}"PASS"', path.read_text(encoding="utf-8"))

@@ -83,12 +83,15 @@ def test_the_planner_reads_the_questions_and_the_answer(
     monkeypatch.setenv("PSE_PLANNER_QUESTIONS", "true")
     _, summary, runs = _start(monkeypatch, capsys, tmp_path)
     run_id = summary["run_id"]
+    from pse.engine import StartCycle
     from pse.runner import answer_run, prepare_resume
 
     settings = load_settings(runs_dir=runs)
     answer_run(run_id, settings, text=ANSWER, by="product-owner")
     prepared = prepare_resume(run_id, settings)
-    packet = prepared.engine._next().packet
+    start = prepared.engine._decide(None)
+    assert isinstance(start, StartCycle) and (start.kind, start.phase.role) == ("initial", "Planner")
+    packet = prepared.engine._spec(start).packet
     assert "## Your questions (cycle 1)\n- Q1: Must quicksort keep values equal to the pivot" in packet
     assert packet.endswith(f"## The person's answer (product-owner)\n{ANSWER}")
     system = prepared.engine.crew.roles["Planner"].system_message

@@ -10,14 +10,13 @@ from __future__ import annotations
 import ast
 import itertools
 from pathlib import Path
-from typing import get_args
 
 import pytest
+from pydantic import ValidationError
 
 from pse.config import Settings
-from pse.config._models import Team
-from pse.engine._finals import repair_request
 from pse.engine._state import State, check_transition
+from pse.engine._values import repair_request
 from pse.protocol import TurnShape
 from pse.roles import (
     ALL_ROLES,
@@ -55,17 +54,27 @@ def test_a_specs_prompt_exists_and_is_the_base_prompt() -> None:
     assert role_spec(SINGLE_AGENT).prompt == "single.md"
 
 
-def test_the_states_a_phase_enters_follow_the_state_table() -> None:
-    """The entries are state names: each one is a `State`, and each entry a legal move from the last."""
-    assert [s for s, _ in role_spec(SINGLE_AGENT).enters] == ["PLANNED", "RUNNING"]
-    check_transition(State.START, State.PLANNED)
-    for spec in ROLE_SPECS.values():
-        states = [State(s) for s, _ in spec.enters] + (
-            [State(spec.enters_after[0])] if spec.enters_after is not None else []
-        )
+def test_the_states_a_crews_phases_enter_follow_the_state_table() -> None:
+    """A crew's phase entries are state names, and a first cycle's walk through them (a plan read moves
+    to PLANNED) is a legal move at every step."""
+    walked = {}
+    for crew in CREWS.values():
+        states = [State.START]
+        for phase in crew.phases:
+            states += [State(s) for s, _ in phase.enters if State(s) != states[-1]]
+            if role_spec(phase.role).final == "plan":
+                states.append(State.PLANNED)
+            if phase.enters_after is not None:
+                states.append(State(phase.enters_after[0]))
         for before, after in itertools.pairwise(states):
             check_transition(before, after)
-    assert role_spec(Role.PLANNER).enters == () and role_spec(Role.EVALUATOR).enters == (
+        walked[crew.name] = [s.value for s in states]
+    assert walked == {
+        "pse": ["START", "PLANNED", "RUNNING", "REVIEWING"],
+        "single": ["START", "PLANNED", "RUNNING", "REVIEWING"],
+        "review": ["START", "PLANNED", "RUNNING", "REVIEWING"],
+    }
+    assert PSE_CREW.phases[0].enters == () and PSE_CREW.phases[2].enters == (
         ("REVIEWING", "Specialist reported; Evaluator started"),
     )
 
@@ -116,16 +125,20 @@ def test_a_role_of_its_own_has_default_grants_and_a_borrowing_seat_holds_their_u
 
 
 def test_the_crews_are_the_team_settings_values() -> None:
-    assert set(CREWS) == set(get_args(Team))
+    assert all(Settings(team=name).crew is crew for name, crew in CREWS.items())
+    with pytest.raises(ValidationError, match="no crew 'solo'; the crews are pse, single, review"):
+        Settings(team="solo")
     assert Settings().crew is PSE_CREW and Settings(team="single").crew is SINGLE_CREW
-    assert (PSE_CREW.speakers, PSE_CREW.reviewer, PSE_CREW.hard_gates_apply) == (ROLES, Role.EVALUATOR, True)
+    assert (PSE_CREW.speakers, PSE_CREW.reviewer, PSE_CREW.gated) == (ROLES, Role.EVALUATOR, True)
     assert (PSE_CREW.plans, PSE_CREW.independent_review, PSE_CREW.self_review) == (True, True, False)
-    assert (SINGLE_CREW.speakers, SINGLE_CREW.reviewer) == ((SINGLE_AGENT,), SINGLE_AGENT)
-    assert (SINGLE_CREW.hard_gates_apply, SINGLE_CREW.plans, SINGLE_CREW.independent_review) == (
-        False,
-        False,
-        False,
+    assert [p.role for p in PSE_CREW.phases_for("revise")] == [Role.SPECIALIST, Role.EVALUATOR]
+    assert [p.role for p in PSE_CREW.phases_for("replan")] == list(ROLES)
+    assert (SINGLE_CREW.speakers, SINGLE_CREW.reviewer, SINGLE_CREW.self_review) == (
+        (SINGLE_AGENT,),
+        SINGLE_AGENT,
+        True,
     )
+    assert (SINGLE_CREW.gated, SINGLE_CREW.plans, SINGLE_CREW.independent_review) == (False, False, False)
     assert all(speaker in ROLE_SPECS for crew in CREWS.values() for speaker in crew.speakers)
 
 

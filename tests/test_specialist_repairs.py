@@ -170,7 +170,7 @@ async def test_a_report_over_an_output_that_does_not_parse_goes_back_once(tmp_pa
 
 
 def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) -> None:
-    from pse.engine._nudges import unparsed_outputs
+    from pse.engine._workspace import unparsed_outputs
 
     (tmp_path / "ok.py").write_text("x = 1\n")
     (tmp_path / "bad.py").write_text("def f(:\n")

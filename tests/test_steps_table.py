@@ -10,7 +10,7 @@ import pytest
 
 from pse.config import load_settings
 from pse.engine import IllegalTransition, LoopLimits, State, _retries
-from pse.engine._retries import after_review, after_step_attempt, retry_left
+from pse.engine._retries import after_review, after_step, retry_left
 from pse.engine._state import StepStates
 from pse.events import GateRecord, StepAttemptRecord
 from pse.roles import CREWS
@@ -27,6 +27,16 @@ LIMITS = LoopLimits(
 
 def _attempt(number: int, result: str, reason: str = "OUTPUT_FORMAT", **times: str) -> StepAttemptRecord:
     return StepAttemptRecord(step="S3", attempt=number, result=result, result_reason=reason, **times)
+
+
+def after_step_attempt(
+    attempt: StepAttemptRecord, cap: int, *, blocked: bool, ending: bool
+) -> tuple[State, str]:
+    """The step's move after `attempt` (without the counters a cycle's move may carry)."""
+    move = after_step(attempt.step, attempt.attempt, attempt.result, attempt.result_reason, cap,
+                      blocked=blocked, ending=ending)  # fmt: skip
+    assert move.counters is None
+    return move.state, move.reason
 
 
 # ---- the table ---------------------------------------------------------------------------------
@@ -129,7 +139,11 @@ def test_cycles_and_steps_ask_the_one_retry_rule(monkeypatch: pytest.MonkeyPatch
         index=1, kind="initial", first_speaker="Planner", started_at=trace.started_at,
         result="PARTIAL", result_reason="X", gate=GateRecord(passed=False),
     )  # fmt: skip
-    assert after_review(cycle, trace, LIMITS, CREWS["pse"])[0] == State.ESCALATED
+    move = after_review(
+        cycle.result, cycle.result_reason, gates_passed=False, trace=trace, cycles=[cycle], limits=LIMITS,
+        crew=CREWS["pse"],
+    )  # fmt: skip
+    assert move.state == State.ESCALATED
     assert asked == [(0, 2), (0, 2), (0, 1)]  # the step's retry, the cycle's revision, its re-plan
 
 

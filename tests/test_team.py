@@ -19,9 +19,10 @@ from autogen_core import CancellationToken
 
 import pse.team._phase as phase_module
 from pse.config import Settings
-from pse.exceptions import UserError
+from pse.exceptions import ConfigError, UserError
 from pse.protocol import render_tool_calls
 from pse.runner import prepare_run, run_to_end
+from pse.team._team import own_tools
 
 
 def test_a_demo_run_runs_its_phases_as_autogen_round_robin_group_chats(
@@ -136,3 +137,49 @@ def test_an_own_agent_must_be_named_as_its_role(tmp_path: Path) -> None:
     ):
         prepare_run("code-delivery", settings, agents={"Reviewer": OwnSpecialist("Reviewer")})
     assert not list((tmp_path / "runs").glob("*/trace.json"))  # nothing left behind
+
+
+def _lookup(city: str) -> str:
+    """A tool the user's agent would run by itself, in its own turn."""
+    return city
+
+
+def test_an_own_agent_that_brings_its_own_tools_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    from autogen_agentchat.agents import AssistantAgent, SocietyOfMindAgent
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    client = ReplayChatCompletionClient(
+        ["done"],
+        model_info={
+            "vision": False,
+            "function_calling": True,
+            "json_output": False,
+            "family": "unknown",
+            "structured_output": False,
+        },
+    )
+    settings = Settings(provider="scripted", runs_dir=tmp_path / "runs", sandbox="fallback")
+    armed = AssistantAgent("Specialist", model_client=client, tools=[_lookup], handoffs=["Evaluator"])
+    with pytest.raises(ConfigError) as refused:
+        prepare_run("code-delivery", settings, agents={"Specialist": armed})
+    message = str(refused.value)
+    assert (
+        "your agent for Specialist (AssistantAgent) brings its own tools: tool _lookup, handoff to Evaluator"
+        in message
+    )
+    assert "Give the agent no tools" in message and "[policy]" in message
+    # Tools hidden one team deep, in a society of mind agent, are found too.
+    inner = AssistantAgent("inner", model_client=client, tools=[_lookup])
+    society = SocietyOfMindAgent("Specialist", team=RoundRobinGroupChat([inner]), model_client=client)
+    with pytest.raises(ConfigError, match=r"\(SocietyOfMindAgent\) brings its own tools: tool _lookup\."):
+        prepare_run("code-delivery", settings, agents={"Specialist": society})
+    assert not list((tmp_path / "runs").glob("*/trace.json"))  # nothing left behind
+
+
+def test_an_own_assistant_agent_without_tools_takes_its_seat() -> None:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    bare = AssistantAgent("Specialist", model_client=ReplayChatCompletionClient(["done"]))
+    assert own_tools(bare) == []
+    assert own_tools(OwnSpecialist()) == []

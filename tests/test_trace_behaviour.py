@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pse.config import load_settings
+from pse.engine import Resume
 from pse.events import Event
 from pse.runner import prepare_run, run_to_end
 from pse.trace import RunEntry, load_trace
@@ -55,7 +56,7 @@ def test_the_history_row_from_disk_equals_the_row_of_the_model(tmp_path: Path) -
 def test_reopened_drops_the_cancelled_cycle_and_keeps_what_it_spent(tmp_path: Path) -> None:
     settings = load_settings(runs_dir=tmp_path, sandbox="fallback")
     trace = load_trace(Path(asyncio.run(run_to_end(prepare_run("code-delivery", settings))).trace))
-    reopened = trace.reopened()
+    reopened = Resume.of(trace).trace
     assert len(reopened.cycles) == len(trace.cycles) - 1 and reopened.outcome is None
     assert reopened.state == reopened.transitions[-1].to == "REVISING"
     assert reopened.cassette_positions == trace.cycles[-1].positions_at_start
@@ -70,6 +71,6 @@ def test_reopened_cuts_at_the_cycle_start_even_when_it_shares_the_millisecond(tm
     tied = trace.model_copy(
         update={"transitions": [t.model_copy(update={"at": same}) for t in trace.transitions]}, deep=True
     )
-    reopened = tied.reopened()
+    reopened = Resume.of(tied).trace
     assert reopened.state == reopened.transitions[-1].to == "REVISING"
     assert len(reopened.transitions) == trace.cycles[-1].transitions_at_start == 4

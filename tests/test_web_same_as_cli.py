@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from pse.cli._describe import describe_call, describe_message
+from pse._describe import describe_call, describe_message
 from pse.cli._live import cost_line
 from pse.config import Settings
 from pse.events import EVENT_ADAPTER, MessageEvent, ToolCallEvent

@@ -27,7 +27,7 @@ def _frame(tmp_path: Path, **settings: object) -> RunFrame:
     workspace = tmp_path / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     loaded = load_settings(runs_dir=tmp_path / "runs", sandbox="fallback", **settings)
-    return RunFrame.of(TASK, loaded, tmp_path, workspace, RunEvents("r1"), None)
+    return RunFrame(TASK, loaded, tmp_path, workspace, RunEvents("r1"))
 
 
 def test_the_frame_holds_the_crew_and_no_interrupted_cycle_for_a_new_run(tmp_path: Path) -> None:

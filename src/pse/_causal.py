@@ -158,7 +158,7 @@ def _failed_gates(gate: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _overruled(cycle: Mapping[str, Any]) -> bool:
     """The Evaluator said PASS and the engine judged the cycle PARTIAL: only enforced failed gates do
-    that (`pse.engine._judge`), and without them the run ended there."""
+    that (`pse.engine._decide.judge`), and without them the run ended there."""
     verdict = cycle.get("verdict") or {}
     return verdict.get("status") == "PASS" and cycle.get("result") == "PARTIAL"
 

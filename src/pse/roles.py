@@ -23,6 +23,7 @@ __all__ = [
     "ALL_ROLES",
     "CREWS",
     "PSE_CREW",
+    "REVIEW_CREW",
     "ROLES",
     "ROLE_SPECS",
     "SINGLE_AGENT",
@@ -30,7 +31,11 @@ __all__ = [
     "TASK_SOURCE",
     "TOOL_AGENT",
     "CrewSpec",
+    "CycleKind",
     "FinalKind",
+    "Note",
+    "Nudge",
+    "PhaseSpec",
     "Role",
     "RoleSpec",
     "role_spec",
@@ -61,8 +66,16 @@ TOOL_AGENT = "ToolAgent"
 TASK_SOURCE = "user"
 """The source AutoGen gives the task message that opens a cycle."""
 
+CycleKind = Literal["initial", "revise", "replan"]
+"""A cycle's kind: a first one, a revise after a PARTIAL, a re-plan after a FAIL (the trace's `kind`)."""
 FinalKind = Literal["plan", "report", "verdict"]
-"""What a role's final message is read as (`engine._finals.read_final`)."""
+"""What a role's final message is read as (`engine._result.read_final`): the reader its spec names."""
+Note = Literal["to_write", "outputs"]
+"""What PSE adds to a role's opening: `to_write`, the plan's outputs it is to write (and what the task
+says of the first); `outputs`, what the plan's outputs hold as its phase starts (read by PSE)."""
+Nudge = Literal["unparsed", "unwritten", "blocked_early", "pass_early", "contradicted", "fail_for_work"]
+"""A premature final a role is asked about once (`engine._nudges`); a `<blocked>` whose SPEC_CONFLICT is
+unfounded is asked about for every role."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +86,12 @@ class RoleSpec:
         name: the seat's name (a `Role`, or `SINGLE_AGENT`): cassettes, traces and policies use it.
         description: the one line AutoGen shows for its agent.
         prompt: its base prompt, a file of `prompts/`.
-        final: what its final message is read as.
+        final: what its final message is read as (the reader PSE reads it with, once).
         owes: what its final message must hold, as the repair request words it ("Your turn must end
             with …").
         finals: the blocks its grammar lets it end with (`protocol.turn_grammar`), beside tool calls.
-        enters: the states its phase enters before it speaks, each with the transition's reason.
-        enters_after: the state its final message, once read, moves the run to (a self-review's).
+        notes: what PSE adds to its opening (`Note`).
+        nudges: the premature finals it is asked about once (`Nudge`).
         borrows: the roles whose work it does: it reads their task prompts and holds the union of their
             grants (the single team's Agent); empty for a role with its own.
     """
@@ -89,8 +102,8 @@ class RoleSpec:
     final: FinalKind
     owes: str
     finals: tuple[str, ...]
-    enters: tuple[tuple[str, str], ...] = ()
-    enters_after: tuple[str, str] | None = None
+    notes: tuple[Note, ...] = ()
+    nudges: tuple[Nudge, ...] = ()
     borrows: tuple[str, ...] = ()
 
 
@@ -119,7 +132,8 @@ ROLE_SPECS: Mapping[str, RoleSpec] = {
             owes="every output of the plan written with write_file, then exactly one <report> (or "
             '<blocked reason_code="…">why</blocked> if the plan cannot be carried out)',
             finals=("report", "blocked", "conflict"),
-            enters=(("RUNNING", "Specialist started"),),
+            notes=("to_write",),
+            nudges=("unparsed", "unwritten", "blocked_early"),
         ),
         RoleSpec(
             name=Role.EVALUATOR,
@@ -128,7 +142,8 @@ ROLE_SPECS: Mapping[str, RoleSpec] = {
             final="verdict",
             owes=_OWES_VERDICT,
             finals=("verdict", "conflict"),
-            enters=(("REVIEWING", "Specialist reported; Evaluator started"),),
+            notes=("outputs",),
+            nudges=("pass_early", "contradicted", "fail_for_work"),
         ),
         # The single team's one agent: no Planner (the task is its plan), no Evaluator (it reviews itself).
         RoleSpec(
@@ -140,11 +155,6 @@ ROLE_SPECS: Mapping[str, RoleSpec] = {
             '<reason_code>, one <criterion id="…" met="true|false">finding</criterion> per requirement you '
             "checked, and <summary>",
             finals=("verdict", "conflict"),
-            enters=(
-                ("PLANNED", "single team: no Planner, the task is the plan"),
-                ("RUNNING", "Agent started"),
-            ),
-            enters_after=("REVIEWING", "the Agent reviewed its own work"),
             borrows=(Role.SPECIALIST, Role.EVALUATOR),
         ),
     )
@@ -165,45 +175,126 @@ def role_spec(name: str) -> RoleSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PhaseSpec:
+    """One phase of a crew's cycle: the role that works in it, and the states it moves the run through.
+
+    Attributes:
+        role: who works (a `ROLE_SPECS` name).
+        enters: the states the phase enters before the role speaks, each with the transition's reason
+            (a state the run is in already is not entered again).
+        enters_after: the state the role's final, once read, moves the run to (a self-review's).
+    """
+
+    role: str
+    enters: tuple[tuple[str, str], ...] = ()
+    enters_after: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CrewSpec:
-    """Who works in a run and how their review is judged: data, selected by `PSE_TEAM` (`Settings.crew`).
+    """Who works in a run, in which order, who judges and how: data, selected by `PSE_TEAM`
+    (`Settings.crew`). The engine reads nothing else of a crew's shape.
+
+    What each role's opening holds follows from the cycle's kind and the roles' specs (`RoleSpec.notes`):
+    a first cycle gives every phase the task message; a revise carries the fixed plan as its author's
+    final and gives the step_buffer to the first phase as a note; a re-plan gives it to the first phase
+    in its task message; the roles after the first read the bare task (`engine._briefs`).
 
     Attributes:
         name: the `PSE_TEAM` value that selects it.
-        speakers: the participants, in speaking order; a run's first cycle runs them all.
-        self_review: the last speaker reviews its own work. Its verdict is final (nobody is left to
-            revise or re-plan: a review that did not pass escalates), and no hard gate holds it to
-            account (there is no independent Evaluator whose evidence the gates could check).
+        phases: the phases of a first cycle, in order; the last one's role gives the verdict (the judge).
+        revise_from: the role a PARTIAL's cycle starts from (None: nobody revises; a PARTIAL re-plans, or
+            escalates when nobody re-plans either).
+        replan_from: the role a FAIL's cycle (and an answered question's) starts from (None: nobody
+            re-plans; a FAIL escalates).
+        gated: the hard gates may turn its PASS into PARTIAL (PSE_HARD_GATES permitting): false for a
+            crew whose judge reviews its own work (no independent evidence for the gates to check).
     """
 
     name: str
-    speakers: tuple[str, ...]
-    self_review: bool = False
+    phases: tuple[PhaseSpec, ...]
+    revise_from: str | None = None
+    replan_from: str | None = None
+    gated: bool = True
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """The participants, in speaking order; a run's first cycle runs them all."""
+        return tuple(phase.role for phase in self.phases)
 
     @property
     def reviewer(self) -> str:
-        """Who gives the crew's verdicts: its last speaker."""
+        """Who gives the crew's verdicts (and whose check runs the gates count): its last speaker."""
         return self.speakers[-1]
 
     @property
-    def hard_gates_apply(self) -> bool:
-        """Whether the hard gates may turn the crew's PASS into PARTIAL (PSE_HARD_GATES permitting)."""
-        return not self.self_review
+    def self_review(self) -> bool:
+        """The judge reviews its own work: its verdict is final (nobody revises or re-plans)."""
+        return self.revise_from is None and self.replan_from is None
 
     @property
     def plans(self) -> bool:
-        """Whether a Planner speaks: only then can a plan's steps run (`execution = "steps"`)."""
-        return Role.PLANNER in self.speakers
+        """Whether a plan's steps can run (`execution = "steps"`): a Planner plans, a worker does them."""
+        return Role.PLANNER in self.speakers and self.worker is not None
+
+    @property
+    def worker(self) -> str | None:
+        """Who does the work a plan's step asks for: the speaker whose final is a report (None: nobody
+        writes, so a plan's steps cannot run)."""
+        return next((r for r in self.speakers if ROLE_SPECS[r].final == "report"), None)
 
     @property
     def independent_review(self) -> bool:
         """Whether an Evaluator speaks: only then can it have tests of its own (`independent_tests`)."""
         return Role.EVALUATOR in self.speakers
 
+    def phases_for(self, kind: CycleKind) -> tuple[PhaseSpec, ...]:
+        """The phases of a cycle of `kind`, in order: a revise starts from `revise_from`, a re-plan from
+        `replan_from`, a first cycle with every phase."""
+        first = {"revise": self.revise_from, "replan": self.replan_from}.get(kind)
+        return self.phases[self.speakers.index(first) :] if first is not None else self.phases
 
-PSE_CREW = CrewSpec("pse", ROLES)
+
+PSE_CREW = CrewSpec(
+    "pse",
+    (
+        PhaseSpec(Role.PLANNER),
+        PhaseSpec(Role.SPECIALIST, enters=(("RUNNING", "Specialist started"),)),
+        PhaseSpec(Role.EVALUATOR, enters=(("REVIEWING", "Specialist reported; Evaluator started"),)),
+    ),
+    revise_from=Role.SPECIALIST,
+    replan_from=Role.PLANNER,
+)
 """The Planner, the Specialist and the Evaluator, their review held to the hard gates."""
-SINGLE_CREW = CrewSpec("single", (SINGLE_AGENT,), self_review=True)
+SINGLE_CREW = CrewSpec(
+    "single",
+    (
+        PhaseSpec(
+            SINGLE_AGENT,
+            enters=(
+                ("PLANNED", "single team: no Planner, the task is the plan"),
+                ("RUNNING", "Agent started"),
+            ),
+            enters_after=("REVIEWING", "the Agent reviewed its own work"),
+        ),
+    ),
+    gated=False,
+)
 """The evaluation baseline: one Agent that does the work and reviews it itself."""
-CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW)}
+REVIEW_CREW = CrewSpec(
+    "review",
+    (
+        PhaseSpec(Role.PLANNER),
+        PhaseSpec(
+            Role.EVALUATOR,
+            enters=(
+                ("RUNNING", "review team: nobody writes, the workspace as it is is the work"),
+                ("REVIEWING", "Evaluator started"),
+            ),
+        ),
+    ),
+)
+"""A review of the workspace as it is: the Planner sets the criteria, the Evaluator judges them with the
+task's checks under the hard gates; nobody writes, so a review that does not pass goes to a person."""
+CREWS: Mapping[str, CrewSpec] = {crew.name: crew for crew in (PSE_CREW, SINGLE_CREW, REVIEW_CREW)}
 """Every crew, by its `PSE_TEAM` value."""

@@ -4,8 +4,8 @@ Written atomically (temporary file + rename) at the start, at every cycle end an
 reader never sees half a file and a killed run can be resumed from its last complete cycle.
 `TRACE_SCHEMA_VERSION` changes whenever a field changes meaning; `trace_schema()` is the JSON Schema
 (shipped as `pse/engine/trace.schema.json`, kept equal by a test). The trace also knows how to be read:
-`events()` replays it as the events a live consumer got, `reopened()` is where a cancelled run resumes
-from, and `row()` is its line in the run history. A leaf module: it imports only `pse.events`,
+`events()` replays it as the events a live consumer got, and `row()` is its line in the run history
+(where a run goes on from is `engine.Resume`'s). A leaf module: it imports only `pse.events`,
 `pse._run_entry`, `pse._run_files` (safe reading of run folders) and `pse._trace_records` (its records).
 """
 
@@ -123,31 +123,6 @@ class Trace(TraceModel):
     approvals: list[ApprovalRecord] = Field(
         default_factory=list, description="tool calls held for a person, and their decisions (`pse approve`)"
     )
-
-    def reopened(self) -> Trace:
-        """A copy to resume a cancelled run from: its cancelled cycle and that cycle's transitions
-        dropped, so the run goes on from the cycle boundary before it, with the cassette positions
-        it had then. Tokens and cost stay: what the cancelled cycle spent was spent."""
-        data = self.model_dump(by_alias=True)
-        cancelled = data["cycles"].pop() if data["cycles"] else None
-        if cancelled is None:  # cancelled before its first cycle: drop the move to the cancelled end
-            cut = next(
-                (i for i, t in enumerate(data["transitions"]) if str(t["reason"]).startswith("CANCELLED")),
-                len(data["transitions"]),
-            )
-        elif cancelled["transitions_at_start"] is not None:
-            cut = cancelled["transitions_at_start"]
-        else:  # a trace from before the count was kept: by time (a fast cycle may tie at the millisecond)
-            cut = next(
-                (i for i, t in enumerate(data["transitions"]) if t["at"] >= cancelled["started_at"]),
-                len(data["transitions"]),
-            )
-        data["transitions"] = data["transitions"][:cut]
-        data["state"] = data["transitions"][-1]["to"] if data["transitions"] else "START"
-        data.update(outcome=None, outcome_reason="", ended_at=None)
-        if cancelled is not None:
-            data["cassette_positions"] = cancelled["positions_at_start"]
-        return Trace.model_validate(data)
 
     def events(self) -> list[Event]:
         """The run's events rebuilt from the trace, in time order: what a live consumer received.

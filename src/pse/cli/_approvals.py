@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from pse.cli._control import strip_control
+from pse._control import strip_control
 from pse.engine import ApprovalDecision, ApprovalDesk
 from pse.events import ApprovalEvent, ApprovalRecord
 from pse.tools import Tool

@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from pse._control import strip_control
 from pse._run_id import check_run_id, is_run_id
-from pse.cli._control import strip_control
 from pse.exceptions import UserError
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pse._control import strip_control
 from pse.cli._common import option_names
-from pse.cli._control import strip_control
 from pse.config._load import load_settings_given
 from pse.doctor import DoctorReport, ExchangeResult, ModelCheck, diagnose
 

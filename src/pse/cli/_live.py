@@ -2,7 +2,7 @@
 
 One line per event: who, and what it did ("Specialist ↳ wrote quicksort.py (433 B)", "Evaluator ↳
 pytest: 5 passed, 2 failed", "Engine cycle 1: Evaluator PARTIAL → gate `check:pytest` failed →
-PARTIAL"), never the protocol's raw XML (`pse.cli._describe`), each line cut to the terminal's width.
+PARTIAL"), never the protocol's raw XML (`pse._describe`), each line cut to the terminal's width.
 Everything shown was written by a model or a tool (or read from a trace a tool could have written),
 so it passes through `strip_control` and goes into `Text`, never into markup: a model cannot clear
 the screen, move the cursor or colour a fake "every hard gate passed". `pse trace` does the same.
@@ -21,9 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pse._causal import causal_line, cycle_link
+from pse._control import strip_control
+from pse._describe import CallKind, describe_call, describe_message, flat
 from pse.cli._common import outcome_style
-from pse.cli._control import strip_control
-from pse.cli._describe import CallKind, describe_call, describe_message, flat
 from pse.events import (
     ApprovalEvent,
     CycleStarted,
@@ -225,7 +225,7 @@ class LiveView:
             "gate": event.gate.model_dump(),
             "stopped": event.stopped,
             "review_error": event.error,
-            "result": event.result,  # the engine's decision (pse.engine._judge), shown, never re-derived
+            "result": event.result,  # the engine's decision (pse.engine._decide), shown, never re-derived
             "ended_at": event.at,
         }
         self._cycle.update(cycle)

@@ -16,10 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from pse._causal import causal_line, cycle_link, first_sentence, reviewer_of
+from pse._control import strip_control
+from pse._describe import describe_call, describe_evidence, flat
 from pse._run_files import MAX_TRACE_BYTES, read_beneath
 from pse.cli._common import RunsDir, command_settings, out, resolve_run_id, shown
-from pse.cli._control import strip_control
-from pse.cli._describe import describe_call, describe_evidence, flat
 from pse.cli._live import CALL_STYLE, outcome_style, token_summary
 from pse.cli._trace_list import waiting
 from pse.events import PlanRecord

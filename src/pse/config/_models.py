@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
-from pse.roles import Role
+from pse.roles import CREWS, Role
 
 __all__ = [
     "ConstrainMode",
@@ -25,7 +25,16 @@ __all__ = [
 ProviderName = Literal["openai", "ollama", "scripted"]
 SandboxMode = Literal["auto", "bwrap", "fallback"]
 ContextMode = Literal["step_buffer", "history"]
-Team = Literal["pse", "single"]
+
+
+def _a_crew(name: str) -> str:
+    if name not in CREWS:
+        raise ValueError(f"no crew {name!r}; the crews are {', '.join(CREWS)}")
+    return name
+
+
+Team = Annotated[str, AfterValidator(_a_crew)]
+"""A crew's name (`roles.CREWS`): a crew is data, so the setting takes whichever crews there are."""
 KnowledgeBackend = Literal["auto", "minilm", "offline", "ollama", "openai"]
 ConstrainMode = Literal["auto", "grammar", "json", "off"]
 ProtocolMode = Literal["dsml", "native"]

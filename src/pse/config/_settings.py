@@ -226,8 +226,8 @@ class Settings(BaseSettings):
     )
     team: Team = Field(
         "pse",
-        description="pse (Planner, Specialist, Evaluator) or single (one Agent that reviews itself: the "
-        "evaluation baseline).",
+        description="The crew: pse (Planner, Specialist, Evaluator), single (one Agent that reviews itself: "
+        "the evaluation baseline), or another of `pse.roles.CREWS`.",
     )
     hard_gates: bool = Field(
         True, description="Enforce the hard gates on a PASS (false: the Evaluator's word alone; an ablation)."

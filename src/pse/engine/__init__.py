@@ -7,17 +7,10 @@ from pse.engine._approvals import (
     read_decision,
     write_decision,
 )
-from pse.engine._crew import (
-    Crew,
-    CycleOutcome,
-    NextCycle,
-    RunControl,
-    StepCrew,
-    StepScope,
-    StepWiring,
-)
-from pse.engine._cycle import run_cycle
-from pse.engine._engine import Engine, interrupted_cycle
+from pse.engine._briefs import NextCycle
+from pse.engine._crew import Crew, RunControl, StepCrew, StepScope, StepWiring
+from pse.engine._decide import Judgement, Rules, RunState, decide, judge, kept_steps
+from pse.engine._engine import Engine
 from pse.engine._escalation import build_escalation, write_escalation
 from pse.engine._events import EventSink, RunEvents
 from pse.engine._gates import GatePolicy, evaluate_gates
@@ -25,12 +18,29 @@ from pse.engine._graph import StepSpec, graph_problem, step_specs, task_criteria
 from pse.engine._ledger import Ledger
 from pse.engine._limits import LoopLimits
 from pse.engine._lock import LOCK_FILE, holding_run, run_is_live
+from pse.engine._resume import Resume
 from pse.engine._run_id import RUN_ID_PATTERN, check_run_id, is_run_id, new_run_id
 from pse.engine._setup import PriceFn, RunMeters, RunOpening, RunSetup, RunStorage, RunTeam, ToolRuntime
 from pse.engine._state import TERMINAL, IllegalTransition, State, StateMachine, check_transition
 from pse.engine._step_buffer import artifact_list, fit_to_tokens, replan_packet, revise_packet
-from pse.engine._steps import kept_steps
-from pse.engine._stop import CycleStop, RunStop, StopKind, StopReason, ToolStop
+from pse.engine._stop import RunStop, StopKind, StopReason, ToolStop
+from pse.engine._values import (
+    AskAgain,
+    CycleStop,
+    EndCycle,
+    EndStep,
+    Final,
+    Halted,
+    Move,
+    Next,
+    PhaseResult,
+    RunPhase,
+    RunSteps,
+    Seen,
+    StartCycle,
+    StepsSettled,
+    Stop,
+)
 from pse.trace import (
     TRACE_SCHEMA_VERSION,
     Cost,
@@ -52,34 +62,51 @@ __all__ = [
     "TRACE_SCHEMA_VERSION",
     "ApprovalDecision",
     "ApprovalDesk",
+    "AskAgain",
     "Cost",
     "Crew",
-    "CycleOutcome",
     "CycleRecord",
     "CycleStop",
+    "EndCycle",
+    "EndStep",
     "Engine",
     "EventSink",
+    "Final",
     "GatePolicy",
+    "Halted",
     "IllegalTransition",
+    "Judgement",
     "Ledger",
     "LoopLimits",
+    "Move",
+    "Next",
     "NextCycle",
+    "PhaseResult",
     "PriceFn",
+    "Resume",
+    "Rules",
     "RunControl",
     "RunEvents",
     "RunMeters",
     "RunOpening",
+    "RunPhase",
     "RunSetup",
+    "RunState",
+    "RunSteps",
     "RunStop",
     "RunStorage",
     "RunTeam",
     "RunTokens",
+    "Seen",
+    "StartCycle",
     "State",
     "StateMachine",
     "StepCrew",
     "StepScope",
     "StepSpec",
     "StepWiring",
+    "StepsSettled",
+    "Stop",
     "StopKind",
     "StopReason",
     "ToolRuntime",
@@ -89,12 +116,13 @@ __all__ = [
     "build_escalation",
     "check_run_id",
     "check_transition",
+    "decide",
     "evaluate_gates",
     "fit_to_tokens",
     "graph_problem",
     "holding_run",
-    "interrupted_cycle",
     "is_run_id",
+    "judge",
     "kept_steps",
     "load_trace",
     "new_run_id",
@@ -103,7 +131,6 @@ __all__ = [
     "read_decision",
     "replan_packet",
     "revise_packet",
-    "run_cycle",
     "run_is_live",
     "step_specs",
     "task_criteria",

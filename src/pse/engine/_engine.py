@@ -1,11 +1,13 @@
-"""The loop engine: plain code that runs cycles, applies the hard gates and the retry rules, keeps budgets,
-and writes the trace. No model decides routing, retries or permissions.
+"""The loop engine: plain code that carries out what `decide` says, cycle after cycle, and keeps the trace.
 
-The engine decides, the cycle runs: `next_cycle` turns the run's state into a `NextCycle`, `run_cycle`
-runs its phases and returns a `CycleOutcome`, and `_apply` judges it (gates, then the state table by the
-retry rules of `_retries`: PASS, revise, re-plan, escalate, or stop). Tokens and cost live in one
-`Ledger`; every event goes through one sink (`RunEvents`); the state moves only through the
-`StateMachine`; why the run stops is its one `RunStop`'s.
+The engine holds no rule of its own. At every point where something happened (a run starts or resumes,
+a cycle ends, a phase returns its `PhaseResult`, step mode's steps settle, a stop comes before a cycle)
+it asks `decide` (`_decide`, pure) what comes next, and does it: opens a cycle with what crosses into it
+(`_briefs`), runs a role's phase (`_phases`) or the plan's steps (`_steps`), asks a role again, records a
+cycle's end, makes the state table's moves, stops. Tokens and cost live in one `Ledger`; every event goes
+through one sink (`RunEvents`); the state moves only through the `StateMachine`, by moves the decision
+made (a call held for a person pauses a phase: the approval desk's `AWAITING_APPROVAL`, and back); why
+the run stops is its one `RunStop`'s.
 
 Error rule: a model's mistake is an observation (a denied or malformed tool call, answered by the
 ToolAgent) or, for a missing/duplicated/malformed plan or verdict, an ERROR of the review recorded in
@@ -16,53 +18,44 @@ our code is recorded as ERROR and then propagates.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 from collections.abc import Sequence
-from pathlib import Path
 
-from pse.engine._crew import Crew, CycleOutcome, NextCycle, RunControl, StepWiring
-from pse.engine._cycle import run_cycle
-from pse.engine._escalation import names_a_test, write_escalation
-from pse.engine._gates import GatePolicy, evaluate_gates, evidence_owed
-from pse.engine._judge import decide
+from autogen_core.models import LLMMessage, UserMessage
+
+from pse.engine._briefs import NextCycle, again, final_review_brief, next_cycle
+from pse.engine._crew import Crew, RunControl, StepWiring
+from pse.engine._decide import Event, Rules, RunState, decide
+from pse.engine._escalation import write_escalation
 from pse.engine._ledger import Ledger
 from pse.engine._lock import holding_run
-from pse.engine._next_cycle import answers_for_questions, next_cycle
-from pse.engine._nudges import outputs_note, unparsed_outputs
-from pse.engine._retries import after_review, after_step_failure
+from pse.engine._phases import PhaseRun, Seat
+from pse.engine._resume import Resume
 from pse.engine._setup import RunSetup
 from pse.engine._state import OUTCOME_OF, State, StateMachine
-from pse.engine._steps import kept_steps
-from pse.engine._stop import CycleStop, RunStop
-from pse.events import (
-    CycleStarted,
-    GateRecord,
-    PlanRecord,
-    ToolCallRecord,
-    VerdictEvent,
-    VerdictRecord,
-    utc_now,
+from pse.engine._steps import Steps
+from pse.engine._stop import RunStop
+from pse.engine._values import (
+    AskAgain,
+    EndCycle,
+    Final,
+    Halted,
+    Move,
+    Next,
+    RunPhase,
+    RunSteps,
+    Seen,
+    StartCycle,
+    Stop,
 )
-from pse.team import HistoryContexts, ScopedContexts
+from pse.engine._workspace import Workspace
+from pse.events import CycleStarted, PlanRecord, VerdictEvent, utc_now
+from pse.protocol import render_plan
+from pse.roles import TASK_SOURCE
+from pse.team import FailureBox, HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
-__all__ = ["Engine", "interrupted_cycle"]
-
-
-def _missing(workspace: Path, paths: Sequence[str]) -> list[str]:
-    """The workspace paths of `paths` that are no file (a Specialist reporting too early)."""
-    return [path for path in paths if not (workspace / path).is_file()]
-
-
-def interrupted_cycle(trace: Trace) -> CycleRecord | None:
-    """The cycle a run stopped in the middle of, if it did: saved while a tool call was held for a
-    person, never ended. A resumed run runs it again, answering what it recorded from the trace."""
-    last = trace.cycles[-1] if trace.cycles else None
-    if trace.outcome is None and last is not None and last.ended_at is None:
-        return last
-    return None
+__all__ = ["Engine"]
 
 
 class Engine:
@@ -70,30 +63,17 @@ class Engine:
 
     Args:
         setup: the run's wiring (roles, ToolAgent, workspace, limits, event sink).
-        trace: a trace to go on from (resume); None starts a new run.
+        resume: where a resumed run goes on from (`Resume`: its trace, the cycle it runs again); None
+            starts a new run.
     """
 
-    def __init__(self, setup: RunSetup, trace: Trace | None = None) -> None:
+    def __init__(self, setup: RunSetup, resume: Resume | None = None) -> None:
         self.setup = setup
         self.limits = setup.limits
-        self._resuming = trace is not None
-        self._interrupted = interrupted_cycle(trace) if trace is not None else None
-        if trace is not None and self._interrupted is not None:
-            # Back to where the interrupted cycle began; it runs again, answered from its record.
-            trace.cycles.pop()
-            del trace.transitions[self._interrupted.transitions_at_start or 0 :]
-            trace.state = trace.transitions[-1].to if trace.transitions else State.START.value
+        self._resuming = resume is not None
+        self._interrupted = resume.again if resume is not None else None
         opening, team = setup.opening, setup.team
-        self.trace = trace or Trace(
-            run_id=opening.run_id,
-            task=opening.task,
-            started_at=utc_now(),
-            settings=dict(opening.recorded_settings),
-            inputs=dict(opening.inputs),
-            tags=dict(opening.tags),
-            context_mode=team.context_mode,
-            task_message=opening.task_message,
-        )
+        self.trace = resume.trace if resume is not None else opening.new_trace(team.context_mode)
         if opening.sandbox is not None:
             self.trace.sandbox = opening.sandbox  # a resumed run records the sandbox it goes on under
         self.events = setup.events
@@ -103,37 +83,24 @@ class Engine:
         self.ledger = Ledger(self.trace, self.limits, setup.meters.price)
         setup.meters.usage.attach(self.ledger.record_call)
         setup.meters.prefixes.attach(self.ledger.record_prefix)
+        self.workspace = Workspace(setup.workspace, setup.gates, setup.tools.role_written_config)
+        self.rules = Rules(
+            crew=team.crew,
+            limits=self.limits,
+            gates=setup.gates,
+            steps=team.steps is not None,
+            questions=team.planner_questions,
+            conflicts=team.given_tests,
+            told={role.name: role.system_message for role in team.roles},
+        )
         # The history baseline is only another way to open the roles' contexts: one factory per run.
         contexts = HistoryContexts() if team.context_mode == "history" else ScopedContexts()
-        s = self.limits
-        self.steps = (
-            StepWiring(
-                role=team.steps.role,
-                tool_agent=team.steps.tool_agent,
-                gate=self._step_gate,
-                workspace=setup.workspace,
-                max_retries=s.max_step_retries,
-                parallel=s.max_parallel_steps,
-                max_steps=s.max_steps,
-                step_buffer_tokens=s.step_buffer_tokens,
-            )
-            if team.steps is not None
-            else None
-        )
         self.crew = Crew(
             {r.name: r for r in team.roles},
             team.tool_agent,
             contexts,
-            s.turns_per_cycle,
-            s.format_retries,
-            questions=team.planner_questions,
-            steps=self.steps,
-            missing=functools.partial(_missing, setup.workspace),
-            broken=functools.partial(unparsed_outputs, setup.workspace),
-            finds_test=functools.partial(names_a_test, setup.workspace),
-            owed=functools.partial(evidence_owed, policy=setup.gates) if setup.gates.enforced else None,
-            conflicts=team.given_tests,
-            shown=functools.partial(outputs_note, setup.workspace),
+            self.limits.turns_per_cycle,
+            steps=StepWiring(team.steps) if team.steps is not None else None,
         )
         self.stop = RunStop(setup.tools, setup.approvals, self.ledger.exhausted)
         self._control = RunControl(self.machine, self.ledger, self.events, self.stop)
@@ -175,20 +142,21 @@ class Engine:
             self.trace.resumed += 1
         self._save()
         try:
-            while not self.machine.terminal and not self.stop.suspended:
-                if self.machine.state == State.BLOCKED:
-                    self._move(State.ESCALATED, "blocked: a person must decide")
-                    break
-                if self.machine.state == State.AWAITING_ANSWER and answers_for_questions(self.trace) is None:
-                    break  # it waits, durably: `pse answer RUN_ID --text …` resumes it
+            nxt = self._decide(None)
+            while isinstance(nxt, StartCycle):
                 stopped = self.stop.before_cycle()
                 if stopped is not None:
-                    self._end_with(stopped)
+                    nxt = self._decide(Halted(stopped))
                     break
-                await self._one_cycle()
+                await self._cycle(nxt)
+                if self.stop.suspended:
+                    return self.trace
+                nxt = self._decide(None)
+            assert isinstance(nxt, Stop), nxt
+            self._make(nxt.moves)
         except BaseException as exc:
             if not self.machine.terminal:
-                self._move(State.ERROR, f"internal error: {type(exc).__name__}: {exc}", check=False)
+                self._move(Move(State.ERROR, f"internal error: {type(exc).__name__}: {exc}"), check=False)
             raise
         finally:
             self.stop.end()
@@ -196,52 +164,109 @@ class Engine:
             await self._finalize()
         return self.trace
 
+    def _decide(self, event: Event, spec: NextCycle | None = None) -> Next:
+        """The decision on `event`, from the run's state now (with the cycle under way, `spec`)."""
+        return decide(self._run_state(spec, None), event)
+
     # ---- one cycle --------------------------------------------------------------------------
 
-    def _next(self) -> NextCycle:
-        """The cycle the current state calls for, and what crosses into it."""
-        return next_cycle(
-            self.machine.state,
+    def _spec(self, start: StartCycle) -> NextCycle:
+        """What crosses into the cycle `start` calls for (for a resumed run's interrupted cycle: what
+        crossed into it then)."""
+        task = self.setup.opening.task_message
+        spec = next_cycle(
+            start.kind,
             self.trace,
-            task=self.setup.opening.task_message,
-            speakers=self.setup.team.crew.speakers,
-            workspace=self.setup.workspace,
+            self.rules.crew,
+            task=task,
+            seen=self.workspace,
             cap=self.limits.step_buffer_tokens,
-            steps=self.steps,
+            steps=self.rules.steps,
         )
+        return again(spec, self._interrupted, task) if self._interrupted is not None else spec
 
-    async def _one_cycle(self) -> None:
-        if self.steps is not None:
-            self.steps.kept = kept_steps(self.trace.cycles)
-        spec = self._next()
-        again, self._interrupted = self._interrupted, None
-        if again is not None and again.step_buffer is not None:  # what crossed into it, as it crossed
-            spec = dataclasses.replace(
-                spec,
-                packet=f"{self.setup.opening.task_message}\n\n{again.step_buffer}",
-                step_buffer=again.step_buffer,
-                # a revise's note is its step_buffer; a re-plan's is what the last cycle left
-                notes={role: again.step_buffer for role in spec.notes}
-                if spec.kind == "revise"
-                else spec.notes,
-            )
+    async def _cycle(self, start: StartCycle) -> None:
+        """Open the cycle `start` calls for, run its phases as the decision says, and record its end."""
+        spec = self._spec(start)
+        interrupted, self._interrupted = self._interrupted, None
+        cycle = self._open(spec, start.phase.role, interrupted)
+        box = FailureBox(admit=self.ledger.admits)
+        finals: list[tuple[str, str]] = list(spec.carried)
+        self.crew.contexts.record(TASK_SOURCE, spec.packet)
+        review: PlanRecord | None = None
+        phase: PhaseRun | None = None
+        nxt: Next = start.phase
+        with self.stop.cycle(box):
+            while not isinstance(nxt, EndCycle):
+                if isinstance(nxt, AskAgain):
+                    assert phase is not None
+                    phase.ask(nxt.request, nxt.error)
+                elif isinstance(nxt, RunPhase):
+                    self._make(nxt.moves)
+                    brief: list[LLMMessage] | None = None
+                    if nxt.review:  # step mode's final review: the task's criteria over the whole workspace
+                        assert cycle.plan is not None
+                        text, review = final_review_brief(spec.packet, cycle.plan)
+                        brief = [UserMessage(content=text, source=TASK_SOURCE)]
+                    phase = self._phase(nxt.role, spec, tuple(finals), cycle, box, brief, review)
+                else:
+                    assert isinstance(nxt, RunSteps), nxt
+                    self._make(nxt.moves)
+                    assert cycle.plan is not None
+                    steps = Steps(
+                        self.crew, cycle.plan, cycle, self._control, box, self.workspace,
+                        lambda failing: self._run_state(spec, failing),
+                        max_parallel=self.limits.max_parallel_steps, cap=self.limits.step_buffer_tokens,
+                    )  # fmt: skip
+                    nxt = self._decide(await steps.run(), spec)
+                    continue
+                assert phase is not None
+                result = await phase.run()
+                nxt = self._decide(result, spec)
+                if isinstance(nxt, RunPhase | RunSteps) and nxt.plan is not None:
+                    cycle.plan = nxt.plan  # in force at once: approvals read its outputs
+                if isinstance(nxt, RunPhase | RunSteps):
+                    # The plan crosses as PSE read it, rendered: what it enforces, and the very text a revise
+                    # cycle sends again (a prefix a provider's cache can serve), never the Planner's prose.
+                    shown = render_plan(nxt.plan) if nxt.plan is not None else result.said
+                    finals.append((result.role, shown))
+            self._make(nxt.moves)
+        if self.stop.suspended:
+            return  # the trace stays as it was saved when the call was held
+        # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
+        # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
+        await self.setup.meters.usage.settle()
+        cycle.messages += self.ledger.late_messages(cycle)
+        cycle.ended_at = utc_now()
+        self._end(cycle, nxt, review)
+        self._note_positions()
+        if not self.machine.terminal:
+            self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
+
+    def _run_state(self, spec: NextCycle | None, failing: str | None) -> RunState:
+        kind, packet = (spec.kind, spec.packet) if spec is not None else (None, "")
+        return RunState(self.trace, self.rules, kind, packet, failing)
+
+    def _open(self, spec: NextCycle, first: str, interrupted: CycleRecord | None) -> CycleRecord:
+        """The cycle's record, filed and announced."""
+        storage = self.setup.storage
         cycle = CycleRecord(
             index=len(self.trace.cycles) + 1,
             kind=spec.kind,
-            first_speaker=spec.roles[0],
-            started_at=again.started_at if again is not None else utc_now(),
+            first_speaker=first,
+            started_at=interrupted.started_at if interrupted is not None else utc_now(),
             step_buffer=spec.step_buffer,
             step_buffer_tokens=count_tokens(spec.step_buffer) if spec.step_buffer else 0,
             plan=self.trace.plan if spec.kind == "revise" else None,
             positions_at_start=(
-                again.positions_at_start
-                if again is not None
-                else self.setup.storage.positions()
-                if self.setup.storage.positions is not None
+                interrupted.positions_at_start
+                if interrupted is not None
+                else storage.positions()
+                if storage.positions is not None
                 else {}
             ),
             transitions_at_start=len(self.trace.transitions),
-            tokens={role: count.model_copy() for role, count in again.tokens.items()} if again else {},
+            tokens={r: count.model_copy() for r, count in interrupted.tokens.items()} if interrupted else {},
         )
         self.trace.cycles.append(cycle)
         self.events.cycle = cycle
@@ -252,53 +277,56 @@ class Engine:
                 at=cycle.started_at,
                 cycle=cycle.index,
                 cycle_kind=cycle.kind,
-                first_speaker=spec.roles[0],
+                first_speaker=first,
             )
         )
         if cycle.index == 1:
             for query, results in self.setup.opening.injected_retrievals:
                 self.events.retrieval(query, results)
         self.setup.tools.new_cycle()
-        outcome = await run_cycle(self.crew, spec, cycle, self._control)
-        if self.stop.suspended:
-            return  # the trace stays as it was saved when the call was held
-        # Calls the cycle's stop cut while their provider answered: booked in full if the answer comes
-        # within SETTLE_S (served tokens all count, the reply a late message), else as estimates.
-        await self.setup.meters.usage.settle()
-        cycle.messages += self.ledger.late_messages(cycle)
-        cycle.ended_at = utc_now()
-        self._apply(cycle, outcome)
-        self._note_positions()
-        if not self.machine.terminal:
-            self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
+        return cycle
 
-    # ---- decisions ----------------------------------------------------------------------------
+    def _phase(
+        self,
+        role: str,
+        spec: NextCycle,
+        finals: tuple[tuple[str, str], ...],
+        cycle: CycleRecord,
+        box: FailureBox,
+        brief: list[LLMMessage] | None,
+        review: PlanRecord | None,
+    ) -> PhaseRun:
+        """`role`'s phase of the cycle, its context opened with what the cycle gives it (or `brief`)."""
+        crew, turns = self.crew, self.crew.turns_per_cycle
+        setup = crew.roles[role]
+        if brief is None:
+            plan = cycle.plan
+            brief = crew.contexts.opening(
+                role, spec.opening(role, finals, plan, setup.system_message, self.workspace)
+            )
+            cap = f"turn cap: {turns} turns in one cycle (PSE_TURNS_PER_CYCLE)"
+            left = lambda: turns - cycle.turns  # noqa: E731 - a cycle's turns shrink as it goes
+        else:
+            cap = f"turn cap: {turns} turns in the final review"
+            left = lambda: turns  # noqa: E731
 
-    def _apply(self, cycle: CycleRecord, outcome: CycleOutcome) -> None:
-        """What the cycle came to: its gates, the one decision of its result (`decide`), announced, then
-        the state table's move."""
-        cycle.plan = outcome.plan or cycle.plan
-        cycle.verdict, cycle.review_error, cycle.blocked = (
-            outcome.verdict,
-            outcome.review_error,
-            outcome.blocked,
-        )
-        cycle.stopped = outcome.stop.reason if outcome.stop is not None else None
-        if outcome.plan is not None:
-            self.trace.plan = outcome.plan
-        cycle.gate = evaluate_gates(
-            verdict=cycle.verdict,
-            plan=outcome.review_plan or self.trace.plan,
-            tool_calls=cycle.tool_calls,
-            policy=self.setup.gates,
-            workspace=self.setup.workspace,
-            role_written_config=self.setup.tools.role_written_config(),
-        )
-        # A crew that reviews itself has no Evaluator for the gates to hold to account: its verdict is its
-        # claim.
-        cycle.gate.enforced = self.setup.gates.enforced and self.setup.team.crew.hard_gates_apply
-        decided = decide(outcome, cycle.gate)
-        cycle.result, cycle.result_reason = decided.result, decided.reason
+        def look(who: str, final: Final) -> Seen:
+            return self.workspace.seen(who, final, review or cycle.plan or self.trace.plan, cycle.tool_calls)
+
+        seat = Seat(role, setup, crew.tool_agent, crew.contexts, left, cap)
+        return PhaseRun(seat, brief, cycle, self._control, box, look, questions=self.rules.questions)
+
+    # ---- a cycle's end ----------------------------------------------------------------------------
+
+    def _end(self, cycle: CycleRecord, end: EndCycle, review: PlanRecord | None) -> None:
+        """Record what the cycle came to (its gates evaluated over its review), announce it, then make the
+        decision's move."""
+        cycle.verdict, cycle.review_error, cycle.blocked = end.verdict, end.review_error, end.blocked
+        cycle.stopped, cycle.clarification = end.stopped, end.clarification
+        if cycle.plan is not None:
+            self.trace.plan = cycle.plan
+        cycle.gate = self.workspace.gate(cycle.verdict, review or self.trace.plan, cycle.tool_calls)
+        cycle.result, cycle.result_reason = end.result, end.reason
         self.events.emit(
             VerdictEvent(
                 run_id=self.trace.run_id,
@@ -312,41 +340,19 @@ class Engine:
                 result_reason=cycle.result_reason,
             )
         )
-        if outcome.stop is not None:
-            self._end_with(outcome.stop)
-        elif outcome.clarification is not None:
-            cycle.clarification = outcome.clarification
-            self._move(State.AWAITING_ANSWER, f"{cycle.result_reason}: a person answers (pse answer --text)")
-        elif outcome.step_failure is not None:
-            self._move(*after_step_failure(cycle.result_reason, self.trace, self.limits))
-        elif cycle.blocked is not None:
-            self._move(State.BLOCKED, cycle.result_reason)
-        elif cycle.verdict is None:
-            self._end_with(CycleStop("ERROR", cycle.result_reason))
-        else:
-            self._move(*after_review(cycle, self.trace, self.limits, self.setup.team.crew))
+        if end.then.counters is not None:
+            self.trace.counters = end.then.counters
+        self._move(end.then)
 
-    def _step_gate(
-        self, verdict: VerdictRecord | None, plan: PlanRecord, tool_calls: Sequence[ToolCallRecord]
-    ) -> GateRecord:
-        """One step's hard gates: its outputs exist, its criteria are covered and met (no task checks)."""
-        return evaluate_gates(
-            verdict=verdict,
-            plan=plan,
-            tool_calls=tool_calls,
-            policy=GatePolicy(check_config=self.setup.gates.check_config),
-            workspace=self.setup.workspace,
-            role_written_config=self.setup.tools.role_written_config(),
-        )
+    def _make(self, moves: Sequence[Move]) -> None:
+        for move in moves:
+            self._move(move)
 
-    def _end_with(self, stop: CycleStop) -> None:
-        self._move(State.TIMEOUT if stop.outcome == "TIMEOUT" else State.ERROR, stop.reason)
-
-    def _move(self, target: State, reason: str, *, check: bool = True) -> None:
-        self.machine.move(target, reason, check=check)
-        self.trace.state = target.value
-        if self.machine.terminal or target == State.BLOCKED:
-            self.trace.outcome_reason = reason
+    def _move(self, move: Move, *, check: bool = True) -> None:
+        self.machine.move(move.state, move.reason, check=check)
+        self.trace.state = move.state.value
+        if self.machine.terminal or move.state == State.BLOCKED:
+            self.trace.outcome_reason = move.reason
 
     # ---- the trace ------------------------------------------------------------------------------
 

@@ -36,7 +36,6 @@ from pse.tools import Tool, check_tool
 __all__ = ["GatePolicy", "evaluate_gates", "evidence_owed"]
 
 _REPORTS = {Tool.RUN_PYTEST: "checker", Tool.RUN_RUFF: "json"}
-_JUDGE = Role.EVALUATOR
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,10 @@ class GatePolicy:
         check_config: check-configuration files the task allows roles to write.
         block_findings: the gate rule for findings: a PASS whose verdict holds a finding of this
             severity or a worse one does not stand (`none`: findings never block).
-        enforced: the gates hold a PASS to account (false: the Evaluator's word alone, an ablation;
-            the gates are still evaluated and recorded).
+        enforced: the gates hold a PASS to account (false: the judge's word alone: PSE_HARD_GATES=false,
+            an ablation, or a crew whose judge reviews its own work; the gates are still evaluated and
+            recorded).
+        judge: whose check runs count (the crew's reviewer).
     """
 
     required_checks: Sequence[str] = ()
@@ -62,6 +63,7 @@ class GatePolicy:
     check_config: frozenset[str] = frozenset()
     block_findings: str = "high"
     enforced: bool = True
+    judge: str = Role.EVALUATOR
 
     def target(self, check: str) -> str:
         """The target the last run of `check` must have covered."""
@@ -93,12 +95,12 @@ def _is_write(call: ToolCallRecord) -> bool:
     return (call.tool == Tool.WRITE_FILE and call.status == "ok") or bool(call.facts.get("wrote"))
 
 
-def _check_runs(check: str, calls: Sequence[ToolCallRecord]) -> list[tuple[int, ToolCallRecord]]:
+def _check_runs(check: str, calls: Sequence[ToolCallRecord], judge: str) -> list[tuple[int, ToolCallRecord]]:
     tool = check_tool(check)
     return [
         (i, c)
         for i, c in enumerate(calls)
-        if c.requester == _JUDGE
+        if c.requester == judge
         and c.decision == "allowed"
         and c.tool == tool
         and (tool != Tool.RUN_CHECK or c.arguments.get("name", "").strip() == check)
@@ -110,9 +112,11 @@ def _check_gate(
 ) -> GateResult:
     tool = check_tool(check)
     label = str(tool) if tool != Tool.RUN_CHECK else f"{tool}(name={check})"
-    runs = _check_runs(check, calls)
+    runs = _check_runs(check, calls, policy.judge)
     if not runs:
-        return GateResult(name=f"check:{check}", passed=False, detail=f"the Evaluator did not run {label}")
+        return GateResult(
+            name=f"check:{check}", passed=False, detail=f"the {policy.judge} did not run {label}"
+        )
     index, last = runs[-1]
     exit_code = last.facts.get("exit_code")
     problems = []
@@ -157,7 +161,7 @@ def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> l
         call = f"{tool} with target {target!r}" if tool != Tool.RUN_CHECK else f"{tool} with name {check!r}"
         runs = [
             (i, c)
-            for i, c in _check_runs(check, tool_calls)
+            for i, c in _check_runs(check, tool_calls, policy.judge)
             if tool == Tool.RUN_CHECK or str(c.facts.get("target", "")) == target
         ]
         if not runs:
@@ -171,13 +175,13 @@ def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: 
     name = "independent_tests"
     full = [
         (i, c)
-        for i, c in _check_runs("pytest", calls)
+        for i, c in _check_runs("pytest", calls, policy.judge)
         if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "checker"
     ]
     if not full:
         return GateResult(name=name, passed=False, detail="no full run_pytest of the Evaluator's own tests")
     index, last = full[-1]
-    mine = (last.facts.get("by_author") or {}).get(_JUDGE, {})
+    mine = (last.facts.get("by_author") or {}).get(policy.judge, {})
     ran = sum(int(v) for v in mine.values())
     if ran == 0:
         return GateResult(
@@ -271,7 +275,7 @@ def evaluate_gates(
         if verdict.status == "PASS" and verdict.findings:  # a verdict without findings: no such gate
             results.append(_findings_gate(verdict, policy))
     failures = [f"{r.name}: {r.detail}" for r in results if not r.passed]
-    return GateRecord(passed=not failures, failures=failures, results=results)
+    return GateRecord(passed=not failures, failures=failures, results=results, enforced=policy.enforced)
 
 
 def _findings_gate(verdict: VerdictRecord, policy: GatePolicy) -> GateResult:

@@ -12,29 +12,27 @@ repeats stands (the honest exit stays open).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from pse.engine._escalation import quotes_task
+from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.tools import Tool, python_problem
+from pse.roles import role_spec
+from pse.tools import Tool
 
 __all__ = [
     "FIXABLE",
     "blocked_early",
     "contradicted",
     "fail_for_work",
-    "outputs_note",
+    "nudge",
     "pass_early",
     "said_about",
     "to_write",
     "unfounded_conflict",
     "unparsed",
-    "unparsed_outputs",
     "unwritten",
 ]
 
@@ -99,17 +97,10 @@ def said_about(path: str, texts: Sequence[str], plan: PlanRecord | None = None) 
     return list(found)
 
 
-def unwritten(
-    missing: Callable[[Sequence[str]], list[str]] | None,
-    plan: PlanRecord | None,
-    told: Sequence[str] = (),
-) -> str | None:
-    """Why a Specialist's report comes too early: outputs of the plan that are not in the workspace, with
-    what the task says of each (`said_about` over `told`, within `_QUOTE_CHARS`)."""
-    if missing is None or plan is None or not plan.outputs:
-        return None
-    absent = missing(plan.outputs)
-    if not absent:
+def unwritten(absent: Sequence[str], plan: PlanRecord | None, told: Sequence[str] = ()) -> str | None:
+    """Why a Specialist's report comes too early: the outputs of the plan that are not in the workspace
+    (`absent`), with what the task says of each (`said_about` over `told`, within `_QUOTE_CHARS`)."""
+    if plan is None or not plan.outputs or not absent:
         return None
     one = len(absent) == 1
     why = (
@@ -122,83 +113,13 @@ def unwritten(
     return why
 
 
-_PARSE_LIMIT = 2_000_000
-"""A Python output larger than this is not parsed for the nudge (the checks still judge it)."""
-
-
-def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
-    """Why each of `paths` that is a Python file of the workspace is not yet code: it does not parse, or a
-    function of it holds only its docstring (`python_problem`; one line each). A role
-    wrote these files: a link is not followed, and a file that is not regular or is too large is left to
-    the checks."""
-    found = []
-    for path in paths:
-        if not path.endswith(".py"):
-            continue
-        source = _read_regular(workspace, path, _PARSE_LIMIT + 1)
-        if source is None or len(source) > _PARSE_LIMIT:
-            continue
-        problem = python_problem(path, source)
-        if problem is not None:
-            found.append(problem)
-    return found
-
-
-_SHOWN_CHARS = 6000
-"""At most this much of the outputs' text opens an Evaluator's phase (`outputs_note`); a file beyond it is
-named with its size, to read with read_file."""
-
-
-def _read_regular(workspace: Path, path: str, limit: int) -> bytes | None:
-    """A role-written file's first `limit` bytes: no link followed, nothing but a regular file read."""
-    try:
-        fd = os.open(workspace / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        return fh.read(limit)
-
-
-def outputs_note(workspace: Path, paths: Sequence[str]) -> str | None:
-    """What the plan's outputs hold as the Evaluator's phase starts, read by PSE (never the Specialist's
-    word), up to `_SHOWN_CHARS` of text; an output that is missing, not text or too long is named so.
-    The 1.5B model's Evaluator spent a turn on each file it read, one a turn."""
-    parts, room = [], _SHOWN_CHARS
-    for path in paths:
-        data = _read_regular(workspace, path, room + 1)
-        if data is None:
-            parts.append(f"{path}: not in the workspace")
-            continue
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            parts.append(f"{path}: not text")
-            continue
-        if len(text) > room:
-            parts.append(f"{path}: longer than shown here; read it with read_file")
-            continue
-        room -= len(text)
-        fence = "````" if "```" in text else "```"
-        parts.append(f"{path}:\n{fence}\n{text.rstrip()}\n{fence}")
-    if not parts:
-        return None
-    return (
-        "The outputs as they are in the workspace now (read by PSE as your phase starts):\n\n"
-        + "\n\n".join(parts)
-    )
-
-
-def unparsed(broken: Callable[[Sequence[str]], list[str]] | None, plan: PlanRecord | None) -> str | None:
+def unparsed(found: Sequence[str], plan: PlanRecord | None) -> str | None:
     """Why a Specialist's report comes too early although every output exists: a Python output does not
     parse, or is a function's docstring with no code. The 1.5B model reported over a test file its write's
     own note called unparsable, and over HumanEval's PROBLEM copied without its body; the checks would have
-    failed it, at the cost of a whole review and a revise cycle."""
-    if broken is None or plan is None or not plan.outputs:
-        return None
-    found = broken(plan.outputs)
-    if not found:
+    failed it, at the cost of a whole review and a revise cycle. `found`: why each output is not code yet
+    (`unparsed_outputs`)."""
+    if plan is None or not plan.outputs or not found:
         return None
     again = "it" if len(found) == 1 else "each"
     return "; ".join(found) + f". Write {again} again with write_file before you report."
@@ -236,7 +157,7 @@ def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
 
 
 def unfounded_conflict(
-    finds: Callable[[str], bool] | None,
+    named_test: bool,
     blocked: BlockedRecord,
     owed: str,
     task: str | None = None,
@@ -247,10 +168,11 @@ def unfounded_conflict(
     Evaluator, asked to run a required check, answered SPEC_CONFLICT with `test="run_pytest"` and the run
     escalated; given a failing task test, it quoted a sentence of its own ("The function should return
     the input list itself") as the specification. A conflict that names a real test and quotes the task
-    stands at once (the honest exit)."""
+    stands at once (the honest exit). `named_test`: whether the test it names is a test function of the
+    workspace (`names_a_test`)."""
     if blocked.reason_code != SPEC_CONFLICT:
         return None
-    if finds is not None and not finds(blocked.test or ""):
+    if not named_test:
         named = repr(blocked.test) if blocked.test else "no test"
         return (
             f"Your SPEC_CONFLICT names {named}, which is no test function of the workspace's test files. It "
@@ -289,17 +211,11 @@ def _failed_in_last_run(test: str, calls: Sequence[ToolCallRecord]) -> bool:
     return False
 
 
-def pass_early(
-    owed: Callable[[Sequence[ToolCallRecord]], list[str]] | None,
-    verdict: VerdictRecord | None,
-    calls: Sequence[ToolCallRecord],
-) -> str | None:
-    """Why an Evaluator's PASS comes too early: required checks it has not run (or not since the last
-    write) in this cycle. Its verdict is not changed, only asked for again once, after the evidence."""
-    if owed is None or verdict is None or verdict.status != "PASS":
-        return None
-    checks = owed(calls)
-    if not checks:
+def pass_early(checks: Sequence[str], verdict: VerdictRecord | None) -> str | None:
+    """Why an Evaluator's PASS comes too early: required `checks` it has not run (or not since the last
+    write) in this cycle (`evidence_owed`). Its verdict is not changed, only asked for again once, after
+    the evidence."""
+    if verdict is None or verdict.status != "PASS" or not checks:
         return None
     return (
         "Your PASS came before the evidence it needs: run "
@@ -382,3 +298,47 @@ def fail_for_work(verdict: VerdictRecord | None) -> str | None:
         "can fix under this plan: that is PARTIAL. Send your verdict again; FAIL only if the plan itself "
         "is wrong."
     )
+
+
+def nudge(
+    result: PhaseResult,
+    plan: PlanRecord | None,
+    calls: Sequence[ToolCallRecord],
+    *,
+    owed: Sequence[str] | None,
+    conflicts: bool,
+    told: Sequence[str],
+    packet: str,
+) -> str | None:
+    """What `result`'s final sent too early, by its role's `RoleSpec.nudges` (a report's, first the outputs
+    that are not code, then those unwritten; a verdict's, the first that holds), or why its `<blocked>`
+    is asked about; None when it stands.
+
+    Args:
+        plan: the plan in force.
+        calls: the cycle's tool records.
+        owed: the required checks a PASS comes before (`evidence_owed`); None: a PASS owes none.
+        conflicts: the task gave tests (a SPEC_CONFLICT may stand).
+        told: what the role was told, the most specific first (its system message, the task message).
+        packet: the cycle's task message (a SPEC_CONFLICT quotes its sentence).
+    """
+    spec, final, seen = role_spec(result.role), result.final, result.seen
+    wants = spec.nudges
+    own = [call for call in calls if call.requester == result.role and call.step == result.step]
+    said = [
+        unparsed(seen.broken, plan) if "unparsed" in wants else None,
+        unwritten(seen.missing, plan, told) if "unwritten" in wants else None,
+    ]
+    early = " ".join(text for text in said if text) or None
+    if early is None and "pass_early" in wants and owed is not None:
+        early = pass_early(owed, final.verdict)
+    if early is None and "contradicted" in wants:
+        early = contradicted(final.verdict, own, conflicts)
+    if early is None and "fail_for_work" in wants:
+        early = fail_for_work(final.verdict)
+    if final.blocked is None:
+        return early
+    if "blocked_early" in wants and (asked := blocked_early(early, final.blocked.reason_code)) is not None:
+        return asked
+    judging = spec.final == "verdict"  # a judge runs the checks: its conflict is confirmed by its own run
+    return unfounded_conflict(seen.named_test, final.blocked, spec.final, packet, own if judging else None)

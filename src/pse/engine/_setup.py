@@ -17,7 +17,7 @@ from pse.engine._gates import GatePolicy
 from pse.engine._ledger import PriceFn
 from pse.engine._limits import LoopLimits
 from pse.engine._stop import ToolStop
-from pse.events import SandboxRecord
+from pse.events import SandboxRecord, utc_now
 from pse.models import PrefixMeter, UsageMeter
 from pse.roles import CrewSpec
 from pse.team import RoleSetup
@@ -59,6 +59,19 @@ class RunOpening:
     tags: Mapping[str, str] = field(default_factory=dict)
     sandbox: SandboxRecord | None = None
     injected_retrievals: Sequence[tuple[str, list[dict[str, Any]]]] = ()
+
+    def new_trace(self, context_mode: ContextMode) -> Trace:
+        """A new run's state, as it opens (a resumed run's is loaded instead: `Resume`)."""
+        return Trace(
+            run_id=self.run_id,
+            task=self.task,
+            started_at=utc_now(),
+            settings=dict(self.recorded_settings),
+            inputs=dict(self.inputs),
+            tags=dict(self.tags),
+            context_mode=context_mode,
+            task_message=self.task_message,
+        )
 
 
 @dataclass(frozen=True)

@@ -28,26 +28,19 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Protocol
 
 from autogen_core import CancellationToken
 
 from pse.engine._approvals import ApprovalDesk
+from pse.engine._values import CycleStop
 from pse.exceptions import RunFailure, ToolInfrastructureError
 from pse.roles import TOOL_AGENT
 from pse.team import FailureBox
 
-__all__ = ["DEADLINE_REASON", "CycleStop", "RunStop", "StopKind", "StopReason", "ToolStop"]
+__all__ = ["DEADLINE_REASON", "RunStop", "StopKind", "StopReason", "ToolStop"]
 
 DEADLINE_REASON = "run wall-clock limit reached (PSE_RUN_TIMEOUT_S)"
-
-
-@dataclass(frozen=True)
-class CycleStop:
-    """Why a cycle was stopped before its natural end: TIMEOUT or ERROR, with a reason."""
-
-    outcome: Literal["TIMEOUT", "ERROR"]
-    reason: str
 
 
 class StopKind(StrEnum):

@@ -43,7 +43,7 @@ OUTPUTS: Mapping[str, tuple[OutputFunction, ...]] = {
     Role.EVALUATOR: (OutputFunction.SUBMIT_VERDICT,),
     SINGLE_AGENT: (OutputFunction.SUBMIT_VERDICT,),  # the baseline ends with its verdict on itself
 }
-"""Each role's output functions: the final messages the engine reads from it (`engine._finals`)."""
+"""Each role's output functions: the final messages the engine reads from it (`engine._values.read_final`)."""
 
 
 @dataclass(frozen=True, slots=True)

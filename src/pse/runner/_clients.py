@@ -115,13 +115,11 @@ class RunClients:
     def _resumed(self, client: ChatCompletionClient, role: str, step: str | None) -> ChatCompletionClient:
         """`client`, answering first with the turns `role` gave in the interrupted cycle (in `step`'s
         stream for a steps plan: the Planner and the final review have none)."""
-        again = self._frame.again
-        if again is None:
+        resume = self._frame.resume
+        if resume is None or resume.again is None:
             return client
         turns = [
-            Turn(m.content, m.prompt_tokens, m.completion_tokens, m.thought)
-            for m in again.messages
-            if m.source == role and m.step == step and not m.late
+            Turn(m.content, m.prompt_tokens, m.completion_tokens, m.thought) for m in resume.turns(role, step)
         ]
         seen = functools.partial(self.prefixes.remember, self.specs[role].model)
         return ResumedTurnsClient(client, turns, seen=seen)

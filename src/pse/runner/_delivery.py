@@ -1,4 +1,4 @@
-"""What a run delivers: the workspace as its checks saw it, nothing a role wrote besides.
+"""What a run delivers: the workspace as its checks saw it, nothing a role wrote besides; and its report.
 
 A check runs over a sealed snapshot of the files its manifest admits (the outputs, the task's files, the
 declared evidence, a write a person approved); whatever else a role wrote is left out of it. When the run
@@ -11,6 +11,9 @@ bytecode.
 On a repository run the commit is built from the same manifest: a new file no check saw is moved out
 like any other, and a tracked file whose change no check saw (check configuration a role changed) stays
 as the repository has it; its change is never committed (`left_out_paths`).
+
+The run's report (`report.md`, the task's `[report]`) is taken when the run ends, before its trace is
+written the last time (`write_report`).
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pse._causal import causal_line
 from pse.events import DeliveryRecord, LeftOutFile
+from pse.roles import ROLE_SPECS
+from pse.runner._report_sections import report_sections
+from pse.tasks import Task, extract_report, titled_report
 from pse.toolagent import ToolExecutor
+from pse.trace import Trace
 
-__all__ = ["LEFT_OUT_DIR", "deliver", "left_out_paths"]
+__all__ = ["LEFT_OUT_DIR", "deliver", "left_out_paths", "write_report"]
 
 LEFT_OUT_DIR = "left-out"
 """The run folder's folder of the files a role wrote that no check saw."""
@@ -77,3 +85,27 @@ def _drop_empty_parents(folder: Path, workspace: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def write_report(task: Task, workspace: Path, run_dir: Path, trace: Trace) -> None:
+    """Take the run's report (the task's `[report]`: a workspace file, or the worker's last report) into
+    `report.md`, and note its path in `trace.report`."""
+    workers = {name for name, spec in ROLE_SPECS.items() if spec.final == "report"}
+    said = (m.content for c in reversed(trace.cycles) for m in reversed(c.messages) if m.source in workers)
+    report = extract_report(task, workspace, next(said, None))
+    spec = task.config.report
+    if report is None:
+        return
+    if spec is not None and spec.file is None:  # the Specialist's words: say whose
+        report = titled_report(
+            report,
+            task=task.name,
+            run_id=trace.run_id,
+            outcome=trace.outcome or trace.state,
+            reason=trace.outcome_reason,
+            why=causal_line(trace),
+            sections=report_sections(trace, workspace, task.config.expected_outputs),
+        )
+    path = run_dir / "report.md"
+    path.write_text(report, encoding="utf-8")
+    trace.report = str(path)

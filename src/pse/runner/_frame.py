@@ -1,4 +1,5 @@
-"""The narrow frame every builder of a run reads: its settings, task, folders, crew, events, resumed trace."""
+"""The narrow frame every builder of a run reads: its settings, task, folders, crew, events, and (a resumed
+run) where it goes on from."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pse.config import ModelSpec, Settings
-from pse.engine import CycleRecord, RunEvents, Trace, interrupted_cycle
+from pse.engine import CycleRecord, Resume, RunEvents, Trace
 from pse.roles import CrewSpec
 from pse.tasks import Task
 
@@ -23,10 +24,8 @@ class RunFrame:
         run_dir: the run's folder.
         workspace: where the roles' files are.
         events: the run's event sink.
-        trace: the trace a resumed run goes on from (None: a new run).
-        again: the cycle a resumed run stopped inside (while a call waited for a person), run again
-            with every turn and tool call it recorded answered from the trace; taken before the engine
-            starts (it takes that cycle off the trace).
+        resume: where a resumed run goes on from (None: a new run): the one source of what its builders
+            take from the run so far.
     """
 
     task: Task
@@ -34,22 +33,18 @@ class RunFrame:
     run_dir: Path
     workspace: Path
     events: RunEvents
-    trace: Trace | None
-    again: CycleRecord | None
+    resume: Resume | None = None
 
-    @classmethod
-    def of(
-        cls,
-        task: Task,
-        settings: Settings,
-        run_dir: Path,
-        workspace: Path,
-        events: RunEvents,
-        trace: Trace | None,
-    ) -> RunFrame:
-        """The frame of a run, its interrupted cycle found in `trace`."""
-        again = interrupted_cycle(trace) if trace is not None else None
-        return cls(task, settings, run_dir, workspace, events, trace, again)
+    @property
+    def trace(self) -> Trace | None:
+        """The trace a resumed run goes on from (None: a new run)."""
+        return self.resume.trace if self.resume is not None else None
+
+    @property
+    def again(self) -> CycleRecord | None:
+        """The cycle a resumed run stopped inside, run again with its turns and tool calls answered from
+        its record (None: none)."""
+        return self.resume.again if self.resume is not None else None
 
     @property
     def crew(self) -> CrewSpec:

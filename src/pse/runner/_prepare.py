@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -14,12 +12,7 @@ from autogen_agentchat.base import ChatAgent
 from autogen_core.models import ChatCompletionClient
 
 from pse.config import Settings
-from pse.engine import (
-    check_run_id,
-    load_trace,
-    new_run_id,
-    prune_runs,
-)
+from pse.engine import Resume, new_run_id, prune_runs
 from pse.events import Event
 from pse.exceptions import UserError
 from pse.models import CassettePlayer
@@ -177,8 +170,7 @@ def prepare_task(
             task_message=message,
             inputs=resolved,
             on_event=options.get("on_event"),
-            positions=None,
-            trace=None,
+            resume=None,
             tags=options.get("tags"),
             limits=options.get("limits"),
             agents=options.get("agents"),
@@ -209,54 +201,26 @@ def prepare_resume(
     on_event: Callable[[Event], None] | None = None,
     limits: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
-    """Wire an engine that goes on with an interrupted run (same counters, same cassette position).
+    """Wire an engine that goes on with an interrupted run (same counters, same cassette position): the
+    run's trace loaded, cut back to where it goes on from (`engine.Resume`).
 
     Raises:
         UserError: the id is malformed, the run does not exist or it already has an outcome.
     """
     runs_dir = settings.runs_dir.resolve()
-    run_dir = runs_dir / check_run_id(run_id)
-    missing = UserError(f"no run {run_id!r} in {settings.runs_dir}; `pse trace list` shows the runs")
-    if not (run_dir / "trace.json").is_file():
-        raise missing
-    # The run folder was written by tools: a symlinked trace is no run, and a symlinked workspace
-    # would hand the resumed tools a directory outside the run.
-    try:
-        trace = load_trace(run_dir, beneath=runs_dir)
-    except FileNotFoundError:
-        raise missing from None
-    except OSError as exc:
-        raise UserError(f"cannot read the trace of run {run_id!r}: {exc}") from None
-    workspace = run_dir / "workspace"
-    if os.path.lexists(workspace) and not stat.S_ISDIR(os.lstat(workspace).st_mode):
-        raise UserError(f"run {run_id!r} cannot resume: its workspace is not a real directory (a symlink?)")
-    if trace.outcome is not None and not trace.outcome_reason.startswith("CANCELLED"):
-        raise UserError(
-            f"run {run_id} already ended {trace.outcome}; only interrupted or cancelled runs resume"
-        )
-    if trace.outcome is not None:  # cancelled: reopen it at the last cycle boundary
-        trace = trace.reopened()
+    resume = Resume.load(runs_dir, run_id)
+    trace, run_dir = resume.trace, runs_dir / run_id
     task = registry_for(settings).get(trace.task).for_inputs(trace.inputs)
-    if trace.settings.get("cassette") and settings.cassette is None:
-        settings = settings.model_copy(update={"cassette": Path(str(trace.settings["cassette"]))})
-    if trace.settings.get("protocol") in (
-        "dsml",
-        "native",
-    ):  # the run's turns are in the protocol it began with
-        settings = settings.model_copy(update={"protocol": trace.settings["protocol"]})
-    if trace.settings.get("replay_tools") is True:  # its tool runs go on from where the replay stood
-        settings = settings.model_copy(update={"replay_tools": True})
     return wire(
         task=task,
-        settings=settings,
+        settings=resume.settings(settings),
         run_id=run_id,
         run_dir=run_dir,
-        workspace=workspace,
+        workspace=run_dir / "workspace",
         task_message=trace.task_message,
         inputs=trace.inputs,
         on_event=on_event,
-        positions=trace.cassette_positions,
-        trace=trace,
+        resume=resume,
         limits=limits,
         repository=load_repository(task, run_dir),
     )

@@ -1,13 +1,10 @@
-"""What a resumed or replayed run reads back: recorded tool runs, the positions to save, a person's grants."""
+"""What a replayed run reads back: its recorded tool runs, and the positions to save."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from pse.engine import (
-    Trace,
-)
 from pse.exceptions import CassetteError, UserError
 from pse.models import (
     Cassette,
@@ -22,17 +19,7 @@ from pse.toolagent import (
     ReplayingToolRunner,
 )
 
-__all__ = ["human_grants", "replay_positions", "tool_replay"]
-
-
-def human_grants(trace: Trace) -> list[tuple[str, str, str]]:
-    grants = []
-    for answer in trace.answers:
-        for grant in answer.grants:  # ROLE.TOOL:MODE, checked when the answer was given
-            head, _, mode = grant.partition(":")
-            role, _, tool = head.partition(".")
-            grants.append((role, tool, mode))
-    return grants
+__all__ = ["replay_positions", "tool_replay"]
 
 
 def tool_replay(

@@ -10,19 +10,14 @@ from typing import Any
 from autogen_agentchat.base import ChatAgent
 from pydantic import BaseModel, Field
 
-from pse._causal import causal_line
 from pse.config import Settings, load_settings, with_overrides
 from pse.engine import (
     RunTokens,
     Trace,
-    write_trace,
 )
 from pse.events import Cost, Event
-from pse.roles import Role
 from pse.runner._prepare import prepare_run
-from pse.runner._report_sections import report_sections
 from pse.runner._wiring import PreparedRun
-from pse.tasks import extract_report, titled_report
 
 __all__ = ["RunSummary", "arun", "run", "run_to_end", "summarize"]
 
@@ -52,8 +47,8 @@ class RunSummary(BaseModel):
 
 
 async def run_to_end(prepared: PreparedRun) -> RunSummary:
-    """Run the engine, then close the clients, save a recording, export the spans (PSE_OTEL) and
-    extract the report."""
+    """Run the engine (its end writes the report and the trace), then close the clients, save a recording
+    and export the spans (PSE_OTEL)."""
     try:
         trace = await prepared.engine.run()
     finally:
@@ -65,36 +60,6 @@ async def run_to_end(prepared: PreparedRun) -> RunSummary:
             prepared.recorder.save()
         if prepared.telemetry is not None:  # whatever the outcome; a failed export is logged, never raised
             await prepared.telemetry.export(prepared.engine.trace)
-    last_report = next(
-        (
-            m.content
-            for c in reversed(trace.cycles)
-            for m in reversed(c.messages)
-            if m.source == Role.SPECIALIST
-        ),
-        None,
-    )
-    report = extract_report(prepared.task, prepared.workspace, last_report)
-    spec = prepared.task.config.report
-    if report is not None and spec is not None and spec.file is None:  # the Specialist's words: say whose
-        report = titled_report(
-            report,
-            task=prepared.task.name,
-            run_id=trace.run_id,
-            outcome=trace.outcome or trace.state,
-            reason=trace.outcome_reason,
-            why=causal_line(trace),
-            sections=report_sections(trace, prepared.workspace, prepared.task.config.expected_outputs),
-        )
-    if report is not None:
-        path = prepared.run_dir / "report.md"
-        path.write_text(report, encoding="utf-8")
-        trace.report = str(path)
-    if report is not None:
-        written = write_trace(trace, prepared.run_dir)
-        index = prepared.engine.setup.storage.index
-        if index is not None:
-            index(trace, written)
     return summarize(trace, prepared.run_dir)
 
 

@@ -11,7 +11,6 @@ from pse.engine import ApprovalDesk
 from pse.roles import role_spec
 from pse.runner._frame import RunFrame
 from pse.runner._mcp import McpSetup
-from pse.runner._replay import human_grants
 from pse.runner._repository import RunRepository
 from pse.toolagent import Policy, ToolExecutor, ToolRunner
 from pse.tools import EvidenceRules, ToolRegistry
@@ -37,10 +36,10 @@ class RunTools:
 
 def run_policy(frame: RunFrame, registry: ToolRegistry) -> Policy:
     """The policy of `frame`'s run, before the independent tests' rule (`build_tools` adds it)."""
-    task, trace = frame.task, frame.trace
+    task, resume = frame.task, frame.resume
     policy = Policy.default(frame.settings, registry).with_overrides(task.config.policy)
-    if trace is not None and trace.answers:  # a person's widenings for this run (`pse answer --grant`)
-        policy = policy.with_human_grants(human_grants(trace))
+    if resume is not None and resume.grants:  # a person's widenings for this run (`pse answer --grant`)
+        policy = policy.with_human_grants(resume.grants)
     for (
         role
     ) in frame.speakers:  # a seat that does other roles' work holds their tools (the single team's Agent)
@@ -70,7 +69,7 @@ def build_tools(
         repository: a run on a repository: the change is what roles wrote, by PSE's records.
         inputs: the run's inputs, which `read_file` gives by name where no such file exists.
     """
-    task, settings, trace, again = frame.task, frame.settings, frame.trace, frame.again
+    task, settings, resume = frame.task, frame.settings, frame.resume
     verification = task.config.verification
     policy = run_policy(frame, registry)
     evaluation_dir = None
@@ -78,9 +77,6 @@ def build_tools(
         policy = policy.with_independent_tests()
         evaluation_dir = frame.run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it
-    # A run stopped while a call waited for a person runs its interrupted cycle again: every tool call
-    # it recorded is answered from the trace, and only what comes after runs.
-    past = [c for c in trace.cycles if c is not again] if trace is not None else []
     executor = ToolExecutor(
         frame.workspace,
         settings,
@@ -92,11 +88,13 @@ def build_tools(
         evaluation_dir=evaluation_dir,
         check_config=task.check_config_files,
         pytest_plugins=verification.pytest_plugins,
-        history=[call for cycle in past for call in cycle.tool_calls],
+        history=resume.history if resume is not None else [],
         on_record=frame.events.tool_call,
         runner=runner,
         approver=approvals,
-        replay=again.tool_calls if again is not None else (),
+        # A run stopped while a call waited for a person runs its interrupted cycle again: every tool call
+        # it recorded is answered from the trace, and only what comes after runs.
+        replay=resume.replayed if resume is not None else (),
         sandbox=mcp.sandbox if mcp is not None else None,
         redactor=mcp.redactor if mcp is not None else None,
         evidence=EvidenceRules(

@@ -24,6 +24,7 @@ from pse.engine import (
     ApprovalDesk,
     Engine,
     GatePolicy,
+    Resume,
     RunEvents,
     RunMeters,
     RunOpening,
@@ -38,7 +39,7 @@ from pse.exceptions import ConfigError
 from pse.knowledge import RunKnowledge
 from pse.models import CassettePlayer, CassetteRecorder
 from pse.runner._clients import RunClients
-from pse.runner._delivery import deliver
+from pse.runner._delivery import deliver, write_report
 from pse.runner._fit import RunFit
 from pse.runner._frame import RunFrame
 from pse.runner._given import given_for_roles
@@ -126,8 +127,7 @@ def _wire_run(
     task_message: str,
     inputs: dict[str, str],
     on_event: Callable[[Event], None] | None,
-    positions: dict[str, int] | None,
-    trace: Trace | None,
+    resume: Resume | None,
     tags: Mapping[str, str] | None = None,
     limits: Mapping[str, Any] | None = None,
     agents: Mapping[str, ChatAgent] | None = None,
@@ -140,12 +140,14 @@ def _wire_run(
         settings = with_overrides(settings, "limit override of the suite", **limits)
     telemetry = telemetry_for(settings, run_id)  # PSE_OTEL: AutoGen's spans go under the cycle span
     events = RunEvents(run_id, telemetry.watch(on_event) if telemetry is not None else on_event)
-    frame = RunFrame.of(task, settings, run_dir, workspace, events, trace)
+    frame = RunFrame(task, settings, run_dir, workspace, events, resume)
+    trace = frame.trace
     crew, speakers = frame.crew, frame.speakers
     given = given_for_roles(models or {}, speakers, "models")  # a client given for a role (pse.testing's)
     if given and settings.protocol != "dsml":
         raise ConfigError("models given for roles speak the XML protocol only: set PSE_PROTOCOL=dsml")
     scripted = [role for role in speakers if frame.spec(role).provider == "scripted" and role not in given]
+    positions = resume.positions if resume is not None else None
     fit = RunFit(inputs, repository.tree if repository is not None else None)
     script = open_script(
         task, settings, crew, scripted, player=player, positions=positions, events=events, fit=fit
@@ -247,14 +249,16 @@ def _wire_run(
             independent_tests=tools.evaluation_dir is not None,
             check_config=task.check_config_files,
             block_findings=verification.block_findings,
-            enforced=settings.hard_gates,
+            # A crew whose judge reviews its own work has no independent evidence for the gates to hold.
+            enforced=settings.hard_gates and crew.gated,
+            judge=crew.reviewer,
         ),
         meters=RunMeters(usage=run_clients.meter, prefixes=run_clients.prefixes, price=run_clients.price),
         approvals=approvals,
-        conclude=functools.partial(_conclude, executor, repository, run_dir),
+        conclude=functools.partial(_conclude, task, executor, repository, run_dir),
         # the deliverable, and a repository run's commit on PASSED, before the outcome event announces it
     )
-    engine = Engine(setup, trace)
+    engine = Engine(setup, resume)
     if repository is not None and engine.trace.repository is None:
         engine.trace.repository = repository.record
     engine.trace.settings["constrain_used"] = (
@@ -275,8 +279,12 @@ def _wire_run(
     )
 
 
-def _conclude(executor: ToolExecutor, repository: RunRepository | None, run_dir: Path, trace: Trace) -> None:
-    """A run's last work: the workspace made what its checks saw, then a repository run's change."""
+def _conclude(
+    task: Task, executor: ToolExecutor, repository: RunRepository | None, run_dir: Path, trace: Trace
+) -> None:
+    """A run's last work, before its trace is written the last time: the workspace made what its checks
+    saw, a repository run's change, the report."""
     trace.delivery = deliver(executor, run_dir)
     if repository is not None:
         finish_repository(repository, trace, run_dir)
+    write_report(task, executor.workspace, run_dir, trace)

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 
-from pse.cli._describe import describe_call, describe_message
+from pse._describe import describe_call, describe_message
 from pse.engine import Trace
 from pse.events import Event, MessageEvent, ToolCallEvent
 from pse.exceptions import UserError

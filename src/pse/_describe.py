@@ -1,4 +1,6 @@
-"""What a message or a tool call did, in a few words: the live view's lines and `pse trace show`'s.
+"""What a message or a tool call did, in a few words: the live view's lines, `pse trace show`'s and the
+dashboard's (one module beside both, so the CLI and the web tell the same words and neither imports the
+other).
 
 A role's message is shown as what it amounts to ("plan: … (2 steps, 4 criteria)", "verdict PARTIAL
 (TESTS_FAILING): AC1 ✗ AC2 ✓", "report: …", its prose before a tool request), never as the raw
@@ -15,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pse.cli._control import strip_control
+from pse._control import strip_control
 from pse.events import ToolCallRecord
 from pse.exceptions import ProtocolError
 from pse.protocol import find_blocked, find_clarification, parse_plan, parse_verdict, strip_tool_traffic

@@ -1,8 +1,8 @@
 """Terminal control sequences out of text a model or a tool wrote: the one filter every printer uses.
 
 Everything the CLI prints from a model, a tool or a trace file (which a tool could have written) goes
-through `strip_control` first: a model cannot clear the screen, move the cursor or colour a fake
-"every hard gate passed".
+through `strip_control` first, and so do the dashboard's live lines: a model cannot clear the screen,
+move the cursor or colour a fake "every hard gate passed".
 """
 
 from __future__ import annotations
