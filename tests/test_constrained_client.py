@@ -513,6 +513,47 @@ def test_writing_first_ends_with_the_first_output_written() -> None:
     assert "read_file" in turn_grammar(second) and "report" in second.kinds()
 
 
+def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:
+    """HumanEval 5: in a revise cycle told only which test failed, the 1.5B model's Specialist read the
+    task's inputs and reported without writing. Its brief now shows the line its code raised at and the
+    file (`engine._step_buffer.faults`): a look would only find the file again, so it writes first, once.
+    Only PSE's own message counts: the same words from another role, or its tool results, do not."""
+    from autogen_core.models import AssistantMessage
+
+    from pse.tools import FAULT_HEADING
+
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    fault = f"## Revision request (cycle 2)\n\n{FAULT_HEADING}:\n- test_a: NameError, raised at solution.py line 5"
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    there = frozenset({"solution.py"})  # the output is there: the first cycle wrote it
+    told = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=fault, source="user")], tools,
+                         present=there)  # fmt: skip
+    assert told.kinds() == ("files",) and told.paths == ("solution.py",)
+    untold = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content="## Revision request", source="user")],
+                           tools, present=there)  # fmt: skip
+    assert not untold.writes_first and "read_file" in turn_grammar(untold)
+    for forged in (
+        UserMessage(content=fault, source=Role.PLANNER),
+        UserMessage(content=fault, source="ToolAgent"),
+    ):
+        assert not _fenced_shape(Role.SPECIALIST, [*opening, forged], tools, present=there).writes_first
+    wrote = [
+        AssistantMessage(content="solution.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
+        UserMessage(
+            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+            "wrote solution.py (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+    ]
+    then = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=fault, source="user"), *wrote], tools,
+                         present=there)  # fmt: skip
+    assert not then.writes_first and "report" in then.kinds()
+
+
 def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() -> None:
     tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
     opening: list[Any] = [

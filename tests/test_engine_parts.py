@@ -414,3 +414,50 @@ def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path
         "test_a.py: errors (collection failure: ModuleNotFoundError: No module named 'no_such_module')",
         "test_b.py: errors (collection failure: SyntaxError: unmatched ']' (line 2: assert [1] == [1]]))",
     ]
+
+
+_INTERSPERSE = (
+    "def intersperse(numbers, delimeter):\n    result = []\n    for i, n in enumerate(numbers):\n"
+    "        if i:\n            result.append(delimiter)\n        result.append(n)\n    return result\n"
+)
+
+
+def test_a_revise_brief_shows_the_line_the_code_raised_at_and_the_file_whole(tmp_path: Path) -> None:
+    """HumanEval 5 on the 1.5B model: told only which of the Evaluator's tests failed, its Specialist read
+    the task's inputs and reported, twice, and never wrote; asked with the file, the error and its line,
+    it fixed the name. The line comes from the checking session's record (`where`), the code from the
+    file as it is now; an error whose words may quote a test's data crosses as its type only."""
+    from pse.engine._step_buffer import faults
+
+    (tmp_path / "solution.py").write_text(_INTERSPERSE)
+    tests = [
+        {"test": "@evaluation/test_i.py::test_one", "outcome": "passed", "author": "Evaluator"},
+        {"test": "@evaluation/test_i.py::test_many", "outcome": "failed", "author": "Evaluator",
+         "message": "NameError: name 'delimiter' is not defined", "where": "solution.py:5"},
+        {"test": "@evaluation/test_i.py::test_key", "outcome": "failed", "author": "Evaluator",
+         "message": "KeyError: 'seed 8812'", "where": "solution.py:2"},
+        {"test": "@evaluation/test_i.py::test_value", "outcome": "failed", "author": "Evaluator",
+         "message": "assert [1] == [2]"},  # raised in the test: no line of the code
+        {"test": "@evaluation/test_i.py::test_gone", "outcome": "failed", "where": "missing.py:1"},
+    ]  # fmt: skip
+    run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
+    shown = faults([run], tmp_path)
+    assert shown == (
+        "Where the code failed:\n"
+        "- @evaluation/test_i.py::test_many: NameError: name 'delimiter' is not defined, raised at "
+        "solution.py line 5: `result.append(delimiter)`\n"
+        "- @evaluation/test_i.py::test_key: KeyError, raised at solution.py line 2: `result = []`\n\n"
+        f"solution.py as it is now:\nsolution.py\n```python\n{_INTERSPERSE}```\n\n"
+        "Write it again, whole, with what raised there fixed."
+    )
+    assert faults([_call("run_pytest", requester="Specialist", facts={"tests": tests})], tmp_path) == ""
+    (tmp_path / "solution.py").write_text(_INTERSPERSE + "#" * 4000)  # too long to show whole: the line only
+    assert faults([run], tmp_path).endswith("line 2: `result = []`")
+    packet = revise_packet(cycle=2, plan=PLAN, verdict=_verdict("PARTIAL", False, True),
+                           gate=GateRecord(passed=False), artifacts=["solution.py (5 bytes)"], cap=2000,
+                           fault=shown)  # fmt: skip
+    assert shown in packet and packet.index(shown) < packet.index("Workspace artifacts:")
+    small = revise_packet(cycle=2, plan=PLAN, verdict=_verdict("PARTIAL", False, True),
+                          gate=GateRecord(passed=False), artifacts=["solution.py (5 bytes)"],
+                          cap=count_tokens(packet) - 20, fault=shown)  # fmt: skip
+    assert "```" not in small and "raised at solution.py line 5" in small  # never a file cut short

@@ -113,13 +113,16 @@ def test_a_withheld_write_is_shown_as_a_line_never_as_a_block_to_copy() -> None:
 
 
 def _shape(**extra: object) -> TurnShape:
-    return TurnShape("Specialist", (_READ, _WRITE), None, 16, max_chars=4096, files=True, **extra)  # type: ignore[arg-type]
+    extra = {"max_chars": 4096, **extra}
+    return TurnShape("Specialist", (_READ, _WRITE), None, 16, files=True, **extra)  # type: ignore[arg-type]
 
 
 def test_the_grammar_takes_file_blocks_first_in_a_message_and_refuses_a_fence_line_inside_one() -> None:
     grammar = Grammar(turn_grammar(_shape(paths=("solution.py", "pkg/"))))
     assert grammar.accepts("solution.py\n```python\ndef f():\n\n\n    return 1\n```")
-    assert grammar.accepts("pkg/a.py\n```\nx = 1\n```\npkg/b.py\n```\ny = 2\n```")
+    two = "pkg/a.py\n```\nx = 1\n```\npkg/b.py\n```\ny = 2\n```"
+    assert not grammar.accepts(two)  # 4,096 characters: one whole file a message, never two cut ones
+    assert Grammar(turn_grammar(_shape(paths=("solution.py", "pkg/"), max_chars=8192))).accepts(two)
     assert not grammar.accepts("other.py\n```\nx\n```")  # not one of the plan's outputs
     assert not grammar.accepts("solution.py\n```\n```\nx\n```")  # a fence line inside the content
     assert not grammar.accepts("Here it is.\nsolution.py\n```\nx\n```")  # no prose before a block

@@ -207,6 +207,36 @@ def test_run_pytest_on_real_projects(tmp_path: Path, mode: str) -> None:
     }
 
 
+RAISING = {"pkg/__init__.py": "",
+           "pkg/calc.py": "def add(a, b):\n    total = a + b\n    return totl\n\n\ndef div(a, b):\n    return a / b\n",
+           "test_calc.py": "from pkg.calc import add, div\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                           "def test_div():\n    assert div(1, 0) == 0\n\n\ndef test_value():\n    assert div(4, 2) == 3\n\n\n"
+                           "def test_own():\n    raise KeyError('x')\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_run_pytest_names_the_line_of_the_delivered_code_each_failure_was_raised_at(
+    tmp_path: Path, mode: str
+) -> None:
+    # Read from the product's own traceback: the workspace file and line, never a sandbox's path. An
+    # assertion in the test, or an error the test raised itself, has no such line.
+    out = call("run_pytest", context(_tree(tmp_path / "p", RAISING), mode))
+    found = {t["test"]: (t.get("message"), t.get("where")) for t in out.facts["tests"]}
+    assert found == {
+        "test_calc.py::test_add": ("NameError: name 'totl' is not defined", "pkg/calc.py:3"),
+        "test_calc.py::test_div": ("ZeroDivisionError: division by zero", "pkg/calc.py:7"),
+        "test_calc.py::test_value": ("assert 2.0 == 3", None),
+        "test_calc.py::test_own": ("KeyError: 'x'", None),
+    }, out.output
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
 # Installed next to PSE (the dev extra): hypothesis's and anyio's plugins, pytest-asyncio.
 _LOADED_PLUGINS = """import sys
 

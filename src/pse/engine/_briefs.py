@@ -18,6 +18,7 @@ from pse.engine._nudges import to_write
 from pse.engine._step_buffer import (
     artifact_list,
     check_problems,
+    faults,
     fit_to_tokens,
     left_behind,
     replan_packet,
@@ -110,7 +111,8 @@ def next_cycle(
     if kind == "revise" and plan is not None:
         artifacts = artifact_list(seen.root)
         buffer = note + revise_packet(cycle=index, plan=plan, verdict=last.verdict, gate=last.gate,
-                                      artifacts=artifacts, cap=cap, failing=failing)  # fmt: skip
+                                      artifacts=artifacts, cap=cap, failing=failing,
+                                      fault=faults(last.tool_calls, seen.root))  # fmt: skip
         # Scoped contexts open as the first cycle's did (task, then the plan as its author's final), and
         # only then the step_buffer: all before it is a prefix a provider's cache can serve.
         author = [r for r in crew.speakers if role_spec(r).final == "plan"]

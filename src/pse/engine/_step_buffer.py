@@ -16,14 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
+from pse.protocol import file_block
 from pse.roles import Role
+from pse.sandbox import read_inside
 from pse.tokens import count_tokens
-from pse.tools import COLLECTION_FAILURE, Tool
+from pse.tools import COLLECTION_FAILURE, FAULT_HEADING, Tool
 
 __all__ = [
     "artifact_list",
     "check_problems",
     "failing_tests",
+    "faults",
     "fit_to_tokens",
     "left_behind",
     "replan_packet",
@@ -35,6 +38,17 @@ _MAX_FAILING = 10
 _WHY_CHARS = 400
 """Characters of a task test's failure message a failing-test line quotes."""
 _FOUND = "What the Evaluator's last checks found (failing tests, findings):"
+_SHOWN_CHARS = 3000
+"""Most characters of a file a revise brief shows whole, where its code raised (one file block's worth for
+a small model, `protocol._budget.USEFUL_FILE`)."""
+_SHOWN_FILES = 2
+_CODE_ERRORS = frozenset(
+    {"NameError", "UnboundLocalError", "AttributeError", "TypeError", "ImportError", "ModuleNotFoundError",
+     "IndexError", "ZeroDivisionError", "RecursionError"}
+)  # fmt: skip
+"""Errors whose words are the code's (a name, an attribute, a type), the same on every run: a brief quotes
+them. Any other (a `KeyError`, a `ValueError`) may quote a test's data, which a random test varies, and a
+replayed run must send the same text; it is named by its type only."""
 _TRIM_MARKER = "\n[… step_buffer trimmed to its token cap …]"
 
 
@@ -107,6 +121,56 @@ def _collection(message: object) -> str:
     return f" ({message})" if isinstance(message, str) and message.startswith(head) else ""
 
 
+def faults(calls: Sequence[ToolCallRecord], workspace: Path) -> str:
+    """Where the delivered code raised, in the Evaluator's last `run_pytest` of a cycle: each failing test
+    whose exception came from a line of a workspace file (the checking session's record, `where`), with
+    that line as the file holds it now, then each such file whole (up to `_SHOWN_FILES` of at most
+    `_SHOWN_CHARS` characters), as a file block; "" when no failure came from the code's own lines.
+
+    Why: given the failing test's name (and even the error), the 1.5B model's Specialist read the task's
+    inputs and reported, in a revise cycle, and never wrote (HumanEval 5: `delimiter` for the parameter
+    `delimeter`); asked once, with the file, the error and its line, it fixed the line (issue 44). Told
+    only the error, it returned the file unchanged."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    tests = runs[-1].facts.get("tests") if runs else None
+    lines: list[str] = []
+    files: dict[str, str] = {}
+    for test in tests if isinstance(tests, list) else []:
+        where = test.get("where") if isinstance(test, dict) else None
+        if not isinstance(where, str) or test.get("outcome") not in ("failed", "errors"):
+            continue
+        path, _, number = where.rpartition(":")
+        data = read_inside(workspace, path, 4 * _SHOWN_CHARS)
+        if data is None or not number.isdigit():
+            continue
+        source = data.decode("utf-8", "replace")
+        code = (
+            source.splitlines()[int(number) - 1].strip()
+            if 0 < int(number) <= len(source.splitlines())
+            else ""
+        )
+        lines.append(f"- {test.get('test')}: {_error(test.get('message'))}, raised at {path} line {number}"
+                     + (f": `{code}`" if code else ""))  # fmt: skip
+        if len(source) <= _SHOWN_CHARS and len(files) < _SHOWN_FILES:
+            files.setdefault(path, source)
+        if len(lines) == _MAX_FAILING:
+            break
+    if not lines:
+        return ""
+    shown = [f"{path} as it is now:\n{file_block(path, source)}" for path, source in files.items()]
+    ask = ["Write it again, whole, with what raised there fixed."] if shown else []
+    return "\n\n".join(["\n".join([f"{FAULT_HEADING}:", *lines]), *shown, *ask])
+
+
+def _error(message: object) -> str:
+    """A failure's first line where its words are the code's (`_CODE_ERRORS`), else its error's type."""
+    first = message.strip().splitlines()[0] if isinstance(message, str) and message.strip() else ""
+    kind = first.partition(":")[0].strip()
+    if not kind.isidentifier():
+        return "an error"
+    return first[:_WHY_CHARS] if kind in _CODE_ERRORS else kind
+
+
 def check_problems(calls: Sequence[ToolCallRecord]) -> list[str]:
     """What the Evaluator's last run of each check found, from the ToolAgent's record: the failing tests
     of `run_pytest` (`failing_tests`) and the findings of `run_ruff` (path:line:column: code message)."""
@@ -141,9 +205,11 @@ def revise_packet(
     artifacts: Sequence[str],
     cap: int,
     failing: Sequence[str] = (),
+    fault: str = "",
 ) -> str:
     """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL); `failing`:
-    what the Evaluator's last checks found (`check_problems`)."""
+    what the Evaluator's last checks found (`check_problems`); `fault`: where the code raised (`faults`),
+    its files dropped first when the packet is over its cap."""
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
@@ -162,15 +228,18 @@ def revise_packet(
         shown.append(f"… and {len(artifacts) - _MAX_ARTIFACTS} more")
     arts = ["Workspace artifacts:", *(f"- {a}" for a in shown)] if shown else ["Workspace artifacts: none"]
 
-    def assemble(findings: list[str], artifacts_block: list[str]) -> str:
+    def assemble(findings: list[str], artifacts_block: list[str], where: str = fault) -> str:
         crit = ["Failed criteria:", *findings] if findings else []
-        return _build([head, "\n".join(crit), summary, "\n".join(gates), "\n".join(artifacts_block)])
+        parts = [head, "\n".join(crit), summary, "\n".join(gates), where, "\n".join(artifacts_block)]
+        return _build(parts)
 
     packet = assemble(findings_full, arts)
     if count_tokens(packet) > cap:  # trim the least useful parts first
         packet = assemble([f[:300] for f in findings_full], arts[:11])
     if count_tokens(packet) > cap:
         packet = assemble([f[:300] for f in findings_full], [])
+    if count_tokens(packet) > cap:  # never a file cut short: a model copies what it is shown
+        packet = assemble([f[:300] for f in findings_full], [], fault.split("\n\n", 1)[0])
     return fit_to_tokens(packet, cap)
 
 

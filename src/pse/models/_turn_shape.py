@@ -9,9 +9,10 @@ A small model's first moves decide its run, and a grammar can make them for it (
   own; a judge (the Evaluator, the single agent) only after a check it ran since its last write;
 * **write first**: a doer whose outputs are all new (none was in the workspace when the run began) and
   none yet written in its phase is offered no look (a look finds an output missing, and the model
-  blocks on "missing data"); once it wrote one, it is free again (kept to writing until every output
-  was written, the 1.5B model wrote the same file ten times over); an Evaluator that owes tests of its
-  own writes them and runs them in one turn;
+  blocks on "missing data"), nor is one whose brief showed where its code raised (it has the file);
+  once it wrote one, it is free again (kept to writing until every output was written, the 1.5B model
+  wrote the same file ten times over); an Evaluator that owes tests of its own writes them and runs
+  them in one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
 * **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
   Evaluator's);
@@ -41,7 +42,7 @@ from pse.protocol import (
     read_invokes,
 )
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
-from pse.tools import EVALUATION_PREFIX, Tool
+from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
 
 __all__ = ["LOOKS_BEFORE_ACTING", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
 
@@ -123,7 +124,13 @@ def turn_shape_of(
     # The first write only: made to write every output anew in a revise cycle, the model copied the
     # file it had just written into the next one.
     new = ground.present is not None and not set(outputs or ()) & ground.present
-    to_write = writes and new and bool(outputs) and not set(outputs or ()) & written
+    # Or PSE's brief showed it the lines its code raised at, and the files (a revise cycle): told only
+    # which test failed, the model read the task's inputs and reported without writing.
+    shown = any(
+        isinstance(m, UserMessage) and m.source == TASK_SOURCE and f"{FAULT_HEADING}:" in str(m.content)
+        for m in messages
+    )
+    to_write = writes and (new or shown) and bool(outputs) and not set(outputs or ()) & written
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.

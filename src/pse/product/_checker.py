@@ -14,17 +14,19 @@ to the report descriptor, one JSON object a line, as things happen:
     {"kind": "started"}  {"kind": "no_product", "why"}  {"kind": "configured"}
     {"kind": "imported", "module", "file"}
     {"kind": "collected", "ids"}  {"kind": "collect_error", "id", "text"}
-    {"kind": "test", "id", "outcome", "message", "ran"}  {"kind": "in_process", "file", "how"}
+    {"kind": "test", "id", "outcome", "message", "where", "ran"}  {"kind": "in_process", "file", "how"}
     {"kind": "finished", "exit"}
 
 A test's id is pytest's node id with its file named inside its area (`test_x.py::test_a`, or
 `@evaluation/test_y.py::test_b` for the Evaluator's own tests), whatever folder the snapshot is in.
 
-`ran` counts the calls the test made into each workspace file (the product says which file a called
-function lives in). `in_process` says that code of the snapshot that is not the session's own was
-compiled or loaded here (a test that `exec`s the delivered file, or `runpy`s it): this session's record
-is then no evidence, and the record says so before that code can run. The product never holds the
-report descriptor; what it prints reaches pytest's captured output, never the record.
+`where` is `file:line` of the workspace file's line a failing test's exception was raised at in the
+product, read from the product's traceback ("" when none). `ran` counts the calls the test made into
+each workspace file (the product says which file a called function lives in). `in_process` says that
+code of the snapshot that is not the session's own was compiled or loaded here (a test that `exec`s
+the delivered file, or `runpy`s it): this session's record is then no evidence, and the record says so
+before that code can run. The product never holds the report descriptor; what it prints reaches
+pytest's captured output, never the record.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -51,6 +54,8 @@ _HELLO_S = 30.0
 """How long the check waits for its product process to start."""
 _TEXT_CHARS = 4000
 """Most characters of one failure's text in the record (PSE keeps its first line)."""
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
+"""A frame of the product's traceback, as pytest shows it in a failure (the exception's note)."""
 
 
 class Report:
@@ -136,7 +141,18 @@ class Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         outcome, message = _outcome(report)
         if _ORDER[outcome] > _ORDER[self._outcome.get("outcome", "passed")]:
-            self._outcome.update(outcome=outcome, message=message)
+            where = self.where(str(report.longrepr)) if report.failed else ""
+            self._outcome.update(outcome=outcome, message=message, where=where)
+
+    def where(self, text: str) -> str:
+        """`file:line` of the innermost frame in a workspace file of the product's traceback that pytest's
+        report of a failure (`text`) shows, or "": where the delivered code raised. The product names
+        such a frame's file inside the workspace (its snapshot's folder is not this process's)."""
+        root, found = self._areas.get("workspace"), ""
+        for path, line in _FRAME.findall(text):
+            if root and not os.path.isabs(path) and os.path.isfile(os.path.join(root, path)):
+                found = f"{os.path.normpath(path)}:{line}"
+        return found
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.report.write("finished", exit=int(exitstatus))

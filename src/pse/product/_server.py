@@ -164,7 +164,7 @@ class ProductPolicy:
         if isinstance(value, BaseException):
             args = [encode(a, exchange, depth + 1) for a in _safe(lambda: tuple(value.args), ())]
             text = _safe(lambda: str(value), "<unprintable>")[:4000]
-            shown = _safe(lambda: "".join(traceback.format_exception(value)), "")[-8000:]
+            shown = _safe(lambda: _in_workspace("".join(traceback.format_exception(value))), "")[-8000:]
             return ["exc", self._class_node(type(value)), args, self.handles.hid(value), text, shown]
         if isinstance(value, type) and issubclass(value, BaseException):
             return self._class_node(value)
@@ -235,6 +235,15 @@ def _builtin(name: str) -> object:
     if value is None or (method and not isinstance(value, type)):
         raise ValueError(f"no built-in {name[:80]!r}")
     return getattr(value, method) if method else value
+
+
+def _in_workspace(text: str) -> str:
+    """A traceback with each frame in a workspace file named inside the workspace (`File "pkg/a.py"`):
+    the same on every run, whatever folder the snapshot is in, and what the check reads a failure's line
+    from (`_checker.Recorder.where`)."""
+    for root in dict.fromkeys((os.getcwd(), os.path.realpath(os.getcwd()))):
+        text = text.replace(f'File "{root}{os.sep}', 'File "')
+    return text
 
 
 def _safe(read: Callable[[], Any], default: Any) -> Any:

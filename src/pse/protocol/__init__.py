@@ -10,7 +10,7 @@ and so are file blocks, the `fenced` write format (`_files`).
 from pse.protocol._calls import parse_tool_calls
 from pse.protocol._dsml import has_tool_calls, read_invokes
 from pse.protocol._dsml_render import render_tool_calls
-from pse.protocol._files import FileBlock, calls_as_files, files_as_calls, find_file_blocks
+from pse.protocol._files import FileBlock, calls_as_files, file_block, files_as_calls, find_file_blocks
 from pse.protocol._functions import (
     OUTPUTS,
     FunctionSpec,
@@ -75,6 +75,7 @@ __all__ = [
     "asks_findings",
     "calls_as_files",
     "escape_prose",
+    "file_block",
     "files_as_calls",
     "find_blocked",
     "find_clarification",

@@ -56,9 +56,13 @@ budget allows more invokes per message: about 200 lines of code (with fewer invo
 USEFUL_CHECK_VALUE = 1500
 """The same for the Planner and the Evaluator, whose long values are commands and their own tests: more
 calls of one message (a check, a lint, a read) matter more to them than a long value."""
-USEFUL_FILE = 1500
-"""The same for a role that writes files as file blocks (`_files`): two files of about fifty lines in
-one message (a module and its tests) save a small model a whole turn."""
+USEFUL_FILE = 3000
+"""The same for a Specialist that writes files as file blocks (`_files`): about a hundred lines. Under a
+small model's budget (4,096 characters) that is one file a message. Two files of about fifty lines
+would save a turn, but a file longer than its share is cut by the grammar and no longer parses, and the
+model cannot tell why: Qwen2.5-Coder-1.5B's `roman.py` and `test_roman.py`, written in one message, were
+both cut at the same 1,473 characters, and it never wrote either whole again (issue 44). An Evaluator's
+tests keep `USEFUL_CHECK_VALUE`, the smaller of the two."""
 MAX_FINDINGS = 8
 """Most `<finding>`s of one verdict under the grammar (ids F1..F8); a budget may allow fewer or none."""
 FINDING_LINE_DIGITS = 6

@@ -49,6 +49,7 @@ __all__ = [
     "FileBlock",
     "block_path",
     "calls_as_files",
+    "file_block",
     "file_rules",
     "files_as_calls",
     "find_file_blocks",
@@ -207,7 +208,8 @@ def _fence_for(content: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _file_block(path: str, content: str) -> str:
+def file_block(path: str, content: str) -> str:
+    """`content` as a file block of `path`: the path, then the content in a fence it cannot close."""
     fence = _fence_for(content)
     language = _LANGUAGES.get(path.rsplit(".", 1)[-1].lower(), "") if "." in path else ""
     body = content if not content or content.endswith("\n") else content + "\n"
@@ -249,7 +251,7 @@ def _as_files(invokes: Sequence[tuple[str, list[tuple[str, str]], str | None]], 
         if withheld is not None and content == withheld:
             parts.append(f"({path}: what you wrote is not shown here; it did not parse as Python.)")
         else:
-            parts.append(_file_block(path, content))
+            parts.append(file_block(path, content))
     if pending:
         parts.append(render_tool_calls(pending))
     return "\n\n".join(parts)

@@ -37,7 +37,7 @@ from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_p
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
 from pse.tools._pytest import parse_pytest_summary, pytest_plugin_missing, run_pytest
-from pse.tools._record import COLLECTION_FAILURE
+from pse.tools._record import COLLECTION_FAILURE, FAULT_HEADING
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
 from pse.tools._ruff import run_ruff
 
@@ -45,6 +45,7 @@ __all__ = [
     "BUILTIN_CHECKS",
     "COLLECTION_FAILURE",
     "EVALUATION_PREFIX",
+    "FAULT_HEADING",
     "MCP_NAME",
     "MCP_PREFIX",
     "MCP_SERVER_NAME",

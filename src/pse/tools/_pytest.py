@@ -240,7 +240,8 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
             mine[case.outcome] += 1
             if len(tests) < _LISTED:
                 test = {"test": case.id, "outcome": case.outcome, "author": s.author}
-                tests.append({**test, "message": case.message} if case.message else test)
+                test |= {"message": case.message} if case.message else {}
+                tests.append(test | ({"where": case.where} if case.where else {}))
     facts.update(counts, by_author=by_author, tests=tests)
     sources = _sources(ctx, manifest)
     facts["exercised"] = output_facts(sessions, manifest, sources)

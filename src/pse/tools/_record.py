@@ -13,14 +13,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COLLECTION_FAILURE", "RECORD_LIMIT", "Record", "TestOutcome", "read_record"]
+__all__ = ["COLLECTION_FAILURE", "FAULT_HEADING", "RECORD_LIMIT", "Record", "TestOutcome", "read_record"]
 
 RECORD_LIMIT = 16 * 1024 * 1024
 """Most bytes of one session's record PSE reads."""
 COLLECTION_FAILURE = "collection failure"
 """What a test module that could not be imported fails with; PSE adds the error's own line to it."""
+FAULT_HEADING = "Where the code failed"
+"""The heading of what a revise brief shows of the lines the delivered code raised at (`engine`); a doer
+told of them writes first (`models`): it has the file, a look would only find it again."""
 _MESSAGE = 200
 _FILE_LINE = re.compile(r'^File "[^"]*", line (\d+)')
+_WHERE = re.compile(r"[A-Za-z0-9_@./+-]{1,200}:\d{1,6}")
 _OUTCOMES = frozenset({"passed", "failed", "errors", "skipped"})
 
 
@@ -32,6 +36,8 @@ class TestOutcome:
     outcome: str  # passed | failed | errors | skipped
     message: str = ""
     """A failure's or error's first line (`NameError: …`), at most `_MESSAGE` long."""
+    where: str = ""
+    """`file:line`: the workspace file's line the failure's exception was raised at, in the product."""
 
     @property
     def file(self) -> str:
@@ -97,8 +103,12 @@ def _take(record: Record, entry: dict[str, Any]) -> None:
         )
     elif kind == "test" and isinstance(entry.get("id"), str) and entry.get("outcome") in _OUTCOMES:
         first = _text(entry.get("message")).strip().splitlines()
+        where = _text(entry.get("where"), 300)
         record.results[entry["id"]] = TestOutcome(
-            entry["id"], entry["outcome"], first[0][:_MESSAGE] if first else ""
+            entry["id"],
+            entry["outcome"],
+            first[0][:_MESSAGE] if first else "",
+            where if _WHERE.fullmatch(where) and ".." not in where.split("/") else "",
         )
         ran = entry.get("ran")
         for file, count in ran.items() if isinstance(ran, dict) else ():
