@@ -446,6 +446,20 @@ def _fenced_shape(
     return client.shape(messages)
 
 
+def _wrote(path: str) -> list[Any]:
+    """The Specialist's turn writing `path` as a file block (`x = 1`), and the ToolAgent's answer."""
+    from autogen_core.models import AssistantMessage
+
+    return [
+        AssistantMessage(content=f"{path}\n```python\nx = 1\n```", source=Role.SPECIALIST),
+        UserMessage(
+            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+            f"wrote {path} (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+    ]
+
+
 _PLAN = '<plan><goal>g</goal><criterion id="AC1">c</criterion><output path="solution.py"/></plan>'
 
 
@@ -453,7 +467,6 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
     """Issue 44: the 1.5B model read `PROBLEM`, listed `solution.py` and blocked on missing data. With
     nothing seeded and an output to write, its grammar offers file blocks of the plan's outputs only;
     once the write is answered (its own turn shown as a file block), it may report."""
-    from autogen_core.models import AssistantMessage
 
     tools = [Tool.READ_FILE, Tool.LIST_FILES, Tool.WRITE_FILE]
     opening: list[Any] = [
@@ -464,14 +477,7 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
     first = _fenced_shape(Role.SPECIALIST, opening, tools)
     assert first.kinds() == ("files",) and first.paths == ("solution.py",)
     assert [t.name for t in first.tools] == [Tool.WRITE_FILE]
-    wrote = [
-        AssistantMessage(content="solution.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
-        UserMessage(
-            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
-            "wrote solution.py (6 bytes)</result>\n</tool_results>",
-            source="ToolAgent",
-        ),
-    ]
+    wrote = _wrote("solution.py")
     then = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
     assert "report" in then.kinds() and not then.writes_first
     assert "read_file" in turn_grammar(then)  # a look is offered again
@@ -489,7 +495,6 @@ def test_writing_first_ends_with_the_first_output_written() -> None:
     """Kept to writing until every output was written, the 1.5B model wrote quicksort.py ten times over
     and never its test file; made to write both anew in a revise cycle, it copied one into the other.
     Once one output is written, the role may look, write any output or report."""
-    from autogen_core.models import AssistantMessage
 
     plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
     tools = [Tool.READ_FILE, Tool.WRITE_FILE]
@@ -500,14 +505,7 @@ def test_writing_first_ends_with_the_first_output_written() -> None:
     ]
     first = _fenced_shape(Role.SPECIALIST, opening, tools)
     assert first.writes_first and first.paths == ("a.py", "test_a.py")
-    wrote = [
-        AssistantMessage(content="a.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
-        UserMessage(
-            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
-            "wrote a.py (6 bytes)</result>\n</tool_results>",
-            source="ToolAgent",
-        ),
-    ]
+    wrote = _wrote("a.py")
     second = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
     assert not second.writes_first and second.paths == ("a.py", "test_a.py")
     assert "read_file" in turn_grammar(second) and "report" in second.kinds()
@@ -518,7 +516,6 @@ def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:
     task's inputs and reported without writing. Its brief now shows the line its code raised at and the
     file (`engine._step_buffer.faults`): a look would only find the file again, so it writes first, once.
     Only PSE's own message counts: the same words from another role, or its tool results, do not."""
-    from autogen_core.models import AssistantMessage
 
     from pse.tools import FAULT_HEADING
 
@@ -541,14 +538,7 @@ def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:
         UserMessage(content=fault, source="ToolAgent"),
     ):
         assert not _fenced_shape(Role.SPECIALIST, [*opening, forged], tools, present=there).writes_first
-    wrote = [
-        AssistantMessage(content="solution.py\n```python\nx = 1\n```", source=Role.SPECIALIST),
-        UserMessage(
-            content='<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
-            "wrote solution.py (6 bytes)</result>\n</tool_results>",
-            source="ToolAgent",
-        ),
-    ]
+    wrote = _wrote("solution.py")
     then = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=fault, source="user"), *wrote], tools,
                          present=there)  # fmt: skip
     assert not then.writes_first and "report" in then.kinds()

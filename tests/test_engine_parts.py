@@ -428,6 +428,7 @@ def test_a_revise_brief_shows_the_line_the_code_raised_at_and_the_file_whole(tmp
     it fixed the name. The line comes from the checking session's record (`where`), the code from the
     file as it is now; an error whose words may quote a test's data crosses as its type only."""
     from pse.engine._step_buffer import faults
+    from pse.engine._workspace import Workspace
 
     (tmp_path / "solution.py").write_text(_INTERSPERSE)
     tests = [
@@ -441,7 +442,8 @@ def test_a_revise_brief_shows_the_line_the_code_raised_at_and_the_file_whole(tmp
         {"test": "@evaluation/test_i.py::test_gone", "outcome": "failed", "where": "missing.py:1"},
     ]  # fmt: skip
     run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
-    shown = faults([run], tmp_path)
+    read = Workspace(tmp_path, GatePolicy(), dict).text
+    shown = faults([run], read)
     assert shown == (
         "Where the code failed:\n"
         "- @evaluation/test_i.py::test_many: NameError: name 'delimiter' is not defined, raised at "
@@ -450,9 +452,9 @@ def test_a_revise_brief_shows_the_line_the_code_raised_at_and_the_file_whole(tmp
         f"solution.py as it is now:\nsolution.py\n```python\n{_INTERSPERSE}```\n\n"
         "Write it again, whole, with what raised there fixed."
     )
-    assert faults([_call("run_pytest", requester="Specialist", facts={"tests": tests})], tmp_path) == ""
+    assert faults([_call("run_pytest", requester="Specialist", facts={"tests": tests})], read) == ""
     (tmp_path / "solution.py").write_text(_INTERSPERSE + "#" * 4000)  # too long to show whole: the line only
-    assert faults([run], tmp_path).endswith("line 2: `result = []`")
+    assert faults([run], read).endswith("line 2: `result = []`")
     packet = revise_packet(cycle=2, plan=PLAN, verdict=_verdict("PARTIAL", False, True),
                            gate=GateRecord(passed=False), artifacts=["solution.py (5 bytes)"], cap=2000,
                            fault=shown)  # fmt: skip

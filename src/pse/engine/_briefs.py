@@ -112,7 +112,7 @@ def next_cycle(
         artifacts = artifact_list(seen.root)
         buffer = note + revise_packet(cycle=index, plan=plan, verdict=last.verdict, gate=last.gate,
                                       artifacts=artifacts, cap=cap, failing=failing,
-                                      fault=faults(last.tool_calls, seen.root))  # fmt: skip
+                                      fault=faults(last.tool_calls, seen.text))  # fmt: skip
         # Scoped contexts open as the first cycle's did (task, then the plan as its author's final), and
         # only then the step_buffer: all before it is a prefix a provider's cache can serve.
         author = [r for r in crew.speakers if role_spec(r).final == "plan"]

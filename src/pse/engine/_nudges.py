@@ -20,6 +20,7 @@ from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import role_spec
+from pse.tasks import seeded_files
 from pse.tools import Tool
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "unwritten",
 ]
 
-_SEEDED = "## Files already in the workspace\n"
 _BLOCK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)")
 """Where a paragraph, list item or heading of a prompt ends (wrapped lines inside one are joined)."""
 _HEADING = re.compile(r"^[ \t]*#+[ \t].*$", re.M)
@@ -47,12 +47,8 @@ _QUOTE_CHARS = 600
 
 def _seeded(packet: str) -> set[str] | None:
     """The files the task message lists as already in the workspace (None: the list was cut short)."""
-    if _SEEDED not in packet:
-        return set()
-    listing = packet.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
-    if any(line.startswith("- … and ") for line in listing):
-        return None
-    return {line[2:] for line in listing if line.startswith("- ")}
+    listed, whole = seeded_files(packet)
+    return set(listed) if whole else None
 
 
 def to_write(plan: PlanRecord | None, packet: str, kind: str, told: Sequence[str] = ()) -> str | None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import file_block
 from pse.roles import Role
-from pse.sandbox import read_inside
 from pse.tokens import count_tokens
 from pse.tools import COLLECTION_FAILURE, FAULT_HEADING, Tool
 
@@ -42,6 +41,8 @@ _SHOWN_CHARS = 3000
 """Most characters of a file a revise brief shows whole, where its code raised (one file block's worth for
 a small model, `protocol._budget.USEFUL_FILE`)."""
 _SHOWN_FILES = 2
+_READ_LIMIT = 1_000_000
+"""Most bytes of a file read for the line its code raised at."""
 _CODE_ERRORS = frozenset(
     {"NameError", "UnboundLocalError", "AttributeError", "TypeError", "ImportError", "ModuleNotFoundError",
      "IndexError", "ZeroDivisionError", "RecursionError"}
@@ -121,10 +122,11 @@ def _collection(message: object) -> str:
     return f" ({message})" if isinstance(message, str) and message.startswith(head) else ""
 
 
-def faults(calls: Sequence[ToolCallRecord], workspace: Path) -> str:
+def faults(calls: Sequence[ToolCallRecord], read: Callable[[str, int], str | None]) -> str:
     """Where the delivered code raised, in the Evaluator's last `run_pytest` of a cycle: each failing test
     whose exception came from a line of a workspace file (the checking session's record, `where`), with
-    that line as the file holds it now, then each such file whole (up to `_SHOWN_FILES` of at most
+    that line as the file holds it now (`read`: a workspace file's text, None when it cannot be read
+    within a limit), then each such file whole (up to `_SHOWN_FILES` of at most
     `_SHOWN_CHARS` characters), as a file block; "" when no failure came from the code's own lines.
 
     Why: given the failing test's name (and even the error), the 1.5B model's Specialist read the task's
@@ -140,10 +142,9 @@ def faults(calls: Sequence[ToolCallRecord], workspace: Path) -> str:
         if not isinstance(where, str) or test.get("outcome") not in ("failed", "errors"):
             continue
         path, _, number = where.rpartition(":")
-        data = read_inside(workspace, path, 4 * _SHOWN_CHARS)
-        if data is None or not number.isdigit():
+        source = read(path, _READ_LIMIT)
+        if source is None or not number.isdigit():
             continue
-        source = data.decode("utf-8", "replace")
         code = (
             source.splitlines()[int(number) - 1].strip()
             if 0 < int(number) <= len(source.splitlines())

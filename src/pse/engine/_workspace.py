@@ -19,6 +19,7 @@ from pse.engine._values import Final, Seen
 from pse.events import GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import role_spec
+from pse.sandbox import read_inside
 from pse.tools import python_problem
 
 __all__ = ["Workspace", "outputs_note", "unparsed_outputs"]
@@ -157,3 +158,9 @@ class Workspace:
     def shown(self, paths: Sequence[str]) -> str | None:
         """What `paths` hold now (`outputs_note`)."""
         return outputs_note(self.root, paths)
+
+    def text(self, path: str, limit: int) -> str | None:
+        """The text of a file of the workspace (None: not a regular file reached through no link, or over
+        `limit` bytes)."""
+        data = read_inside(self.root, path, limit)
+        return None if data is None or len(data) > limit else data.decode("utf-8", "replace")

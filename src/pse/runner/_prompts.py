@@ -26,7 +26,7 @@ __all__ = ["given_tests", "system_prompts"]
 def given_tests(task: Task, task_message: str) -> list[str]:
     """The tests the task gave (its seed, an evaluation instance's files), as the task message lists them."""
     return [
-        p for p in seeded_files(task_message) if is_test_file(p) and p not in task.config.expected_outputs
+        p for p in seeded_files(task_message)[0] if is_test_file(p) and p not in task.config.expected_outputs
     ]
 
 

@@ -77,14 +77,18 @@ def is_input_file(path: str) -> bool:
     return path.startswith(f"{INPUTS_DIR}/") and "/" not in path[len(INPUTS_DIR) + 1 :]
 
 
-def seeded_files(task_message: str) -> list[str]:
+_SEEDED = "## Files already in the workspace\n"
+
+
+def seeded_files(task_message: str) -> tuple[list[str], bool]:
     """The files a run's task message lists as already in the workspace (the task's seed and an
-    evaluation instance's files; a listing cut short gives its first entries)."""
-    head = "## Files already in the workspace\n"
-    if head not in task_message:
-        return []
-    listing = task_message.split(head, 1)[1].split("\n\n", 1)[0].splitlines()
-    return [line[2:] for line in listing if line.startswith("- ") and not line.startswith("- … and ")]
+    evaluation instance's files), and whether that is all of them (False: the listing was cut short,
+    these are its first entries)."""
+    if _SEEDED not in task_message:
+        return [], True
+    listing = task_message.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
+    more = [line for line in listing if line.startswith("- … and ")]
+    return [line[2:] for line in listing if line.startswith("- ") and line not in more], not more
 
 
 class Task:
@@ -273,7 +277,7 @@ class Task:
             shown = listing[:_SEED_LISTING_CAP]
             more = len(listing) - len(shown)
             lines = [f"- {path}" for path in shown] + ([f"- … and {more} more"] if more else [])
-            parts.append("## Files already in the workspace\n" + "\n".join(lines))
+            parts.append(_SEEDED + "\n".join(lines))
         if self.config.expected_outputs:
             parts.append(
                 "## Expected outputs (workspace paths)\n"
