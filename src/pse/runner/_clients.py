@@ -63,7 +63,9 @@ class RunClients:
         self._frame, self._script, self._policy, self._registry = frame, script, policy, registry
         self._given = given
         self._ground = TaskGround(
-            present=_present(frame.workspace), expected=tuple(frame.task.config.expected_outputs)
+            present=_present(frame.workspace),
+            expected=tuple(frame.task.config.expected_outputs),
+            workspace=frame.workspace,
         )
         self.specs = {role: frame.spec(role) for role in frame.speakers}
         self.meter = UsageMeter()
