@@ -463,3 +463,30 @@ def test_a_revise_brief_shows_the_line_the_code_raised_at_and_the_file_whole(tmp
                           gate=GateRecord(passed=False), artifacts=["solution.py (5 bytes)"],
                           cap=count_tokens(packet) - 20, fault=shown)  # fmt: skip
     assert "```" not in small and "raised at solution.py line 5" in small  # never a file cut short
+
+
+def test_a_failing_assert_of_a_workspace_test_is_quoted_from_its_file(tmp_path: Path) -> None:
+    """Held-out slugify: told only that its own test_slug.py::test_slugify failed, the 1.5B model wrote a
+    copy of slugify into the test file. The line where the failure surfaced (`at`) is quoted from the
+    file, the same on every run; a role's failure message, which may print random data, still is not."""
+    from pse.engine._step_buffer import failing_tests
+    from pse.engine._workspace import Workspace
+
+    (tmp_path / "test_slug.py").write_text(
+        "from slug import slugify\n\n\ndef test_a():\n    assert slugify('A b!') == 'a-b'\n"
+    )
+    tests = [
+        {"test": "test_slug.py::test_a", "outcome": "failed", "author": "Specialist",
+         "message": "AssertionError: assert 'a' == 'a-b'", "at": "test_slug.py:5"},
+        {"test": "test_slug.py::test_b", "outcome": "failed", "author": "Specialist", "at": "test_slug.py:99"},
+        {"test": "test_gone.py::test_c", "outcome": "failed", "author": "Specialist", "at": "test_gone.py:1"},
+    ]  # fmt: skip
+    run = _call("run_pytest", exit_code=1, facts={"tests": tests}, target=".")
+    read = Workspace(tmp_path, GatePolicy(), dict).text
+    assert failing_tests([run], read) == [
+        "test_slug.py::test_a: failed, at test_slug.py line 5: `assert slugify('A b!') == 'a-b'`",
+        "test_slug.py::test_b: failed, at test_slug.py line 99",
+        "test_gone.py::test_c: failed, at test_gone.py line 1",
+    ]
+    assert failing_tests([run]) == ["test_slug.py::test_a: failed", "test_slug.py::test_b: failed",
+                                    "test_gone.py::test_c: failed"]  # fmt: skip

@@ -218,15 +218,16 @@ RAISING = {"pkg/__init__.py": "",
 def test_run_pytest_names_the_line_of_the_delivered_code_each_failure_was_raised_at(
     tmp_path: Path, mode: str
 ) -> None:
-    # Read from the product's own traceback: the workspace file and line, never a sandbox's path. An
-    # assertion in the test, or an error the test raised itself, has no such line.
+    # `where`: read from the product's own traceback, the workspace file and line, never a sandbox's path
+    # (an assertion in the test, or an error the test raised itself, has none); `at`: the test's own line
+    # where such a failure surfaced.
     out = call("run_pytest", context(_tree(tmp_path / "p", RAISING), mode))
-    found = {t["test"]: (t.get("message"), t.get("where")) for t in out.facts["tests"]}
+    found = {t["test"]: (t.get("message"), t.get("where"), t.get("at")) for t in out.facts["tests"]}
     assert found == {
-        "test_calc.py::test_add": ("NameError: name 'totl' is not defined", "pkg/calc.py:3"),
-        "test_calc.py::test_div": ("ZeroDivisionError: division by zero", "pkg/calc.py:7"),
-        "test_calc.py::test_value": ("assert 2.0 == 3", None),
-        "test_calc.py::test_own": ("KeyError: 'x'", None),
+        "test_calc.py::test_add": ("NameError: name 'totl' is not defined", "pkg/calc.py:3", None),
+        "test_calc.py::test_div": ("ZeroDivisionError: division by zero", "pkg/calc.py:7", None),
+        "test_calc.py::test_value": ("assert 2.0 == 3", None, "test_calc.py:13"),
+        "test_calc.py::test_own": ("KeyError: 'x'", None, "test_calc.py:17"),
     }, out.output
 
 

@@ -107,7 +107,7 @@ def next_cycle(
         return NextCycle("initial", task)  # a first cycle: every speaker, in order
     roles = [phase.role for phase in crew.phases_for(kind)]
     bare = {role: task for role in roles[1:]}  # the roles after the first read the bare task
-    failing = check_problems(last.tool_calls)
+    failing = check_problems(last.tool_calls, seen.text)
     if kind == "revise" and plan is not None:
         artifacts = artifact_list(seen.root)
         buffer = note + revise_packet(cycle=index, plan=plan, verdict=last.verdict, gate=last.gate,

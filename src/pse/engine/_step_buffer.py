@@ -85,24 +85,49 @@ def fit_to_tokens(text: str, cap: int) -> str:
     return text[:low] + _TRIM_MARKER
 
 
-def failing_tests(calls: Sequence[ToolCallRecord]) -> list[str]:
+Read = Callable[[str, int], str | None]
+"""A workspace file's text, read within a limit (None: it cannot be): `engine.Workspace.text`."""
+
+
+def failing_tests(calls: Sequence[ToolCallRecord], read: Read | None = None) -> list[str]:
     """The tests that failed in the Evaluator's last `run_pytest` of a cycle (`test_x.py::test_a: failed`),
     from the ToolAgent's record of the run, not a role's words: a finding such as "pytest failed" names
     no test to fix. pytest's message of why comes only for a test of a file the task seeded (the task's
     own acceptance tests, written to fail in the same words on every run): a role's test may print what
     differs from run to run (a random seed), and what PSE sends a model must be the same when a run is
     replayed. Given only the name of a failing task test, the 1.5B model read the file nine times and
-    never changed its code."""
+    never changed its code. With `read`, a failure that surfaced at a line of a workspace file (a task's
+    or the Specialist's failing `assert`) quotes that line, from the file: the same on every run."""
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
     tests = runs[-1].facts.get("tests") if runs else None
     failing = [
-        f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t))
+        f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t)) + _at(t, read)
         for t in (tests if isinstance(tests, list) else [])
         if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
     ]
     if len(failing) > _MAX_FAILING:
         failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
     return failing
+
+
+def _at(test: dict[str, object], read: Read | None) -> str:
+    """`, at FILE line N: `code``: the workspace line the test's failure surfaced at (`at`), or nothing."""
+    place = test.get("at")
+    if read is None or not isinstance(place, str):
+        return ""
+    path, _, number = place.rpartition(":")
+    code = _line(read(path, _READ_LIMIT), number)
+    return f", at {path} line {number}" + (f": `{code}`" if code else "") if number.isdigit() else ""
+
+
+def _line(source: str | None, number: str) -> str:
+    """Line `number` (counted from 1) of `source`, stripped; "" when there is none."""
+    lines = source.splitlines() if source is not None else []
+    return (
+        lines[int(number) - 1].strip()[:_WHY_CHARS]
+        if number.isdigit() and 0 < int(number) <= len(lines)
+        else ""
+    )
 
 
 def _why(test: dict[str, object]) -> str:
@@ -122,7 +147,7 @@ def _collection(message: object) -> str:
     return f" ({message})" if isinstance(message, str) and message.startswith(head) else ""
 
 
-def faults(calls: Sequence[ToolCallRecord], read: Callable[[str, int], str | None]) -> str:
+def faults(calls: Sequence[ToolCallRecord], read: Read) -> str:
     """Where the delivered code raised, in the Evaluator's last `run_pytest` of a cycle: each failing test
     whose exception came from a line of a workspace file (the checking session's record, `where`), with
     that line as the file holds it now (`read`: a workspace file's text, None when it cannot be read
@@ -145,11 +170,7 @@ def faults(calls: Sequence[ToolCallRecord], read: Callable[[str, int], str | Non
         source = read(path, _READ_LIMIT)
         if source is None or not number.isdigit():
             continue
-        code = (
-            source.splitlines()[int(number) - 1].strip()
-            if 0 < int(number) <= len(source.splitlines())
-            else ""
-        )
+        code = _line(source, number)
         lines.append(f"- {test.get('test')}: {_error(test.get('message'))}, raised at {path} line {number}"
                      + (f": `{code}`" if code else ""))  # fmt: skip
         if len(source) <= _SHOWN_CHARS and len(files) < _SHOWN_FILES:
@@ -172,13 +193,13 @@ def _error(message: object) -> str:
     return first[:_WHY_CHARS] if kind in _CODE_ERRORS else kind
 
 
-def check_problems(calls: Sequence[ToolCallRecord]) -> list[str]:
+def check_problems(calls: Sequence[ToolCallRecord], read: Read | None = None) -> list[str]:
     """What the Evaluator's last run of each check found, from the ToolAgent's record: the failing tests
     of `run_pytest` (`failing_tests`) and the findings of `run_ruff` (path:line:column: code message)."""
     ruff = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_RUFF]
     listed = ruff[-1].facts.get("finding_list") if ruff else None
     found = [str(f) for f in listed] if isinstance(listed, list) else []
-    return [*failing_tests(calls), *found[:_MAX_FAILING]]
+    return [*failing_tests(calls, read), *found[:_MAX_FAILING]]
 
 
 def _criterion_text(plan: PlanRecord, cid: str) -> str:

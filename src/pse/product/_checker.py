@@ -14,14 +14,15 @@ to the report descriptor, one JSON object a line, as things happen:
     {"kind": "started"}  {"kind": "no_product", "why"}  {"kind": "configured"}
     {"kind": "imported", "module", "file"}
     {"kind": "collected", "ids"}  {"kind": "collect_error", "id", "text"}
-    {"kind": "test", "id", "outcome", "message", "where", "ran"}  {"kind": "in_process", "file", "how"}
+    {"kind": "test", "id", "outcome", "message", "where", "at", "ran"}  {"kind": "in_process", "file", "how"}
     {"kind": "finished", "exit"}
 
 A test's id is pytest's node id with its file named inside its area (`test_x.py::test_a`, or
 `@evaluation/test_y.py::test_b` for the Evaluator's own tests), whatever folder the snapshot is in.
 
 `where` is `file:line` of the workspace file's line a failing test's exception was raised at in the
-product, read from the product's traceback ("" when none). `ran` counts the calls the test made into
+product, read from the product's traceback ("" when none); `at` the line of a workspace file where it
+surfaced here (a test's failing `assert`). `ran` counts the calls the test made into
 each workspace file (the product says which file a called function lives in). `in_process` says that
 code of the snapshot that is not the session's own was compiled or loaded here (a test that `exec`s
 the delivered file, or `runpy`s it): this session's record is then no evidence, and the record says so
@@ -142,7 +143,21 @@ class Recorder:
         outcome, message = _outcome(report)
         if _ORDER[outcome] > _ORDER[self._outcome.get("outcome", "passed")]:
             where = self.where(str(report.longrepr)) if report.failed else ""
-            self._outcome.update(outcome=outcome, message=message, where=where)
+            self._outcome.update(outcome=outcome, message=message, where=where, at=self.at(report))
+
+    def at(self, report: pytest.TestReport) -> str:
+        """`file:line` of the line of a workspace file where a failure surfaced in this process (a test
+        file's failing `assert`), or ""."""
+        crash = getattr(report.longrepr, "reprcrash", None) if report.failed else None
+        path, line, root = (
+            getattr(crash, "path", None),
+            getattr(crash, "lineno", None),
+            self._areas.get("workspace"),
+        )
+        if not (isinstance(path, str) and type(line) is int and root):
+            return ""
+        real = os.path.realpath(os.path.join(os.getcwd(), path))
+        return f"{os.path.relpath(real, root)}:{line}" if real.startswith(root + os.sep) else ""
 
     def where(self, text: str) -> str:
         """`file:line` of the innermost frame in a workspace file of the product's traceback that pytest's

@@ -241,7 +241,8 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
             if len(tests) < _LISTED:
                 test = {"test": case.id, "outcome": case.outcome, "author": s.author}
                 test |= {"message": case.message} if case.message else {}
-                tests.append(test | ({"where": case.where} if case.where else {}))
+                test |= {"where": case.where} if case.where else {}
+                tests.append(test | ({"at": case.at} if case.at else {}))
     facts.update(counts, by_author=by_author, tests=tests)
     sources = _sources(ctx, manifest)
     facts["exercised"] = output_facts(sessions, manifest, sources)

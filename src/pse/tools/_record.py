@@ -38,6 +38,8 @@ class TestOutcome:
     """A failure's or error's first line (`NameError: …`), at most `_MESSAGE` long."""
     where: str = ""
     """`file:line`: the workspace file's line the failure's exception was raised at, in the product."""
+    at: str = ""
+    """`file:line`: the workspace file's line the failure surfaced at in the check (a failing `assert`)."""
 
     @property
     def file(self) -> str:
@@ -103,12 +105,12 @@ def _take(record: Record, entry: dict[str, Any]) -> None:
         )
     elif kind == "test" and isinstance(entry.get("id"), str) and entry.get("outcome") in _OUTCOMES:
         first = _text(entry.get("message")).strip().splitlines()
-        where = _text(entry.get("where"), 300)
         record.results[entry["id"]] = TestOutcome(
             entry["id"],
             entry["outcome"],
             first[0][:_MESSAGE] if first else "",
-            where if _WHERE.fullmatch(where) and ".." not in where.split("/") else "",
+            _place(entry.get("where")),
+            _place(entry.get("at")),
         )
         ran = entry.get("ran")
         for file, count in ran.items() if isinstance(ran, dict) else ():
@@ -121,6 +123,12 @@ def _take(record: Record, entry: dict[str, Any]) -> None:
         record.in_process.append((entry["file"], _text(entry.get("how"), 100)))
     elif kind == "finished" and type(entry.get("exit")) is int:
         record.finished = entry["exit"]
+
+
+def _place(value: object) -> str:
+    """A `file:line` inside the workspace, or "" for anything else."""
+    place = _text(value, 300)
+    return place if _WHERE.fullmatch(place) and ".." not in place.split("/") else ""
 
 
 def _collection_failure(text: str) -> str:
