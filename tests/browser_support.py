@@ -56,6 +56,41 @@ def serving(app: Any, name: str = "pse-web-test-server") -> Iterator[str]:
         thread.join(timeout=30)
 
 
+@contextlib.contextmanager
+def dashboard(settings: Any, name: str) -> Iterator[tuple[Any, str]]:
+    """The dashboard of `settings` served on loopback, and a headless Chromium: yields (browser, url)."""
+    from playwright.sync_api import sync_playwright
+
+    from pse.web import create_app
+
+    with serving(create_app(settings), name) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser, url
+        finally:
+            browser.close()
+
+
+def scaffold_cases(tasks: Path, *names: str) -> None:
+    """Tasks a dashboard test needs besides the built-in ones, scaffolded into `tasks`: `notes`, whose
+    expected output its cassette never writes (ERROR after a PARTIAL); `broken`, an invalid task.toml the
+    Start form lists but cannot start; `bare`, with no cassette and no model (cannot run offline)."""
+    from pse.tasks import scaffold_task
+
+    edits = {
+        "notes": ('"result.md"', '"summary.md"'),
+        "broken": ("expected_outputs =", "expected_output ="),
+        "bare": ('cassette = "cassette.json"\n', ""),
+    }
+    for name in names:
+        scaffold_task(name, tasks)
+        toml = tasks / name / "task.toml"
+        old, new = edits[name]
+        toml.write_text(toml.read_text().replace(old, new))
+        if name == "bare":
+            (tasks / name / "cassette.json").unlink()
+
+
 AXE = Path(__file__).parents[1] / "web" / "node_modules" / "axe-core" / "axe.min.js"
 """axe-core from the front-end's npm dev dependencies (`make setup` installs it; nothing is downloaded here)."""
 needs_axe = pytest.mark.skipif(

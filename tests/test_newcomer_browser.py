@@ -13,7 +13,6 @@ and 390 px:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from browser_support import CHROMIUM, CHROMIUM_ARGS, Watch, needs_chromium, serving
+from browser_support import Watch, dashboard, needs_chromium, scaffold_cases
 from pse.config import Settings
 from pse.runner import prepare_run, run_to_end
-from pse.tasks import scaffold_task
 from repo_support import load_demo
 
 pytestmark = needs_chromium
@@ -46,13 +44,7 @@ class Site:
 def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     base = tmp_path_factory.mktemp("newcomer")
     root, tasks = base / "runs", base / "tasks"
-    scaffold_task("notes", tasks)  # an expected output its cassette never writes: ERROR after a PARTIAL
-    toml = tasks / "notes" / "task.toml"
-    toml.write_text(toml.read_text().replace('"result.md"', '"summary.md"'))
-    scaffold_task("bare", tasks)  # no cassette, no model: the Start form cannot start it
-    (tasks / "bare" / "cassette.json").unlink()
-    toml = tasks / "bare" / "task.toml"
-    toml.write_text(toml.read_text().replace('cassette = "cassette.json"\n', ""))
+    scaffold_cases(tasks, "notes", "bare")
     demo = load_demo()
     repo = demo.make_demo_repo(base)
 
@@ -79,23 +71,9 @@ def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     )
 
 
-@contextlib.contextmanager
-def _browser(settings: Settings) -> Iterator[tuple[Any, str]]:
-    from playwright.sync_api import sync_playwright
-
-    from pse.web import create_app
-
-    with serving(create_app(settings), "pse-web-newcomer") as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser, url
-        finally:
-            browser.close()
-
-
 @pytest.fixture(scope="module")
 def site(site_runs: Site) -> Iterator[tuple[Any, str]]:
-    with _browser(Settings(runs_dir=site_runs.root, tasks_dir=site_runs.tasks)) as found:  # type: ignore[call-arg]
+    with dashboard(Settings(runs_dir=site_runs.root, tasks_dir=site_runs.tasks), "pse-web-newcomer") as found:  # type: ignore[call-arg]
         yield found
 
 

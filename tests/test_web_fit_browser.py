@@ -9,7 +9,6 @@ rewritten into docs/img/."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -20,10 +19,17 @@ from typing import Any
 
 import pytest
 
-from browser_support import CHROMIUM, CHROMIUM_ARGS, Watch, axe_violations, needs_axe, needs_chromium, serving
+from browser_support import (
+    Watch,
+    axe_violations,
+    dashboard,
+    needs_axe,
+    needs_chromium,
+    scaffold_cases,
+    serving,
+)
 from pse.config import Settings
 from pse.runner import prepare_run, run_to_end
-from pse.tasks import scaffold_task
 
 pytestmark = needs_chromium
 DOCS_IMG = Path(__file__).parents[1] / "docs" / "img"
@@ -44,16 +50,7 @@ class Site:
 def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     base = tmp_path_factory.mktemp("fit")
     root, tasks = base / "runs", base / "tasks"
-    scaffold_task("notes", tasks)  # its expected output is one its cassette never writes
-    toml = tasks / "notes" / "task.toml"
-    toml.write_text(toml.read_text().replace('"result.md"', '"summary.md"'))
-    scaffold_task("broken", tasks)  # and one the Start form cannot start
-    toml = tasks / "broken" / "task.toml"
-    toml.write_text(toml.read_text().replace("expected_outputs =", "expected_output ="))
-    scaffold_task("bare", tasks)  # and one that cannot run offline: no cassette, and no model
-    (tasks / "bare" / "cassette.json").unlink()
-    toml = tasks / "bare" / "task.toml"
-    toml.write_text(toml.read_text().replace('cassette = "cassette.json"\n', ""))
+    scaffold_cases(tasks, "notes", "broken", "bare")
 
     def run(task: str, **options: Any) -> str:
         settings = Settings(runs_dir=root, tasks_dir=tasks, **options)
@@ -65,23 +62,11 @@ def site_runs(tmp_path_factory: pytest.TempPathFactory) -> Site:
     return Site(root, tasks, passed, escalated, error)
 
 
-@contextlib.contextmanager
-def _browser(settings: Settings) -> Iterator[tuple[Any, str]]:
-    from playwright.sync_api import sync_playwright
-
-    from pse.web import create_app
-
-    with serving(create_app(settings), "pse-web-fit-server") as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser, url
-        finally:
-            browser.close()
-
-
 @pytest.fixture(scope="module")
 def site(site_runs: Site) -> Iterator[tuple[Any, str]]:
-    with _browser(Settings(runs_dir=site_runs.root, tasks_dir=site_runs.tasks)) as found:
+    with dashboard(
+        Settings(runs_dir=site_runs.root, tasks_dir=site_runs.tasks), "pse-web-fit-server"
+    ) as found:
         yield found
 
 
