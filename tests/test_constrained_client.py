@@ -429,7 +429,6 @@ def _fenced_shape(
     *,
     present: frozenset[str] | None = frozenset(),
     expected: tuple[str, ...] = (),
-    workspace: Path | None = None,
 ) -> TurnShape:
     from pse.models import TaskGround
     from pse.models._constrained import ConstrainedChatCompletionClient
@@ -442,7 +441,7 @@ def _fenced_shape(
         spec,
         [_TOOLS[t] for t in tools],
         None,  # type: ignore[arg-type]
-        ground=TaskGround(present=present, expected=expected, workspace=workspace),
+        ground=TaskGround(present=present, expected=expected),
     )
     return client.shape(messages)
 
@@ -492,12 +491,13 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
         assert not there.writes_first and "report" not in there.kinds()  # data to read first: a look
 
 
-def test_writing_first_takes_each_new_output_once(tmp_path: Path) -> None:
-    """Held-out top-words: the 1.5B model wrote words.py, reported, read it back, read the missing
-    test_words.py and blocked on missing data. Offered every output while writing first, it wrote
-    quicksort.py ten times over. So it writes each output not there yet, once, and is then free; in a
-    revise cycle (the outputs are there) it is not made to write (made to, it copied one file into the
-    other)."""
+def test_writing_first_ends_with_the_first_output_written() -> None:
+    """Kept to writing until every output was written, the 1.5B model wrote quicksort.py ten times over
+    and never its test file; made to write both anew in a revise cycle, it copied one into the other.
+    Made to write each output not there yet, once (held-out slugify and top-words), it copied the module
+    into the test file, then wrote the test file again on every turn until the turn cap. Once one output
+    is written, the role may look, write any output or report."""
+
     plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
     tools = [Tool.READ_FILE, Tool.WRITE_FILE]
     opening: list[Any] = [
@@ -505,18 +505,12 @@ def test_writing_first_takes_each_new_output_once(tmp_path: Path) -> None:
         UserMessage(content="the task", source="user"),
         UserMessage(content=plan, source=Role.PLANNER),
     ]
-    first = _fenced_shape(Role.SPECIALIST, opening, tools, workspace=tmp_path)
+    first = _fenced_shape(Role.SPECIALIST, opening, tools)
     assert first.writes_first and first.paths == ("a.py", "test_a.py")
-    (tmp_path / "a.py").write_text("x = 1\n")
-    second = _fenced_shape(Role.SPECIALIST, opening + _wrote("a.py"), tools, workspace=tmp_path)
-    assert second.writes_first and second.paths == ("test_a.py",) and "read_file" not in turn_grammar(second)
-    (tmp_path / "test_a.py").write_text("x = 1\n")
-    both = opening + _wrote("a.py") + _wrote("test_a.py")
-    third = _fenced_shape(Role.SPECIALIST, both, tools, workspace=tmp_path)
-    assert not third.writes_first and third.paths == ("a.py", "test_a.py")
-    assert "read_file" in turn_grammar(third) and "report" in third.kinds()
-    revise = _fenced_shape(Role.SPECIALIST, opening, tools, workspace=tmp_path)  # both there: a new phase
-    assert not revise.writes_first and "read_file" in turn_grammar(revise)
+    wrote = _wrote("a.py")
+    second = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
+    assert not second.writes_first and second.paths == ("a.py", "test_a.py")
+    assert "read_file" in turn_grammar(second) and "report" in second.kinds()
 
 
 def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:

@@ -7,11 +7,12 @@ A small model's first moves decide its run, and a grammar can make them for it (
   (a `<plan>` another role wrote never narrows them);
 * **evidence first**: the Specialist and the Evaluator report or judge only after tool results of their
   own; a judge (the Evaluator, the single agent) only after a check it ran since its last write;
-* **write first**: a doer whose outputs are all new (none was in the workspace when the run began) is
-  offered no look while one of them is not there yet, and may write only those (a look finds an output
-  missing, and the model blocks on "missing data"; offered every output, it wrote the same one ten times
-  over); one whose brief showed where its code raised writes first, once (it has the file); an
-  Evaluator that owes tests of its own writes them and runs them in one turn;
+* **write first**: a doer whose outputs are all new (none was in the workspace when the run began) and
+  none yet written in its phase is offered no look (a look finds an output missing, and the model
+  blocks on "missing data"), nor is one whose brief showed where its code raised (it has the file);
+  once it wrote one, it is free again (kept to writing until every output was written, the 1.5B model
+  wrote the same file ten times over); an Evaluator that owes tests of its own writes them and runs
+  them in one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
 * **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
   Evaluator's);
@@ -21,11 +22,9 @@ A small model's first moves decide its run, and a grammar can make them for it (
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
@@ -70,13 +69,6 @@ class TaskGround:
 
     present: frozenset[str] | None = None
     expected: tuple[str, ...] = ()
-    workspace: Path | None = None
-    """The workspace itself, to see which outputs are there now (None: not known)."""
-
-    def absent(self, paths: Sequence[str]) -> tuple[str, ...]:
-        """Those of `paths` not in the workspace now (all of them when the workspace is not known)."""
-        root = self.workspace
-        return tuple(p for p in paths if root is None or not os.path.lexists(root / p))
 
 
 UNKNOWN_GROUND = TaskGround()
@@ -129,20 +121,16 @@ def turn_shape_of(
     # model read `PROBLEM` and listed `solution.py`, then blocked on "missing data", and read again after
     # being told to write; on code-delivery (its acceptance tests seeded) it read `quicksort.py` and
     # blocked the same way. Where an output was there to change (a repository's file), it looks first.
-    # Each output not there yet, once: the 1.5B model wrote `words.py`, reported, read it back, read
-    # the missing `test_words.py` and blocked on missing data (held-out top-words); kept to writing
-    # with every output offered, it wrote `quicksort.py` ten times over. In a revise cycle (the outputs
-    # are there), it is not made to write: made to write every output anew, it copied the file it had
-    # just written into the next one.
+    # The first write only: made to write every output anew in a revise cycle, the model copied the
+    # file it had just written into the next one.
     new = ground.present is not None and not set(outputs or ()) & ground.present
-    unwritten = ground.absent([p for p in outputs or () if p not in written]) if new else ()
     # Or PSE's brief showed it the lines its code raised at, and the files (a revise cycle): told only
     # which test failed, the model read the task's inputs and reported without writing.
     shown = any(
         isinstance(m, UserMessage) and m.source == TASK_SOURCE and f"{FAULT_HEADING}:" in str(m.content)
         for m in messages
     )
-    to_write = writes and (bool(unwritten) or (shown and not set(outputs or ()) & written))
+    to_write = writes and (new or shown) and bool(outputs) and not set(outputs or ()) & written
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.
@@ -152,7 +140,7 @@ def turn_shape_of(
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
     fenced = spec.write_format == "fenced"
-    paths = (unwritten or outputs) if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
         spec.role,
         tools,

@@ -63,9 +63,7 @@ class RunClients:
         self._frame, self._script, self._policy, self._registry = frame, script, policy, registry
         self._given = given
         self._ground = TaskGround(
-            present=_present(frame.workspace),
-            expected=tuple(frame.task.config.expected_outputs),
-            workspace=frame.workspace,
+            present=_present(frame.workspace), expected=tuple(frame.task.config.expected_outputs)
         )
         self.specs = {role: frame.spec(role) for role in frame.speakers}
         self.meter = UsageMeter()
