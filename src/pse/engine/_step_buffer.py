@@ -98,16 +98,22 @@ def failing_tests(calls: Sequence[ToolCallRecord], read: Read | None = None) -> 
     replayed. Given only the name of a failing task test, the 1.5B model read the file nine times and
     never changed its code. With `read`, a failure that surfaced at a line of a workspace file (a task's
     or the Specialist's failing `assert`) quotes that line, from the file: the same on every run."""
-    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
-    tests = runs[-1].facts.get("tests") if runs else None
+    tests = _last_tests(calls)
     failing = [
         f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t)) + _at(t, read)
-        for t in (tests if isinstance(tests, list) else [])
-        if isinstance(t, dict) and t.get("outcome") in ("failed", "errors")
+        for t in tests
+        if t.get("outcome") in ("failed", "errors")
     ]
     if len(failing) > _MAX_FAILING:
         failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
     return failing
+
+
+def _last_tests(calls: Sequence[ToolCallRecord]) -> list[dict[str, object]]:
+    """The tests of the Evaluator's last `run_pytest` of a cycle, as the ToolAgent recorded them."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    tests = runs[-1].facts.get("tests") if runs else None
+    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
 
 
 def _at(test: dict[str, object], read: Read | None) -> str:
@@ -156,14 +162,13 @@ def faults(calls: Sequence[ToolCallRecord], read: Read) -> str:
 
     Why: given the failing test's name (and even the error), the 1.5B model's Specialist read the task's
     inputs and reported, in a revise cycle, and never wrote (HumanEval 5: `delimiter` for the parameter
-    `delimeter`); asked once, with the file, the error and its line, it fixed the line (issue 44). Told
-    only the error, it returned the file unchanged."""
-    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
-    tests = runs[-1].facts.get("tests") if runs else None
+    `delimeter`). Asked in a plain chat with the file, the error and its line, it fixed the line; through
+    PSE it now writes in its revise cycle, but wrote that file back unchanged (issue 44, measured)."""
+    tests = _last_tests(calls)
     lines: list[str] = []
     files: dict[str, str] = {}
-    for test in tests if isinstance(tests, list) else []:
-        where = test.get("where") if isinstance(test, dict) else None
+    for test in tests:
+        where = test.get("where")
         if not isinstance(where, str) or test.get("outcome") not in ("failed", "errors"):
             continue
         path, _, number = where.rpartition(":")
