@@ -105,3 +105,46 @@ def test_a_function_that_is_only_its_docstring_is_said_to_have_no_code(tmp_path:
         python_problem("bad.py", "def f(:\n")
         == "bad.py does not parse as Python: invalid syntax (line 1: def f(:)"
     )
+
+
+ACCOUNT = "class Account:\n    def __init__(self):\n        self.balance = 0\n"
+
+
+def test_a_name_nothing_in_the_file_binds_is_said_with_the_import_that_binds_it(tmp_path: Path) -> None:
+    """The 1.5B model's test_account.py never imported Account (every test a NameError), used
+    `pytest.raises` with no `import pytest`, and wrote `delimiter` for its parameter `delimeter`."""
+    _write(tmp_path, "account.py", ACCOUNT)
+    tests = "def test_deposit():\n    acc = Account()\n    with pytest.raises(ValueError):\n        acc.f()\n"
+    assert _write(tmp_path, "test_account.py", tests) == [
+        "test_account.py uses Account, pytest, which it never imports or defines: from account import Account"
+    ]
+    fixed = "import pytest\nfrom account import Account\n\n\n" + tests
+    assert _write(tmp_path, "test_account.py", fixed) == []
+    typo = "def intersperse(numbers, delimeter):\n    return [delimiter for _ in numbers]\n"
+    assert _write(tmp_path, "solution.py", typo) == [
+        "solution.py uses delimiter, which it never imports or defines"
+    ]
+    assert (
+        python_problem("solution.py", typo) == "solution.py uses delimiter, which it never imports or defines"
+    )
+    assert (
+        python_problem("roman.py", "obj['content']\n")
+        == "roman.py uses obj, which it never imports or defines"
+    )
+
+
+def test_names_bound_anywhere_or_by_python_are_not_unbound(tmp_path: Path) -> None:
+    """Coarse on purpose: a name bound anywhere in the file (any scope, any way) counts as bound, builtins
+    and a module's own globals too, and a `*` import binds what no parser sees."""
+    bound = (
+        "import os.path\nfrom x import y as z\n\n\n"
+        "def f(a, *args, b=1, **kw):\n    global G\n    G = a\n    try:\n        pass\n"
+        "    except ValueError as err:\n        print(err, __name__, __file__)\n"
+        "    [q for q in args]\n    if (w := b):\n        return os, z, kw, w, len(args)\n"
+        "    match a:\n        case {'k': v, **rest}:\n            return v, rest\n"
+        "        case [first, *others]:\n            return first, others\n\n\n"
+        "class C:\n    def m(self):\n        return C, G, f\n"
+    )
+    assert _write(tmp_path, "bound.py", bound) == []
+    assert _write(tmp_path, "star.py", "from os.path import *\n\nprint(join('a', 'b'))\n") == []
+    assert python_problem("star.py", "from os.path import *\nprint(join('a'))\n") is None

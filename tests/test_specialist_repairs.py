@@ -186,6 +186,10 @@ def test_what_does_not_parse_is_read_without_following_a_link(tmp_path: Path) ->
         "nul.py does not parse as Python: it holds a null byte",
         "stub.py: f has only a docstring, no code",
     ]
+    (tmp_path / "test_ok.py").write_text("def test_f():\n    assert f() is None\n")
+    assert unparsed_outputs(tmp_path, ["test_ok.py"]) == [
+        "test_ok.py uses f, which it never imports or defines: from stub import f"
+    ]
 
 
 async def test_a_stub_and_a_missing_output_are_asked_about_in_one_nudge(tmp_path: Path) -> None:

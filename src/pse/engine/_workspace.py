@@ -44,8 +44,9 @@ def _read_regular(workspace: Path, path: str, limit: int) -> bytes | None:
 
 
 def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
-    """Why each of `paths` that is a Python file of the workspace is not yet code: it does not parse, or a
-    function of it holds only its docstring (`python_problem`; one line each). A role
+    """Why each of `paths` that is a Python file of the workspace is not yet code: it does not parse, a
+    function of it holds only its docstring, or it reads a name nothing in it binds (`python_problem`,
+    with the import from a module beside it that binds the name; one line each). A role
     wrote these files: a link is not followed, and a file that is not regular or is too large is left to
     the checks."""
     found = []
@@ -55,7 +56,9 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
         source = _read_regular(workspace, path, _PARSE_LIMIT + 1)
         if source is None or len(source) > _PARSE_LIMIT:
             continue
-        problem = python_problem(path, source)
+        beside = (workspace / path).parent
+        inside = beside.resolve().is_relative_to(workspace.resolve())
+        problem = python_problem(path, source, beside if inside else None)
         if problem is not None:
             found.append(problem)
     return found

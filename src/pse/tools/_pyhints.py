@@ -1,16 +1,18 @@
-"""What a `write_file` of Python can tell its writer at once: the file does not parse, or a test file
-defines its own copy of what a module beside it delivers.
+"""What a `write_file` of Python can tell its writer at once: the file does not parse, it reads a name
+nothing in it binds, or a test file defines its own copy of what a module beside it delivers.
 
-Both are the commonest ways a model's tests prove nothing about the delivered code: a test module that
-starts with a copy of the function it tests passes whatever the delivered file holds (the sealed checks
-then refuse the run: the delivered file was never executed). Said when the file is written, the writer
-can fix it in the same turn instead of losing a cycle. A hint is information only: it decides nothing,
-and the checks judge the files as they are.
+These are the commonest ways a model's file fails or its tests prove nothing about the delivered code: a
+test module that starts with a copy of the function it tests passes whatever the delivered file holds
+(the sealed checks then refuse the run: the delivered file was never executed); a test module that never
+imports the module it tests fails every test with a `NameError`. Said when the file is written, the
+writer can fix it in the same turn instead of losing a cycle. A hint is information only: it decides
+nothing, and the checks judge the files as they are.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 import stat
 import threading
@@ -100,11 +102,74 @@ def _stubs(rel: str, tree: ast.Module) -> str | None:
     return f"{rel}: {which} only a docstring, no code"
 
 
-def python_problem(rel: str, source: str | bytes) -> str | None:
+def python_problem(rel: str, source: str | bytes, beside: Path | None = None) -> str | None:
     """Why `source`, the Python file `rel`, is not yet code to deliver: it does not parse
-    (`syntax_problem`), or a top-level function holds only its docstring; None if neither."""
+    (`syntax_problem`), a top-level function holds only its docstring, or it reads a name nothing in it
+    binds (`_unbound`, with the import of a module of `beside`, its folder, that defines it); None if
+    none holds."""
     tree = _parsed(rel, source)
-    return tree if isinstance(tree, str) else _stubs(rel, tree)
+    if isinstance(tree, str):
+        return tree
+    return _stubs(rel, tree) or _unbound_problem(rel, tree, beside)
+
+
+_MODULE_GLOBALS = frozenset(
+    {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__"}
+)
+"""Names every module has without binding them."""
+
+
+def _unbound(tree: ast.Module) -> list[str]:
+    """The names `tree` reads that nothing in the file binds, anywhere, and that are no builtin: in order of
+    first use. A file that imports `*` binds names no parser can see, and has none.
+
+    Deliberately coarser than pyflakes' undefined-name check (no scopes): a name bound anywhere in the
+    file counts as bound everywhere, so what is named here fails whenever its line runs. Seen on the
+    1.5B model: a test file that never imports the module it tests (`NameError: name 'Account' is not
+    defined` in every test), `pytest.raises` with no `import pytest`, and HumanEval-5's `delimiter` for
+    the parameter `delimeter`."""
+    bound = set(dir(builtins)) | _MODULE_GLOBALS
+    read: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return []
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                read.setdefault(node.id, (node.lineno, node.col_offset))
+            else:
+                bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return sorted((name for name in read if name not in bound), key=read.__getitem__)
+
+
+def _unbound_problem(rel: str, tree: ast.Module, beside: Path | None) -> str | None:
+    """What `rel` reads unbound (`_unbound`), with the import that binds each name a module of `beside`
+    (not a test module, not `rel` itself) defines at top level."""
+    names = _unbound(tree)
+    if not names:
+        return None
+    said = f"{rel} uses {', '.join(names)}, which it never imports or defines"
+    if beside is None:
+        return said
+    imports = []
+    for sibling in sorted(beside.glob("*.py")):
+        if sibling.name == PurePosixPath(rel).name or _is_test(sibling.name):
+            continue
+        found = [name for name in names if name in _module_names(sibling)]
+        if found:
+            imports.append(f"from {sibling.stem} import {', '.join(found)}")
+    return f"{said}: {'; '.join(imports)}" if imports else said
 
 
 def _is_test(name: str) -> bool:
@@ -152,6 +217,9 @@ def _hints(real: Path, rel: str, content: str) -> list[str]:
         return [f"{tree}; write it again"]
     stubs = _stubs(rel, tree)
     hints = [f"{stubs}; write its code"] if stubs is not None else []
+    unbound = _unbound_problem(rel, tree, real.parent)
+    if unbound is not None:
+        hints.append(unbound)
     if not _is_test(PurePosixPath(rel).name):
         return hints
     mine = _top_level_names(tree)
