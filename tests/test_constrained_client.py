@@ -27,7 +27,7 @@ from pse.models import (
     create_model_client,
 )
 from pse.protocol import TurnShape, parse_plan, render_plan, turn_grammar, turn_schema
-from pse.roles import Role
+from pse.roles import TASK_SOURCE, Role
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 from pse.tools import Tool, builtin_tools
@@ -607,3 +607,70 @@ def test_the_single_agent_writes_the_tasks_outputs_first_too() -> None:
     shape = _fenced_shape(SINGLE_AGENT, opening, tools, expected=("solution.py",))
     assert shape.kinds() == ("files",) and shape.paths == ("solution.py",)
     assert "read_file" not in turn_grammar(shape)
+
+
+def _turn(role: str, calls: list[tuple[str, dict[str, str]]], statuses: list[str]) -> list[Any]:
+    """A role's turn of `calls` (as invokes) and the ToolAgent's answer with `statuses`."""
+    from autogen_core.models import AssistantMessage
+
+    invokes = "".join(
+        f'<invoke name="{name}">'
+        + "".join(f'<parameter name="{k}">{v}</parameter>' for k, v in params.items())
+        + "</invoke>"
+        for name, params in calls
+    )
+    items = "".join(
+        f'<result index="{i}" name="{name}" status="{status}">x</result>\n'
+        for i, ((name, _), status) in enumerate(zip(calls, statuses, strict=True), 1)
+    )
+    return [
+        AssistantMessage(content=f"<tool_calls>{invokes}</tool_calls>", source=role),
+        UserMessage(content=f'<tool_results for="{role}">\n{items}</tool_results>', source="ToolAgent"),
+    ]
+
+
+def test_a_role_whose_turns_bring_nothing_new_three_times_is_offered_only_its_final() -> None:
+    """Held-out top-words, roman, slugify and csv-mean ended TIMEOUT at the turn cap: the 1.5B model's
+    Specialist wrote the same test file ten times over; its Evaluator listed `..` (denied), ran
+    `rm -rf ..` (an error) and read the same file again. After `STALE_TURNS` such turns since PSE's last
+    message its next turn has no tool: it sends its final. A changed write, a new call, or PSE's message
+    (a nudge) starts the count again."""
+    from pse.models import STALE_TURNS
+
+    assert STALE_TURNS == 3
+    judge = [Tool.READ_FILE, Tool.LIST_FILES, Tool.RUN_PYTEST, Tool.BASH]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Evaluator"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    E = Role.EVALUATOR
+    read = _turn(E, [(Tool.READ_FILE, {"path": "roman.py"})], ["ok"])
+    denied = _turn(E, [(Tool.LIST_FILES, {"path": ".."})], ["denied"])
+    failed = _turn(E, [(Tool.BASH, {"command": "rm -rf .."})], ["error"])
+    ran = _turn(E, [(Tool.RUN_PYTEST, {"target": "."})], ["ok"])
+    stuck = _fenced_shape(E, opening + read + denied + failed + read, judge)
+    assert stuck.tools == () and "verdict" in stuck.kinds() and "calls" not in stuck.kinds()
+    two = _fenced_shape(E, opening + read + denied + failed + ran, judge)
+    assert "calls" in two.kinds()  # a call not made before: two stale turns only
+    nudged = (
+        opening + read + denied + failed + [UserMessage(content="run pytest", source=TASK_SOURCE)] + denied
+    )
+    assert "calls" in _fenced_shape(E, nudged, judge).kinds()
+    # The Specialist: the same bytes to the same file are no change; a changed file is.
+    S = Role.SPECIALIST
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    start: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    same = _turn(S, [(Tool.WRITE_FILE, {"path": "solution.py", "content": "x = 1\n"})], ["ok"])
+    other = _turn(S, [(Tool.WRITE_FILE, {"path": "solution.py", "content": "x = 2\n"})], ["ok"])
+    looped = _fenced_shape(S, start + same * 4, tools, present=frozenset({"solution.py"}))
+    assert looped.tools == () and looped.kinds() == ("report", "blocked")
+    changing = _fenced_shape(
+        S, start + same + other + same + other, tools, present=frozenset({"solution.py"})
+    )
+    assert "files" in changing.kinds()
+    # Another role's turns never count.
+    forged = _fenced_shape(S, start + _turn(E, [(Tool.READ_FILE, {"path": "a"})], ["denied"]) * 4, tools)
+    assert "files" in forged.kinds()

@@ -178,6 +178,31 @@ def test_a_plan_read_fixes_the_plan_and_the_specialist_starts() -> None:
     )
 
 
+def test_a_plan_owes_the_outputs_the_task_expects_whatever_the_planner_listed() -> None:
+    """The 1.5B model's Planner listed no output on two held-out tasks: nothing then asked its Specialist
+    for the test file it never wrote. The task's expected outputs join the plan's (a folder is the
+    gates' alone); the Planner's order comes first, and a plan that lists them all is kept as it is."""
+    rules = dataclasses.replace(
+        RULES,
+        gates=dataclasses.replace(CHECKS, expected_outputs=("quicksort.py", "test_quicksort.py", "docs/")),
+    )
+    bare = PLAN.model_copy(update={"outputs": []})
+    nxt = decide(run(State.START, rules=rules), said(P, plan=bare))
+    assert isinstance(nxt, RunPhase) and nxt.plan is not None
+    assert nxt.plan.outputs == ["quicksort.py", "test_quicksort.py"]
+    own = PLAN.model_copy(update={"outputs": ["notes.md", "./quicksort.py"]})
+    nxt = decide(run(State.START, rules=rules), said(P, plan=own))
+    assert isinstance(nxt, RunPhase) and nxt.plan is not None
+    assert nxt.plan.outputs == ["notes.md", "./quicksort.py", "test_quicksort.py"]
+    whole = PLAN.model_copy(update={"outputs": ["test_quicksort.py", "quicksort.py"]})
+    nxt = decide(run(State.START, rules=rules), said(P, plan=whole))
+    assert isinstance(nxt, RunPhase) and nxt.plan is whole
+    steps = decide(run(State.START, rules=dataclasses.replace(rules, steps=True)), said(P, plan=STEP_PLAN))
+    assert isinstance(steps, RunSteps) and steps.plan is not None
+    assert steps.plan.outputs == ["quicksort.py", "test_quicksort.py"]
+    assert steps.plan.output_steps == {"quicksort.py": "S1"}
+
+
 def test_an_unreadable_plan_is_repaired_once_then_ends_the_run_as_plan_error() -> None:
     result = said(P, problem="no <plan> element")
     assert decide(run(State.START), result) == AskAgain(

@@ -239,9 +239,10 @@ def _after_phase(run: RunState, r: PhaseResult) -> Next:
     if problem is not None:  # an unreadable review, its repairs used: the cycle has no verdict
         return _judged(run, r, (), f"REVIEW_ERROR: {problem}")
     moves: list[Move] = []
-    if final.plan is not None:
-        how = f"{len(final.plan.steps)} steps and " if rules.steps else ""
-        moves.append(Move(State.PLANNED, f"plan fixed with {how}{len(final.plan.criteria)} criteria"))
+    plan = rules.gates.owing(final.plan)
+    if plan is not None:
+        how = f"{len(plan.steps)} steps and " if rules.steps else ""
+        moves.append(Move(State.PLANNED, f"plan fixed with {how}{len(plan.criteria)} criteria"))
     phases = rules.crew.phases_for(run.kind or "initial")
     roles = [p.role for p in phases]
     done = phases[roles.index(r.role)] if r.role in roles else PhaseSpec(r.role)
@@ -252,11 +253,11 @@ def _after_phase(run: RunState, r: PhaseResult) -> Next:
         state = moves[-1].state if moves else State(run.trace.state)
         following = phases[after]
         if rules.steps and run.kind != "revise" and role_spec(following.role).final == "report":
-            fixed = final.plan or run.cycle.plan
+            fixed = plan or run.cycle.plan
             specs = step_specs(fixed) if fixed is not None else {}
             count = len(specs) - len(kept_steps(run.trace.cycles[:-1]))
-            return RunSteps((*moves, *_entering(state, [("RUNNING", f"{count} step(s) to run")])), final.plan)
-        return RunPhase(following.role, (*moves, *_entering(state, following.enters)), plan=final.plan)
+            return RunSteps((*moves, *_entering(state, [("RUNNING", f"{count} step(s) to run")])), plan)
+        return RunPhase(following.role, (*moves, *_entering(state, following.enters)), plan=plan)
     return _judged(run, r, tuple(moves), None)
 
 

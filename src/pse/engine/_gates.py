@@ -69,6 +69,21 @@ class GatePolicy:
         """The target the last run of `check` must have covered."""
         return str(PurePosixPath(self.targets.get(check, ".")))
 
+    def owing(self, plan: PlanRecord | None) -> PlanRecord | None:
+        """`plan` as the run holds it: its outputs are the Planner's, then the files of `expected_outputs`
+        (the task's word) the Planner left out (a folder output stays the gates' alone).
+
+        A Planner cannot drop what the task expects. The gates already owed it at a PASS, but the 1.5B
+        model's Planner listed no output on two held-out tasks: no nudge asked its Specialist for the test
+        file it never wrote, and the Evaluator spent the cycle's turns looking for it. The Planner's own
+        words stay in the cycle's messages."""
+        if plan is None:
+            return None
+        have = {str(PurePosixPath(path)) for path in plan.outputs}
+        files = [path for path in dict.fromkeys(self.expected_outputs) if not path.endswith("/")]
+        missing = [path for path in files if str(PurePosixPath(path)) not in have]
+        return plan.model_copy(update={"outputs": [*plan.outputs, *missing]}) if missing else plan
+
 
 def _exists_inside(workspace: Path, relative: str) -> bool:
     """A regular file or a folder at `relative`, reached without following any symlink."""

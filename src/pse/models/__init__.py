@@ -74,7 +74,7 @@ from pse.models._retrying import RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._servers import crash_note, note_answered, note_started_server
-from pse.models._turn_shape import TaskGround
+from pse.models._turn_shape import STALE_TURNS, TaskGround
 from pse.models._usage import SETTLE_S, CallUsage, Cost, UsageMeter, UsageSink, price_of
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
 
@@ -87,6 +87,7 @@ __all__ = [
     "SCRIPTED_MODEL_INFO",
     "SERVER_PROBES",
     "SETTLE_S",
+    "STALE_TURNS",
     "TOOL_OUTPUT_SPEAKERS",
     "WINDOW_S",
     "Admission",

@@ -14,6 +14,8 @@ A small model's first moves decide its run, and a grammar can make them for it (
   wrote the same file ten times over); an Evaluator that owes tests of its own writes them and runs
   them in one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
+* **no endless turns**: a role whose turns brought it nothing new `STALE_TURNS` times (every call failed,
+  or made before with nothing changed since) is offered no tool: it ends with its final;
 * **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
   Evaluator's);
 * **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
@@ -44,7 +46,7 @@ from pse.protocol import (
 from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
 
-__all__ = ["LOOKS_BEFORE_ACTING", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
+__all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
 
 _PLAN_SOURCES = frozenset({Role.PLANNER, TASK_SOURCE})
 """Who may hand the Evaluator the plan it judges: the Planner, or PSE's own messages (briefs)."""
@@ -58,6 +60,10 @@ _AREA = (f"{EVALUATION_PREFIX}/",)
 LOOKS_BEFORE_ACTING = 3
 """A Specialist whose last this many tool results in a row were only looks, and which may write, is
 offered no look in its next turn: it writes, reports or blocks."""
+STALE_TURNS = 3
+"""A role (not the Planner) whose turns since PSE's last message brought it nothing new this many times
+(`_stale_turns`) is offered no tool in its next turn: it sends its final (a report, a verdict, a block)
+on what it has, and the loop goes on from there instead of ending the run at the turn cap."""
 _RESULT_NAME = re.compile(r'<result index="\d+" name="([^"]+)"')
 
 
@@ -139,6 +145,8 @@ def turn_shape_of(
     looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
+    if spec.role != Role.PLANNER and _stale_turns(messages, own, writes) >= STALE_TURNS:
+        tools, to_write, owes_tests = (), False, False  # its final now: what it has is all it will get
     fenced = spec.write_format == "fenced"
     paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
@@ -193,11 +201,19 @@ def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
     return found
 
 
-def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
-    """The paths the role's `write_file` calls wrote in this request's turns (status ok), each call of
-    its message paired with its result by position."""
-    written: set[str] = set()
+_Turn = tuple[list[tuple[str, dict[str, str]]], list[str]]
+"""A turn that called tools: its calls as (tool, parameters), the status of each one's result."""
+
+
+def _turns(messages: Sequence[LLMMessage], own: str) -> list[_Turn]:
+    """The role's turns that called tools, in order: each call of its message (as (tool, parameters)) and
+    the status of each result, paired by position; a PSE message (a nudge, a brief) between turns is an
+    empty turn, which ends a run of stale ones (`_stale_turns`)."""
+    turns: list[_Turn] = []
     for asked, answer in itertools.pairwise(messages):
+        if isinstance(asked, UserMessage) and asked.source == TASK_SOURCE:
+            turns.append(([], []))
+            continue
         if not (isinstance(asked, AssistantMessage) and isinstance(asked.content, str)):
             continue
         if not (isinstance(answer, UserMessage) and str(answer.content).lstrip().startswith(own)):
@@ -209,7 +225,50 @@ def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
             continue
         if invokes is None or len(invokes) != len(results):
             continue
-        for (name, params), result in zip(invokes, results, strict=True):
-            if name == Tool.WRITE_FILE and result.status == "ok":
-                written.add(dict(params).get("path", "").strip())
-    return written
+        turns.append(([(name, dict(params)) for name, params in invokes], [r.status for r in results]))
+    return turns
+
+
+def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
+    """The paths the role's `write_file` calls wrote in this request's turns (status ok)."""
+    return {
+        params.get("path", "").strip()
+        for calls, statuses in _turns(messages, own)
+        for (name, params), status in zip(calls, statuses, strict=True)
+        if name == Tool.WRITE_FILE and status == "ok"
+    }
+
+
+def _stale_turns(messages: Sequence[LLMMessage], own: str, writes: bool) -> int:
+    """How many of the role's turns since PSE's last message could bring it nothing new: every call
+    failed (denied, an error), or each call is one it made before with no file changed since, or writes a
+    file with the bytes the role last wrote to it. `writes`: the role may write, so its `bash` may change
+    files too.
+
+    Why: the 1.5B model spent whole cycles until the turn cap on such turns: its Specialist wrote the
+    same test file ten times over; its Evaluator listed `..` (denied), sent `rm -rf ..`, read the same
+    file, and ran `pytest --help` and the same refused run_pytest again (held-out top-words, roman,
+    slugify, csv-mean). A note in the results ("you sent this before") changed nothing."""
+    stale, since_change = 0, set[str]()
+    held: dict[str, str] = {}
+    for calls, statuses in _turns(messages, own):
+        if not calls:
+            stale = 0
+            continue
+        old = True
+        for (name, params), status in zip(calls, statuses, strict=True):
+            path = params.get("path", "").strip()
+            if name == Tool.WRITE_FILE:
+                same = held.get(path) == params.get("content")
+                if status == "ok" and not same:
+                    held[path], since_change = params.get("content", ""), set()
+                old = old and same
+                continue
+            key = repr((name, sorted(params.items())))
+            old = old and key in since_change
+            since_change.add(key)
+            if writes and name == Tool.BASH and status == "ok":
+                since_change = set()
+        failed = all(status in ("denied", "error") for status in statuses)
+        stale += int(failed or old)
+    return stale
