@@ -181,7 +181,8 @@ def test_a_plan_read_fixes_the_plan_and_the_specialist_starts() -> None:
 def test_a_plan_owes_the_outputs_the_task_expects_whatever_the_planner_listed() -> None:
     """The 1.5B model's Planner listed no output on two held-out tasks: nothing then asked its Specialist
     for the test file it never wrote. The task's expected outputs join the plan's (a folder is the
-    gates' alone); the Planner's order comes first, and a plan that lists them all is kept as it is."""
+    gates' alone), in the task's order and before the Planner's own (its Specialist writes the first
+    first), each as the Planner spelled it (a step's outputs are bound by that name)."""
     rules = dataclasses.replace(
         RULES,
         gates=dataclasses.replace(CHECKS, expected_outputs=("quicksort.py", "test_quicksort.py", "docs/")),
@@ -193,14 +194,17 @@ def test_a_plan_owes_the_outputs_the_task_expects_whatever_the_planner_listed() 
     own = PLAN.model_copy(update={"outputs": ["notes.md", "./quicksort.py"]})
     nxt = decide(run(State.START, rules=rules), said(P, plan=own))
     assert isinstance(nxt, RunPhase) and nxt.plan is not None
-    assert nxt.plan.outputs == ["notes.md", "./quicksort.py", "test_quicksort.py"]
-    whole = PLAN.model_copy(update={"outputs": ["test_quicksort.py", "quicksort.py"]})
+    assert nxt.plan.outputs == ["./quicksort.py", "test_quicksort.py", "notes.md"]
+    whole = PLAN.model_copy(update={"outputs": ["quicksort.py", "test_quicksort.py", "notes.md"]})
     nxt = decide(run(State.START, rules=rules), said(P, plan=whole))
     assert isinstance(nxt, RunPhase) and nxt.plan is whole
-    steps = decide(run(State.START, rules=dataclasses.replace(rules, steps=True)), said(P, plan=STEP_PLAN))
+    bound = STEP_PLAN.model_copy(
+        update={"outputs": ["./quicksort.py"], "output_steps": {"./quicksort.py": "S1"}}
+    )
+    steps = decide(run(State.START, rules=dataclasses.replace(rules, steps=True)), said(P, plan=bound))
     assert isinstance(steps, RunSteps) and steps.plan is not None
-    assert steps.plan.outputs == ["quicksort.py", "test_quicksort.py"]
-    assert steps.plan.output_steps == {"quicksort.py": "S1"}
+    assert steps.plan.outputs == ["./quicksort.py", "test_quicksort.py"]
+    assert steps.plan.output_steps == {"./quicksort.py": "S1"}
 
 
 def test_an_unreadable_plan_is_repaired_once_then_ends_the_run_as_plan_error() -> None:

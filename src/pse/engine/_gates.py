@@ -70,19 +70,21 @@ class GatePolicy:
         return str(PurePosixPath(self.targets.get(check, ".")))
 
     def owing(self, plan: PlanRecord | None) -> PlanRecord | None:
-        """`plan` as the run holds it: its outputs are the Planner's, then the files of `expected_outputs`
-        (the task's word) the Planner left out (a folder output stays the gates' alone).
+        """`plan` as the run holds it: its outputs are the files of `expected_outputs` (the task's word),
+        in the task's order, then the Planner's others (a folder output stays the gates' alone).
 
-        A Planner cannot drop what the task expects. The gates already owed it at a PASS, but the 1.5B
-        model's Planner listed no output on two held-out tasks: no nudge asked its Specialist for the test
-        file it never wrote, and the Evaluator spent the cycle's turns looking for it. The Planner's own
-        words stay in the cycle's messages."""
+        A Planner cannot drop what the task expects, nor put its own outputs before them. The gates
+        already owed them at a PASS, but the 1.5B model's Planner listed no output on two held-out tasks
+        (no nudge asked its Specialist for the test file it never wrote, and the Evaluator spent the
+        cycle's turns looking for it), and on a third listed `top-words/words.py` for `words.py`: its
+        Specialist writes the first output first. The Planner's own words stay in the cycle's messages."""
         if plan is None:
             return None
-        have = {str(PurePosixPath(path)) for path in plan.outputs}
-        files = [path for path in dict.fromkeys(self.expected_outputs) if not path.endswith("/")]
-        missing = [path for path in files if str(PurePosixPath(path)) not in have]
-        return plan.model_copy(update={"outputs": [*plan.outputs, *missing]}) if missing else plan
+        spelled = {str(PurePosixPath(path)): path for path in plan.outputs}  # output_steps' keys
+        expected = [path for path in self.expected_outputs if not path.endswith("/")]
+        files = list(dict.fromkeys(spelled.get(str(PurePosixPath(path)), path) for path in expected))
+        outputs = [*files, *(path for path in plan.outputs if path not in files)]
+        return plan if outputs == list(plan.outputs) else plan.model_copy(update={"outputs": outputs})
 
 
 def _exists_inside(workspace: Path, relative: str) -> bool:

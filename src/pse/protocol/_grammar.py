@@ -75,8 +75,10 @@ _PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 
 def _common(sizes: GrammarSizes) -> list[str]:
     """The rules every role's grammar shares. `text` is a body without `<` that starts with a visible
-    character."""
-    prose, prose_rules = repeat("[^<]", sizes.prose, "prose")
+    character. `prose`, the words before a block, holds no backtick either: a fence there opens a file
+    block (the fenced write format), and the 1.5B model, offered only its report, began `words.py` and a
+    fence in its prose: the file block was never closed and the report was lost with it."""
+    prose, prose_rules = repeat("[^<`]", sizes.prose, "prose")
     text, text_rules = repeat("[^<]", sizes.text - 1, "text")
     return [
         f"prose ::= {prose}",
