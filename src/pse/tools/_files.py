@@ -14,7 +14,7 @@ from pathlib import Path
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
 from pse.tools._protected import check_config_reason
-from pse.tools._pyhints import WITHHELD, python_hints
+from pse.tools._pyhints import WITHHELD, missing_imports, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 from pse.tools._ruff import safe_fixes
 
@@ -125,8 +125,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
 
     Facts: `bytes`, and `area` and `path` (relative to the area) of the file written: the executor
     files the requester as its author. Where the context says so (`ruff_fixes`), a Python file of the
-    workspace gets ruff's safe fixes; `ruff_fixed` lists their codes, and the argument the role sent
-    stays in the record as it was sent.
+    workspace gets ruff's safe fixes; `ruff_fixed` lists their codes. A Python file gets the imports it
+    lacks where one reading is certain (`missing_imports`); `imports_added` lists their lines. The
+    argument the role sent stays in the record as it was sent.
     """
     area, real, root = resolve_path(ctx, path)
     if not (ctx.evaluation_writable if area == "evaluation" else ctx.writable):
@@ -152,7 +153,14 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
         content, fixed = safe_fixes(ctx, rel, content)
         if fixed:
             _write(ctx, path, content)
+    added: list[str] = []
+    if rel.endswith(".py"):
+        content, added = missing_imports(real, rel, content)
+        if added:
+            data = _write(ctx, path, content)
     hints = python_hints(real, rel, content)
+    if added:
+        hints.insert(0, f"PSE added the imports it lacked at the top ({'; '.join(added)})")
     if fixed:
         hints.insert(0, f"ruff applied its safe fixes ({', '.join(fixed)}) to the file; read it to see it")
     return ToolOutcome(
@@ -164,6 +172,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             "path": rel,
             **({"hints": hints} if hints else {}),
             **({"ruff_fixed": fixed} if fixed else {}),
+            **({"imports_added": added} if added else {}),
         },
     )
 

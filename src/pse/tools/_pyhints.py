@@ -15,10 +15,19 @@ import ast
 import builtins
 import os
 import stat
+import sys
 import threading
 from pathlib import Path, PurePosixPath
 
-__all__ = ["NOT_PYTHON", "WITHHELD", "parse_python", "python_hints", "python_problem", "syntax_problem"]
+__all__ = [
+    "NOT_PYTHON",
+    "WITHHELD",
+    "missing_imports",
+    "parse_python",
+    "python_hints",
+    "python_problem",
+    "syntax_problem",
+]
 
 NOT_PYTHON = "does not parse as Python"
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
@@ -170,6 +179,67 @@ def _unbound_problem(rel: str, tree: ast.Module, beside: Path | None) -> str | N
         if found:
             imports.append(f"from {sibling.stem} import {', '.join(found)}")
     return f"{said}: {'; '.join(imports)}" if imports else said
+
+
+_ACTS_WHEN_IMPORTED = frozenset({"this", "antigravity"})
+_IMPORTABLE = frozenset(
+    name for name in sys.stdlib_module_names if not name.startswith("_") and name not in _ACTS_WHEN_IMPORTED
+) | {"pytest"}
+"""Names a missing `import NAME` may bind: the standard library's public modules (none that acts when
+imported), and pytest, which runs every test."""
+_LEADING_COMMENT = ("#",)
+
+
+def missing_imports(real: Path, rel: str, content: str) -> tuple[str, list[str]]:
+    """`content`, the Python file `rel` just written at `real`, with the imports it lacks added after its
+    docstring and `__future__` imports, and those import lines (none: `content` as it was).
+
+    A name the file reads and nothing in it binds (`_unbound`) gets an import when one reading is
+    certain: a module beside it (not a test module) that alone defines it at top level
+    (`from account import Account`), else a module of the standard library, or pytest, of that name
+    (`import csv`). Nothing else changes, and every added line only binds a name whose every use raised
+    `NameError`. Why: told of the missing import, at its write and before its report, the 1.5B model
+    wrote the same file again (held-out csv-mean's `csv`, account's and csv-mean's test files without
+    the module they test); an import with one reading needs no model, as ruff's safe fixes need none."""
+    try:
+        tree = parse_python(content)
+    except (SyntaxError, ValueError):
+        return content, []
+    names = _unbound(tree)
+    if not names:
+        return content, []
+    siblings = sorted(real.parent.glob("*.py"))
+    defined = {p.stem: _module_names(p) for p in siblings if p.name != real.name and not _is_test(p.name)}
+    modules: dict[str, list[str]] = {}
+    plain: list[str] = []
+    for name in names:
+        owners = [stem for stem, found in defined.items() if name in found]
+        if len(owners) == 1:
+            modules.setdefault(owners[0], []).append(name)
+        elif not owners and name in _IMPORTABLE:
+            plain.append(f"import {name}")
+    lines = [*plain, *(f"from {stem} import {', '.join(found)}" for stem, found in modules.items())]
+    if not lines:
+        return content, []
+    after = 0
+    for index, node in enumerate(tree.body):
+        docstring = index == 0 and isinstance(_constant(node), str)
+        if not (docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
+            break
+        after = node.end_lineno or node.lineno
+    source = content.splitlines(keepends=True)
+    if after == 0:
+        while after < len(source) and source[after].startswith(_LEADING_COMMENT):
+            after += 1  # a shebang, an encoding line, a comment at the top stay first
+    head = "".join(source[:after])
+    if head and not head.endswith("\n"):
+        head += "\n"
+    fixed = head + "".join(f"{line}\n" for line in lines) + "".join(source[after:])
+    try:
+        parse_python(fixed)
+    except (SyntaxError, ValueError):
+        return content, []
+    return fixed, lines
 
 
 def _is_test(name: str) -> bool:
