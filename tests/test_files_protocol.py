@@ -170,7 +170,8 @@ async def test_a_run_whose_roles_write_file_blocks_writes_audits_and_checks_them
     turns = [("Planner", plan), ("Specialist", files), ("Specialist", report)]
     turns += [("Evaluator", run_tests), ("Evaluator", verdict)]
     task = {"goal": "Write hello.py and its tests.", "expected_outputs": ["hello.py", "test_hello.py"],
-            "required_checks": ["pytest"]}  # fmt: skip
+            "required_checks": ["pytest"],
+            "verification": {"independent_tests": False}}  # the Specialist's tests are the evidence here  # fmt: skip
     summary, trace, prepared = await run_task(
         task, turns=turns, write_format="fenced", runs_dir=tmp_path, sandbox="fallback"
     )

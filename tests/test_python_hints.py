@@ -190,3 +190,18 @@ def test_a_write_adds_the_imports_and_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "test_account.py").read_text().startswith("from account import Account\n")
     assert outcome.facts["imports_added"] == ["from account import Account"]
     assert "note: PSE added the imports it lacked at the top (from account import Account)" in outcome.output
+
+
+def test_a_name_used_only_on_noqa_lines_is_meant() -> None:
+    """As for pyflakes: `# noqa` (bare or naming F821) says the name is bound at run time."""
+    text = "import m\nm.__dict__['_ORIG'] = 1\n\n\ndef f():\n    return _ORIG  # noqa: F821 (bound above)\n"
+    assert python_problem("x.py", text) is None
+    assert (
+        python_problem("x.py", text.replace("F821", "E501"))
+        == "x.py uses _ORIG, which it never imports or defines"
+    )
+    assert (
+        python_problem("x.py", text + "\n\nY = _ORIG\n")
+        == "x.py uses _ORIG, which it never imports or defines"
+    )
+    assert python_problem("x.py", "Z = _ORIG  # noqa\n") is None

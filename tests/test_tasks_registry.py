@@ -292,3 +292,32 @@ def test_extract_report_refuses_a_file_outside_the_workspace(tmp_path: Path) -> 
     workspace.mkdir()
     (workspace / "link.md").symlink_to(tmp_path / "secret.md")
     assert extract_report(task, workspace, None) is None
+
+
+def test_a_task_that_gives_no_tests_holds_its_evaluator_to_tests_of_its_own(tmp_path: Path) -> None:
+    """`[verification] independent_tests` unset: on where pytest is required and the task gives no tests
+    (held-out merge-intervals passed on the Specialist's one test, over a `merge` that sorts its caller's
+    list in place); off where the task's or a repository's tests are the evidence, or it runs in steps."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from pse.runner import own_tests
+    from pse.tasks import TaskConfig
+
+    def task(**config: object) -> Any:  # own_tests reads a task's config alone
+        fields = {"description": "d", "goal": "Write m.py and its tests.", "required_checks": ["pytest"]}
+        return SimpleNamespace(config=TaskConfig.model_validate({**fields, **config}))
+
+    assert own_tests(task()) is True
+    assert own_tests(task(verification={"independent_tests": False})) is False
+    assert own_tests(task(required_checks=["ruff"])) is False
+    assert own_tests(task(required_checks=["ruff"], verification={"independent_tests": True})) is True
+    assert own_tests(task(execution="steps")) is False
+    assert own_tests(task(), repository=True) is False
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "m.py").write_text("x = 1\n")
+    assert own_tests(task(), tmp_path) is True
+    (tmp_path / "pkg" / "test_m.py").write_text("def test_x():\n    pass\n")
+    assert own_tests(task(), tmp_path) is False  # an instance's files hold a test
+    for seeded in (["test_acceptance.py"], ["data"], ["tests/"]):
+        assert own_tests(task(seed=seeded)) is False, seeded

@@ -14,7 +14,7 @@ from pse.cli._common import TasksDir, err, out
 from pse.cli._common import command_settings as _settings
 from pse.cli._run import EXIT_USAGE
 from pse.config import Settings
-from pse.runner import registry_for, user_tasks_dir
+from pse.runner import own_tests, registry_for, user_tasks_dir
 from pse.tasks import Problem, Task, TaskRegistry, offline_warnings, run_rules, scaffold_task, validate
 from pse.tools import is_test_file
 
@@ -97,7 +97,7 @@ def evidence_rules_of(task: Task) -> list[str]:
         ),
         "  evidence globs ([verification] evidence): " + (", ".join(verification.evidence) or "none"),
     ]
-    if verification.independent_tests:
+    if own_tests(task):
         lines.append("  the Evaluator's own tests (@evaluation/), in a pytest session of their own")
     if python:
         lines.append("  a pytest run must execute, from its own path: " + ", ".join(python))

@@ -16,6 +16,7 @@ from pse.runner._prepare import (
     user_tasks_dir,
 )
 from pse.runner._run import RunSummary, arun, run, run_to_end, summarize
+from pse.runner._tools import own_tests
 from pse.runner._wiring import PreparedRun
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "answer_run",
     "approve_call",
     "arun",
+    "own_tests",
     "pending_approvals",
     "prepare_resume",
     "prepare_run",

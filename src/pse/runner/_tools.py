@@ -5,17 +5,39 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pse.engine import ApprovalDesk
 from pse.roles import role_spec
 from pse.runner._frame import RunFrame
 from pse.runner._mcp import McpSetup
 from pse.runner._repository import RunRepository
+from pse.tasks import Task
 from pse.toolagent import Policy, ToolExecutor, ToolRunner
-from pse.tools import EvidenceRules, ToolRegistry
+from pse.tools import EvidenceRules, ToolRegistry, is_test_file
 
-__all__ = ["RunTools", "build_tools", "run_policy"]
+__all__ = ["RunTools", "build_tools", "own_tests", "run_policy"]
+
+
+def own_tests(task: Task, workspace: Path | None = None, repository: bool = False) -> bool:
+    """Whether a run of `task` holds its Evaluator to tests of its own (`[verification]
+    independent_tests`). Unset, it does where the task requires pytest and gives no tests itself: it
+    seeds no test file and no folder, the run's `workspace` holds no test file as it starts (an
+    instance's files), it does not run on a repository (whose tests are the evidence), and it runs as
+    one task, not in steps.
+
+    Why by default: otherwise a PASS there rests on the tests the Specialist chose to write. On the
+    held-out merge-intervals task the 1.5B model's Evaluator ran the Specialist's one test and passed
+    a `merge` that sorts its caller's list in place, which the task's reference check refuses."""
+    config = task.config
+    chosen = config.verification.independent_tests
+    if chosen is not None:
+        return chosen
+    if "pytest" not in config.required_checks or repository or config.repository.required:
+        return False
+    if config.execution != "task" or any(is_test_file(p) or not PurePosixPath(p).suffix for p in config.seed):
+        return False
+    return workspace is None or not any(is_test_file(path.name) for path in workspace.rglob("*.py"))
 
 
 @dataclass(frozen=True)
@@ -73,7 +95,11 @@ def build_tools(
     verification = task.config.verification
     policy = run_policy(frame, registry)
     evaluation_dir = None
-    if verification.independent_tests and frame.crew.independent_review:
+    if resume is not None:  # as the run began: its area is there if it had one
+        independent = (frame.run_dir / "evaluation").is_dir()
+    else:
+        independent = own_tests(task, frame.workspace, repository is not None)
+    if independent and frame.crew.independent_review:
         policy = policy.with_independent_tests()
         evaluation_dir = frame.run_dir / "evaluation"
         evaluation_dir.mkdir(mode=0o700, exist_ok=True)  # no other role's command may read it

@@ -127,9 +127,11 @@ class VerificationSpec(_Strict):
         description="check-configuration files roles may write (conftest.py, a ruff.toml...); every check "
         "run then uses them and says a role wrote them",
     )
-    independent_tests: bool = Field(
-        default=False,
-        description="a PASS needs passing tests the Evaluator wrote itself in its evaluation area",
+    independent_tests: bool | None = Field(
+        default=None,
+        description="a PASS needs passing tests the Evaluator wrote itself in its evaluation area (unset: "
+        "where pytest is required and the task seeds no test file or folder, runs as one task and not on "
+        "a repository)",
     )
     targets: dict[str, str] = Field(
         default_factory=dict,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+import re
 import stat
 import sys
 import threading
@@ -119,7 +120,7 @@ def python_problem(rel: str, source: str | bytes, beside: Path | None = None) ->
     tree = _parsed(rel, source)
     if isinstance(tree, str):
         return tree
-    return _stubs(rel, tree) or _unbound_problem(rel, tree, beside)
+    return _stubs(rel, tree) or _unbound_problem(rel, tree, source, beside)
 
 
 _MODULE_GLOBALS = frozenset(
@@ -128,7 +129,16 @@ _MODULE_GLOBALS = frozenset(
 """Names every module has without binding them."""
 
 
-def _unbound(tree: ast.Module) -> list[str]:
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
+
+
+def _waived(line: str) -> bool:
+    """A line whose `# noqa` (bare, or naming F821) says its undefined name is meant, as pyflakes reads it."""
+    found = _NOQA.search(line)
+    return found is not None and (not found["codes"] or "F821" in found["codes"].upper())
+
+
+def _unbound(tree: ast.Module, source: str | bytes = "") -> list[str]:
     """The names `tree` reads that nothing in the file binds, anywhere, and that are no builtin: in order of
     first use. A file that imports `*` binds names no parser can see, and has none.
 
@@ -136,15 +146,20 @@ def _unbound(tree: ast.Module) -> list[str]:
     file counts as bound everywhere, so what is named here fails whenever its line runs. Seen on the
     1.5B model: a test file that never imports the module it tests (`NameError: name 'Account' is not
     defined` in every test), `pytest.raises` with no `import pytest`, and HumanEval-5's `delimiter` for
-    the parameter `delimeter`."""
+    the parameter `delimeter`. A name whose every use is on a line with `# noqa` (bare or naming F821)
+    is meant, as for pyflakes: bound at run time (`module.__dict__[...] = ...`)."""
     bound = set(dir(builtins)) | _MODULE_GLOBALS
     read: dict[str, tuple[int, int]] = {}
+    lines = (source.decode("utf-8", "replace") if isinstance(source, bytes) else source).splitlines()
+    meant: dict[str, bool] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
             return []
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 read.setdefault(node.id, (node.lineno, node.col_offset))
+                line = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
+                meant[node.id] = meant.get(node.id, True) and _waived(line)
             else:
                 bound.add(node.id)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -159,13 +174,13 @@ def _unbound(tree: ast.Module) -> list[str]:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
-    return sorted((name for name in read if name not in bound), key=read.__getitem__)
+    return sorted((name for name in read if name not in bound and not meant[name]), key=read.__getitem__)
 
 
-def _unbound_problem(rel: str, tree: ast.Module, beside: Path | None) -> str | None:
+def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Path | None) -> str | None:
     """What `rel` reads unbound (`_unbound`), with the import that binds each name a module of `beside`
     (not a test module, not `rel` itself) defines at top level."""
-    names = _unbound(tree)
+    names = _unbound(tree, source)
     if not names:
         return None
     said = f"{rel} uses {', '.join(names)}, which it never imports or defines"
@@ -205,7 +220,7 @@ def missing_imports(real: Path, rel: str, content: str) -> tuple[str, list[str]]
         tree = parse_python(content)
     except (SyntaxError, ValueError):
         return content, []
-    names = _unbound(tree)
+    names = _unbound(tree, content)
     if not names:
         return content, []
     siblings = sorted(real.parent.glob("*.py"))
@@ -287,7 +302,7 @@ def _hints(real: Path, rel: str, content: str) -> list[str]:
         return [f"{tree}; write it again"]
     stubs = _stubs(rel, tree)
     hints = [f"{stubs}; write its code"] if stubs is not None else []
-    unbound = _unbound_problem(rel, tree, real.parent)
+    unbound = _unbound_problem(rel, tree, content, real.parent)
     if unbound is not None:
         hints.append(unbound)
     if not _is_test(PurePosixPath(rel).name):
