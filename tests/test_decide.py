@@ -398,6 +398,10 @@ def test_an_unreadable_verdict_is_repaired_once_then_is_a_review_error() -> None
         # a FAIL over work the Specialist can fix under the plan
         (verdict("FAIL", "TESTS_FAILING", "AC1"), [pytest_run(1, 1)], RULES,
          "Your FAIL asks for a new plan, but its reason, TESTS_FAILING"),
+        # a BLOCKED over a file the work lacks (held-out csv-mean's test.csv), not over a person's call
+        (verdict("BLOCKED", "MISSING_DATA", "AC1"), [pytest_run(0, 1)], RULES,
+         "Your BLOCKED stops the run for a person, but its reason, MISSING_DATA"),
+        (verdict("BLOCKED", "MISSING_PERMISSION", "AC1"), [pytest_run(0, 1)], RULES, None),
     ],
 )  # fmt: skip
 def test_a_premature_verdict_is_asked_about_once(

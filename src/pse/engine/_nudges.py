@@ -278,7 +278,22 @@ def fail_for_work(verdict: VerdictRecord | None) -> str | None:
     conflict has its own exit (`<blocked>`, naming the test, quoting the task), which is judged as such.
     Told its conflict quoted no sentence of the task, the 1.5B model sent the same words as a FAIL, and
     the re-plan's Specialist, told nothing of the failing test, wrote its file again unchanged (run 21).
-    The verdict it sends next stands, whatever it is."""
+    The verdict it sends next stands, whatever it is.
+
+    A BLOCKED verdict over such work is asked too, and over MISSING_DATA: it stops the run for a person.
+    The 1.5B model's Evaluator blocked on MISSING_DATA over a `test.csv` the Specialist's own test read
+    and never wrote (held-out csv-mean): a file the work lacks is the Specialist's to deliver."""
+    if (
+        verdict is not None
+        and verdict.status == "BLOCKED"
+        and verdict.reason_code in {*FIXABLE, "MISSING_DATA"}
+    ):
+        return (
+            f"Your BLOCKED stops the run for a person, but its reason, {verdict.reason_code}, is about the "
+            "work: a file or a result the work lacks is the Specialist's to deliver under this plan, and "
+            "that is PARTIAL. Send your verdict again; BLOCKED only if the task itself cannot go on without "
+            "a person (data no role can write, a permission)."
+        )
     if verdict is None or verdict.status != "FAIL":
         return None
     if verdict.reason_code == SPEC_CONFLICT:
