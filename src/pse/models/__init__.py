@@ -51,7 +51,6 @@ from pse.models._probe import (
     probe_server,
 )
 from pse.models._ratelimit import (
-    RETRY_AFTER_CAP_S,
     WINDOW_S,
     Admission,
     Grant,
@@ -64,13 +63,12 @@ from pse.models._ratelimit import (
     install_limiter_backend,
     limiter_backend,
     limiter_for,
-    retry_after_s,
 )
 from pse.models._reasoning import split_reasoning
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
 from pse.models._resilient import ResilientChatCompletionClient, public_url
 from pse.models._resumed import ResumedTurnsClient, Turn
-from pse.models._retrying import RetryPolicy
+from pse.models._retrying import RETRY_AFTER_CAP_S, RetryPolicy, retry_after_s
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
 from pse.models._scrub import Scrubber, scrub_secrets
 from pse.models._servers import crash_note, note_answered, note_started_server

@@ -39,21 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import itertools
-import logging
 import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pse.config import Settings
 
 __all__ = [
-    "RETRY_AFTER_CAP_S",
     "WINDOW_S",
     "Admission",
     "Grant",
@@ -66,14 +63,10 @@ __all__ = [
     "install_limiter_backend",
     "limiter_backend",
     "limiter_for",
-    "retry_after_s",
 ]
 
 WINDOW_S = 60.0
 """The window of the per-minute limits, seconds."""
-RETRY_AFTER_CAP_S = 120.0
-"""The longest a provider's Retry-After makes PSE wait."""
-log = logging.getLogger("pse.models")
 _RELEASE_POLL_S = 0.05  # a call held by the concurrency limit also looks again this often (other loops)
 
 LimitKey = tuple[str, str]
@@ -356,44 +349,3 @@ def limiter_for(settings: Settings) -> RateLimiter | None:
     if not limits.active:
         return None
     return RateLimiter(limits, settings.model_max_tokens or 0)
-
-
-def retry_after_s(headers: Mapping[str, str], now: float) -> float | None:
-    """How long a response's `retry-after-ms` or `Retry-After` header asks to wait, in seconds.
-
-    `Retry-After` is seconds or an HTTP date (compared with `now`, seconds since the epoch). None when
-    neither header is there or readable; a date in the past is 0.0. More than `RETRY_AFTER_CAP_S` is
-    cut to it, with a warning (`pse.models` logger): an hour's pause would outlast most runs.
-    """
-    asked = _asked_wait(headers, now)
-    if asked is not None and asked > RETRY_AFTER_CAP_S:
-        log.warning(
-            "a model server asked to wait %.0f s (Retry-After); PSE waits at most %.0f s (RETRY_AFTER_CAP_S)",
-            asked,
-            RETRY_AFTER_CAP_S,
-        )
-        return RETRY_AFTER_CAP_S
-    return asked
-
-
-def _asked_wait(headers: Mapping[str, str], now: float) -> float | None:
-    lowered = {name.lower(): value for name, value in headers.items()}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = lowered.get(name, "").strip()
-        if not value:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            if scale != 1.0:
-                continue
-            try:
-                date = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                continue
-            if date.tzinfo is None:
-                continue
-            seconds = date.timestamp() - now
-        if math.isfinite(seconds):
-            return max(0.0, seconds)
-    return None

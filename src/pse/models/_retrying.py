@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import email.utils
+import logging
+import math
 import random
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,9 +17,23 @@ import ollama
 import openai
 
 from pse.models._context import is_context_overflow
-from pse.models._ratelimit import retry_after_s
 
-__all__ = ["FailureKind", "RetryPolicy", "classify_failure", "lost_connection", "retry_after", "short_text"]
+__all__ = [
+    "RETRY_AFTER_CAP_S",
+    "FailureKind",
+    "RetryPolicy",
+    "classify_failure",
+    "lost_connection",
+    "retry_after",
+    "retry_after_s",
+    "short_text",
+]
+
+log = logging.getLogger("pse.models")
+
+RETRY_AFTER_CAP_S = 120.0
+"""The longest a provider's Retry-After makes PSE wait."""
+
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _BACKOFF_CAP_S = 60.0
@@ -88,3 +106,44 @@ def retry_after(exc: BaseException) -> float | None:
 def short_text(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def retry_after_s(headers: Mapping[str, str], now: float) -> float | None:
+    """How long a response's `retry-after-ms` or `Retry-After` header asks to wait, in seconds.
+
+    `Retry-After` is seconds or an HTTP date (compared with `now`, seconds since the epoch). None when
+    neither header is there or readable; a date in the past is 0.0. More than `RETRY_AFTER_CAP_S` is
+    cut to it, with a warning (`pse.models` logger): an hour's pause would outlast most runs.
+    """
+    asked = _asked_wait(headers, now)
+    if asked is not None and asked > RETRY_AFTER_CAP_S:
+        log.warning(
+            "a model server asked to wait %.0f s (Retry-After); PSE waits at most %.0f s (RETRY_AFTER_CAP_S)",
+            asked,
+            RETRY_AFTER_CAP_S,
+        )
+        return RETRY_AFTER_CAP_S
+    return asked
+
+
+def _asked_wait(headers: Mapping[str, str], now: float) -> float | None:
+    lowered = {name.lower(): value for name, value in headers.items()}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = lowered.get(name, "").strip()
+        if not value:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            if scale != 1.0:
+                continue
+            try:
+                date = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                continue
+            if date.tzinfo is None:
+                continue
+            seconds = date.timestamp() - now
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
