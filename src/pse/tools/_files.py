@@ -155,7 +155,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             _write(ctx, path, content)
     added: list[str] = []
     if rel.endswith(".py"):
-        content, added = missing_imports(real, rel, content)
+        content, added = missing_imports(real, rel, content, None if area == "workspace" else ctx.workspace)
         if added:
             data = _write(ctx, path, content)
     hints = python_hints(real, rel, content)

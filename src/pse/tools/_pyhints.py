@@ -205,17 +205,19 @@ imported), and pytest, which runs every test."""
 _LEADING_COMMENT = ("#",)
 
 
-def missing_imports(real: Path, rel: str, content: str) -> tuple[str, list[str]]:
+def missing_imports(real: Path, rel: str, content: str, beside: Path | None = None) -> tuple[str, list[str]]:
     """`content`, the Python file `rel` just written at `real`, with the imports it lacks added after its
     docstring and `__future__` imports, and those import lines (none: `content` as it was).
 
     A name the file reads and nothing in it binds (`_unbound`) gets an import when one reading is
-    certain: a module beside it (not a test module) that alone defines it at top level
-    (`from account import Account`), else a module of the standard library, or pytest, of that name
-    (`import csv`). Nothing else changes, and every added line only binds a name whose every use raised
-    `NameError`. Why: told of the missing import, at its write and before its report, the 1.5B model
-    wrote the same file again (held-out csv-mean's `csv`, account's and csv-mean's test files without
-    the module they test); an import with one reading needs no model, as ruff's safe fixes need none."""
+    certain: a module of `beside` (its own folder by default; the workspace for the Evaluator's tests in
+    its own area), not a test module, that alone defines it at top level (`from account import
+    Account`), else a module of the standard library, or pytest, of that name (`import csv`). Nothing
+    else changes, and every added line only binds a name whose every use raised `NameError`.
+
+    Why: told of the missing import, at its write and before its report, the 1.5B model wrote the same
+    file again (held-out csv-mean's `csv`, account's and csv-mean's test files without the module they
+    test); an import with one reading needs no model, as ruff's safe fixes need none."""
     try:
         tree = parse_python(content)
     except (SyntaxError, ValueError):
@@ -223,7 +225,7 @@ def missing_imports(real: Path, rel: str, content: str) -> tuple[str, list[str]]
     names = _unbound(tree, content)
     if not names:
         return content, []
-    siblings = sorted(real.parent.glob("*.py"))
+    siblings = sorted((beside or real.parent).glob("*.py"))
     defined = {p.stem: _module_names(p) for p in siblings if p.name != real.name and not _is_test(p.name)}
     modules: dict[str, list[str]] = {}
     plain: list[str] = []
