@@ -226,7 +226,10 @@ def missing_imports(real: Path, rel: str, content: str, beside: Path | None = No
     if not names:
         return content, []
     siblings = sorted((beside or real.parent).glob("*.py"))
-    defined = {p.stem: _module_names(p) for p in siblings if p.name != real.name and not _is_test(p.name)}
+    importable = [
+        p for p in siblings if p.stem.isidentifier() and p.name != real.name and not _is_test(p.name)
+    ]
+    defined = {p.stem: _module_names(p) for p in importable}
     modules: dict[str, list[str]] = {}
     plain: list[str] = []
     for name in names:
