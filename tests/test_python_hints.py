@@ -172,7 +172,7 @@ def test_the_imports_a_file_lacks_are_added_where_one_reading_is_certain(tmp_pat
     # imported, a file that does not parse; and a test module beside it is never imported from.
     (tmp_path / "other.py").write_text(ACCOUNT)
     (tmp_path / "test_helpers.py").write_text("def helper():\n    pass\n")
-    for text in ("Account()\n", "delimiter\n", "this\n", "def f(:\n", "helper()\n"):
+    for text in ("Account()\n", "delimiter\n", "this\n", "def f(:\n", "helper()\n", "ab = 1\nac = 2\nad\n"):
         assert missing_imports(tmp_path / "x.py", "x.py", text) == (text, [])
 
 
@@ -188,8 +188,11 @@ def test_a_write_adds_the_imports_and_says_so(tmp_path: Path) -> None:
     write_file(ctx, "account.py", ACCOUNT)
     outcome = write_file(ctx, "test_account.py", "def test_a():\n    assert Account().balance == 0\n")
     assert (tmp_path / "test_account.py").read_text().startswith("from account import Account\n")
-    assert outcome.facts["imports_added"] == ["from account import Account"]
-    assert "note: PSE added the imports it lacked at the top (from account import Account)" in outcome.output
+    assert outcome.facts["names_bound"] == ["from account import Account"]
+    assert (
+        "note: PSE bound the names it read and never bound (from account import Account); read it to see it"
+        in outcome.output
+    )
 
 
 def test_a_name_used_only_on_noqa_lines_is_meant() -> None:
@@ -229,5 +232,22 @@ def test_the_evaluators_tests_import_from_the_workspace(tmp_path: Path) -> None:
     outcome = write_file(
         ctx, "@evaluation/test_mine.py", "def test_a():\n    assert Account().balance == 0\n"
     )
-    assert outcome.facts["imports_added"] == ["from account import Account"]
+    assert outcome.facts["names_bound"] == ["from account import Account"]
     assert (area / "test_mine.py").read_text().startswith("from account import Account\n")
+
+
+def test_a_misspelt_name_is_renamed_to_the_one_close_name_the_file_binds(tmp_path: Path) -> None:
+    """HumanEval-5: the 1.5B model wrote `delimiter` for its parameter `delimeter`, and wrote the same
+    file again after every note; Python's NameError says "Did you mean: 'delimeter'?"."""
+    from pse.tools._pyhints import missing_imports
+
+    typo = (
+        "def intersperse(numbers, delimeter):\n    result = []  # delimiter goes between\n"
+        "    for n in numbers:\n        result += [n, delimiter]\n    return result[:-1] or 'delimiter'\n"
+    )
+    fixed, done = missing_imports(tmp_path / "solution.py", "solution.py", typo)
+    assert done == ["delimiter → delimeter"]
+    assert fixed == typo.replace("[n, delimiter]", "[n, delimeter]")  # the comment and the string stay
+    assert missing_imports(tmp_path / "s.py", "s.py", "é = 'ü'; x = [é, délimiter]\nlimiter = 1\n")[0] == (
+        "é = 'ü'; x = [é, limiter]\nlimiter = 1\n"
+    )

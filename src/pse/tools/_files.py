@@ -125,8 +125,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
 
     Facts: `bytes`, and `area` and `path` (relative to the area) of the file written: the executor
     files the requester as its author. Where the context says so (`ruff_fixes`), a Python file of the
-    workspace gets ruff's safe fixes; `ruff_fixed` lists their codes. A Python file gets the imports it
-    lacks where one reading is certain (`missing_imports`); `imports_added` lists their lines. The
+    workspace gets ruff's safe fixes; `ruff_fixed` lists their codes. A Python file gets the names it reads
+    and never binds bound where one reading is certain (an import, a misspelt name: `missing_imports`);
+    `names_bound` lists what was done. The
     argument the role sent stays in the record as it was sent.
     """
     area, real, root = resolve_path(ctx, path)
@@ -160,7 +161,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             data = _write(ctx, path, content)
     hints = python_hints(real, rel, content)
     if added:
-        hints.insert(0, f"PSE added the imports it lacked at the top ({'; '.join(added)})")
+        hints.insert(
+            0, f"PSE bound the names it read and never bound ({'; '.join(added)}); read it to see it"
+        )
     if fixed:
         hints.insert(0, f"ruff applied its safe fixes ({', '.join(fixed)}) to the file; read it to see it")
     return ToolOutcome(
@@ -172,7 +175,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             "path": rel,
             **({"hints": hints} if hints else {}),
             **({"ruff_fixed": fixed} if fixed else {}),
-            **({"imports_added": added} if added else {}),
+            **({"names_bound": added} if added else {}),
         },
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import os
 import re
 import stat
@@ -126,7 +127,8 @@ def python_problem(rel: str, source: str | bytes, beside: Path | None = None) ->
 _MODULE_GLOBALS = frozenset(
     {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__"}
 )
-"""Names every module has without binding them."""
+_BUILTINS = frozenset(dir(builtins)) | _MODULE_GLOBALS
+"""Names every module has without binding them: the builtins and a module's own globals."""
 
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.I)
@@ -139,8 +141,14 @@ def _waived(line: str) -> bool:
 
 
 def _unbound(tree: ast.Module, source: str | bytes = "") -> list[str]:
-    """The names `tree` reads that nothing in the file binds, anywhere, and that are no builtin: in order of
-    first use. A file that imports `*` binds names no parser can see, and has none.
+    """The names `tree` reads that nothing in the file binds (`_scan`)."""
+    return _scan(tree, source)[0]
+
+
+def _scan(tree: ast.Module, source: str | bytes = "") -> tuple[list[str], set[str]]:
+    """The names `tree` reads that nothing in the file binds, anywhere, and that are no builtin, in order of
+    first use; and the names the file binds. A file that imports `*` binds names no parser can see, and
+    reads none unbound.
 
     Deliberately coarser than pyflakes' undefined-name check (no scopes): a name bound anywhere in the
     file counts as bound everywhere, so what is named here fails whenever its line runs. Seen on the
@@ -148,13 +156,13 @@ def _unbound(tree: ast.Module, source: str | bytes = "") -> list[str]:
     defined` in every test), `pytest.raises` with no `import pytest`, and HumanEval-5's `delimiter` for
     the parameter `delimeter`. A name whose every use is on a line with `# noqa` (bare or naming F821)
     is meant, as for pyflakes: bound at run time (`module.__dict__[...] = ...`)."""
-    bound = set(dir(builtins)) | _MODULE_GLOBALS
+    bound: set[str] = set()
     read: dict[str, tuple[int, int]] = {}
     lines = (source.decode("utf-8", "replace") if isinstance(source, bytes) else source).splitlines()
     meant: dict[str, bool] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
-            return []
+            return [], bound
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 read.setdefault(node.id, (node.lineno, node.col_offset))
@@ -174,7 +182,9 @@ def _unbound(tree: ast.Module, source: str | bytes = "") -> list[str]:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
-    return sorted((name for name in read if name not in bound and not meant[name]), key=read.__getitem__)
+    known = bound | _BUILTINS
+    unbound = sorted((name for name in read if name not in known and not meant[name]), key=read.__getitem__)
+    return unbound, bound
 
 
 def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Path | None) -> str | None:
@@ -206,23 +216,27 @@ _LEADING_COMMENT = ("#",)
 
 
 def missing_imports(real: Path, rel: str, content: str, beside: Path | None = None) -> tuple[str, list[str]]:
-    """`content`, the Python file `rel` just written at `real`, with the imports it lacks added after its
-    docstring and `__future__` imports, and those import lines (none: `content` as it was).
+    """`content`, the Python file `rel` just written at `real`, with the names it reads and never binds
+    bound where one reading is certain, and what was done, one line each (none: `content` as it was).
 
-    A name the file reads and nothing in it binds (`_unbound`) gets an import when one reading is
-    certain: a module of `beside` (its own folder by default; the workspace for the Evaluator's tests in
-    its own area), not a test module, that alone defines it at top level (`from account import
-    Account`), else a module of the standard library, or pytest, of that name (`import csv`). Nothing
-    else changes, and every added line only binds a name whose every use raised `NameError`.
+    A name the file reads and nothing in it binds (`_scan`) gets:
 
-    Why: told of the missing import, at its write and before its report, the 1.5B model wrote the same
-    file again (held-out csv-mean's `csv`, account's and csv-mean's test files without the module they
-    test); an import with one reading needs no model, as ruff's safe fixes need none."""
+    * an import, from a module of `beside` (its own folder by default; the workspace for the
+      Evaluator's tests in its own area), not a test module, that alone defines it at top level
+      (`from account import Account`), else of the standard library's module, or pytest, of that name
+      (`import csv`); the imports go after the docstring and `__future__` imports;
+    * else the one name the file binds that is close to it (`difflib`, ratio 0.8), as Python's own
+      `NameError` suggests: `delimiter → delimeter` renames each read of it.
+
+    Nothing else changes: every changed line raised `NameError` before. Why: told of the missing name at
+    its write and before its report, the 1.5B model wrote the same file again, every time (held-out
+    csv-mean's `csv`, account's and csv-mean's test files without the module they test, HumanEval-5's
+    `delimiter`); a repair with one reading needs no model, as ruff's safe fixes need none."""
     try:
         tree = parse_python(content)
     except (SyntaxError, ValueError):
         return content, []
-    names = _unbound(tree, content)
+    names, bound = _scan(tree, content)
     if not names:
         return content, []
     siblings = sorted((beside or real.parent).glob("*.py"))
@@ -232,22 +246,26 @@ def missing_imports(real: Path, rel: str, content: str, beside: Path | None = No
     defined = {p.stem: _module_names(p) for p in importable}
     modules: dict[str, list[str]] = {}
     plain: list[str] = []
+    renames: dict[str, str] = {}
     for name in names:
         owners = [stem for stem, found in defined.items() if name in found]
+        close = difflib.get_close_matches(name, sorted(bound), n=2, cutoff=0.8)
         if len(owners) == 1:
             modules.setdefault(owners[0], []).append(name)
         elif not owners and name in _IMPORTABLE:
             plain.append(f"import {name}")
+        elif not owners and len(close) == 1:
+            renames[name] = close[0]
     lines = [*plain, *(f"from {stem} import {', '.join(found)}" for stem, found in modules.items())]
-    if not lines:
+    if not lines and not renames:
         return content, []
+    source = _renamed(content, tree, renames).splitlines(keepends=True)
     after = 0
     for index, node in enumerate(tree.body):
         docstring = index == 0 and isinstance(_constant(node), str)
         if not (docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
             break
         after = node.end_lineno or node.lineno
-    source = content.splitlines(keepends=True)
     if after == 0:
         while after < len(source) and source[after].startswith(_LEADING_COMMENT):
             after += 1  # a shebang, an encoding line, a comment at the top stay first
@@ -259,7 +277,25 @@ def missing_imports(real: Path, rel: str, content: str, beside: Path | None = No
         parse_python(fixed)
     except (SyntaxError, ValueError):
         return content, []
-    return fixed, lines
+    return fixed, [*lines, *(f"{old} → {new}" for old, new in renames.items())]
+
+
+def _renamed(content: str, tree: ast.Module, renames: dict[str, str]) -> str:
+    """`content` with each read of a name of `renames` replaced, by its position (a string or a comment
+    that holds the name is left alone)."""
+    if not renames:
+        return content
+    lines = content.splitlines(keepends=True)
+    reads = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in renames
+    ]
+    for node in sorted(reads, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        raw = lines[node.lineno - 1].encode("utf-8")  # ast's columns count UTF-8 bytes
+        start, end = node.col_offset, node.end_col_offset or node.col_offset + len(node.id.encode("utf-8"))
+        lines[node.lineno - 1] = (raw[:start] + renames[node.id].encode("utf-8") + raw[end:]).decode("utf-8")
+    return "".join(lines)
 
 
 def _is_test(name: str) -> bool:
