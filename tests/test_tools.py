@@ -71,6 +71,12 @@ def test_read_and_list_files(ws: Path) -> None:
     assert listing.output.splitlines() == ["pkg/", "notes.md (17 bytes)", "pkg/mod.py (10 bytes)"]
     assert listing.facts == {"entries": 3}
     assert call("list_files", ctx, path="pkg").output == "pkg/mod.py (10 bytes)"
+    # A file lists itself, as `ls` does (the 1.5B model, told "not a directory", blocked on permission).
+    assert call("list_files", ctx, path="pkg/mod.py") == ToolOutcome(
+        "ok", "pkg/mod.py (10 bytes)", {"entries": 1}
+    )
+    with pytest.raises(ValueError, match="no file or folder 'gone.py' in the workspace"):
+        call("list_files", ctx, path="gone.py")
 
 
 @pytest.mark.parametrize(

@@ -92,10 +92,18 @@ def read_file(ctx: ToolContext, path: str) -> ToolOutcome:
 
 
 def list_files(ctx: ToolContext, path: str = ".") -> ToolOutcome:
-    """List a folder recursively: `dir/`, `file (N bytes)`, and `link@` for symlinks (never followed)."""
+    """List a folder recursively: `dir/`, `file (N bytes)`, and `link@` for symlinks (never followed). A
+    file's path lists that file, as `ls` does: the 1.5B model listed the file it had just written, was
+    told it was "not a directory", and blocked on MISSING_PERMISSION (held-out top-words, csv-mean)."""
     area, real, root = resolve_path(ctx, path or ".")
     if not real.is_dir():
-        raise ValueError(f"{path.strip()!r} is not a directory in the workspace")
+        if real.is_symlink() or not real.is_file():
+            raise ValueError(
+                f"no file or folder {path.strip()!r} in the workspace; list_files lists '.' whole"
+            )
+        return ToolOutcome(
+            "ok", f"{_shown(area, root, real)} ({real.lstat().st_size} bytes)", facts={"entries": 1}
+        )
     lines: list[str] = []
     for current, dirs, files in os.walk(real):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
