@@ -73,12 +73,13 @@ def dashboard(settings: Any, name: str) -> Iterator[tuple[Any, str]]:
 
 def scaffold_cases(tasks: Path, *names: str) -> None:
     """Tasks a dashboard test needs besides the built-in ones, scaffolded into `tasks`: `notes`, whose
-    expected output its cassette never writes (ERROR after a PARTIAL); `broken`, an invalid task.toml the
+    expected folder its cassette never makes (ERROR after a PARTIAL; a missing file would be asked for
+    before the review, a folder is the gates' alone); `broken`, an invalid task.toml the
     Start form lists but cannot start; `bare`, with no cassette and no model (cannot run offline)."""
     from pse.tasks import scaffold_task
 
     edits = {
-        "notes": ('"result.md"', '"summary.md"'),
+        "notes": ('["result.md"]', '["result.md", "summary/"]'),
         "broken": ("expected_outputs =", "expected_output ="),
         "bare": ('cassette = "cassette.json"\n', ""),
     }

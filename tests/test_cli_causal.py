@@ -175,13 +175,13 @@ def test_an_error_run_whose_task_output_was_never_written_names_the_gate(
     tasks = tmp_path / "tasks"
     scaffold_task("notes", tasks)
     toml = tasks / "notes" / "task.toml"
-    toml.write_text(toml.read_text().replace('"result.md"', '"summary.md"'))
+    toml.write_text(toml.read_text().replace('["result.md"]', '["result.md", "summary/"]'))
     code, out, _ = pse(
         monkeypatch, capsys, "run", "notes", "--tasks-dir", str(tasks), "--runs-dir", str(tmp_path)
     )
     assert code == 3
     flat = " ".join(out.split())
-    gate = "set off by cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary.md) → PARTIAL"
+    gate = "set off by cycle 1: Evaluator PASS → gate `outputs_exist` failed (missing: summary/) → PARTIAL"
     assert "why: cycle 2: ERROR: CassetteExhaustedError: " in flat and flat.index("why: ") < flat.index(gate)
     code, out, _ = pse(monkeypatch, capsys, "trace", "show", "last", "--runs-dir", str(tmp_path))
     flat = " ".join(out.split())

@@ -135,7 +135,7 @@ def test_an_errors_header_opens_with_the_error(site: tuple[Any, str], site_runs:
     said = " ".join(cause.inner_text().split())
     assert said.startswith("Why it ended: cycle 2: ERROR: CassetteExhaustedError: cassette has no turn 3")
     assert said.endswith(
-        "· set off by cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary.md) → PARTIAL"
+        "· set off by cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary/) → PARTIAL"
     )
     assert [link.get_attribute("href").rsplit("=", 1)[1] for link in cause.locator("a").all()] == ["2", "1"]
     assert page.watch.problems == []

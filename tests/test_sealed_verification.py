@@ -101,10 +101,11 @@ class TestSteeredByAFile:
         )  # the hook never ran: the product is elsewhere
 
     def test_an_ignore_file_cannot_hide_a_file_from_ruff(self, tmp_path: Path, mode: str) -> None:
-        # A correct quicksort with a lint finding ruff has no fix for (write_file applies ruff's safe fixes),
-        # and ignore files ruff would honour in a discovery run.
+        # A correct quicksort with a lint finding ruff has no safe fix for (write_file applies ruff's safe fixes)
+        # and that no role is asked about (an unbound name is), and ignore files ruff would honour in a
+        # discovery run.
         files = {
-            "quicksort.py": "def _spare():\n    return missing_name\n\n\n" + FIXED,
+            "quicksort.py": "def _spare():\n    unused = 1\n\n\n" + FIXED,
             "test_quicksort.py": TESTS,
             ".gitignore": "quicksort.py\n",
             ".ignore": "quicksort.py\n",
@@ -112,7 +113,7 @@ class TestSteeredByAFile:
         trace = refused(tmp_path, mode, cassette(tmp_path, files))
         ruff = calls(trace, "run_ruff")[-1]
         assert ruff["status"] == "error" and ruff["facts"]["findings"] >= 1
-        assert "quicksort.py:2:12: F821" in ruff["output"]
+        assert "quicksort.py:2:5: F841" in ruff["output"]
         assert any(f.startswith("check:ruff:") for f in failures(trace))
 
 

@@ -75,7 +75,7 @@ def test_read_and_list_files(ws: Path) -> None:
     assert call("list_files", ctx, path="pkg/mod.py") == ToolOutcome(
         "ok", "pkg/mod.py (10 bytes)", {"entries": 1}
     )
-    with pytest.raises(ValueError, match="no file or folder 'gone.py' in the workspace"):
+    with pytest.raises(ValueError, match=r"no file or folder 'gone\.py' in the workspace"):
         call("list_files", ctx, path="gone.py")
 
 

@@ -179,7 +179,7 @@ def test_an_error_whose_output_was_never_written_says_why_once_naming_the_gate(
     said = " ".join(cause.inner_text().split())  # the error first (issue 47, item 4), then what set it off
     assert said.startswith(f"Why it ended: cycle 2: ERROR: {LONG_REASON}")
     assert said.endswith(
-        " · set off by cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary.md) → PARTIAL"
+        " · set off by cycle 1: Evaluator PASS → gate outputs_exist failed (missing: summary/) → PARTIAL"
     )
     expect(cause.locator("code")).to_have_text(["outputs_exist"])
     summary = page.locator("#run-summary").inner_text()
@@ -203,7 +203,9 @@ def test_an_error_whose_output_was_never_written_says_why_once_naming_the_gate(
     order = page.evaluate(
         "() => [...document.querySelectorAll('main details.section')].map((d) => d.dataset.section)"
     )
-    assert order[:3] == ["plan", "verdicts", "changes"] and order.index("timeline") > order.index("tokens")
+    assert order[:4] == ["plan", "verdicts", "report", "changes"] and order.index("timeline") > order.index(
+        "tokens"
+    )
     assert order.index("messages") > order.index("timeline")
     expect(page.locator("#messages-panel")).not_to_have_attribute("open", "")
     page.locator("#changes > summary").click()
