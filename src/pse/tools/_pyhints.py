@@ -196,13 +196,11 @@ def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Pa
     said = f"{rel} uses {', '.join(names)}, which it never imports or defines"
     if beside is None:
         return said
-    imports = []
-    for sibling in sorted(beside.glob("*.py")):
-        if sibling.name == PurePosixPath(rel).name or _is_test(sibling.name):
-            continue
-        found = [name for name in names if name in _module_names(sibling)]
-        if found:
-            imports.append(f"from {sibling.stem} import {', '.join(found)}")
+    imports = [
+        f"from {stem} import {', '.join(found)}"
+        for stem, defined in _siblings(beside, PurePosixPath(rel).name).items()
+        if (found := [name for name in names if name in defined])
+    ]
     return f"{said}: {'; '.join(imports)}" if imports else said
 
 
@@ -239,11 +237,7 @@ def missing_imports(real: Path, rel: str, content: str, beside: Path | None = No
     names, bound = _scan(tree, content)
     if not names:
         return content, []
-    siblings = sorted((beside or real.parent).glob("*.py"))
-    importable = [
-        p for p in siblings if p.stem.isidentifier() and p.name != real.name and not _is_test(p.name)
-    ]
-    defined = {p.stem: _module_names(p) for p in importable}
+    defined = _siblings(beside or real.parent, real.name)
     modules: dict[str, list[str]] = {}
     plain: list[str] = []
     renames: dict[str, str] = {}
@@ -307,6 +301,17 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, kinds)}
 
 
+def _siblings(folder: Path, own: str) -> dict[str, set[str]]:
+    """The modules of `folder` a Python file named `own` there may import from, by name, each with the
+    functions and classes it defines at top level: not `own` itself, no test module, only a module whose
+    name is an identifier (one an `import` statement can name)."""
+    return {
+        path.stem: _module_names(path)
+        for path in sorted(folder.glob("*.py"))
+        if path.stem.isidentifier() and path.name != own and not _is_test(path.name)
+    }
+
+
 def _module_names(path: Path) -> set[str]:
     """The functions and classes a sibling module defines at top level (none if it is no plain file, too
     large, or does not parse)."""
@@ -349,14 +354,10 @@ def _hints(real: Path, rel: str, content: str) -> list[str]:
     if not _is_test(PurePosixPath(rel).name):
         return hints
     mine = _top_level_names(tree)
-    for sibling in sorted(real.parent.glob("*.py")):
-        if sibling.name == real.name or _is_test(sibling.name):
-            continue
-        copied = sorted(mine & _module_names(sibling))
-        if copied:
-            module = sibling.stem
+    for module, defined in _siblings(real.parent, real.name).items():
+        if copied := sorted(mine & defined):
             hints.append(
-                f"{rel} defines {', '.join(copied)}, as {sibling.name} does: its tests run this copy, not "
-                f"{sibling.name}. Delete the copy and import it: from {module} import {', '.join(copied)}"
+                f"{rel} defines {', '.join(copied)}, as {module}.py does: its tests run this copy, not "
+                f"{module}.py. Delete the copy and import it: from {module} import {', '.join(copied)}"
             )
     return hints
