@@ -207,6 +207,33 @@ def test_a_plan_owes_the_outputs_the_task_expects_whatever_the_planner_listed() 
     assert steps.plan.output_steps == {"./quicksort.py": "S1"}
 
 
+def test_a_plan_leaves_out_the_outputs_its_planner_misread_from_the_task() -> None:
+    """Seen on the 1.5B model's Planner: `slug/slug.py` and `pytest` beside `slug.py`, and a required
+    check `pytest:run_pytest` as a file; its Specialist was asked for each and blocked on one. A required
+    check, or a file the task lists put in another folder, is no output; the move that fixes the plan
+    names what was left out. Any other output the Planner adds stands."""
+    rules = dataclasses.replace(
+        RULES, gates=dataclasses.replace(CHECKS, expected_outputs=("slug.py", "test_slug.py", "docs/"))
+    )
+    wide = PLAN.model_copy(
+        update={"outputs": ["slug/slug.py", "slug.py", "pytest:run_pytest", "pytest", "docs/slug.py", "cli.py"]}
+    )
+    nxt = decide(run(State.START, rules=rules), said(P, plan=wide))
+    assert isinstance(nxt, RunPhase) and nxt.plan is not None
+    assert nxt.plan.outputs == ["slug.py", "test_slug.py", "docs/slug.py", "cli.py"]
+    assert nxt.moves[0] == Move(
+        State.PLANNED,
+        "plan fixed with 2 criteria (outputs misread from the task, left out: slug/slug.py, "
+        "pytest:run_pytest, pytest)",
+    )
+    bound = STEP_PLAN.model_copy(
+        update={"outputs": ["slug.py", "src/slug.py"], "output_steps": {"slug.py": "S1", "src/slug.py": "S2"}}
+    )
+    steps = decide(run(State.START, rules=dataclasses.replace(rules, steps=True)), said(P, plan=bound))
+    assert isinstance(steps, RunSteps) and steps.plan is not None
+    assert steps.plan.output_steps == {"slug.py": "S1"}
+
+
 def test_an_unreadable_plan_is_repaired_once_then_ends_the_run_as_plan_error() -> None:
     result = said(P, problem="no <plan> element")
     assert decide(run(State.START), result) == AskAgain(

@@ -242,7 +242,9 @@ def _after_phase(run: RunState, r: PhaseResult) -> Next:
     plan = rules.gates.owing(final.plan)
     if plan is not None:
         how = f"{len(plan.steps)} steps and " if rules.steps else ""
-        moves.append(Move(State.PLANNED, f"plan fixed with {how}{len(plan.criteria)} criteria"))
+        strays = rules.gates.strays(final.plan)
+        left = f" (outputs misread from the task, left out: {', '.join(strays)})" if strays else ""
+        moves.append(Move(State.PLANNED, f"plan fixed with {how}{len(plan.criteria)} criteria{left}"))
     phases = rules.crew.phases_for(run.kind or "initial")
     roles = [p.role for p in phases]
     done = phases[roles.index(r.role)] if r.role in roles else PhaseSpec(r.role)

@@ -71,20 +71,48 @@ class GatePolicy:
 
     def owing(self, plan: PlanRecord | None) -> PlanRecord | None:
         """`plan` as the run holds it: its outputs are the files of `expected_outputs` (the task's word),
-        in the task's order, then the Planner's others (a folder output stays the gates' alone).
+        in the task's order, then the Planner's others but those it misread from the task (`strays`).
+        A folder output stays the gates' alone.
 
         A Planner cannot drop what the task expects, nor put its own outputs before them. The gates
         already owed them at a PASS, but the 1.5B model's Planner listed no output on two held-out tasks
         (no nudge asked its Specialist for the test file it never wrote, and the Evaluator spent the
         cycle's turns looking for it), and on a third listed `top-words/words.py` for `words.py`: its
-        Specialist writes the first output first. The Planner's own words stay in the cycle's messages."""
+        Specialist writes the first output first. Each output keeps the Planner's spelling (a step binds
+        its outputs by that name); the Planner's own words stay in the cycle's messages."""
         if plan is None:
             return None
-        spelled = {str(PurePosixPath(path)): path for path in plan.outputs}  # output_steps' keys
+        strays = self.strays(plan)
+        spelled = {_posix(path): path for path in plan.outputs}  # output_steps' keys
         expected = [path for path in self.expected_outputs if not path.endswith("/")]
-        files = list(dict.fromkeys(spelled.get(str(PurePosixPath(path)), path) for path in expected))
-        outputs = [*files, *(path for path in plan.outputs if path not in files)]
-        return plan if outputs == list(plan.outputs) else plan.model_copy(update={"outputs": outputs})
+        files = list(dict.fromkeys(spelled.get(_posix(path), path) for path in expected))
+        outputs = [*files, *(path for path in plan.outputs if path not in files and path not in strays)]
+        if outputs == list(plan.outputs):
+            return plan
+        kept = {_posix(path) for path in outputs}
+        steps = {path: step for path, step in plan.output_steps.items() if _posix(path) in kept}
+        return plan.model_copy(update={"outputs": outputs, "output_steps": steps})
+
+    def strays(self, plan: PlanRecord | None) -> list[str]:
+        """The outputs of `plan` that misread the task, which `owing` leaves out: a required check taken
+        for a file (`pytest`, `pytest:run_pytest`), or a file the task lists, put in a folder the task
+        does not name (`slug/slug.py` for `slug.py`). Both were seen on the 1.5B model's Planner; its
+        Specialist was asked for each, wrote `slug/slug.py` as a copy, and blocked over `pytest`. Any
+        other output the Planner adds (a `test_cli.py` beside the `cli.py` a task lists) stands."""
+        checks = {*self.required_checks, *map(check_tool, self.required_checks)}
+        listed = [PurePosixPath(path) for path in self.expected_outputs]
+        strays = []
+        for path in plan.outputs if plan else ():
+            pure = PurePosixPath(path)
+            if pure in listed or any(folder in pure.parents for folder in listed):
+                continue
+            if path.split(":")[0].strip() in checks or any(pure.name == own.name for own in listed):
+                strays.append(path)
+        return strays
+
+
+def _posix(path: str) -> str:
+    return str(PurePosixPath(path))
 
 
 def _exists_inside(workspace: Path, relative: str) -> bool:
