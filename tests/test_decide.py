@@ -216,7 +216,9 @@ def test_a_plan_leaves_out_the_outputs_its_planner_misread_from_the_task() -> No
         RULES, gates=dataclasses.replace(CHECKS, expected_outputs=("slug.py", "test_slug.py", "docs/"))
     )
     wide = PLAN.model_copy(
-        update={"outputs": ["slug/slug.py", "slug.py", "pytest:run_pytest", "pytest", "docs/slug.py", "cli.py"]}
+        update={
+            "outputs": ["slug/slug.py", "slug.py", "pytest:run_pytest", "pytest", "docs/slug.py", "cli.py"]
+        }
     )
     nxt = decide(run(State.START, rules=rules), said(P, plan=wide))
     assert isinstance(nxt, RunPhase) and nxt.plan is not None
