@@ -240,6 +240,42 @@ class TestAuthorship:
             in failures(trace)
         )
 
+    @pytest.mark.parametrize(
+        "theirs",
+        [
+            'import quicksort\n\n\ndef test_mine():\n    """Mine."""\n    assert quicksort.quicksort([3, 1, 2]) == [1, 2, 3]\n',
+            "from test_quicksort import *  # noqa: F403\n",
+            "import test_quicksort\n\ntest_sorted = test_quicksort.test_sorts\n",
+        ],
+        ids=["copied-and-renamed", "imported", "module-imported"],
+    )
+    def test_the_specialists_tests_copied_or_imported_are_not_the_evaluators(
+        self, tmp_path: Path, mode: str, theirs: str
+    ) -> None:
+        """Seen on the 1.5B model: its Evaluator wrote the Specialist's test file, byte for byte, as its
+        own. A Specialist whose one test passes on the buggy quicksort gets it counted as the Evaluator's
+        evidence that way, or by an import; the write is refused and the gate wants the Evaluator's own."""
+        weak = "import quicksort\n\n\ndef test_sorts():\n    assert quicksort.quicksort([3, 1, 2]) == [1, 2, 3]\n"
+        files = {"quicksort.py": BUGGY["quicksort.py"], "test_quicksort.py": weak}
+        script = cassette(
+            tmp_path,
+            files,
+            [
+                ("write_file", {"path": "@evaluation/test_mine.py", "content": theirs}),
+                ("run_pytest", {"target": "."}),
+                ("run_ruff", {"target": "."}),
+            ],
+        )
+        trace = refused(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+        write = [c for c in calls(trace, "write_file") if c["arguments"]["path"].startswith("@evaluation/")]
+        assert write[0]["status"] == "error"
+        assert "Your tests are evidence only when they are your own" in write[0]["output"]
+        assert calls(trace, "run_pytest")[-1]["facts"]["by_author"].keys() == {"Specialist"}
+        assert (
+            "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
+            in failures(trace)
+        )
+
 
 DAEMON_IMPORTS = "import os\nimport random\nimport subprocess\nimport sys\nimport textwrap\nimport time\n"
 DAEMON = '''

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
+from pse.tools._evidence import is_test_file
+from pse.tools._own_tests import borrowed_tests
 from pse.tools._protected import check_config_reason
 from pse.tools._pyhints import WITHHELD, missing_imports, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
@@ -155,6 +157,12 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
         raise SandboxViolation(f"{rel} may not be written: {reason}")
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; give a file path")
+    if area == "evaluation" and is_test_file(rel) and (borrowed := borrowed_tests(content, ctx.workspace)):
+        raise ValueError(
+            f"{rel} not written: {'; '.join(borrowed)}. Your tests are evidence only when they are your "
+            "own, written from the task's words: a copy of the workspace's tests proves only what their "
+            "writer chose to check. Write tests of your own, with cases the task states"
+        )
     real.parent.mkdir(parents=True, exist_ok=True)
     data = _write(ctx, path, content)
     fixed: list[str] = []

@@ -21,6 +21,8 @@ import sys
 import threading
 from pathlib import Path, PurePosixPath
 
+from pse.tools._evidence import is_test_file
+
 __all__ = [
     "NOT_PYTHON",
     "WITHHELD",
@@ -292,10 +294,6 @@ def _renamed(content: str, tree: ast.Module, renames: dict[str, str]) -> str:
     return "".join(lines)
 
 
-def _is_test(name: str) -> bool:
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
 def _top_level_names(tree: ast.Module) -> set[str]:
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return {node.name for node in tree.body if isinstance(node, kinds)}
@@ -308,7 +306,7 @@ def _siblings(folder: Path, own: str) -> dict[str, set[str]]:
     return {
         path.stem: _module_names(path)
         for path in sorted(folder.glob("*.py"))
-        if path.stem.isidentifier() and path.name != own and not _is_test(path.name)
+        if path.stem.isidentifier() and path.name != own and not is_test_file(path.name)
     }
 
 
@@ -351,7 +349,7 @@ def _hints(real: Path, rel: str, content: str) -> list[str]:
     unbound = _unbound_problem(rel, tree, content, real.parent)
     if unbound is not None:
         hints.append(unbound)
-    if not _is_test(PurePosixPath(rel).name):
+    if not is_test_file(PurePosixPath(rel).name):
         return hints
     mine = _top_level_names(tree)
     for module, defined in _siblings(real.parent, real.name).items():

@@ -1,0 +1,95 @@
+"""The Evaluator's own tests are its own: no test of the workspace copied, none imported.
+
+`independent_tests` asks for evidence the Specialist did not choose (ARCHITECTURE.md, sealed
+verification): tests the Evaluator writes in its evaluation area, from the task's words. Seen on the
+1.5B model: its Evaluator wrote the Specialist's `test_slug.py`, byte for byte, as
+`@evaluation/test_slug.py`, so the gate counted the Specialist's two cases as the Evaluator's. A hostile
+Specialist that writes weak tests would get them counted so, if the Evaluator copies them. Whatever
+the Evaluator's model does, a test file of the evaluation area is refused when any of its tests is one
+of the workspace's, whatever it is named (same code, its docstring aside), or when it imports a
+workspace test module (its tests would be collected as the Evaluator's). A test written from the task
+that happens to repeat one of the workspace's is refused too; a test of its own differs by a case.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path, PurePosixPath
+
+from pse._run_files import read_beneath, regular_files_beneath
+from pse.tools._evidence import is_test_file
+from pse.tools._pyhints import parse_python
+
+__all__ = ["borrowed_tests"]
+
+_READ_LIMIT = 1_000_000
+"""Workspace test files larger than this are not compared."""
+_MAX_FILES = 5_000
+_MAX_DEPTH = 20
+_SKIPPED = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"})
+
+
+def _tests(tree: ast.Module) -> dict[str, str]:
+    """Each test pytest collects from `tree` (`test*` functions, at top level or in a `Test*` class),
+    by its code (`_shape`)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        members = node.body if isinstance(node, ast.ClassDef) and node.name.startswith("Test") else [node]
+        for member in members:
+            if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and member.name.startswith("test"):
+                found.setdefault(_shape(member), member.name)
+    return found
+
+
+def _shape(test: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A test's code as one string: its decorators, arguments and body; its name and docstring left out."""
+    body = test.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:] if isinstance(body[0].value.value, str) else body
+    parts = [*test.decorator_list, test.args, *body]
+    return "\n".join(ast.dump(part) for part in parts)
+
+
+def _workspace_tests(workspace: Path) -> dict[str, tuple[str, str]]:
+    """The workspace's tests by the dump of their code: (test name, file), the first file that holds it."""
+    found: dict[str, tuple[str, str]] = {}
+    files = regular_files_beneath(
+        workspace, [], max_files=_MAX_FILES, max_depth=_MAX_DEPTH, skip_dir=lambda name: name in _SKIPPED
+    )
+    for rel, size in files:
+        if not is_test_file(rel) or size > _READ_LIMIT:
+            continue
+        try:
+            tree = parse_python(read_beneath(workspace, PurePosixPath(rel).parts, max_bytes=_READ_LIMIT))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for shape, name in _tests(tree).items():
+            found.setdefault(shape, (name, rel))
+    return found
+
+
+def borrowed_tests(content: str, workspace: Path) -> list[str]:
+    """What of `content`, a test file for the evaluation area, is the workspace's tests', one line each:
+    a test whose code is a workspace test's, an import of a workspace test module. None: its own (or it
+    does not parse: the write's other notes say so)."""
+    try:
+        tree = parse_python(content)
+    except (SyntaxError, ValueError):
+        return []
+    theirs = _workspace_tests(workspace)
+    said = [
+        f"{name} is {theirs[shape][0]} of {theirs[shape][1]}"
+        for shape, name in _tests(tree).items()
+        if shape in theirs
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            said += [f"it imports {node.module}"] if _is_test_module(node.module or "") else []
+        elif isinstance(node, ast.Import):
+            said += [f"it imports {alias.name}" for alias in node.names if _is_test_module(alias.name)]
+    return list(dict.fromkeys(said))
+
+
+def _is_test_module(name: str) -> bool:
+    last = name.split(".")[-1]
+    return last.startswith("test_") or last.endswith("_test")
