@@ -317,6 +317,31 @@ def test_a_block_on_missing_data_while_outputs_are_unwritten_is_asked_once_then_
     )  # fmt: skip
 
 
+def test_a_block_on_a_permission_no_call_was_denied_is_asked_once() -> None:
+    """Held-out top-words: the 1.5B model's Specialist read test_words.py, then blocked because "read_file
+    is not allowed to read words.py". No call of its own was denied: the claim is refuted by the records
+    and asked about once. A block after a denial stands, so does the second one, and so does one over a
+    tool the role never used (test_engine_scenarios: "I may not run bash")."""
+    blocked = BlockedRecord(role=S, reason_code="MISSING_PERMISSION", detail="read_file is not allowed")
+    read = ToolCallRecord(requester=S, tool="read_file", arguments={"path": "test_words.py"},
+                          decision="allowed", rule="roles.Specialist.read_file", status="ok")  # fmt: skip
+    nxt = decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), said(S, blocked=blocked))
+    assert isinstance(nxt, AskAgain) and nxt.request.startswith(
+        "You blocked on a missing permission, but no call of yours was denied in this cycle, and read_file "
+        "ran for you."
+    )
+    ended = EndCycle(
+        "BLOCKED", "Specialist blocked: MISSING_PERMISSION",
+        Move(State.BLOCKED, "Specialist blocked: MISSING_PERMISSION"), blocked=blocked,
+    )  # fmt: skip
+    again = dataclasses.replace(said(S, blocked=blocked), asked=1)
+    assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), again) == ended
+    denied = read.model_copy(update={"decision": "denied", "status": "denied"})
+    assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read, denied]), said(S, blocked=blocked)) == ended
+    other = blocked.model_copy(update={"detail": "I may not run bash to profile"})
+    assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), said(S, blocked=other)).blocked == other
+
+
 def test_an_unclosed_block_in_a_report_ends_the_cycle() -> None:
     error = "REPORT_ERROR: <blocked> is never closed"
     assert decide(run(State.RUNNING, plan=PLAN), said(S, error=error)) == EndCycle(

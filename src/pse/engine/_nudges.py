@@ -144,12 +144,26 @@ def _first_said(path: str, told: Sequence[str], plan: PlanRecord | None) -> list
     return [sentence for sentence in said_about(path, [], plan) if sentence.strip("`.") != path]
 
 
-def blocked_early(unwritten: str | None, reason_code: str) -> str | None:
+def blocked_early(
+    blocked: BlockedRecord, unwritten: str | None, own: Sequence[ToolCallRecord] = ()
+) -> str | None:
     """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
-    unwritten (a small model read an output it had to create, found none, and blocked)."""
-    if unwritten is None or reason_code != "MISSING_DATA":
+    unwritten (a small model read an output it had to create, found none, and blocked), or
+    MISSING_PERMISSION over a tool its own calls used, none denied (held-out top-words: the 1.5B model
+    read test_words.py, then blocked as "read_file is not allowed": the records refute it). A block over
+    a tool the role was never granted stands: it needs no try first."""
+    if blocked.reason_code == "MISSING_DATA" and unwritten is not None:
+        again = "Block again only if data the task needs is missing."
+        return f"You blocked on missing data, but {unwritten} {again}"
+    used = {call.tool for call in own if call.decision == "allowed"}
+    named = sorted(tool for tool in used if re.search(rf"\b{re.escape(tool)}\b", blocked.detail))
+    if blocked.reason_code != "MISSING_PERMISSION" or not named or any(c.decision == "denied" for c in own):
         return None
-    return f"You blocked on missing data, but {unwritten} Block again only if data the task needs is missing."
+    return (
+        f"You blocked on a missing permission, but no call of yours was denied in this cycle, and "
+        f"{', '.join(named)} ran for you. {unwritten or 'End with your report when every output is written.'}"
+        " Block again only if a call the plan needs is denied."
+    )
 
 
 def unfounded_conflict(
@@ -349,7 +363,8 @@ def nudge(
         early = fail_for_work(final.verdict)
     if final.blocked is None:
         return early
-    if "blocked_early" in wants and (asked := blocked_early(early, final.blocked.reason_code)) is not None:
+    asked = blocked_early(final.blocked, early, own) if "blocked_early" in wants else None
+    if asked is not None:
         return asked
     judging = spec.final == "verdict"  # a judge runs the checks: its conflict is confirmed by its own run
     return unfounded_conflict(seen.named_test, final.blocked, spec.final, packet, own if judging else None)
