@@ -6,7 +6,8 @@ Every node is a JSON list whose first item is its tag:
     ["ellipsis"]  ["range", a, b, c]  ["tuple", [nodes]]  ["frozenset", [nodes]]
     ["list", rid, [nodes]]  ["dict", rid, [[key, value], ...]]  ["set", rid, [nodes]]  ["bytearray", rid, hex]
     ["ref", rid]          a mutable container met before in the same exchange (aliasing, cycles)
-    ["std", name, ...]    a standard-library value type of a fixed table (Decimal, date, Path...)
+    ["std", name, ...]    a standard-library value type of a fixed table (Decimal, date, Path...:
+                          `pse.product._stdlib_values`)
 
 Any other tag is the side's own (`Policy`): the product sends handles to its objects, the check sends
 handles back and its callables as callbacks. Only *exact* built-in types are encoded here; a subclass
@@ -22,9 +23,11 @@ builds) comes out. Standard library only (the product process loads this module)
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from pse.product._node_fields import as_int, as_list, exactly, hex_int, text
+from pse.product._stdlib_values import std_fields, std_name, std_value
 
 __all__ = [
     "MAX_DEPTH",
@@ -137,7 +140,7 @@ def encode(value: Any, exchange: Exchange, depth: int = 0) -> Node:
         return [_EXACT_MUTABLE[kind], exchange.register(value), contents(value, exchange, depth)]
     named = std_name(value)
     if named is not None:
-        return ["std", named, *_STD_ENCODE[named](value, exchange, depth)]
+        return ["std", named, *std_fields(named, value, lambda plain: contents(plain, exchange, depth))]
     return exchange.policy.encode_other(value, exchange, depth)
 
 
@@ -161,19 +164,19 @@ def decode(node: object, exchange: Exchange, depth: int = 0) -> object:
     if simple is not None:
         return simple(rest)
     if tag == "range":
-        a, b, c = (_int(decode(v, exchange, depth + 1)) for v in _exactly(rest, 3))
+        a, b, c = (as_int(decode(v, exchange, depth + 1)) for v in exactly(rest, 3))
         return range(a, b, c)
     if tag in ("tuple", "frozenset"):
-        (items,) = _exactly(rest, 1)
-        built = [decode(item, exchange, depth + 1) for item in _list(items)]
+        (items,) = exactly(rest, 1)
+        built = [decode(item, exchange, depth + 1) for item in as_list(items)]
         return tuple(built) if tag == "tuple" else frozenset(built)
     if tag == "ref":
-        (rid,) = _exactly(rest, 1)
+        (rid,) = exactly(rest, 1)
         if type(rid) is not int or rid not in exchange.objects:
             raise ValueError("a ref to no container of this exchange")
         return exchange.objects[rid]
     if tag in ("list", "dict", "set", "bytearray"):
-        rid, payload = _exactly(rest, 2)
+        rid, payload = exactly(rest, 2)
         if type(rid) is not int or rid < 1 or rid in exchange.objects:
             raise ValueError("a container with a bad or repeated id")
         container: Any = {"list": list, "dict": dict, "set": set, "bytearray": bytearray}[tag]()
@@ -181,9 +184,7 @@ def decode(node: object, exchange: Exchange, depth: int = 0) -> object:
         fill(container, payload, exchange, depth)
         return container
     if tag == "std":
-        if not rest or type(rest[0]) is not str or rest[0] not in _STD_DECODE:
-            raise ValueError("an unknown standard-library type")
-        return _STD_DECODE[rest[0]](rest[1:], exchange, depth)
+        return std_value(rest, lambda plain, payload: fill(plain, payload, exchange, depth))
     return exchange.policy.decode_other(node, exchange, depth)
 
 
@@ -194,13 +195,13 @@ def fill(container: Any, payload: object, exchange: Exchange, depth: int) -> Non
             raise ValueError("a bytearray's content is not hex text")
         container.extend(bytes.fromhex(payload))
     elif isinstance(container, dict):
-        for pair in _list(payload):
-            key, value = _exactly(_list(pair), 2)
+        for pair in as_list(payload):
+            key, value = exactly(as_list(pair), 2)
             container[_hashable(decode(key, exchange, depth + 1))] = decode(value, exchange, depth + 1)
     elif isinstance(container, set):
-        container.update(_hashable(decode(item, exchange, depth + 1)) for item in _list(payload))
+        container.update(_hashable(decode(item, exchange, depth + 1)) for item in as_list(payload))
     else:
-        container.extend(decode(item, exchange, depth + 1) for item in _list(payload))
+        container.extend(decode(item, exchange, depth + 1) for item in as_list(payload))
 
 
 def encode_write_back(exchange: Exchange) -> list[list[Any]]:
@@ -213,8 +214,8 @@ def decode_write_back(payload: object, exchange: Exchange) -> Callable[[], None]
     """Decode a write-back into the requester's own containers; returns what applies it (all of it is
     decoded before any container changes)."""
     updates: list[tuple[Any, Any]] = []
-    for entry in _list(payload):
-        rid, content = _exactly(_list(entry), 2)
+    for entry in as_list(payload):
+        rid, content = exactly(as_list(entry), 2)
         target = exchange.objects.get(rid) if type(rid) is int and rid in exchange.sent else None
         if not isinstance(target, _MUTABLE):
             raise ValueError("a write-back for no container of the request")
@@ -233,24 +234,6 @@ def decode_write_back(payload: object, exchange: Exchange) -> Callable[[], None]
     return apply
 
 
-def _exactly(items: object, n: int) -> list[Any]:
-    if type(items) is not list or len(items) != n:
-        raise ValueError(f"a node without its {n} field(s)")
-    return items
-
-
-def _list(items: object) -> list[Any]:
-    if type(items) is not list:
-        raise ValueError("a payload that is not a list")
-    return items
-
-
-def _int(value: object) -> int:
-    if type(value) is not int:
-        raise ValueError("not an int")
-    return value
-
-
 def _hashable(value: object) -> object:
     try:
         hash(value)
@@ -259,22 +242,8 @@ def _hashable(value: object) -> object:
     return value
 
 
-def _hex_int(rest: list[Any]) -> int:
-    (text,) = _exactly(rest, 1)
-    if type(text) is not str or not text.lstrip("-").isalnum():
-        raise ValueError("an int that is not hex text")
-    return int(text, 16)
-
-
-def _text(rest: list[Any]) -> str:
-    (text,) = _exactly(rest, 1)
-    if type(text) is not str:
-        raise ValueError("text that is not a string")
-    return text
-
-
 def _bool(rest: list[Any]) -> bool:
-    (value,) = _exactly(rest, 1)
+    (value,) = exactly(rest, 1)
     if type(value) is not bool:
         raise ValueError("a bool that is not true or false")
     return value
@@ -282,7 +251,7 @@ def _bool(rest: list[Any]) -> bool:
 
 def _constant(value: object) -> Callable[[list[Any]], object]:
     def build(rest: list[Any]) -> object:
-        _exactly(rest, 0)
+        exactly(rest, 0)
         return value
 
     return build
@@ -292,109 +261,9 @@ _SIMPLE: dict[str, Callable[[list[Any]], object]] = {
     "none": _constant(None),
     "ellipsis": _constant(Ellipsis),
     "bool": _bool,
-    "int": _hex_int,
-    "float": lambda rest: float.fromhex(_text(rest)),
-    "complex": lambda rest: complex(float.fromhex(_text(rest[:1])), float.fromhex(_text(rest[1:]))),
-    "str": _text,
-    "bytes": lambda rest: bytes.fromhex(_text(rest)),
-}
-
-# ---- standard-library value types, by exact type, rebuilt from plain data ---------------------------
-
-_STD_TYPES = {
-    "decimal.Decimal": ("decimal", "Decimal"),
-    "fractions.Fraction": ("fractions", "Fraction"),
-    "datetime.date": ("datetime", "date"),
-    "datetime.time": ("datetime", "time"),
-    "datetime.datetime": ("datetime", "datetime"),
-    "datetime.timedelta": ("datetime", "timedelta"),
-    "uuid.UUID": ("uuid", "UUID"),
-    "pathlib.PurePosixPath": ("pathlib", "PurePosixPath"),
-    "pathlib.PosixPath": ("pathlib", "PosixPath"),
-    "collections.OrderedDict": ("collections", "OrderedDict"),
-    "collections.Counter": ("collections", "Counter"),
-    "collections.deque": ("collections", "deque"),
-}
-
-
-def std_name(value: object) -> str | None:
-    """The table's name of `value`'s exact type, when it is one (never imports: a type in the table is
-    there only if its module was loaded already)."""
-    kind = type(value)
-    name = f"{getattr(kind, '__module__', '')}.{getattr(kind, '__qualname__', '')}"
-    where = _STD_TYPES.get(name)
-    if where is None or getattr(sys.modules.get(where[0]), where[1], None) is not kind:
-        return None
-    if name.startswith("datetime.") and getattr(value, "tzinfo", None) is not None:
-        return None  # a time zone is its own object: the value goes as a handle
-    return name
-
-
-def _std_type(name: str) -> Any:
-    module, attribute = _STD_TYPES[name]
-    return getattr(__import__(module), attribute)
-
-
-_STD_ENCODE: dict[str, Callable[[Any, Exchange, int], list[Any]]] = {
-    "decimal.Decimal": lambda v, x, d: [str(v)],
-    "fractions.Fraction": lambda v, x, d: [format(v.numerator, "x"), format(v.denominator, "x")],
-    "datetime.date": lambda v, x, d: [v.isoformat()],
-    "datetime.time": lambda v, x, d: [v.isoformat()],
-    "datetime.datetime": lambda v, x, d: [v.isoformat()],
-    "datetime.timedelta": lambda v, x, d: [v.days, v.seconds, v.microseconds],
-    "uuid.UUID": lambda v, x, d: [v.hex],
-    "pathlib.PurePosixPath": lambda v, x, d: [str(v)],
-    "pathlib.PosixPath": lambda v, x, d: [str(v)],
-    "collections.OrderedDict": lambda v, x, d: [contents(dict(v), x, d)],
-    "collections.Counter": lambda v, x, d: [contents(dict(v), x, d)],
-    "collections.deque": lambda v, x, d: [contents(list(v), x, d), v.maxlen],
-}
-
-
-def _std_pairs(name: str) -> Callable[[list[Any], Exchange, int], object]:
-    def build(rest: list[Any], exchange: Exchange, depth: int) -> object:
-        (pairs,) = _exactly(rest, 1)
-        plain: dict[Any, Any] = {}
-        fill(plain, pairs, exchange, depth)
-        return _std_type(name)(plain)
-
-    return build
-
-
-def _std_deque(rest: list[Any], exchange: Exchange, depth: int) -> object:
-    items, maxlen = _exactly(rest, 2)
-    plain: list[Any] = []
-    fill(plain, items, exchange, depth)
-    if maxlen is not None and type(maxlen) is not int:
-        raise ValueError("a deque's maxlen is not an int")
-    return _std_type("collections.deque")(plain, maxlen)
-
-
-def _std_text(name: str, build: Callable[[Any, str], object]) -> Callable[[list[Any], Exchange, int], object]:
-    return lambda rest, exchange, depth: build(_std_type(name), _text(rest))
-
-
-def _std_fraction(rest: list[Any], exchange: Exchange, depth: int) -> object:
-    numerator, denominator = _exactly(rest, 2)
-    return _std_type("fractions.Fraction")(_hex_int([numerator]), _hex_int([denominator]))
-
-
-def _std_timedelta(rest: list[Any], exchange: Exchange, depth: int) -> object:
-    days, seconds, micro = (_int(v) for v in _exactly(rest, 3))
-    return _std_type("datetime.timedelta")(days=days, seconds=seconds, microseconds=micro)
-
-
-_STD_DECODE: dict[str, Callable[[list[Any], Exchange, int], object]] = {
-    "decimal.Decimal": _std_text("decimal.Decimal", lambda kind, text: kind(text)),
-    "fractions.Fraction": _std_fraction,
-    "datetime.date": _std_text("datetime.date", lambda kind, text: kind.fromisoformat(text)),
-    "datetime.time": _std_text("datetime.time", lambda kind, text: kind.fromisoformat(text)),
-    "datetime.datetime": _std_text("datetime.datetime", lambda kind, text: kind.fromisoformat(text)),
-    "datetime.timedelta": _std_timedelta,
-    "uuid.UUID": _std_text("uuid.UUID", lambda kind, text: kind(hex=text)),
-    "pathlib.PurePosixPath": _std_text("pathlib.PurePosixPath", lambda kind, text: kind(text)),
-    "pathlib.PosixPath": _std_text("pathlib.PosixPath", lambda kind, text: kind(text)),
-    "collections.OrderedDict": _std_pairs("collections.OrderedDict"),
-    "collections.Counter": _std_pairs("collections.Counter"),
-    "collections.deque": _std_deque,
+    "int": hex_int,
+    "float": lambda rest: float.fromhex(text(rest)),
+    "complex": lambda rest: complex(float.fromhex(text(rest[:1])), float.fromhex(text(rest[1:]))),
+    "str": text,
+    "bytes": lambda rest: bytes.fromhex(text(rest)),
 }
