@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pse.engine._workspace import outputs_note
 from pse.tools._own_tests import borrowed_tests
 
 THEIRS = """import pytest
@@ -53,3 +54,21 @@ def test_a_workspace_test_reached_through_a_link_is_not_read(tmp_path: Path) -> 
     (workspace / "test_link.py").symlink_to(outside / "test_secret.py")
     (workspace / "linked").symlink_to(outside)
     assert borrowed_tests(THEIRS, workspace) == []
+
+
+def test_an_evaluator_that_owes_its_own_tests_is_shown_the_specialists_by_name_only(tmp_path: Path) -> None:
+    """Shown the Specialist's test file, the 1.5B model's Evaluator wrote it back as its own on 9 of 12
+    held-out test files. Where its own tests are owed, a test file opens its phase by its tests' names."""
+    (tmp_path / "slug.py").write_text("def slugify(title):\n    return title\n")
+    (tmp_path / "test_slug.py").write_text(THEIRS)
+    (tmp_path / "test_broken.py").write_text("def test_x(:\n")
+    paths = ["slug.py", "test_slug.py", "test_broken.py"]
+    blind = outputs_note(tmp_path, paths, blind=True) or ""
+    assert "def slugify(title):" in blind
+    assert "assert slugify" not in blind
+    assert (
+        "test_slug.py: the Specialist's tests, named but not shown, so that yours are your own: test_words, "
+        "test_empty (read_file shows them)"
+    ) in blind
+    assert "test_broken.py: a test file that does not parse as Python (read_file shows it)" in blind
+    assert 'assert slugify("Hello World")' in (outputs_note(tmp_path, paths) or "")

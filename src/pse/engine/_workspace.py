@@ -20,7 +20,7 @@ from pse.events import GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import role_spec
 from pse.sandbox import read_inside
-from pse.tools import python_problem
+from pse.tools import is_test_file, python_problem, test_names
 
 __all__ = ["Workspace", "outputs_note", "unparsed_outputs"]
 
@@ -64,10 +64,14 @@ def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
     return found
 
 
-def outputs_note(workspace: Path, paths: Sequence[str]) -> str | None:
+def outputs_note(workspace: Path, paths: Sequence[str], blind: bool = False) -> str | None:
     """What the plan's outputs hold as the Evaluator's phase starts, read by PSE (never the Specialist's
     word), up to `_SHOWN_CHARS` of text; an output that is missing, not text or too long is named so.
-    The 1.5B model's Evaluator spent a turn on each file it read, one a turn."""
+    The 1.5B model's Evaluator spent a turn on each file it read, one a turn.
+
+    `blind` (the task wants the Evaluator's own tests): a test file is named with its tests, not shown.
+    Shown them, the 1.5B model's Evaluator wrote the Specialist's tests back as its own on 9 of 12
+    held-out test files (`write_file` now refuses a copy); read_file still shows one on request."""
     parts, room = [], _SHOWN_CHARS
     for path in paths:
         data = _read_regular(workspace, path, room + 1)
@@ -78,6 +82,9 @@ def outputs_note(workspace: Path, paths: Sequence[str]) -> str | None:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             parts.append(f"{path}: not text")
+            continue
+        if blind and is_test_file(path):
+            parts.append(f"{path}: {test_names(text)}")
             continue
         if len(text) > room:
             parts.append(f"{path}: longer than shown here; read it with read_file")
@@ -159,8 +166,8 @@ class Workspace:
         )
 
     def shown(self, paths: Sequence[str]) -> str | None:
-        """What `paths` hold now (`outputs_note`)."""
-        return outputs_note(self.root, paths)
+        """What `paths` hold now (`outputs_note`; blind to tests where the Evaluator owes its own)."""
+        return outputs_note(self.root, paths, blind=self.gates.independent_tests)
 
     def text(self, path: str, limit: int) -> str | None:
         """The text of a file of the workspace (None: not a regular file reached through no link, or over

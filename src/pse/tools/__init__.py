@@ -34,6 +34,7 @@ from pse.tools._evidence import (
     protecting_glob,
 )
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
+from pse.tools._own_tests import test_names
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
 from pse.tools._pytest import parse_pytest_summary, pytest_plugin_missing, run_pytest
@@ -90,6 +91,7 @@ __all__ = [
     "run_ruff",
     "split_mcp_name",
     "syntax_problem",
+    "test_names",
     "write_file",
 ]
 

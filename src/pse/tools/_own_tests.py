@@ -20,7 +20,7 @@ from pse._run_files import read_beneath, regular_files_beneath
 from pse.tools._evidence import is_test_file
 from pse.tools._pyhints import parse_python
 
-__all__ = ["borrowed_tests"]
+__all__ = ["borrowed_tests", "test_names"]
 
 _READ_LIMIT = 1_000_000
 """Workspace test files larger than this are not compared."""
@@ -93,3 +93,17 @@ def borrowed_tests(content: str, workspace: Path) -> list[str]:
 def _is_test_module(name: str) -> bool:
     last = name.split(".")[-1]
     return last.startswith("test_") or last.endswith("_test")
+
+
+def test_names(source: str) -> str:
+    """A test file told by its tests' names, not its code: what the Evaluator is shown of the
+    Specialist's tests when it owes tests of its own (`engine._workspace.outputs_note`)."""
+    try:
+        names = list(_tests(parse_python(source)).values())
+    except (SyntaxError, ValueError):
+        return "a test file that does not parse as Python (read_file shows it)"
+    listed = ", ".join(names) if names else "none"
+    return (
+        f"the Specialist's tests, named but not shown, so that yours are your own: {listed} "
+        "(read_file shows them)"
+    )
