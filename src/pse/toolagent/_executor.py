@@ -11,9 +11,10 @@ call that differs from its recording (`ToolReplayMismatchError`): nothing runs i
 calls go through a `ToolRunner` (`pse.toolagent._runners`): executed, recorded or replayed.
 
 Approvals: an allowed call its grant's `ApprovalRule` matches is held, and the executor waits for the
-run's `Approver` before it runs it (approved) or answers `denied` with the person's reason. A resumed
-run that stopped while a call was held goes through its interrupted cycle again: `replay` holds that
-cycle's records, and each request is answered from them, in order, without running anything again.
+run's `Approver` before it runs it (approved) or answers `denied` with the person's reason
+(`pse.toolagent._holding`). A resumed run that stopped while a call was held goes through its
+interrupted cycle again: `replay` holds that cycle's records, and each request is answered from them,
+in order, without running anything again.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from pse.events import ToolCallRecord
 from pse.exceptions import RunFailure, ToolInfrastructureError, ToolReplayMismatchError
 from pse.protocol import ResultItem, render_tool_results
 from pse.sandbox import Sandbox
-from pse.toolagent._approval import Approver, HeldCall
-from pse.toolagent._call import RunResult, call_record, held_call, run_call
+from pse.toolagent._approval import Approver
+from pse.toolagent._call import RunResult, call_record, run_call
 from pse.toolagent._decide import Allowed, Decider, Scope, Step
+from pse.toolagent._holding import ask, held, holds
 from pse.toolagent._offload import MAX_TOOL_THREADS, Offload, complete, on_this_thread, on_tool_pool
 from pse.toolagent._policy import Grant, Policy
 from pse.toolagent._provenance import Provenance, evidence_guard
@@ -236,8 +238,10 @@ class ToolExecutor:
                 reason = "not run: the tool machinery failed on an earlier request"
                 record = ToolCallRecord.not_run(**step.request, rule=step.rule, reason=reason)
             else:
-                held = self._held(step, text)
-                refusal, approval = (None, None) if held is None else await self._ask(step, held, approver)
+                call = held(step, self.approver, text, self.redactor)
+                refusal, approval = None, None
+                if call is not None:
+                    refusal, approval = await ask(step, call, approver, self._decider.give_back)
                 if refusal is not None:
                     record = refusal
                 else:
@@ -263,7 +267,7 @@ class ToolExecutor:
         for step in steps[start:]:
             if not isinstance(step, Allowed) or step.context.writable or step.context.evaluation_writable:
                 break
-            if self._holds(step):
+            if holds(step, self.approver):
                 break
             together.append(step)
         return together
@@ -282,36 +286,6 @@ class ToolExecutor:
                 return await offload(partial(self._run_step, step))
 
         return list(await asyncio.gather(*(one(step) for step in steps)))
-
-    def _holds(self, step: Allowed) -> str | None:
-        """What about the call its grant's approval rule matched, if the rule holds it."""
-        if step.approval is None:
-            return None
-        outputs = self.approver.declared_outputs() if self.approver is not None else ()
-        return step.approval.match(step.call.name, step.call.arguments, outputs)
-
-    def _held(self, step: Allowed, message: str) -> HeldCall | None:
-        """The call as a person would see it, when its grant's approval rule holds it; else None."""
-        fired = self._holds(step)
-        return None if fired is None else held_call(step, fired, message, self.redactor)
-
-    async def _ask(
-        self, step: Allowed, held: HeldCall, approver: Approver | None
-    ) -> tuple[ToolCallRecord | None, str | None]:
-        """Wait for the decision on a held call: (None, approval id) to run it, or (its denial, id)."""
-        if approver is None:
-            self._decider.give_back(step)
-            why = f"this call needs a person's approval ({held.rule}: {held.fired}); nobody can be asked here"
-            return ToolCallRecord.denied(**step.request, rule=held.rule, reason=why), None
-        verdict = await approver.decide(held)
-        if verdict.approved:
-            return None, verdict.id
-        self._decider.give_back(step)
-        why = f"denied by {verdict.by} ({held.rule}: {held.fired})"
-        if verdict.reason:
-            why += f": {verdict.reason}"
-        record = ToolCallRecord.denied(**step.request, rule=held.rule, reason=why)
-        return record.model_copy(update={"approval": verdict.id}), verdict.id
 
     def _replayed(self, step: Step, queue: deque[ToolCallRecord]) -> ToolCallRecord:
         """The next record of the interrupted cycle in `queue` (the step's), for the same request;
