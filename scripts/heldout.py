@@ -72,6 +72,8 @@ def run_pse(name: str, url: str, model: str, out: Path) -> dict[str, Any]:
         "PSE_MODEL": model,
         "PSE_TASKS_DIR": str(HELDOUT / "tasks"),
         "PSE_RUNS_DIR": str(out / "runs"),
+        # A checkout measured without installing it (`PYTHONPATH=its/src`): the child imports the same PSE.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
     }
     started = time.monotonic()
     done = subprocess.run(
