@@ -256,7 +256,9 @@ def _declared(path: str, outputs: Iterable[str]) -> bool:
     return any(path == o or path.startswith(o.rstrip("/") + "/") for o in outputs if o not in ("", "."))
 
 
-def _files(root: Path | None) -> list[str]:
+def candidate_files(root: Path | None) -> list[str]:
+    """The files under `root` a manifest considers (regular, reached through no link, at most
+    `EVIDENCE_LIMIT`, none in a VCS or cache folder): every file that can be evidence is one of them."""
     if root is None or not root.is_dir():
         return []
     found = regular_files_beneath(
@@ -284,7 +286,7 @@ def build_manifest(
     left_out: list[tuple[str, str]] = []
     tracked = rules.repository.tracked if rules.repository is not None else frozenset()
     approved = frozenset(rules.approved())
-    for path in _files(workspace):
+    for path in candidate_files(workspace):
         if ".git" in PurePosixPath(path).parts:
             continue  # a `.git` file is a pointer into a repository, never evidence
         who = author("workspace", path)
@@ -305,7 +307,7 @@ def build_manifest(
             files.append(EvidenceFile(path, "test" if test else "evidence", who))
         else:
             left_out.append((path, who))
-    for path in _files(evaluation):
+    for path in candidate_files(evaluation):
         if check_config_reason(path) is not None:
             continue
         kind = "test" if is_test_file(path) else "evidence"

@@ -16,17 +16,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path, PurePosixPath
 
-from pse._run_files import read_beneath, regular_files_beneath
-from pse.tools._evidence import is_test_file
+from pse._run_files import read_beneath
+from pse.tools._evidence import candidate_files, is_test_file
 from pse.tools._pyhints import parse_python
 
 __all__ = ["borrowed_tests", "test_names"]
 
-_READ_LIMIT = 1_000_000
-"""Workspace test files larger than this are not compared."""
-_MAX_FILES = 5_000
-_MAX_DEPTH = 20
-_SKIPPED = frozenset({"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"})
+_READ_LIMIT = 16_000_000
+"""Workspace test files larger than this are not compared (nor could a model copy from one)."""
 
 
 def _tests(tree: ast.Module) -> dict[str, str]:
@@ -53,15 +50,12 @@ def _shape(test: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 def _workspace_tests(workspace: Path) -> dict[str, tuple[str, str]]:
     """The workspace's tests by the dump of their code: (test name, file), the first file that holds it."""
     found: dict[str, tuple[str, str]] = {}
-    files = regular_files_beneath(
-        workspace, [], max_files=_MAX_FILES, max_depth=_MAX_DEPTH, skip_dir=lambda name: name in _SKIPPED
-    )
-    for rel, size in files:
-        if not is_test_file(rel) or size > _READ_LIMIT:
+    for rel in candidate_files(workspace):  # every test that can be evidence is among them
+        if not is_test_file(rel):
             continue
         try:
             tree = parse_python(read_beneath(workspace, PurePosixPath(rel).parts, max_bytes=_READ_LIMIT))
-        except (OSError, SyntaxError, ValueError):
+        except (OSError, SyntaxError, ValueError):  # too large (RunFileTooLarge), gone, or not Python
             continue
         for shape, name in _tests(tree).items():
             found.setdefault(shape, (name, rel))
