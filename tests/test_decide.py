@@ -112,6 +112,20 @@ def pytest_run(passed: int, failed: int = 0) -> ToolCallRecord:
                           rule="roles.Evaluator.run_pytest", status="ok", facts=facts)  # fmt: skip
 
 
+FAULT = "@evaluation/test_roman.py line 36 asks pytest for run_pytest, which pytest does not have"
+FAULTED = pytest_run(2).model_copy(
+    update={
+        "status": "error",
+        "facts": {
+            **pytest_run(2).facts,
+            "errors": 1,
+            "own_faults": [{"file": "@evaluation/test_roman.py", "fault": FAULT}],
+        },
+    }
+)
+"""Held-out roman: the Specialist's tests passed; the Evaluator's own file failed at collection, on itself."""
+
+
 def moves(nxt: Next) -> list[tuple[str, str]]:
     """The moves of `nxt` as (target state, reason)."""
     found = list(getattr(nxt, "moves", ()))
@@ -449,6 +463,12 @@ def test_an_unreadable_verdict_is_repaired_once_then_is_a_review_error() -> None
          "You judged every criterion met and your last run_pytest passed (5 passed, none failed)"),
         (verdict("PARTIAL", "SPEC_CONFLICT", "AC1"), [], RULES,
          "Your verdict's reason is SPEC_CONFLICT, but this task gave no test"),
+        # a verdict on its own tests' defects (the run found them in its files' code), not on the work
+        (verdict("PARTIAL", "TESTS_FAILING", "AC1"), [FAULTED], RULES,
+         f"Your verdict rests on a run in which your own tests failed on their own code, not on the work: "
+         f"{FAULT}. A defect of your tests is not the Specialist's to fix."),
+        (verdict("FAIL", "TESTS_FAILING", "AC1"), [FAULTED], RULES, "Your verdict rests on a run in which"),
+        (verdict("PARTIAL", "TESTS_FAILING", "AC1"), [FAULTED, pytest_run(1, 1)], RULES, None),  # a later run
         # a FAIL over work the Specialist can fix under the plan
         (verdict("FAIL", "TESTS_FAILING", "AC1"), [pytest_run(1, 1)], RULES,
          "Your FAIL asks for a new plan, but its reason, TESTS_FAILING"),

@@ -382,6 +382,30 @@ def test_a_failing_test_keeps_pytest_s_first_line_of_why() -> None:
     assert failing_tests([_call("run_pytest", facts={"tests": many})])[-1] == "… and 2 more"
 
 
+def test_the_evaluators_tests_failing_on_their_own_code_are_not_the_specialists_to_fix() -> None:
+    """Held-out roman: the module was right, the Evaluator's own file failed at collection on its own code,
+    and the revise sent the Specialist to fix it (it emptied roman.py). Such failures leave the brief's
+    list of what to fix, and the brief says whose they are."""
+    from pse.engine._step_buffer import failing_tests
+
+    tests = [
+        {"test": "test_roman.py::test_a", "outcome": "failed", "author": "Specialist"},
+        {"test": "", "outcome": "errors", "author": "Evaluator", "message": "collection failure: AttributeError"},
+        {"test": "@evaluation/test_mine.py::test_b", "outcome": "failed", "author": "Evaluator"},
+        {"test": "@evaluation/test_other.py::test_c", "outcome": "failed", "author": "Evaluator"},
+    ]  # fmt: skip
+    faults = [
+        {"file": "@evaluation/test_mine.py", "fault": "@evaluation/test_mine.py calls run_pytest, a tool"}
+    ]
+    run = _call("run_pytest", exit_code=1, facts={"tests": tests, "own_faults": faults}, target=".")
+    assert failing_tests([run]) == [
+        "test_roman.py::test_a: failed",
+        "@evaluation/test_other.py::test_c: failed",
+        "@evaluation/test_mine.py: the Evaluator's own tests, which failed on their own code, not on the work: "
+        "nothing of yours to fix for them",
+    ]
+
+
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:
     """pytest's own word for it is only "collection failure": told that, the 1.5B model could not find the
     stray bracket in its test file. Its own error line comes from the file, so it may cross (a test's

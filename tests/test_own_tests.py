@@ -1,12 +1,24 @@
 """The Evaluator's own tests (`pse.tools._own_tests`): a workspace test copied under any name, or a
-workspace test module imported, is not its own; a test with a case of its own is."""
+workspace test module imported, is not its own; a test with a case of its own is. A failure of its own
+test on the test's own code is told apart from a failure on the work (`code_faults`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from attack_support import EVALUATOR_PASS, FIXED, MODES, PLAN, TESTS, own_tests_task, run_attack
 from pse.engine._workspace import outputs_note
-from pse.tools._own_tests import borrowed_tests
+from pse.protocol import render_tool_calls
+from pse.tools._own_tests import borrowed_tests, code_faults
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
 
 THEIRS = """import pytest
 from slug import slugify
@@ -72,3 +84,100 @@ def test_an_evaluator_that_owes_its_own_tests_is_shown_the_specialists_by_name_o
     ) in blind
     assert "test_broken.py: a test file that does not parse as Python (read_file shows it)" in blind
     assert 'assert slugify("Hello World")' in (outputs_note(tmp_path, paths) or "")
+
+
+TOOL = "a tool is called with <tool_calls>, never from a test"
+
+
+@pytest.mark.parametrize(
+    ("source", "failures", "faults"),
+    [
+        # held-out roman: a tool asked of pytest at module level; the module could not be collected
+        ("import pytest\nfrom roman import to_roman\n\n\ndef test_a():\n    assert to_roman(1) == 'I'\n\n\n"
+         "pytest.run_pytest()\n", {"": "collection failure: AttributeError: module 'pytest' has no attribute "
+         "'run_pytest'"}, [f"t.py line 9 asks pytest for run_pytest, which pytest does not have: {TOOL}"]),
+        # held-out top-words: a tool called as Python inside a test
+        ("from words import top\n\n\ndef test_a():\n    run_pytest(target='.')\n    assert top('a') == ['a']\n",
+         {"test_a": "NameError: name 'run_pytest' is not defined"}, [f"t.py calls run_pytest, a tool: {TOOL}"]),
+        ("def test_a():\n    assert helper(1)\n", {"test_a": "NameError: name 'helper' is not defined"},
+         ["t.py reads helper, which it never imports or defines"]),
+        ("import os\n\n\ndef test_a():\n    assert os.path.joinn('a')\n",
+         {"test_a": "AttributeError: module 'os' has no attribute 'path'"}, []),  # not what the file asks
+        # held-out csv-mean: a test taking a parameter no fixture provides
+        ("def test_a(obj):\n    assert obj\n", {"test_a": "file /pse/evaluation/t.py, line 1"},
+         ["t.py::test_a takes parameters no fixture provides: a test takes none unless a fixture of that name "
+          "is defined"]),
+        ("def test_a(:\n", {"": "collection failure: SyntaxError: invalid syntax"},
+         ["t.py does not parse as Python: invalid syntax (line 1: def test_a(:)"]),
+    ],
+)  # fmt: skip
+def test_a_test_failing_on_its_own_code_is_told_from_one_failing_on_the_work(
+    source: str, failures: dict[str, str], faults: list[str]
+) -> None:
+    assert code_faults("t.py", source, failures) == faults
+
+
+@pytest.mark.parametrize(
+    ("source", "failures"),
+    [
+        # the tested code's failures, whatever the test's code: each is the work's
+        ("from roman import to_roman\n\n\ndef test_a():\n    assert to_roman(4) == 'IV'\n",
+         {"test_a": "AssertionError: assert 'IIII' == 'IV'"}),
+        ("from roman import to_roman\n\n\ndef test_a():\n    assert to_roman(4) == 'IV'\n",
+         {"test_a": "NameError: name 'numerals' is not defined"}),  # raised in roman.py: the file binds all
+        ("from roman import *\n\n\ndef test_a():\n    assert to_roman(4) == 'IV'\n",
+         {"test_a": "NameError: name 'to_roman' is not defined"}),  # the module defines no to_roman
+        ("import pytest\nfrom m import f\n\n\ndef test_a():\n    with pytest.raises(ValueError):\n        f()\n",
+         {"test_a": "Failed: DID NOT RAISE <class 'ValueError'>"}),
+        ("def test_a(:\n", {}),  # no failure: nothing to explain
+    ],
+)  # fmt: skip
+def test_a_failure_on_the_work_is_no_fault_of_the_test(source: str, failures: dict[str, str]) -> None:
+    assert code_faults("t.py", source, failures) == []
+
+
+BROKEN_OWN = (
+    "from quicksort import quicksort\n\n\ndef test_mine():\n    assert quicksort([2, 2, 1]) == [1, 2, 2]\n\n\n"
+    "pytest.run_pytest()\n"
+)
+"""Held-out roman's Evaluator file: a test of its own, then a tool asked of pytest at module level (its
+`import pytest` PSE adds at the write, line 1)."""
+MINE = "from quicksort import quicksort\n\n\ndef test_mine():\n    assert quicksort([2, 2, 1]) == [1, 2, 2]\n"
+PARTIAL = (
+    '<verdict status="PARTIAL">\n  <reason_code>TESTS_FAILING</reason_code>\n'
+    '  <criterion id="AC1" met="false">pytest failed</criterion>\n  <summary>tests fail</summary>\n</verdict>'
+)
+
+
+def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passes(
+    tmp_path: Path, mode: str
+) -> None:
+    """The module is right and the Specialist's tests pass; the Evaluator's own file fails at collection on
+    its own code. Its PARTIAL would send the Specialist to fix right code (on roman, the 1.5B model
+    emptied it): the run names the fault, the PARTIAL is asked about once, and the Evaluator's fixed file
+    passes the work in its first cycle."""
+    checks = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
+    turns = [
+        {"role": "Planner", "content": PLAN},
+        {"role": "Specialist", "content": render_tool_calls(
+            [("write_file", {"path": "quicksort.py", "content": FIXED}),
+             ("write_file", {"path": "test_quicksort.py", "content": TESTS})])},
+        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
+        {"role": "Evaluator", "content": render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_mine.py", "content": BROKEN_OWN}), *checks])},
+        {"role": "Evaluator", "content": PARTIAL},
+        {"role": "Evaluator", "content": render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *checks])},
+        {"role": "Evaluator", "content": EVALUATOR_PASS},
+    ]  # fmt: skip
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    first = next(c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest")
+    fault = "@evaluation/test_mine.py line 9 asks pytest for run_pytest, which pytest does not have"
+    assert [f["file"] for f in first["facts"]["own_faults"]] == ["@evaluation/test_mine.py"]
+    assert first["facts"]["own_faults"][0]["fault"].startswith(fault)
+    assert "[your own tests failed on their own code, not on the work: " + fault in first["output"]
+    asked = [r["error"] for r in trace["cycles"][0]["repairs"] if "Your verdict rests on a run" in r["error"]]
+    assert len(asked) == 1 and fault in asked[0]
+    assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)

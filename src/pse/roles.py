@@ -73,7 +73,9 @@ FinalKind = Literal["plan", "report", "verdict"]
 Note = Literal["to_write", "outputs"]
 """What PSE adds to a role's opening: `to_write`, the plan's outputs it is to write (and what the task
 says of the first); `outputs`, what the plan's outputs hold as its phase starts (read by PSE)."""
-Nudge = Literal["unparsed", "unwritten", "blocked_early", "pass_early", "contradicted", "fail_for_work"]
+Nudge = Literal[
+    "unparsed", "unwritten", "blocked_early", "pass_early", "own_faults", "contradicted", "fail_for_work"
+]
 """A premature final a role is asked about once (`engine._nudges`); a `<blocked>` whose SPEC_CONFLICT is
 unfounded is asked about for every role."""
 
@@ -143,7 +145,7 @@ ROLE_SPECS: Mapping[str, RoleSpec] = {
             owes=_OWES_VERDICT,
             finals=("verdict", "conflict"),
             notes=("outputs",),
-            nudges=("pass_early", "contradicted", "fail_for_work"),
+            nudges=("pass_early", "own_faults", "contradicted", "fail_for_work"),
         ),
         # The single team's one agent: no Planner (the task is its plan), no Evaluator (it reviews itself).
         RoleSpec(

@@ -29,6 +29,7 @@ __all__ = [
     "contradicted",
     "fail_for_work",
     "nudge",
+    "own_faults",
     "pass_early",
     "said_about",
     "to_write",
@@ -242,6 +243,28 @@ def _last_test_run(calls: Sequence[ToolCallRecord]) -> ToolCallRecord | None:
     return runs[-1] if runs else None
 
 
+def own_faults(verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord]) -> str | None:
+    """Why an Evaluator's PARTIAL or FAIL is asked about once: its last test run failed the Evaluator's
+    own tests on their own code (`own_faults`, which run_pytest reads from the code of its files: one
+    that does not parse, a name never bound, a tool called as Python, a fixture nothing defines). Such
+    a verdict sends the Specialist to fix work the evidence never judged: held-out roman's module was
+    right when the 1.5B model's Evaluator, whose file called `pytest.run_pytest()`, said PARTIAL; told
+    so, the Specialist emptied `roman.py`. The verdict it sends next stands, whatever it is."""
+    if verdict is None or verdict.status not in ("PARTIAL", "FAIL"):
+        return None
+    last = _last_test_run(calls)
+    faults = last.facts.get("own_faults") if last is not None else None
+    if not faults:
+        return None
+    return (
+        "Your verdict rests on a run in which your own tests failed on their own code, not on the work: "
+        + "; ".join(str(fault.get("fault")) for fault in faults if isinstance(fault, dict))
+        + ". A defect of your tests is not the Specialist's to fix. Write your test file again with "
+        "write_file (tests only: import what the task names, assert what it says), run run_pytest, then "
+        "send your verdict."
+    )
+
+
 def contradicted(
     verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord], conflicts: bool
 ) -> str | None:
@@ -357,6 +380,8 @@ def nudge(
     early = " ".join(text for text in said if text) or None
     if early is None and "pass_early" in wants and owed is not None:
         early = pass_early(owed, final.verdict)
+    if early is None and "own_faults" in wants:
+        early = own_faults(final.verdict, own)
     if early is None and "contradicted" in wants:
         early = contradicted(final.verdict, own, conflicts)
     if early is None and "fail_for_work" in wants:

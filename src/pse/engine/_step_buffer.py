@@ -99,14 +99,38 @@ def failing_tests(calls: Sequence[ToolCallRecord], read: Read | None = None) -> 
     never changed its code. With `read`, a failure that surfaced at a line of a workspace file (a task's
     or the Specialist's failing `assert`) quotes that line, from the file: the same on every run."""
     tests = _last_tests(calls)
+    faulty = _faulty_files(calls)
     failing = [
         f"{t.get('test')}: {t.get('outcome')}" + (_collection(t.get("message")) or _why(t)) + _at(t, read)
         for t in tests
-        if t.get("outcome") in ("failed", "errors")
+        if t.get("outcome") in ("failed", "errors") and not _faulty(t, faulty)
     ]
     if len(failing) > _MAX_FAILING:
         failing = [*failing[:_MAX_FAILING], f"… and {len(failing) - _MAX_FAILING} more"]
+    if faulty:
+        failing.append(
+            f"{', '.join(sorted(faulty))}: the Evaluator's own tests, which failed on their own code, not "
+            "on the work: nothing of yours to fix for them"
+        )
     return failing
+
+
+def _faulty_files(calls: Sequence[ToolCallRecord]) -> set[str]:
+    """The Evaluator's own test files that its last `run_pytest` found failing on their own code (the
+    run's `own_faults`, read from the files' code by the ToolAgent): a Specialist told of their failures
+    "fixed" a module that was right (held-out roman, emptied)."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    found = runs[-1].facts.get("own_faults") if runs else None
+    return {str(f.get("file")) for f in found if isinstance(f, dict)} if isinstance(found, list) else set()
+
+
+def _faulty(test: dict[str, object], faulty: set[str]) -> bool:
+    """A test of a file of `faulty` (or the Evaluator's module that could not be collected, named by no
+    file)."""
+    if not faulty or test.get("author") != Role.EVALUATOR:
+        return False
+    file = str(test.get("test", "")).partition("::")[0]
+    return not file or file in faulty
 
 
 def _last_tests(calls: Sequence[ToolCallRecord]) -> list[dict[str, object]]:

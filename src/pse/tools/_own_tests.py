@@ -14,13 +14,22 @@ that happens to repeat one of the workspace's is refused too; a test of its own 
 from __future__ import annotations
 
 import ast
+import importlib
+import re
+import sys
 from pathlib import Path, PurePosixPath
 
 from pse._run_files import read_beneath
+from pse.tool_names import Tool
 from pse.tools._evidence import candidate_files, is_test_file
-from pse.tools._pyhints import parse_python
+from pse.tools._pyhints import parse_python, syntax_problem, unbound_names
 
-__all__ = ["borrowed_tests", "test_names"]
+__all__ = ["FIXTURE_LOOKUP", "borrowed_tests", "code_faults", "test_names"]
+
+FIXTURE_LOOKUP = re.compile(r"^file .+, line \d+$")
+"""The first line of pytest's report of a test that asks for a fixture nothing defines."""
+_TOOLS = frozenset(Tool)
+_TOOL_CALLS = "a tool is called with <tool_calls>, never from a test"
 
 _READ_LIMIT = 16_000_000
 """Workspace test files larger than this are not compared (nor could a model copy from one)."""
@@ -101,3 +110,75 @@ def test_names(source: str) -> str:
         f"the Specialist's tests, named but not shown, so that yours are your own: {listed} "
         "(read_file shows them)"
     )
+
+
+def code_faults(rel: str, source: str | bytes, failures: dict[str, str]) -> list[str]:
+    """Why the test file `rel` failed on its own code, whatever the code it tests does, one line each.
+    `failures`: how its tests failed, test name to pytest's first line (a module that could not be
+    collected under ""). Each fault is read from the file's code and confirmed by a failure: it does not
+    parse; it reads a name nothing in it binds (a tool's name among them) and a test failed with that
+    `NameError`; it asks a module for what the module does not have (`pytest.run_pytest()`: pytest, or
+    a standard-library module already loaded here) and a test failed on that attribute; a test asks for
+    a fixture nothing defines.
+
+    None can be the tested code's doing: a name the tested module defines is still unbound here if the
+    file never imports it, and a file that imports `*` binds names no parser sees, so it reads none
+    unbound. Seen on the 1.5B model's Evaluator: `run_pytest(...)` called inside a test,
+    `pytest.run_pytest()` at module level, a test taking a parameter `obj`; its PARTIAL then sent the
+    Specialist to fix a module that was right (held-out roman, top-words, csv-mean)."""
+    said = list(failures.values())
+    if not said:
+        return []
+    problem = syntax_problem(rel, source)
+    if problem is not None:
+        return [problem]
+    tree = parse_python(source)
+    found = [
+        f"{rel} calls {name}, a tool: {_TOOL_CALLS}"
+        if name in _TOOLS
+        else f"{rel} reads {name}, which it never imports or defines"
+        for name in unbound_names(tree, source)
+        if any(f"name '{name}' is not defined" in message for message in said)
+    ]
+    found += [
+        f"{rel} line {line} asks {module} for {name}, which {module} does not have"
+        + (f": {_TOOL_CALLS}" if name in _TOOLS else "")
+        for line, module, name in _missing_attributes(tree)
+        if any(f"has no attribute '{name}'" in message for message in said)
+    ]
+    found += [
+        f"{rel}::{test} takes parameters no fixture provides: a test takes none unless a fixture of that "
+        "name is defined"
+        for test, message in failures.items()
+        if test and FIXTURE_LOOKUP.match(message)
+    ]
+    return found
+
+
+def _missing_attributes(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """(line, module, name) of each `module.name` read of a module the file imports whole (`import
+    pytest`) that the module does not have: pytest's, or a standard-library module's already loaded in
+    this process (none is imported for the check but pytest, which every test run imports)."""
+    modules = {
+        alias.asname or alias.name: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if "." not in alias.name
+    }
+    found: dict[tuple[str, str], int] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            continue
+        name = modules.get(node.value.id)
+        module = _known_module(name) if name is not None else None
+        if name is not None and module is not None and not hasattr(module, node.attr):
+            found.setdefault((name, node.attr), node.lineno)
+    return [(line, module, name) for (module, name), line in found.items()]
+
+
+def _known_module(name: str) -> object | None:
+    """The module `name`, if it is pytest or a standard-library module this process has loaded."""
+    if name == "pytest":
+        return importlib.import_module("pytest")
+    return sys.modules.get(name) if name in sys.stdlib_module_names else None

@@ -31,6 +31,7 @@ __all__ = [
     "python_hints",
     "python_problem",
     "syntax_problem",
+    "unbound_names",
 ]
 
 NOT_PYTHON = "does not parse as Python"
@@ -118,7 +119,7 @@ def _stubs(rel: str, tree: ast.Module) -> str | None:
 def python_problem(rel: str, source: str | bytes, beside: Path | None = None) -> str | None:
     """Why `source`, the Python file `rel`, is not yet code to deliver: it does not parse
     (`syntax_problem`), a top-level function holds only its docstring, or it reads a name nothing in it
-    binds (`_unbound`, with the import of a module of `beside`, its folder, that defines it); None if
+    binds (`unbound_names`, with the import of a module of `beside`, its folder, that defines it); None if
     none holds."""
     tree = _parsed(rel, source)
     if isinstance(tree, str):
@@ -142,7 +143,7 @@ def _waived(line: str) -> bool:
     return found is not None and (not found["codes"] or "F821" in found["codes"].upper())
 
 
-def _unbound(tree: ast.Module, source: str | bytes = "") -> list[str]:
+def unbound_names(tree: ast.Module, source: str | bytes = "") -> list[str]:
     """The names `tree` reads that nothing in the file binds (`_scan`)."""
     return _scan(tree, source)[0]
 
@@ -190,9 +191,9 @@ def _scan(tree: ast.Module, source: str | bytes = "") -> tuple[list[str], set[st
 
 
 def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Path | None) -> str | None:
-    """What `rel` reads unbound (`_unbound`), with the import that binds each name a module of `beside`
+    """What `rel` reads unbound (`unbound_names`), with the import that binds each name a module of `beside`
     (not a test module, not `rel` itself) defines at top level."""
-    names = _unbound(tree, source)
+    names = unbound_names(tree, source)
     if not names:
         return None
     said = f"{rel} uses {', '.join(names)}, which it never imports or defines"

@@ -37,6 +37,8 @@ from pse.tools._checks import (
     normalize_target,
 )
 from pse.tools._evidence import Manifest
+from pse.tools._files import EVALUATION_PREFIX
+from pse.tools._own_tests import code_faults
 from pse.tools._proof import Session, output_facts, unproven
 from pse.tools._protected import PYTEST_CONFIG_FILES
 from pse.tools._registry import ToolContext, ToolOutcome
@@ -55,6 +57,8 @@ _PYTEST_DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?=\W*$
 _LISTED = 200
 """Most tests one check's facts list (the counts are always whole)."""
 _COUNTS = ("passed", "failed", "errors", "skipped")
+_FAULTS_READ = 1_000_000
+"""The Evaluator's test files larger than this are not read for their own faults."""
 _PYTEST_SECTIONS = {"pyproject.toml": b"[tool.pytest", "tox.ini": b"[pytest]", "setup.cfg": b"[tool:pytest]"}
 _WANTS_A_PLUGIN = ("async def functions are not natively supported", "PytestUnknownMarkWarning")
 """What pytest says when a test needs a plugin it did not load (pytest-asyncio's, for one)."""
@@ -244,6 +248,14 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
                 test |= {"where": case.where} if case.where else {}
                 tests.append(test | ({"at": case.at} if case.at else {}))
     facts.update(counts, by_author=by_author, tests=tests)
+    faults = _own_faults(ctx, sessions, plans)
+    if faults:
+        facts["own_faults"] = faults
+        shown += (
+            "[your own tests failed on their own code, not on the work: "
+            + "; ".join(f["fault"] for f in faults)
+            + ". Write them again with write_file, then run run_pytest]\n"
+        )
     sources = _sources(ctx, manifest)
     facts["exercised"] = output_facts(sessions, manifest, sources)
     problems = unproven(sessions, manifest, full, sources)
@@ -253,6 +265,25 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
         shown += "[this run is not positive evidence, whatever pytest said: " + "; ".join(problems) + "]"
     outcome = command_outcome(worst, facts, shown)
     return replace(outcome, status="error") if problems and outcome.status == "ok" else outcome
+
+
+def _own_faults(ctx: ToolContext, sessions: list[Session], plans: list[SessionPlan]) -> list[dict[str, str]]:
+    """Why the Evaluator's own tests failed on their own code (`code_faults` of each file of its session,
+    where the session had a failure), each with its file: a PARTIAL over them is about its tests, not
+    the work."""
+    found: list[dict[str, str]] = []
+    for s, plan in zip(sessions, plans, strict=True):
+        failing = [case for case in s.record.cases if case.outcome in ("failed", "errors")]
+        if not plan.own or not failing or ctx.evaluation is None:
+            continue
+        for file in dict.fromkeys(test.partition("::")[0] for test in plan.tests):
+            data = read_inside(ctx.evaluation, file, _FAULTS_READ)
+            if data is None or len(data) >= _FAULTS_READ:
+                continue
+            rel = f"{EVALUATION_PREFIX}/{file}"  # how the record names a file of the area
+            failures = {c.id.partition("::")[2]: c.message for c in failing if c.file in (rel, "")}
+            found += [{"file": rel, "fault": fault} for fault in code_faults(rel, data, failures)]
+    return found
 
 
 def _same_files(sessions: list[Session]) -> None:
