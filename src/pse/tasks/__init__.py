@@ -29,13 +29,14 @@ from pse.tasks._config import (
     TaskConfig,
     VerificationSpec,
 )
+from pse.tasks._message import seeded_files
 from pse.tasks._offline import cassette_writes, offline_warnings
 from pse.tasks._paths import builtin_tasks_dir, prompts_dir
 from pse.tasks._registry import TaskRegistry, validate
 from pse.tasks._report import extract_report, titled_report
 from pse.tasks._rules import Finding, RulesSummary, SourceInfo, Window, load_rules, run_rules
 from pse.tasks._scaffold import scaffold_task
-from pse.tasks._task import INPUTS_DIR, Problem, Task, TaskLocation, is_input_file, seeded_files, write_files
+from pse.tasks._task import INPUTS_DIR, Problem, Task, TaskLocation, is_input_file, write_files
 
 __all__ = [
     "BUILTIN_CHECKS",

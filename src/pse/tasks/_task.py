@@ -17,7 +17,8 @@ from pse.config import ProtocolMode
 from pse.exceptions import ConfigError, UserError
 from pse.roles import ROLES, role_spec
 from pse.tasks._base_prompts import base_prompt, protocol_prompt
-from pse.tasks._config import BUILTIN_CHECKS, REPOSITORY_CHECK, TaskConfig
+from pse.tasks._config import REPOSITORY_CHECK, TaskConfig
+from pse.tasks._message import opening_message
 from pse.tasks._rules import run_rules
 from pse.tasks._toml import read_toml
 from pse.tools import check_config_reason, declared_config
@@ -38,7 +39,6 @@ DEFAULT_CASSETTE = "cassette.json"
 RULES_SUMMARY_FILES = ("rules_summary.json", "rules_summary.md")
 INPUTS_DIR = "inputs"
 """Where `seed_workspace` writes each input as a raw text file, `inputs/NAME` (for checks and scripts)."""
-_SEED_LISTING_CAP = 30
 
 
 class Problem(BaseModel):
@@ -75,20 +75,6 @@ def role_file(role: str) -> str:
 def is_input_file(path: str) -> bool:
     """Whether a workspace path is one of the inputs' files (`inputs/NAME`)."""
     return path.startswith(f"{INPUTS_DIR}/") and "/" not in path[len(INPUTS_DIR) + 1 :]
-
-
-_SEEDED = "## Files already in the workspace\n"
-
-
-def seeded_files(task_message: str) -> tuple[list[str], bool]:
-    """The files a run's task message lists as already in the workspace (the task's seed and an
-    evaluation instance's files), and whether that is all of them (False: the listing was cut short,
-    these are its first entries)."""
-    if _SEEDED not in task_message:
-        return [], True
-    listing = task_message.split(_SEEDED, 1)[1].split("\n\n", 1)[0].splitlines()
-    more = [line for line in listing if line.startswith("- … and ")]
-    return [line[2:] for line in listing if line.startswith("- ") and line not in more], not more
 
 
 class Task:
@@ -267,30 +253,10 @@ class Task:
         digests replays in any later run.
         """
         resolved = self.resolve_inputs(inputs)
-        parts = [f"# Task: {self.name}", "## Goal\n" + self.config.goal.strip()]
-        if resolved:
-            parts.append("## Inputs\n" + "\n".join(_input_line(k, v) for k, v in sorted(resolved.items())))
-        # The inputs' files are not listed: every input is shown above. A small model reads what is listed
-        # and copies what it read (issue 29's HumanEval runs copied a JSON copy's escapes into solution.py)
+        # The inputs' files are not listed: every input is shown in the message. A small model reads what
+        # is listed and copies what it read (issue 29's HumanEval runs copied a JSON copy's escapes)
         listing = sorted({p for p in self.seed_listing() if not is_input_file(p)} | set(extra_files))
-        if listing:
-            shown = listing[:_SEED_LISTING_CAP]
-            more = len(listing) - len(shown)
-            lines = [f"- {path}" for path in shown] + ([f"- … and {more} more"] if more else [])
-            parts.append(_SEEDED + "\n".join(lines))
-        if self.config.expected_outputs:
-            parts.append(
-                "## Expected outputs (workspace paths)\n"
-                + "\n".join(f"- {path}" for path in self.config.expected_outputs)
-            )
-        if self.config.all_required_checks:
-            parts.append(
-                "## Required checks (the Evaluator must run each, and its last run must succeed)\n"
-                + "\n".join(f"- {_check_call(name)}" for name in self.config.all_required_checks)
-            )
-        if rules_summary:
-            parts.append("## Rules summary (computed without a model)\n" + rules_summary.strip())
-        return "\n\n".join(parts) + "\n"
+        return opening_message(self.name, self.config, resolved, listing, rules_summary)
 
     # --- the run workspace -----------------------------------------------------------------
     def seed_workspace(self, workspace: Path, inputs: dict[str, str] | None = None) -> list[str]:
@@ -357,15 +323,6 @@ def _check_in_memory(name: str, config: TaskConfig, prompts: Mapping[str, str]) 
         )
 
 
-def _input_line(name: str, value: str) -> str:
-    if "\n" not in value:
-        return f"- {name}: {value}"
-    fence = "```"
-    while fence in value:  # a value holding ``` gets a longer fence
-        fence += "`"
-    return f"- {name}:\n\n{fence}\n{value.rstrip()}\n{fence}\n"
-
-
 def write_files(workspace: Path, files: Mapping[str, str]) -> list[str]:
     """Write `files` (workspace-relative path → text) into `workspace`; return their paths, sorted.
 
@@ -387,8 +344,3 @@ def write_files(workspace: Path, files: Mapping[str, str]) -> list[str]:
         target.write_text(content, encoding="utf-8")
         written.append(path.as_posix())
     return sorted(written)
-
-
-def _check_call(name: str) -> str:
-    tool = BUILTIN_CHECKS.get(name)
-    return f'{name}: run_check(name="{name}")' if tool is None else f"{name}: {tool}"
