@@ -93,9 +93,7 @@ def test_the_demos_buggy_quicksort_fails_with_the_values_it_lost(tmp_path: Path,
     ]
 
 
-def test_returning_the_input_for_one_item_fails_and_each_test_says_why(
-    tmp_path: Path, mode: str
-) -> None:
+def test_returning_the_input_for_one_item_fails_and_each_test_says_why(tmp_path: Path, mode: str) -> None:
     records = _checked(tmp_path, mode, TEXTBOOK, OWN_TEST)
     assert failing_tests(records) == [
         "test_acceptance.py::test_a_new_list_is_returned_for_every_input: failed (AssertionError: quicksort "
