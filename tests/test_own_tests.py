@@ -181,3 +181,33 @@ def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passe
     asked = [r["error"] for r in trace["cycles"][0]["repairs"] if "Your verdict rests on a run" in r["error"]]
     assert len(asked) == 1 and fault in asked[0]
     assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)
+
+
+def test_the_evaluation_area_takes_tests_not_a_copy_of_a_module(tmp_path: Path) -> None:
+    """heldout-8 top-words: the 1.5B model's Evaluator wrote the Specialist's `words.py` into its area as
+    `@evaluation/words.py`, ran pytest and said PASS on no test of its own. A module in the evaluation
+    area is refused, with the test file to write instead; its tests, files under tests/ and
+    data that is not Python are written."""
+    import os
+
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext
+    from pse.tools._files import write_file
+
+    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
+    workspace.mkdir()
+    area.mkdir()
+    (workspace / "words.py").write_text("def top_words(text, n):\n    return []\n")
+    box = Sandbox(workspace, SandboxLimits(timeout_s=30), "fallback")
+    ctx = ToolContext(
+        Path(os.path.realpath(workspace)),
+        box,
+        evaluation=Path(os.path.realpath(area)),
+        evaluation_writable=True,
+    )
+    with pytest.raises(ValueError, match="the evaluation area holds your own tests") as refused:
+        write_file(ctx, "@evaluation/words.py", "def top_words(text, n):\n    return []\n")
+    assert "write tests that import it, in @evaluation/test_words.py" in str(refused.value)
+    assert not (area / "words.py").exists()
+    for path in ("test_words.py", "words_test.py", "tests/helpers.py", "cases.json"):
+        assert write_file(ctx, f"@evaluation/{path}", "X = 1\n").status == "ok", path

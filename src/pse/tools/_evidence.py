@@ -50,6 +50,7 @@ __all__ = [
     "build_manifest",
     "is_test_file",
     "protecting_glob",
+    "test_side",
 ]
 
 EVIDENCE_LIMIT = 20_000
@@ -117,6 +118,14 @@ def is_test_file(path: str) -> bool:
     """pytest's default test-file names: `test_*.py` and `*_test.py`."""
     name = PurePosixPath(path).name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def test_side(path: str) -> bool:
+    """A file of the tests' side, imported by the checking process when its author's session runs: a
+    test file, a `conftest.py`, or anything under a `tests` or `test` folder."""
+    parts = PurePosixPath(path).parts
+    in_tests = any(p in ("tests", "test") for p in parts[:-1])
+    return is_test_file(path) or parts[-1:] == ("conftest.py",) or in_tests
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ for everyone else such a path is denied like any path outside the workspace.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
-from pse.tools._evidence import is_test_file
+from pse.tools._evidence import is_test_file, test_side
 from pse.tools._own_tests import borrowed_tests
 from pse.tools._protected import check_config_reason
 from pse.tools._pyhints import WITHHELD, missing_imports, python_hints
@@ -157,6 +157,14 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
         raise SandboxViolation(f"{rel} may not be written: {reason}")
     if real.is_dir():
         raise ValueError(f"{path.strip()!r} is a directory; give a file path")
+    if area == "evaluation" and rel.endswith(".py") and not test_side(rel):
+        stem = PurePosixPath(rel).stem
+        raise ValueError(
+            f"{rel} not written: the evaluation area holds your own tests (test_*.py, *_test.py, or "
+            "files under tests/), not modules: a copy of a module there is no evidence "
+            f"of the delivered one. To judge {stem}.py, write tests that import it, in "
+            f"{EVALUATION_PREFIX}/test_{stem}.py"
+        )
     if area == "evaluation" and is_test_file(rel) and (borrowed := borrowed_tests(content, ctx.workspace)):
         raise ValueError(
             f"{rel} not written: {'; '.join(borrowed)}. Your tests are evidence only when they are your "

@@ -29,12 +29,12 @@ from pathlib import Path, PurePosixPath
 from pse.exceptions import ToolInfrastructureError
 from pse.product import CHECKER_MODULE, PRODUCT_BOOT
 from pse.sandbox import start_process
-from pse.tools._evidence import Manifest, is_test_file
+from pse.tools._evidence import Manifest, is_test_file, test_side
 from pse.tools._proof import Session
 from pse.tools._record import RECORD_LIMIT, read_record
 from pse.tools._registry import ToolContext
 
-__all__ = ["SessionPlan", "plan_sessions", "run_session", "test_side"]
+__all__ = ["SessionPlan", "plan_sessions", "run_session"]
 
 _PSE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder that holds the `pse` package
 _CALL_SHARE, _START_S = 0.8, 2.0
@@ -51,14 +51,6 @@ class SessionPlan:
     author: str
     tests: tuple[str, ...]
     own: bool = False
-
-
-def test_side(path: str) -> bool:
-    """A file of the tests' side, imported by the checking process when its author's session runs: a
-    test file, a `conftest.py`, or anything under a `tests` or `test` folder."""
-    parts = PurePosixPath(path).parts
-    in_tests = any(p in ("tests", "test") for p in parts[:-1])
-    return is_test_file(path) or parts[-1:] == ("conftest.py",) or in_tests
 
 
 def plan_sessions(
