@@ -141,7 +141,9 @@ def pse_he53() -> list[Turn]:
 
 
 def lying_evaluator_he0() -> list[Turn]:
-    """The Specialist's buggy solution, and an Evaluator that runs only the Specialist's tests and says PASS."""
+    """The Specialist's buggy solution, and an Evaluator that runs only the Specialist's tests and says PASS,
+    and says it again when asked for tests of its own."""
+    lie = {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_ALL, "Looks complete.")}
     return [
         {"role": "Planner", "content": PLAN.format(name="has_close_elements")},
         {
@@ -150,7 +152,8 @@ def lying_evaluator_he0() -> list[Turn]:
         },
         {"role": "Specialist", "content": REPORT},
         {"role": "Evaluator", "content": _pytest()},
-        {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_ALL, "Looks complete.")},
+        lie,
+        lie,
     ]
 
 

@@ -196,8 +196,10 @@ def _check_gate(
 
 def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> list[str]:
     """The required checks an Evaluator's PASS comes before: never run by it this cycle, run before the
-    last write, or run over less than the declared target. What it can still do in its phase; how a run
-    went (failed, unproven) is for the gates and its verdict to weigh, not a reason to ask again."""
+    last write, or run over less than the declared target; and where its own tests are owed
+    (`independent_tests`), tests of its own in its last full pytest run. What it can still do in its
+    phase; how a run went (failed, unproven) is for the gates and its verdict to weigh, not a reason to
+    ask again."""
     writes = [i for i, c in enumerate(tool_calls) if _is_write(c)]
     last_write = writes[-1] if writes else -1
     owed = []
@@ -213,16 +215,35 @@ def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> l
             owed.append(f"{call} (not run yet)")
         elif runs[-1][0] < last_write:
             owed.append(f"{call} (files were written after its last run)")
+    if policy.independent_tests and not _own_tests_ran(tool_calls, policy):
+        owed.append(
+            "tests of your own (write them with write_file at @evaluation/test_NAME.py, from the task's "
+            "words, then run_pytest with target '.': your last full run held none of yours)"
+        )
     return owed
 
 
-def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy) -> GateResult:
-    name = "independent_tests"
-    full = [
+def _full_runs(calls: Sequence[ToolCallRecord], policy: GatePolicy) -> list[tuple[int, ToolCallRecord]]:
+    """The judge's run_pytest calls over the whole declared target that wrote a readable record."""
+    return [
         (i, c)
         for i, c in _check_runs("pytest", calls, policy.judge)
         if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "checker"
     ]
+
+
+def _own_tests_ran(calls: Sequence[ToolCallRecord], policy: GatePolicy) -> bool:
+    """Whether the judge's last full pytest run held a test it wrote (passed or not: how it went is for
+    the gate). The 1.5B model's Evaluator said PASS on no test of its own (heldout-8 top-words); the gate
+    refused it, and the revise that followed sent the Specialist to fix what was the Evaluator's to do."""
+    full = _full_runs(calls, policy)
+    mine = (full[-1][1].facts.get("by_author") or {}).get(policy.judge, {}) if full else {}
+    return sum(int(v) for v in mine.values()) > 0
+
+
+def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy) -> GateResult:
+    name = "independent_tests"
+    full = _full_runs(calls, policy)
     if not full:
         return GateResult(name=name, passed=False, detail="no full run_pytest of the Evaluator's own tests")
     index, last = full[-1]
