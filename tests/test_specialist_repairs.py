@@ -104,7 +104,7 @@ async def test_after_the_block_is_answered_the_specialist_can_do_the_work(tmp_pa
 
 
 def test_what_the_task_says_of_an_output_is_found_by_its_whole_name() -> None:
-    from pse.engine._nudges import said_about
+    from pse.engine._said import said_about
     from pse.events import PlanItem, PlanRecord
 
     prompt = (
@@ -125,7 +125,7 @@ def test_what_the_task_says_of_an_output_is_found_by_its_whole_name() -> None:
 def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> None:
     """Told the whole task at once, the 1.5B model put the test file's `import random` into quicksort.py;
     with the sentences of quicksort.py quoted last, in the note before its first turn, it did not."""
-    from pse.engine._nudges import to_write
+    from pse.engine._said import to_write
     from pse.events import PlanRecord
 
     task = TaskRegistry.discover(None).get("code-delivery")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pse.engine._decide import answered, kept_steps
 from pse.engine._graph import StepSpec, task_criteria
-from pse.engine._nudges import to_write
+from pse.engine._said import to_write
 from pse.engine._step_buffer import (
     artifact_list,
     check_problems,
