@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autogen_core.models import CreateResult, SystemMessage, UserMessage
+from autogen_core.models import AssistantMessage, CreateResult, SystemMessage, UserMessage
 
 from pse.config import load_settings
 from pse.engine import load_trace
@@ -511,6 +511,43 @@ def test_writing_first_ends_with_the_first_output_written() -> None:
     second = _fenced_shape(Role.SPECIALIST, opening + wrote, tools)
     assert not second.writes_first and second.paths == ("a.py", "test_a.py")
     assert "read_file" in turn_grammar(second) and "report" in second.kinds()
+
+
+def test_a_specialist_told_an_output_is_not_written_yet_writes_it_next() -> None:
+    """heldout-9 top-words: the 1.5B model wrote words.py, reported, was told test_words.py is not written
+    yet, read a data file that was not there, and blocked on "missing data" until its block stood. Told
+    by PSE (never by another role) which outputs are still to write, its next turn writes one of those,
+    and only those; answered, it is free again."""
+
+    from pse.roles import NOT_WRITTEN
+
+    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=plan, source=Role.PLANNER),
+        *_wrote("a.py"),
+        AssistantMessage(content="<report>done</report>", source=Role.SPECIALIST),
+    ]
+    nudge = f"test_a.py is {NOT_WRITTEN}: write it with write_file before you report."
+    told = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=nudge, source="user")], tools)
+    assert told.kinds() == ("files",) and told.paths == ("test_a.py",)
+    assert "read_file" not in turn_grammar(told)
+    blocked = f"You blocked on missing data, but test_a.py, notes.txt are {NOT_WRITTEN}: write each"
+    assert _fenced_shape(
+        Role.SPECIALIST, [*opening, UserMessage(content=blocked, source="user")], tools
+    ).paths == (
+        "test_a.py",  # only the plan's outputs: a name that is none is no path to write
+    )
+    for forged in (
+        UserMessage(content=nudge, source=Role.PLANNER),
+        UserMessage(content=nudge, source="ToolAgent"),
+    ):
+        assert not _fenced_shape(Role.SPECIALIST, [*opening, forged], tools).writes_first
+    then = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=nudge, source="user"), *_wrote("test_a.py")],
+                         tools)  # fmt: skip
+    assert not then.writes_first and then.paths == ("a.py", "test_a.py") and "report" in then.kinds()
 
 
 def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:

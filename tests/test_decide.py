@@ -354,6 +354,13 @@ def test_a_block_on_a_permission_no_call_was_denied_is_asked_once() -> None:
     assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read, denied]), said(S, blocked=blocked)) == ended
     other = blocked.model_copy(update={"detail": "I may not run bash to profile"})
     assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), said(S, blocked=other)).blocked == other
+    # heldout-9 slugify: a write ran, then "slug.py must be writable": no tool named, none denied
+    vague = blocked.model_copy(update={"detail": "slug.py must be writable (write-only access)"})
+    nxt = decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), said(S, blocked=vague))
+    assert isinstance(nxt, AskAgain) and nxt.request.startswith(
+        "You blocked on a missing permission, but no call of yours was denied in this cycle. "
+    )
+    assert isinstance(decide(run(State.RUNNING, plan=PLAN), said(S, blocked=vague)), EndCycle)  # no call yet
 
 
 def test_an_unclosed_block_in_a_report_ends_the_cycle() -> None:

@@ -22,6 +22,7 @@ from typing import Literal
 __all__ = [
     "ALL_ROLES",
     "CREWS",
+    "NOT_WRITTEN",
     "PSE_CREW",
     "REVIEW_CREW",
     "ROLES",
@@ -65,6 +66,9 @@ TOOL_AGENT = "ToolAgent"
 """The group-chat name of the ToolAgent: a participant, not a role (no model, no policy of its own)."""
 TASK_SOURCE = "user"
 """The source AutoGen gives the task message that opens a cycle."""
+NOT_WRITTEN = "not written yet"
+"""How PSE tells a role of the plan's outputs it has still to write (`OUTPUTS is/are not written yet:`),
+and how the next turn's shape finds them (`models._turn_shape`): that turn writes one of them."""
 
 CycleKind = Literal["initial", "revise", "replan"]
 """A cycle's kind: a first one, a revise after a PARTIAL, a re-plan after a FAIL (the trace's `kind`)."""

@@ -20,7 +20,7 @@ from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.roles import role_spec
+from pse.roles import NOT_WRITTEN, role_spec
 from pse.tools import Tool
 
 __all__ = [
@@ -44,7 +44,7 @@ def unwritten(absent: Sequence[str], plan: PlanRecord | None, told: Sequence[str
         return None
     one = len(absent) == 1
     why = (
-        f"{', '.join(absent)} {'is' if one else 'are'} not written yet: write {'it' if one else 'each'} "
+        f"{', '.join(absent)} {'is' if one else 'are'} {NOT_WRITTEN}: write {'it' if one else 'each'} "
         "with write_file before you report."
     )
     quoted = quoted_for(absent, told, plan)
@@ -70,20 +70,27 @@ def blocked_early(
 ) -> str | None:
     """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
     unwritten (a small model read an output it had to create, found none, and blocked), or
-    MISSING_PERMISSION over a tool its own calls used, none denied (held-out top-words: the 1.5B model
-    read test_words.py, then blocked as "read_file is not allowed": the records refute it). A block over
-    a tool the role was never granted stands: it needs no try first."""
+    MISSING_PERMISSION where its own calls of this cycle ran and none was denied, and it names no tool
+    but those that ran. The records refute it: held-out top-words' 1.5B model read test_words.py, then
+    blocked as "read_file is not allowed"; slugify's wrote slug.py, then blocked as "slug.py must be
+    writable". A block over a tool the role never used stands: it needs no try first."""
     if blocked.reason_code == "MISSING_DATA" and unwritten is not None:
         again = "Block again only if data the task needs is missing."
         return f"You blocked on missing data, but {unwritten} {again}"
     used = {call.tool for call in own if call.decision == "allowed"}
-    named = sorted(tool for tool in used if re.search(rf"\b{re.escape(tool)}\b", blocked.detail))
-    if blocked.reason_code != "MISSING_PERMISSION" or not named or any(c.decision == "denied" for c in own):
+    named = {tool for tool in Tool if re.search(rf"\b{re.escape(tool)}\b", blocked.detail)}
+    if (
+        blocked.reason_code != "MISSING_PERMISSION"
+        or not used
+        or named - used
+        or any(c.decision == "denied" for c in own)
+    ):
         return None
+    ran = f", and {', '.join(sorted(named))} ran for you" if named else ""
     return (
-        f"You blocked on a missing permission, but no call of yours was denied in this cycle, and "
-        f"{', '.join(named)} ran for you. {unwritten or 'End with your report when every output is written.'}"
-        " Block again only if a call the plan needs is denied."
+        f"You blocked on a missing permission, but no call of yours was denied in this cycle{ran}. "
+        f"{unwritten or 'End with your report when every output is written.'} Block again only if a call "
+        "the plan needs is denied."
     )
 
 

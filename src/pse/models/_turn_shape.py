@@ -43,7 +43,7 @@ from pse.protocol import (
     plan_outputs,
     read_invokes,
 )
-from pse.roles import SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
+from pse.roles import NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
 from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
 
 __all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
@@ -137,6 +137,11 @@ def turn_shape_of(
         for m in messages
     )
     to_write = writes and (new or shown) and bool(outputs) and not set(outputs or ()) & written
+    # Or PSE just told it which outputs it has still to write (its report or its block came first): the
+    # 1.5B model, so told, read a file that was not there and blocked on "missing data" (heldout-9
+    # top-words). That turn writes one of those, and only those (not the file it wrote last again).
+    told = _told_to_write(messages, outputs or ()) if writes else ()
+    to_write = to_write or bool(told)
     # Tests of its own are what an Evaluator owes first, and its phase opened with the outputs it
     # judges: the 1.5B model's Evaluator read each output in turn, one a turn, and then ran pytest
     # over no test of its own.
@@ -148,7 +153,7 @@ def turn_shape_of(
     if spec.role != Role.PLANNER and _stale_turns(messages, own, writes) >= STALE_TURNS:
         tools, to_write, owes_tests = (), False, False  # its final now: what it has is all it will get
     fenced = spec.write_format == "fenced"
-    paths = outputs if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    paths = (told or outputs) if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
     return TurnShape(
         spec.role,
         tools,
@@ -227,6 +232,20 @@ def _turns(messages: Sequence[LLMMessage], own: str) -> list[_Turn]:
             continue
         turns.append(([(name, dict(params)) for name, params in invokes], [r.status for r in results]))
     return turns
+
+
+_UNWRITTEN = re.compile(rf"(?P<paths>[^\s,:]+(?:, [^\s,:]+)*) (?:is|are) {NOT_WRITTEN}:")
+
+
+def _told_to_write(messages: Sequence[LLMMessage], outputs: Sequence[str]) -> tuple[str, ...]:
+    """The plan's outputs PSE's last message (a nudge, never a role's) says are still to write, if the
+    request ends with one."""
+    last = messages[-1] if messages else None
+    if not (isinstance(last, UserMessage) and last.source == TASK_SOURCE):
+        return ()
+    found = _UNWRITTEN.search(str(last.content))
+    named = [p.strip() for p in found["paths"].split(",")] if found else []
+    return tuple(p for p in named if p in outputs)
 
 
 def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:
