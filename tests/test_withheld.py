@@ -1,4 +1,5 @@
-"""A role's model is not shown its own write of a Python file that did not parse (`team/_withheld.py`).
+"""A role's model is not shown its own write of a Python file that was not code to run: it did not parse,
+or read a name nothing in it binds (`team/_withheld.py`).
 
 The broken write is the 1.5B model's own, from issue 29's run 11: a test file whose last line ends in a
 stray `]`, sent as CDATA. Shown it again, the model wrote the same bytes on every turn of the cycle.
@@ -90,10 +91,26 @@ def test_the_placeholder_is_refused_as_content(tmp_path: Path) -> None:
             write.function(ctx, path="solution.py", content=copied)
         assert str(refused.value) == (
             f"solution.py not written: {WITHHELD!r} is what PSE shows in place of content you wrote before "
-            "that did not parse, not content; write the file's real content"
+            "that was not code to run (it did not parse, or read a name nothing bound), not content; write "
+            "the file's real content"
         )
     assert not (tmp_path / "solution.py").exists()
     assert write.function(ctx, path="notes.py", content=f"# {WITHHELD}\n").status == "ok"  # quoted: fine
+
+
+def test_a_write_that_reads_a_name_nothing_binds_is_withheld() -> None:
+    """heldout-9 roman: the 1.5B model wrote roman.py as `obj['python_code']`; told the name was never
+    bound, it wrote the same 19 bytes twice more. Such a write is withheld too; another file's note, or a
+    note of its path that is no unbound name, leaves it whole."""
+    write = WRITE.replace("test_quicksort.py", "roman.py").replace(BROKEN, "obj['python_code']\n")
+    note = "wrote roman.py (19 bytes)\nnote: roman.py uses obj, which it never imports or defines"
+    view = withhold_broken_writes([_said(write), _results(("write_file", note))])
+    assert read_invokes(str(view[0].content)) == [
+        ("write_file", [("path", "roman.py"), ("content", WITHHELD)])
+    ]
+    for other in (note.replace("note: roman.py", "note: words.py"), "wrote roman.py (19 bytes)"):
+        messages: list[LLMMessage] = [_said(write), _results(("write_file", other))]
+        assert withhold_broken_writes(messages) == messages
 
 
 def test_what_is_not_a_broken_write_of_that_path_is_left_whole() -> None:

@@ -1,4 +1,4 @@
-"""A role's model context that withholds the content of a Python file it wrote that did not parse.
+"""A role's model context that withholds the content of a Python file it wrote that was not code to run.
 
 A small model shown its own broken file copies it: asked to write the file again, Qwen2.5-Coder-1.5B
 wrote the same stray `]` on every turn of a cycle (issue 29's run 11), told the error, the line, or both.
@@ -8,7 +8,8 @@ error, line) stays as it was: what to fix without the text to copy.
 
 Only the model's view changes: the messages the context holds, the trace and the files are the role's
 own. A write is withheld when the ToolAgent's result for that very invoke (same index, `write_file`)
-says its path does not parse as Python; a message PSE cannot read back as invokes is left whole.
+says its path does not parse as Python or reads a name nothing in it binds (`_not_code`); a message PSE
+cannot read back as invokes is left whole.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
 
 from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
-from pse.tools import NOT_PYTHON, WITHHELD, Tool
+from pse.tools import NOT_BOUND, NOT_PYTHON, WITHHELD, Tool
 
 __all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
 
@@ -38,10 +39,18 @@ def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
             isinstance(message, AssistantMessage)
             and isinstance(message.content, str)
             and isinstance(answer.content, str)
-            and NOT_PYTHON in answer.content
+            and (NOT_PYTHON in answer.content or NOT_BOUND in answer.content)
         ):
             view[i] = _withheld(message, answer.content)
     return view
+
+
+def _not_code(path: str, note: str) -> bool:
+    """Whether the ToolAgent's result for the write of `path` says the file is not code to run: it does
+    not parse, or it reads a name nothing in it binds (what PSE could bind, it bound at the write). The
+    1.5B model wrote `roman.py` as `obj['python_code']` and, told the name was never bound, wrote the
+    same 19 bytes twice more (heldout-9)."""
+    return f"{path} {NOT_PYTHON}" in note or (f"{path} uses " in note and NOT_BOUND in note)
 
 
 def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
@@ -56,7 +65,7 @@ def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
     broken = {
         r.index
         for r, (name, params) in zip(results, invokes, strict=True)
-        if r.name == name == Tool.WRITE_FILE and f"{dict(params).get('path', '')} {NOT_PYTHON}" in r.output
+        if r.name == name == Tool.WRITE_FILE and _not_code(dict(params).get("path", ""), r.output)
     }
     if not broken:
         return message

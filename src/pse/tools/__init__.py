@@ -36,7 +36,7 @@ from pse.tools._evidence import (
 from pse.tools._files import EVALUATION_PREFIX, list_files, read_file, resolve_path, write_file
 from pse.tools._own_tests import test_names
 from pse.tools._protected import check_config_reason, declared_config
-from pse.tools._pyhints import NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
+from pse.tools._pyhints import NOT_BOUND, NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
 from pse.tools._pytest import parse_pytest_summary, pytest_plugin_missing, run_pytest
 from pse.tools._record import COLLECTION_FAILURE, FAULT_HEADING
 from pse.tools._registry import Author, Mode, ToolContext, ToolFunction, ToolOutcome, ToolRegistry, ToolSpec
@@ -52,6 +52,7 @@ __all__ = [
     "MCP_SERVER_NAME",
     "MCP_TOOL_NAME",
     "MCP_WILDCARD",
+    "NOT_BOUND",
     "NOT_PYTHON",
     "PROTECTED_BY_DEFAULT",
     "WITHHELD",

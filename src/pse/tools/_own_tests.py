@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from pse._run_files import read_beneath
 from pse.tool_names import Tool
 from pse.tools._evidence import candidate_files, is_test_file
-from pse.tools._pyhints import parse_python, syntax_problem, unbound_names
+from pse.tools._pyhints import NOT_BOUND, parse_python, syntax_problem, unbound_names
 
 __all__ = ["FIXTURE_LOOKUP", "borrowed_tests", "code_faults", "test_names"]
 
@@ -134,9 +134,7 @@ def code_faults(rel: str, source: str | bytes, failures: dict[str, str]) -> list
         return [problem]
     tree = parse_python(source)
     found = [
-        f"{rel} calls {name}, a tool: {_TOOL_CALLS}"
-        if name in _TOOLS
-        else f"{rel} reads {name}, which it never imports or defines"
+        f"{rel} calls {name}, a tool: {_TOOL_CALLS}" if name in _TOOLS else f"{rel} reads {name}, {NOT_BOUND}"
         for name in unbound_names(tree, source)
         if any(f"name '{name}' is not defined" in message for message in said)
     ]

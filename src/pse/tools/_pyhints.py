@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from pse.tools._evidence import is_test_file
 
 __all__ = [
+    "NOT_BOUND",
     "NOT_PYTHON",
     "WITHHELD",
     "missing_imports",
@@ -35,8 +36,10 @@ __all__ = [
 ]
 
 NOT_PYTHON = "does not parse as Python"
+NOT_BOUND = "which it never imports or defines"
+"""What a write's note says of a name its file reads and nothing binds (`FILE uses NAME, which ...`)."""
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
-WITHHELD = "[not shown: this content did not parse as Python]"
+WITHHELD = "[not shown: this content was not code to run]"
 """What a role's model sees in place of its own write that did not parse (`team.WithholdingContext`);
 `write_file` refuses it as content: a small model copies whatever text it is shown."""
 
@@ -196,7 +199,7 @@ def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Pa
     names = unbound_names(tree, source)
     if not names:
         return None
-    said = f"{rel} uses {', '.join(names)}, which it never imports or defines"
+    said = f"{rel} uses {', '.join(names)}, {NOT_BOUND}"
     if beside is None:
         return said
     imports = [
