@@ -146,6 +146,16 @@ def test_bash_reports_exit_code_and_respects_the_mode(ws: Path, mode: str) -> No
     assert ok.status == "ok" and (ws / "made.txt").read_text() == "x\n"
 
 
+def test_pytest_through_bash_is_told_it_is_no_evidence(ws: Path) -> None:
+    """heldout-9: the 1.5B model's Evaluator ran `pytest` through bash four times in place of run_pytest."""
+    from pse.tools._commands import BASH_PYTEST
+
+    for command in ("pytest -q || true", "python -m pytest tests; true", "cd . && .venv/bin/pytest; true"):
+        assert f"\n{BASH_PYTEST}\n" in call("bash", context(ws), command=command).output, command
+    for command in ("echo pytest-cov", "ls test_pytest_x.py; true"):
+        assert BASH_PYTEST not in call("bash", context(ws), command=command).output, command
+
+
 def test_bash_timeout_status(ws: Path) -> None:
     ctx = ToolContext(ws, Sandbox(ws, SandboxLimits(timeout_s=0.5), "fallback"))
     out = call("bash", ctx, command="sleep 5")

@@ -9,6 +9,7 @@ command's changes come back through the workspace's check-configuration guard; f
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from pse.tools._exit_evidence import exit_status_problem, pytest_targets
 from pse.tools._pytest import pytest_over
 from pse.tools._registry import ToolContext, ToolOutcome
 
-__all__ = ["bash", "run_check"]
+__all__ = ["BASH_PYTEST", "bash", "run_check"]
 
 _BASH = ("/bin/bash", "--noprofile", "--norc", "-c")
 
@@ -40,12 +41,24 @@ def _refusals(result: CommandResult) -> str:
     return "\n[changes not kept, the workspace is unchanged there:]\n" + "\n".join(lines)
 
 
+_PYTEST = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?(?:pytest|py\.test)(?=\s|$|;|&|\|)")
+"""A command that runs pytest (`pytest -q`, `python -m pytest`, `.venv/bin/pytest`)."""
+BASH_PYTEST = (
+    "[pytest through bash is no evidence: the checks count only run_pytest's run, each author's tests "
+    "sealed and measured from outside the code; call run_pytest with target '.']"
+)
+
+
 def bash(ctx: ToolContext, command: str) -> ToolOutcome:
-    """Run a bash command in the workspace (read-only unless the grant is read-write)."""
+    """Run a bash command in the workspace (read-only unless the grant is read-write). A command that runs
+    pytest is answered with what it printed and `BASH_PYTEST`: the 1.5B model's Evaluator ran `pytest`
+    through bash four times in a row in place of run_pytest, and judged on nothing (heldout-9 csv-mean,
+    roman)."""
     if not command.strip():
         raise ValueError("empty command")
     result = ctx.sandbox.run([*_BASH, command], writable=ctx.writable, accept=ctx.accept)
-    return command_outcome(result, change_facts(result), result.output + _refusals(result))
+    said = f"\n{BASH_PYTEST}" if _PYTEST.search(command) else ""
+    return command_outcome(result, change_facts(result), result.output + _refusals(result) + said)
 
 
 def run_check(ctx: ToolContext, name: str) -> ToolOutcome:
