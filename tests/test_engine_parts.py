@@ -526,3 +526,8 @@ def test_a_failing_assert_of_a_workspace_test_is_quoted_from_its_file(tmp_path: 
         "test_gone.py::test_c: failed, at test_gone.py line 1",
     ]
     assert failing_tests([run]) == [why, "test_slug.py::test_b: failed", "test_gone.py::test_c: failed"]
+    # the Evaluator's own tests: their names, never what they expect (a Specialist could answer those cases)
+    own = {"test": "@evaluation/test_mine.py::test_a", "outcome": "failed", "author": "Evaluator",
+           "message": "AssertionError: assert 'a' == 'secret-b'"}  # fmt: skip
+    mine = _call("run_pytest", exit_code=1, facts={"tests": [own]}, target=".")
+    assert failing_tests([mine]) == ["@evaluation/test_mine.py::test_a: failed"]
