@@ -491,6 +491,16 @@ def test_a_specialist_with_nothing_to_read_writes_first_and_then_may_report() ->
         assert not there.writes_first and "report" not in there.kinds()  # data to read first: a look
 
 
+def _two_outputs() -> list[Any]:
+    """A Specialist's opening under a plan with two outputs, `a.py` and `test_a.py`."""
+    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
+    return [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=plan, source=Role.PLANNER),
+    ]
+
+
 def test_writing_first_ends_with_the_first_output_written() -> None:
     """Kept to writing until every output was written, the 1.5B model wrote quicksort.py ten times over
     and never its test file; made to write both anew in a revise cycle, it copied one into the other.
@@ -498,13 +508,8 @@ def test_writing_first_ends_with_the_first_output_written() -> None:
     into the test file, then wrote the test file again on every turn until the turn cap. Once one output
     is written, the role may look, write any output or report."""
 
-    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
     tools = [Tool.READ_FILE, Tool.WRITE_FILE]
-    opening: list[Any] = [
-        SystemMessage(content="# Role: Specialist"),
-        UserMessage(content="the task", source="user"),
-        UserMessage(content=plan, source=Role.PLANNER),
-    ]
+    opening = _two_outputs()
     first = _fenced_shape(Role.SPECIALIST, opening, tools)
     assert first.writes_first and first.paths == ("a.py", "test_a.py")
     wrote = _wrote("a.py")
@@ -521,12 +526,9 @@ def test_a_specialist_told_an_output_is_not_written_yet_writes_it_next() -> None
 
     from pse.roles import NOT_WRITTEN
 
-    plan = _PLAN.replace('<output path="solution.py"/>', '<output path="a.py"/><output path="test_a.py"/>')
     tools = [Tool.READ_FILE, Tool.WRITE_FILE]
-    opening: list[Any] = [
-        SystemMessage(content="# Role: Specialist"),
-        UserMessage(content="the task", source="user"),
-        UserMessage(content=plan, source=Role.PLANNER),
+    opening = [
+        *_two_outputs(),
         *_wrote("a.py"),
         AssistantMessage(content="<report>done</report>", source=Role.SPECIALIST),
     ]
