@@ -93,13 +93,15 @@ def test_the_demos_buggy_quicksort_fails_with_the_values_it_lost(tmp_path: Path,
     ]
 
 
-def test_returning_the_input_for_one_item_fails_and_each_test_says_why(tmp_path: Path, mode: str) -> None:
+def test_returning_the_input_for_one_item_fails_and_only_the_tasks_test_says_why(
+    tmp_path: Path, mode: str
+) -> None:
     records = _checked(tmp_path, mode, TEXTBOOK, OWN_TEST)
     assert failing_tests(records) == [
         "test_acceptance.py::test_a_new_list_is_returned_for_every_input: failed (AssertionError: quicksort "
         "returned the input list itself for [], [7]; the goal asks for a new list for every input, an empty or "
         "one-item list included (return a copy, such as list(items)))",
-        "test_quicksort.py::test_single: failed (assert [1] == [1, 1])",  # a role's test says why too
+        "test_quicksort.py::test_single: failed",  # a role's test: its name only (its words may vary)
     ]
 
 

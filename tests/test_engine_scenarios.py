@@ -128,13 +128,13 @@ async def test_a_revise_and_a_replan_tell_the_specialist_which_tests_failed(tmp_
     # finding "pytest failed" names no test to fix.
     trace, prepared = await _run(tmp_path, [t for t in ((t["role"], t["content"]) for t in _TURNS)])
     failing = (
-        "- test_quicksort.py::test_duplicates: failed (assert [1, 2, 3] == [1, 1, 2, 3, 3, 3]), at "
-        "test_quicksort.py line 25: `assert quicksort([3, 1, 3, 2, 1, 3]) == [1, 1, 2, 3, 3, 3]`"
+        "- test_quicksort.py::test_duplicates: failed, at test_quicksort.py line 25: "
+        "`assert quicksort([3, 1, 3, 2, 1, 3]) == [1, 1, 2, 3, 3, 3]`"
     )
     revise = trace.cycles[1].step_buffer or ""
     found = "What the Evaluator's last checks found (failing tests, findings):\n"
-    # Every failing test comes with pytest's first line of why, whoever wrote it, and a workspace test's
-    # with the line of its file where it failed (read from the file).
+    # The task's own tests come with pytest's first line of why (the same on every run); a role's test, its
+    # name and the line of its file where it failed (read from the file: the same on every run too).
     assert (
         found + "- test_acceptance.py::test_the_result_is_sorted: failed (AssertionError: quicksort([2, 1, 2"
         in revise

@@ -19,7 +19,7 @@ from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, Verdi
 from pse.protocol import file_block
 from pse.roles import Role
 from pse.tokens import count_tokens
-from pse.tools import COLLECTION_FAILURE, EVALUATION_PREFIX, FAULT_HEADING, Tool
+from pse.tools import COLLECTION_FAILURE, FAULT_HEADING, Tool
 
 __all__ = [
     "artifact_list",
@@ -92,15 +92,12 @@ Read = Callable[[str, int], str | None]
 def failing_tests(calls: Sequence[ToolCallRecord], read: Read | None = None) -> list[str]:
     """The tests that failed in the Evaluator's last `run_pytest` of a cycle (`test_x.py::test_a: failed`),
     from the ToolAgent's record of the run, not a role's words: a finding such as "pytest failed" names
-    no test to fix. Each comes with pytest's first line of why (`assert 'h-e-l-l-o' == 'hello'`), whoever
-    wrote the test but the Evaluator (its own tests' expectations stay in its area): given only the name
-    of a failing task test, the 1.5B model read the file nine times and never changed its code, and given
-    only the names of its own failing tests (held-out slugify, which joined every character with `-`), it
-    wrote its test file as one line of nonsense and blocked.
-    A test that prints random data fails in other words on a replay whose tools run again; so does the
-    pytest output the Evaluator reads, so a strict replay of such a run stops at the same place either
-    way. With `read`, a failure that surfaced at a line of a workspace file (a task's or the Specialist's
-    failing `assert`) quotes that line, from the file."""
+    no test to fix. pytest's message of why comes only for a test of a file the task seeded (the task's
+    own acceptance tests, written to fail in the same words on every run): a role's test may print what
+    differs from run to run (a random seed), and what PSE sends a model must be the same when a run is
+    replayed. Given only the name of a failing task test, the 1.5B model read the file nine times and
+    never changed its code. With `read`, a failure that surfaced at a line of a workspace file (a task's
+    or the Specialist's failing `assert`) quotes that line, from the file: the same on every run."""
     tests = _last_tests(calls)
     faulty = _faulty_files(calls)
     failing = [
@@ -164,11 +161,10 @@ def _line(source: str | None, number: str) -> str:
 
 
 def _why(test: dict[str, object]) -> str:
-    """The first line of a test's failure message (at most `_WHY_CHARS`), or nothing for a test of the
-    evaluation area: what the Evaluator's own tests expect never crosses to the Specialist, which could
-    otherwise answer those cases and no other (sealed verification: evidence it did not choose)."""
+    """The first line of a task test's failure message (at most `_WHY_CHARS`), or nothing: `author` is
+    who wrote the test's file by PSE's records, never by the test process's own report."""
     message = test.get("message")
-    if not isinstance(message, str) or str(test.get("test", "")).startswith(f"{EVALUATION_PREFIX}/"):
+    if test.get("author") != "task" or not isinstance(message, str):
         return ""
     first = message.strip().splitlines()[0] if message.strip() else ""
     return f" ({first[:_WHY_CHARS]})" if first else ""
