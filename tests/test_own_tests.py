@@ -13,6 +13,7 @@ from attack_support import EVALUATOR_PASS, FIXED, MODES, PLAN, TESTS, own_tests_
 from pse.engine._workspace import outputs_note
 from pse.protocol import render_tool_calls
 from pse.tools._own_tests import borrowed_tests, code_faults
+from sandbox_support import evaluation_context
 
 
 @pytest.fixture(params=MODES)
@@ -188,23 +189,9 @@ def test_the_evaluation_area_takes_tests_not_a_copy_of_a_module(tmp_path: Path) 
     `@evaluation/words.py`, ran pytest and said PASS on no test of its own. A module in the evaluation
     area is refused, with the test file to write instead; its tests, files under tests/ and
     data that is not Python are written."""
-    import os
-
-    from pse.sandbox import Sandbox, SandboxLimits
-    from pse.tools import ToolContext
     from pse.tools._files import write_file
 
-    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
-    workspace.mkdir()
-    area.mkdir()
-    (workspace / "words.py").write_text("def top_words(text, n):\n    return []\n")
-    box = Sandbox(workspace, SandboxLimits(timeout_s=30), "fallback")
-    ctx = ToolContext(
-        Path(os.path.realpath(workspace)),
-        box,
-        evaluation=Path(os.path.realpath(area)),
-        evaluation_writable=True,
-    )
+    ctx, _, area = evaluation_context(tmp_path, {"words.py": "def top_words(text, n):\n    return []\n"})
     with pytest.raises(ValueError, match="the evaluation area holds your own tests") as refused:
         write_file(ctx, "@evaluation/words.py", "def top_words(text, n):\n    return []\n")
     assert "write tests that import it, in @evaluation/test_words.py" in str(refused.value)

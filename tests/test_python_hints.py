@@ -212,23 +212,10 @@ def test_a_name_used_only_on_noqa_lines_is_meant() -> None:
 
 def test_the_evaluators_tests_import_from_the_workspace(tmp_path: Path) -> None:
     """The Evaluator's tests live in its own area, the modules they test in the workspace."""
-    import os
-
-    from pse.sandbox import Sandbox, SandboxLimits
-    from pse.tools import ToolContext
     from pse.tools._files import write_file
+    from sandbox_support import evaluation_context
 
-    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
-    workspace.mkdir()
-    area.mkdir()
-    (workspace / "account.py").write_text(ACCOUNT)
-    box = Sandbox(workspace, SandboxLimits(timeout_s=30), "fallback")
-    ctx = ToolContext(
-        Path(os.path.realpath(workspace)),
-        box,
-        evaluation=Path(os.path.realpath(area)),
-        evaluation_writable=True,
-    )
+    ctx, _, area = evaluation_context(tmp_path, {"account.py": ACCOUNT})
     outcome = write_file(
         ctx, "@evaluation/test_mine.py", "def test_a():\n    assert Account().balance == 0\n"
     )
