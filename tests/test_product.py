@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import pse
 from attack_support import MODES
 from pse.config import Settings
 from pse.protocol import render_tool_calls
@@ -237,6 +238,21 @@ class TestWhatTestsCanDo:
         record = _check(tmp_path, mode, {"mod.py": PRODUCT, "test_mod.py": TESTS})
         assert set(_outcomes(record).values()) == {"passed"}, record.output
         assert (record.status, record.facts["exercised"]["mod.py"]["proven"]) == ("ok", True)
+
+    def test_a_failure_in_the_product_shows_its_frames_and_none_of_pses(
+        self, tmp_path: Path, mode: str
+    ) -> None:
+        product = "def mean(path):\n    with open(path) as f:\n        return float(f.read())\n"
+        tests = "from mod import mean\n\n\ndef test_mean():\n    assert mean('data.csv') == 1.0\n"
+        record = _check(tmp_path, mode, {"mod.py": product, "test_mod.py": tests})
+        assert _outcomes(record) == {"test_mean": "failed"}, record.output
+        # the test's line, and the product's, as a run without PSE between them would show them
+        assert "test_mod.py:5" in record.output and 'File "mod.py", line 2, in mean' in record.output
+        assert "No such file or directory: 'data.csv'" in record.output
+        # PSE's serving frames (the proxies, the server, the channel) are no part of either side's failure:
+        # the same run reads the same wherever PSE is installed
+        package = str(Path(pse.__file__).parent)
+        assert package not in record.output and "pse/product" not in record.output, record.output
 
     def test_a_source_layout_on_the_tests_path_is_on_the_products_too(
         self, tmp_path: Path, mode: str

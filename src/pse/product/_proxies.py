@@ -29,6 +29,7 @@ from pse.product._stand_ins import BASES, StandIns
 from pse.product._values import Exchange, Node, Unsupported, base_copy, decode, encode
 
 __all__ = ["Product", "ProductError"]
+__tracebackhide__ = True  # pytest leaves out this module's frames: a test reads its own and the product's
 
 
 class ProductError(BaseException):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["Remote"]
+__tracebackhide__ = True  # pytest leaves out this module's frames: a test reads its own and the product's
 
 
 def _ask(remote: Remote, op: str, *args: object) -> Any:

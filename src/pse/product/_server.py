@@ -164,7 +164,7 @@ class ProductPolicy:
         if isinstance(value, BaseException):
             args = [encode(a, exchange, depth + 1) for a in _safe(lambda: tuple(value.args), ())]
             text = _safe(lambda: str(value), "<unprintable>")[:4000]
-            shown = _safe(lambda: _in_workspace("".join(traceback.format_exception(value))), "")[-8000:]
+            shown = _safe(lambda: _in_workspace(_products_traceback(value)), "")[-8000:]
             return ["exc", self._class_node(type(value)), args, self.handles.hid(value), text, shown]
         if isinstance(value, type) and issubclass(value, BaseException):
             return self._class_node(value)
@@ -235,6 +235,27 @@ def _builtin(name: str) -> object:
     if value is None or (method and not isinstance(value, type)):
         raise ValueError(f"no built-in {name[:80]!r}")
     return getattr(value, method) if method else value
+
+
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""PSE's own package folder: its frames (this server, the channel) are no part of the product's failure."""
+
+
+def _products_traceback(value: BaseException) -> str:
+    """`value`'s traceback, each exception of its chain with the product's frames only: what failed, and
+    where in the delivered code, without PSE's serving frames (nothing a reader of the check can act on;
+    and a path of this machine in them would make the same run read differently on another)."""
+    shown = traceback.TracebackException.from_exception(value)
+    seen, todo = set(), [shown]
+    while todo:
+        each = todo.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        kept = [frame for frame in each.stack if not frame.filename.startswith(_OWN)]
+        each.stack = traceback.StackSummary.from_list(kept)
+        todo += [e for e in (each.__cause__, each.__context__, *(each.exceptions or ())) if e is not None]
+    return "".join(shown.format())
 
 
 def _in_workspace(text: str) -> str:
