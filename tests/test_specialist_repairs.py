@@ -118,8 +118,22 @@ def test_what_the_task_says_of_an_output_is_found_by_its_whole_name() -> None:
         "Write test_x.py",
         "Ship x.py and test_x.py.",
     ]
-    assert said_about("x.py", [prompt]) == ["Write `x.py` first."]  # not test_x.py, not sub/x.py
+    # not test_x.py, not sub/x.py; and what goes on about x.py ends where the paragraph names another output
+    assert said_about("x.py", [prompt], others=["test_x.py"]) == ["Write `x.py` first."]
     assert said_about("y.py", [prompt], plan) == []
+    goal = (
+        "Write csvmean.py with a function column_mean(path, column) that reads a CSV file. It raises "
+        "KeyError when there is no such column. Also write pytest tests for it in test_csvmean.py. They "
+        "cover the errors.\n\nKeep it short."
+    )
+    assert said_about("csvmean.py", [goal], others=["test_csvmean.py"]) == [
+        "Write csvmean.py with a function column_mean(path, column) that reads a CSV file.",
+        "It raises KeyError when there is no such column.",
+    ]
+    assert said_about("test_csvmean.py", [goal], others=["csvmean.py"]) == [
+        "Also write pytest tests for it in test_csvmean.py.",
+        "They cover the errors.",
+    ]
 
 
 def test_the_first_note_quotes_what_the_task_says_of_the_first_output_only() -> None:

@@ -55,22 +55,38 @@ def to_write(plan: PlanRecord | None, packet: str, kind: str, told: Sequence[str
     )
 
 
-def said_about(path: str, texts: Sequence[str], plan: PlanRecord | None = None) -> list[str]:
+def said_about(
+    path: str, texts: Sequence[str], plan: PlanRecord | None = None, others: Sequence[str] = ()
+) -> list[str]:
     """The sentences of `texts`, then of the plan's steps and goal, that name `path` (as a whole name: `x.py`
-    is not named by `test_x.py`), in that order, once each (put the most specific text first). A small
+    is not named by `test_x.py`), each with the sentences after it in its paragraph until one names another
+    output (`others`, and the plan's), in that order, once each (put the most specific text first). A small
     model that wrote one file copies it into the next; what the task says of the next file, quoted where
-    the model is about to write, is what it follows."""
-    name = re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
+    the model is about to write, is what it follows. The sentences that go on about it ("It raises
+    KeyError when ...") are its requirements too: quoted without them, the 1.5B model wrote csv-mean's
+    module to the first sentence alone."""
+    name = _named(path)
+    outputs = [*others, *(plan.outputs if plan is not None else ())]
+    other = [_named(o) for o in dict.fromkeys(outputs) if o != path]
     steps = [step.text for step in plan.steps] if plan is not None else []
     sources = [*texts, *steps, *([plan.goal] if plan is not None else [])]
     found: dict[str, None] = {}
     for text in sources:
         for block in _BLOCK.split(_HEADING.sub("", text)):
+            about = False
             for sentence in _SENTENCE_END.split(" ".join(block.split())):
                 sentence = sentence.lstrip("-*# ")
                 if sentence and name.search(sentence):
+                    about = True
+                elif any(o.search(sentence) for o in other):
+                    about = False
+                if sentence and about:
                     found.setdefault(sentence)
     return list(found)
+
+
+def _named(path: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w./-])" + re.escape(path) + r"(?![\w/-])")
 
 
 def quoted_for(paths: str | Sequence[str], told: Sequence[str], plan: PlanRecord | None) -> str:
@@ -90,7 +106,10 @@ def _first_said(path: str, told: Sequence[str], plan: PlanRecord | None) -> list
     task message, else the plan. Only the first such text: a small model follows the sentence it is given
     last, and the task's instruction for a file is worth more than the goal naming it again."""
     for text in told:
-        found = [sentence for sentence in said_about(path, [text]) if sentence.strip("`.") != path]
+        others = plan.outputs if plan is not None else ()
+        found = [
+            sentence for sentence in said_about(path, [text], others=others) if sentence.strip("`.") != path
+        ]
         if found:
             return found
     return [sentence for sentence in said_about(path, [], plan) if sentence.strip("`.") != path]
