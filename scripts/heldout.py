@@ -10,8 +10,10 @@ was tuned on. For each:
   (`path` line and code block, or the first code block as the first expected output);
 
 then the task's reference check (`bench/heldout/hidden/TASK.py`, which no role sees) judges the module the
-run delivered, in a process of its own. One JSON row per (task, arm) goes to `OUT/rows.jsonl` (a row
-already there is kept: re-running resumes) and the table is printed at the end.
+run delivered, in a process of its own. The tasks also ask for tests: `tests_pass` says whether the test
+file delivered passes on the module delivered beside it (pytest, in a folder holding those two files
+only). One JSON row per (task, arm) goes to `OUT/rows.jsonl` (a row already there is kept: re-running
+resumes) and the table is printed at the end.
 
     python scripts/heldout.py [--base-url URL | starts pse.local] [--model qwen2.5-coder-1.5b]
                               [--tasks a,b] [--arms pse,direct] [--out DIR]
@@ -43,6 +45,7 @@ DIRECT_ASK = (
     "content in a code block."
 )
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_NAMED_FENCE = re.compile(r"([^\n]*)\n+```[^\n]*\n(.*?)```", re.S)
 
 
 def _tasks() -> dict[str, dict[str, Any]]:
@@ -63,7 +66,23 @@ def _check(name: str, workspace: Path) -> tuple[bool, str]:
     return done.returncode == 0, tail[-1][:300] if tail else ""
 
 
-def run_pse(name: str, url: str, model: str, out: Path) -> dict[str, Any]:
+def _tests_pass(task: dict[str, Any], workspace: Path) -> tuple[bool, str]:
+    """Whether the delivered test file passes on the delivered module, with nothing else beside them."""
+    module, tests = task["expected_outputs"][:2]
+    with tempfile.TemporaryDirectory(prefix="heldout-tests-") as folder:
+        for name in (module, tests):
+            if not (workspace / name).is_file():
+                return False, f"{name} was not delivered"
+            (Path(folder) / name).write_bytes((workspace / name).read_bytes())
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
+            capture_output=True, text=True, timeout=300, cwd=folder,
+        )  # fmt: skip
+    tail = done.stdout.strip().splitlines()
+    return done.returncode == 0, tail[-1][:200] if tail else done.stderr[-200:]
+
+
+def run_pse(name: str, task: dict[str, Any], url: str, model: str, out: Path) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/root"),
@@ -92,6 +111,7 @@ def run_pse(name: str, url: str, model: str, out: Path) -> dict[str, Any]:
         return {"task": name, "arm": "pse", "error": (done.stderr or text)[-500:], "wall_s": round(wall, 1)}
     workspace = Path(summary["trace"]).parent / "workspace"
     passed, why = _check(name, workspace)
+    tests_pass, tests_why = _tests_pass(task, workspace)
     trace = json.loads(Path(summary["trace"]).read_text())
     turns = sum(len(c["messages"]) for c in trace["cycles"])
     return {
@@ -102,6 +122,8 @@ def run_pse(name: str, url: str, model: str, out: Path) -> dict[str, Any]:
         "claimed": summary["outcome"] == "PASSED",
         "passed": passed,
         "check": why,
+        "tests_pass": tests_pass,
+        "tests": tests_why,
         "cycles": summary["cycles"],
         "turns": turns,
         "tokens": summary["tokens"]["total"] if isinstance(summary["tokens"], dict) else summary["tokens"],
@@ -129,16 +151,23 @@ def run_direct(name: str, task: dict[str, Any], url: str, model: str, out: Path)
         blocks = [b for b in find_file_blocks(answer) if b.closed and "/" not in b.path.strip("./")]
         for block in blocks:
             (workspace / Path(block.path).name).write_text(block.content)
+        for heading, content in _NAMED_FENCE.findall(answer):  # `### test_x.py` then a code block
+            named = re.findall(r"[\w.-]+\.py\b", heading)
+            if named and not (workspace / named[-1]).exists():
+                (workspace / named[-1]).write_text(content)
         module = task["expected_outputs"][0]
         if not (workspace / module).exists():
             fenced = _FENCE.search(answer)
             (workspace / module).write_text(fenced.group(1) if fenced else answer)
         passed, why = _check(name, workspace)
+        tests_pass, tests_why = _tests_pass(task, workspace)
     return {
         "task": name,
         "arm": "direct",
         "passed": passed,
         "check": why,
+        "tests_pass": tests_pass,
+        "tests": tests_why,
         "tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
         "wall_s": round(wall, 1),
         "answer": answer,
@@ -172,7 +201,7 @@ def main(argv: list[str]) -> int:
                 if (name, arm) in done:
                     continue
                 row = (
-                    run_pse(name, url, args.model, out)
+                    run_pse(name, tasks[name], url, args.model, out)
                     if arm == "pse"
                     else run_direct(name, tasks[name], url, args.model, out)
                 )
@@ -186,8 +215,10 @@ def main(argv: list[str]) -> int:
         true = sum(1 for r in mine if r.get("passed"))
         claimed = sum(1 for r in mine if r.get("claimed"))
         false = sum(1 for r in mine if r.get("claimed") and not r.get("passed"))
+        whole = sum(1 for r in mine if r.get("passed") and r.get("tests_pass"))
         print(
             f"{arm}: {true}/{len(mine)} right by the reference check"
+            + f", {whole} with its own tests passing on it"
             + (f", {claimed} claimed, {false} false" if arm == "pse" else "")
             + f", {sum(r.get('tokens', 0) for r in mine)} tokens"
             + f", {sum(r.get('wall_s', 0) for r in mine):.0f} s"
