@@ -119,9 +119,7 @@ def _faulty_files(calls: Sequence[ToolCallRecord]) -> set[str]:
     """The Evaluator's own test files that its last `run_pytest` found failing on their own code (the
     run's `own_faults`, read from the files' code by the ToolAgent): a Specialist told of their failures
     "fixed" a module that was right (held-out roman, emptied)."""
-    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
-    found = runs[-1].facts.get("own_faults") if runs else None
-    return {str(f.get("file")) for f in found if isinstance(f, dict)} if isinstance(found, list) else set()
+    return {str(f.get("file")) for f in _last_run_fact(calls, "own_faults")}
 
 
 def _faulty(test: dict[str, object], faulty: set[str]) -> bool:
@@ -135,9 +133,14 @@ def _faulty(test: dict[str, object], faulty: set[str]) -> bool:
 
 def _last_tests(calls: Sequence[ToolCallRecord]) -> list[dict[str, object]]:
     """The tests of the Evaluator's last `run_pytest` of a cycle, as the ToolAgent recorded them."""
+    return _last_run_fact(calls, "tests")
+
+
+def _last_run_fact(calls: Sequence[ToolCallRecord], fact: str) -> list[dict[str, object]]:
+    """The records (dicts) of the list `fact` of the Evaluator's last `run_pytest` of a cycle."""
     runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
-    tests = runs[-1].facts.get("tests") if runs else None
-    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
+    found = runs[-1].facts.get(fact) if runs else None
+    return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
 
 
 def _at(test: dict[str, object], read: Read | None) -> str:
