@@ -91,7 +91,7 @@ def test_the_placeholder_is_refused_as_content(tmp_path: Path) -> None:
             write.function(ctx, path="solution.py", content=copied)
         assert str(refused.value) == (
             f"solution.py not written: {WITHHELD!r} is what PSE shows in place of content you wrote before "
-            "that was not code to run (it did not parse, or read a name nothing bound), not content; write "
+            "that did not stand (refused, or not code to run), not content; write "
             "the file's real content"
         )
     assert not (tmp_path / "solution.py").exists()
@@ -110,6 +110,28 @@ def test_a_write_that_reads_a_name_nothing_binds_is_withheld() -> None:
     ]
     for other in (note.replace("note: roman.py", "note: words.py"), "wrote roman.py (19 bytes)"):
         messages: list[LLMMessage] = [_said(write), _results(("write_file", other))]
+        assert withhold_broken_writes(messages) == messages
+
+
+def test_a_refused_write_is_withheld_whatever_the_refusal() -> None:
+    """heldout-11 slugify, at temperature 0: the Evaluator's test file, refused as a copy of the
+    Specialist's tests, written again word for word on each of seven turns. A write the ToolAgent did not
+    carry out (error or denied) is withheld; a write that stood, or another tool's refusal, is not."""
+    copy = "test_slug.py not written: test_slugify is test_slugify of test_slug.py. Write tests of your own"
+
+    def answer(status: str, name: str = "write_file", out: str = copy) -> UserMessage:
+        return UserMessage(
+            content=render_tool_results("Evaluator", [ResultItem(1, name, status, out)]),  # type: ignore[arg-type]
+            source="ToolAgent",
+        )
+
+    for status in ("error", "denied"):
+        view = withhold_broken_writes([_said(WRITE), answer(status)])
+        assert read_invokes(str(view[0].content)) == [
+            ("write_file", [("path", "test_quicksort.py"), ("content", WITHHELD)])
+        ]
+    for whole in (answer("ok", out="wrote test_quicksort.py (504 bytes)"), answer("error", name="read_file")):
+        messages: list[LLMMessage] = [_said(WRITE), whole]
         assert withhold_broken_writes(messages) == messages
 
 

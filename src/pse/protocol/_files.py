@@ -249,7 +249,7 @@ def _as_files(invokes: Sequence[tuple[str, list[tuple[str, str]], str | None]], 
             pending = []
         path, content = arguments["path"], arguments["content"]
         if withheld is not None and content == withheld:
-            parts.append(f"({path}: what you wrote is not shown here; it did not parse as Python.)")
+            parts.append(f"({path}: what you wrote is not shown here; the answer to it says why.)")
         else:
             parts.append(file_block(path, content))
     if pending:

@@ -1,4 +1,5 @@
-"""A role's model context that withholds the content of a Python file it wrote that was not code to run.
+"""A role's model context that withholds the content of a write that did not stand: a Python file that
+was not code to run, or a write the ToolAgent refused.
 
 A small model shown its own broken file copies it: asked to write the file again, Qwen2.5-Coder-1.5B
 wrote the same stray `]` on every turn of a cycle (issue 29's run 11), told the error, the line, or both.
@@ -6,13 +7,20 @@ Given the same turn with that write's content withheld, it wrote the file anew, 
 role's model sees, in place of such a content, a short placeholder, and the ToolAgent's note (path,
 error, line) stays as it was: what to fix without the text to copy.
 
+A write the ToolAgent refused (its result is not `ok`: nothing was written) is withheld the same way.
+At temperature 0 the 1.5B model's Evaluator wrote the same test file seven times in one cycle, each
+refused as a copy of the Specialist's tests, until the turn cap (heldout-11, slugify): what it was shown
+of its refused write is what it wrote again.
+
 Only the model's view changes: the messages the context holds, the trace and the files are the role's
 own. A write is withheld when the ToolAgent's result for that very invoke (same index, `write_file`)
-says its path does not parse as Python or reads a name nothing in it binds (`_not_code`); a message PSE
-cannot read back as invokes is left whole.
+is not `ok`, or says its path does not parse as Python or reads a name nothing in it binds
+(`_not_code`); a message PSE cannot read back as invokes is left whole.
 """
 
 from __future__ import annotations
+
+import re
 
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
@@ -21,6 +29,9 @@ from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
 from pse.tools import NOT_BOUND, NOT_PYTHON, WITHHELD, Tool
 
 __all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
+
+_REFUSED = re.compile(r'name="write_file" status="(?!ok")')
+"""A write_file result that is not `ok` (a cheap look before the results are parsed)."""
 
 
 class WithholdingContext(UnboundedChatCompletionContext):
@@ -31,7 +42,8 @@ class WithholdingContext(UnboundedChatCompletionContext):
 
 
 def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
-    """`messages` with each write of a Python file the next result says does not parse shown as `WITHHELD`."""
+    """`messages` with each write the next result refuses, or says is not code to run, shown as
+    `WITHHELD`."""
     view = list(messages)
     for i in range(len(view) - 1):
         message, answer = view[i], view[i + 1]
@@ -39,10 +51,17 @@ def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
             isinstance(message, AssistantMessage)
             and isinstance(message.content, str)
             and isinstance(answer.content, str)
-            and (NOT_PYTHON in answer.content or NOT_BOUND in answer.content)
+            and (
+                NOT_PYTHON in answer.content or NOT_BOUND in answer.content or _REFUSED.search(answer.content)
+            )
         ):
             view[i] = _withheld(message, answer.content)
     return view
+
+
+def _may_withhold(answer: str) -> bool:
+    """A cheap look, before the results are parsed: a write refused, or a note that a file is not code."""
+    return NOT_PYTHON in answer or NOT_BOUND in answer or _REFUSED.search(answer) is not None
 
 
 def _not_code(path: str, note: str) -> bool:
@@ -65,7 +84,8 @@ def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
     broken = {
         r.index
         for r, (name, params) in zip(results, invokes, strict=True)
-        if r.name == name == Tool.WRITE_FILE and _not_code(dict(params).get("path", ""), r.output)
+        if r.name == name == Tool.WRITE_FILE
+        and (r.status != "ok" or _not_code(dict(params).get("path", ""), r.output))
     }
     if not broken:
         return message

@@ -150,7 +150,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     if content.strip() == WITHHELD:
         raise ValueError(
             f"{rel} not written: {WITHHELD!r} is what PSE shows in place of content you wrote before "
-            "that was not code to run (it did not parse, or read a name nothing bound), not content; write "
+            "that did not stand (refused, or not code to run), not content; write "
             "the file's real content"
         )
     reason = ctx.accept(rel) if ctx.accept is not None and area == "workspace" else check_config_reason(rel)

@@ -39,9 +39,10 @@ NOT_PYTHON = "does not parse as Python"
 NOT_BOUND = "which it never imports or defines"
 """What a write's note says of a name its file reads and nothing binds (`FILE uses NAME, which ...`)."""
 """What a hint on a Python file that does not parse says after its path (`team` reads it back)."""
-WITHHELD = "[not shown: this content was not code to run]"
-"""What a role's model sees in place of its own write that did not parse (`team.WithholdingContext`);
-`write_file` refuses it as content: a small model copies whatever text it is shown."""
+WITHHELD = "[not shown: this write did not stand; the answer to it says why]"
+"""What a role's model sees in place of its own write that was refused, or was not code to run
+(`team.WithholdingContext`); `write_file` refuses it as content: a small model copies whatever text it
+is shown."""
 
 _READ_LIMIT = 1_000_000
 """Sibling modules larger than this are not read for their names."""
