@@ -552,6 +552,23 @@ def test_a_specialist_told_an_output_is_not_written_yet_writes_it_next() -> None
     assert not then.writes_first and then.paths == ("a.py", "test_a.py") and "report" in then.kinds()
 
 
+def test_a_specialist_told_an_output_is_to_write_again_writes_it_first() -> None:
+    """A revise brief that names outputs to write again (`engine._step_buffer.to_write_again`): the
+    Specialist's next turn writes one of those first; a role's or a tool's same words change nothing."""
+    from pse.roles import WRITE_AGAIN
+
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    opening = [*_two_outputs(), *_wrote("a.py"), *_wrote("test_a.py")]
+    brief = f"## Revision request (cycle 2)\n\na.py is {WRITE_AGAIN}: your tests and the Evaluator's own"
+    told = _fenced_shape(Role.SPECIALIST, [*opening, UserMessage(content=brief, source="user")], tools)
+    assert told.writes_first and told.paths == ("a.py",) and "read_file" not in turn_grammar(told)
+    for forged in (
+        UserMessage(content=brief, source=Role.PLANNER),
+        UserMessage(content=brief, source="ToolAgent"),
+    ):
+        assert not _fenced_shape(Role.SPECIALIST, [*opening, forged], tools).writes_first
+
+
 def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:
     """HumanEval 5: in a revise cycle told only which test failed, the 1.5B model's Specialist read the
     task's inputs and reported without writing. Its brief now shows the line its code raised at and the

@@ -414,6 +414,48 @@ def test_the_evaluators_tests_failing_on_their_own_code_are_not_the_specialists_
     ]
 
 
+def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> None:
+    """heldout-12 slugify: told its test failed at `assert slugify("Hello, World!") == "hello-world"`, the
+    1.5B model's revise rewrote the test and left slug.py wrong. When the Specialist's tests and the
+    Evaluator's own tests both failed on the code they call, the brief says that code is to write again,
+    with what the task says of it, and nothing of what the Evaluator's tests expect."""
+    from pse.engine._step_buffer import revise_packet, to_write_again
+    from pse.roles import WRITE_AGAIN
+
+    plan = PlanRecord(goal="g", outputs=["slug.py", "test_slug.py"])
+    mine = {"test": "test_slug.py::test_slugify", "outcome": "failed", "author": "Specialist"}
+    theirs = {"test": "@evaluation/test_e.py::test_e", "outcome": "failed", "author": "Evaluator",
+              "message": "AssertionError: assert 'a-' == 'a'"}  # fmt: skip
+    called = {"slug.py": {"imported": True, "calls": 2, "proven": True}}
+
+    def run(*tests: dict[str, object], **facts: object) -> list[ToolCallRecord]:
+        return [_call("run_pytest", exit_code=1, facts={"tests": list(tests), "exercised": called, **facts})]
+
+    said = {"slug.py": "Write slug.py with a function slugify(title)."}
+    again = to_write_again(run(mine, theirs), plan, lambda paths: " ".join(said[p] for p in paths))
+    assert again == (
+        f"slug.py is {WRITE_AGAIN}: your tests and the Evaluator's own tests both failed on it, the code they "
+        "call, so the fault is most likely there, not in the tests. Write it whole, doing what the task "
+        "says; keep your tests. What the task says of it: Write slug.py with a function slugify(title)."
+    )
+    assert "'a-'" not in again  # what the Evaluator's tests expect stays with the Evaluator
+    packet = revise_packet(cycle=2, plan=plan, verdict=_verdict("PARTIAL", False), gate=GateRecord(passed=False),
+                           artifacts=["slug.py"], cap=2000, again=again)  # fmt: skip
+    assert packet.endswith(again)  # last, where the Specialist's next turn starts
+    own_fault = [{"file": "@evaluation/test_e.py", "fault": "it does not parse"}]
+    errored = {**mine, "outcome": "errors"}
+    for alone in (
+        run(mine),  # one author's tests: either may be wrong
+        run(theirs),
+        run(mine, theirs, own_faults=own_fault),  # the Evaluator's failed on its own code
+        run(errored, theirs),  # the Specialist's did not run: no check of the code
+        [
+            _call("run_pytest", exit_code=1, facts={"tests": [mine, theirs], "exercised": {}})
+        ],  # nothing called
+    ):
+        assert to_write_again(alone, plan, lambda paths: "") == ""
+
+
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:
     """pytest's own word for it is only "collection failure": told that, the 1.5B model could not find the
     stray bracket in its test file. Its own error line comes from the file, so it may cross (a test's

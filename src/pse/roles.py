@@ -31,6 +31,7 @@ __all__ = [
     "SINGLE_CREW",
     "TASK_SOURCE",
     "TOOL_AGENT",
+    "WRITE_AGAIN",
     "CrewSpec",
     "CycleKind",
     "FinalKind",
@@ -69,6 +70,9 @@ TASK_SOURCE = "user"
 NOT_WRITTEN = "not written yet"
 """How PSE tells a role of the plan's outputs it has still to write (`OUTPUTS is/are not written yet:`),
 and how the next turn's shape finds them (`models._turn_shape`): that turn writes one of them."""
+WRITE_AGAIN = "to write again"
+"""How a revise brief tells the Specialist of outputs to write again first (`OUTPUTS is/are to write
+again:`), read the same way as `NOT_WRITTEN`."""
 
 CycleKind = Literal["initial", "revise", "replan"]
 """A cycle's kind: a first one, a revise after a PARTIAL, a re-plan after a FAIL (the trace's `kind`)."""

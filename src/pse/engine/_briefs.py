@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pse.engine._decide import answered, kept_steps
 from pse.engine._graph import StepSpec, task_criteria
-from pse.engine._said import to_write
+from pse.engine._said import quoted_for, to_write
 from pse.engine._step_buffer import (
     artifact_list,
     check_problems,
@@ -23,6 +23,7 @@ from pse.engine._step_buffer import (
     left_behind,
     replan_packet,
     revise_packet,
+    to_write_again,
 )
 from pse.engine._workspace import Workspace
 from pse.events import PlanRecord, StepAttemptRecord
@@ -110,9 +111,10 @@ def next_cycle(
     failing = check_problems(last.tool_calls, seen.text)
     if kind == "revise" and plan is not None:
         artifacts = artifact_list(seen.root)
+        again = to_write_again(last.tool_calls, plan, lambda paths: quoted_for(paths, [task], plan))
         buffer = note + revise_packet(cycle=index, plan=plan, verdict=last.verdict, gate=last.gate,
                                       artifacts=artifacts, cap=cap, failing=failing,
-                                      fault=faults(last.tool_calls, seen.text))  # fmt: skip
+                                      fault=faults(last.tool_calls, seen.text), again=again)  # fmt: skip
         # Scoped contexts open as the first cycle's did (task, then the plan as its author's final), and
         # only then the step_buffer: all before it is a prefix a provider's cache can serve.
         author = [r for r in crew.speakers if role_spec(r).final == "plan"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pse.events import SEVERITIES, GateRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import file_block
-from pse.roles import Role
+from pse.roles import WRITE_AGAIN, Role
 from pse.tokens import count_tokens
 from pse.tools import COLLECTION_FAILURE, FAULT_HEADING, Tool
 
@@ -30,6 +30,7 @@ __all__ = [
     "left_behind",
     "replan_packet",
     "revise_packet",
+    "to_write_again",
 ]
 
 _MAX_ARTIFACTS = 50
@@ -138,9 +139,45 @@ def _last_tests(calls: Sequence[ToolCallRecord]) -> list[dict[str, object]]:
 
 def _last_run_fact(calls: Sequence[ToolCallRecord], fact: str) -> list[dict[str, object]]:
     """The records (dicts) of the list `fact` of the Evaluator's last `run_pytest` of a cycle."""
-    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
-    found = runs[-1].facts.get(fact) if runs else None
+    found = _last_run(calls).get(fact)
     return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
+
+
+def _last_run(calls: Sequence[ToolCallRecord]) -> Mapping[str, object]:
+    """The facts of the Evaluator's last `run_pytest` of a cycle (empty: it ran none)."""
+    runs = [c for c in calls if c.requester == Role.EVALUATOR and c.tool == Tool.RUN_PYTEST]
+    return runs[-1].facts if runs else {}
+
+
+def to_write_again(
+    calls: Sequence[ToolCallRecord], plan: PlanRecord, said: Callable[[list[str]], str]
+) -> str:
+    """The outputs a revise is to write again first, when the Evaluator's last run failed tests of both
+    authors (the Specialist's, and the Evaluator's own that failed on the work, not on their own code)
+    that called them: two independent checks fail on the same code, so the fault is most likely the code's.
+    `said`: what the task says of those outputs. "" otherwise.
+
+    Why: told its test failed at `assert slugify("Hello, World!") == "hello-world"`, a line of the task's
+    own words, the 1.5B model's revise rewrote its test file and left `slug.py` as it was, wrong
+    (heldout-12). The words `WRITE_AGAIN` are what the next turn's shape reads: its first file block is
+    one of these outputs (`models._turn_shape`). The module is not shown: a model copies what it is shown."""
+    faulty = _faulty_files(calls)
+    failed = [t for t in _last_tests(calls) if t.get("outcome") == "failed" and not _faulty(t, faulty)]
+    if not {Role.SPECIALIST, Role.EVALUATOR} <= {t.get("author") for t in failed}:
+        return ""
+    called = _last_run(calls).get("exercised")
+    again = [path for path in plan.outputs if isinstance(called, dict) and path in called]
+    if not again:
+        return ""
+    one = len(again) == 1
+    it = "it" if one else "them"
+    text = (
+        f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: your tests and the Evaluator's own "
+        f"tests both failed on {it}, the code they call, so the fault is most likely there, not in the "
+        f"tests. Write {'it' if one else 'each'} whole, doing what the task says; keep your tests."
+    )
+    quoted = said(again)
+    return f"{text} What the task says of {it}: {quoted}" if quoted else text
 
 
 def _at(test: dict[str, object], read: Read | None) -> str:
@@ -260,10 +297,12 @@ def revise_packet(
     cap: int,
     failing: Sequence[str] = (),
     fault: str = "",
+    again: str = "",
 ) -> str:
     """The Specialist's packet after a PARTIAL (or a PASS the hard gates turned into PARTIAL); `failing`:
     what the Evaluator's last checks found (`check_problems`); `fault`: where the code raised (`faults`),
-    its files dropped first when the packet is over its cap."""
+    its files dropped first when the packet is over its cap; `again`: what to write again first
+    (`to_write_again`), last, where the Specialist's next turn starts."""
     status = f"{verdict.status} ({verdict.reason_code})" if verdict else "no usable verdict"
     head = (
         f"## Revision request (cycle {cycle})\n"
@@ -284,7 +323,7 @@ def revise_packet(
 
     def assemble(findings: list[str], artifacts_block: list[str], where: str = fault) -> str:
         crit = ["Failed criteria:", *findings] if findings else []
-        parts = [head, "\n".join(crit), summary, "\n".join(gates), where, "\n".join(artifacts_block)]
+        parts = [head, "\n".join(crit), summary, "\n".join(gates), where, "\n".join(artifacts_block), again]
         return _build(parts)
 
     packet = assemble(findings_full, arts)

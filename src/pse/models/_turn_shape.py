@@ -43,7 +43,7 @@ from pse.protocol import (
     plan_outputs,
     read_invokes,
 )
-from pse.roles import NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, Role
+from pse.roles import NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, WRITE_AGAIN, Role
 from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
 
 __all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
@@ -234,7 +234,7 @@ def _turns(messages: Sequence[LLMMessage], own: str) -> list[_Turn]:
     return turns
 
 
-_UNWRITTEN = re.compile(rf"(?P<paths>[^\s,:]+(?:, [^\s,:]+)*) (?:is|are) {NOT_WRITTEN}:")
+_UNWRITTEN = re.compile(rf"(?P<paths>[^\s,:]+(?:, [^\s,:]+)*) (?:is|are) (?:{NOT_WRITTEN}|{WRITE_AGAIN}):")
 
 
 def _told_to_write(messages: Sequence[LLMMessage], outputs: Sequence[str]) -> tuple[str, ...]:
