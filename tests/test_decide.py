@@ -331,6 +331,24 @@ def test_a_block_on_missing_data_while_outputs_are_unwritten_is_asked_once_then_
     )  # fmt: skip
 
 
+def test_a_conflict_between_criteria_that_names_no_two_criteria_is_asked_once() -> None:
+    """Held-out merge-intervals: the 1.5B model's Specialist wrote both outputs, then blocked on
+    CONFLICTING_CRITERIA as "The pytest tests in test_intervals.py are not written yet". A conflict is
+    between two of the plan's criteria: one that names fewer is asked about once; one that names two
+    stands, and so does the second block."""
+    vague = BlockedRecord(role=S, reason_code="CONFLICTING_CRITERIA", detail="the tests are not written yet")
+    nxt = decide(run(State.RUNNING, plan=PLAN), said(S, blocked=vague))
+    assert isinstance(nxt, AskAgain) and nxt.request == (
+        "You blocked on conflicting criteria, but your block names none of the plan's criteria (AC1, AC2). "
+        "End with your report when every output is written. Block again only with the two that contradict "
+        "each other, by id, and why."
+    )
+    again = dataclasses.replace(said(S, blocked=vague), asked=1)
+    assert decide(run(State.RUNNING, plan=PLAN), again).blocked == vague  # type: ignore[union-attr]
+    shown = vague.model_copy(update={"detail": "AC1 wants it sorted in place, AC2 a new list"})
+    assert decide(run(State.RUNNING, plan=PLAN), said(S, blocked=shown)).blocked == shown  # type: ignore[union-attr]
+
+
 def test_a_block_on_a_permission_no_call_was_denied_is_asked_once() -> None:
     """Held-out top-words: the 1.5B model's Specialist read test_words.py, then blocked because "read_file
     is not allowed to read words.py". No call of its own was denied: the claim is refuted by the records

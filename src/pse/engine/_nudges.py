@@ -66,17 +66,34 @@ def unparsed(found: Sequence[str], plan: PlanRecord | None) -> str | None:
 
 
 def blocked_early(
-    blocked: BlockedRecord, unwritten: str | None, own: Sequence[ToolCallRecord] = ()
+    blocked: BlockedRecord,
+    unwritten: str | None,
+    own: Sequence[ToolCallRecord] = (),
+    criteria: Sequence[str] = (),
 ) -> str | None:
     """Why a Specialist's `<blocked>` is asked about once: MISSING_DATA while the plan's outputs are
     unwritten (a small model read an output it had to create, found none, and blocked), or
     MISSING_PERMISSION where its own calls of this cycle ran and none was denied, and it names no tool
     but those that ran. The records refute it: held-out top-words' 1.5B model read test_words.py, then
     blocked as "read_file is not allowed"; slugify's wrote slug.py, then blocked as "slug.py must be
-    writable". A block over a tool the role never used stands: it needs no try first."""
+    writable". A block over a tool the role never used stands: it needs no try first.
+
+    A CONFLICTING_CRITERIA that names fewer than two of the plan's criteria (`criteria`, their ids) is
+    asked about once too: a conflict is between criteria, and one that names none is no conflict it can
+    show. Held-out merge-intervals' Specialist wrote both outputs and blocked so: "The pytest tests in
+    test_intervals.py are not written yet"."""
     if blocked.reason_code == "MISSING_DATA" and unwritten is not None:
         again = "Block again only if data the task needs is missing."
         return f"You blocked on missing data, but {unwritten} {again}"
+    if blocked.reason_code == "CONFLICTING_CRITERIA" and criteria:
+        cited = [c for c in criteria if re.search(rf"\b{re.escape(c)}\b", blocked.detail)]
+        if len(cited) < 2:
+            then = unwritten or "End with your report when every output is written."
+            return (
+                f"You blocked on conflicting criteria, but your block names {len(cited) or 'none'} of the "
+                f"plan's criteria ({', '.join(criteria)}). {then} Block again only with the two that "
+                "contradict each other, by id, and why."
+            )
     used = {call.tool for call in own if call.decision == "allowed"}
     named = {tool for tool in Tool if re.search(rf"\b{re.escape(tool)}\b", blocked.detail)}
     if (
@@ -315,7 +332,8 @@ def nudge(
         early = fail_for_work(final.verdict)
     if final.blocked is None:
         return early
-    asked = blocked_early(final.blocked, early, own) if "blocked_early" in wants else None
+    ids = [c.id for c in plan.criteria] if plan is not None else []
+    asked = blocked_early(final.blocked, early, own, ids) if "blocked_early" in wants else None
     if asked is not None:
         return asked
     judging = spec.final == "verdict"  # a judge runs the checks: its conflict is confirmed by its own run
