@@ -192,17 +192,18 @@ def test_a_per_role_key_from_dotenv_is_redacted_from_tool_output(tmp_path: Path)
     assert executor.redactor.text(f"leaked: {secret}") == "leaked: [redacted:PSE_EVALUATOR_API_KEY]"
 
 
-def test_a_small_model_named_by_the_readme_variables_alone_decodes_greedily(
+def test_a_small_model_named_by_the_readme_variables_alone_names_its_temperature(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A request that names no temperature samples at the server's default (0.8 on llama.cpp's): the
-    held-out runs of issue 44 did, while the model alone was asked at 0."""
+    """A request that names no temperature gets its server's default (0.8 on llama.cpp's, 1 on OpenAI's):
+    the held-out runs of issue 44 sampled at 0.8 without knowing it. A small model's requests now name
+    it; what the user sets wins."""
     for name, value in {"PSE_PROVIDER": "openai", "PSE_BASE_URL": "http://127.0.0.1:1/v1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PSE_MODEL", "qwen2.5-coder-1.5b")
     small = load_settings()
-    assert (small.model_temperature, small.model_max_tokens, small.format_retries) == (0.0, 4096, 2)
-    assert load_settings(model_temperature=0.7).model_temperature == 0.7  # what the user sets wins
+    assert (small.model_temperature, small.model_max_tokens, small.format_retries) == (0.8, 4096, 2)
+    assert load_settings(model_temperature=0).model_temperature == 0  # what the user sets wins, 0 too
     monkeypatch.setenv("PSE_MODEL_TEMPERATURE", "0.3")
     assert load_settings().model_temperature == 0.3
     monkeypatch.delenv("PSE_MODEL_TEMPERATURE")
