@@ -236,12 +236,17 @@ def test_run_pytest_names_the_line_of_the_delivered_code_each_failure_was_raised
 ) -> None:
     # `where`: read from the product's own traceback, the workspace file and line, never a sandbox's path
     # (an assertion in the test, or an error the test raised itself, has none); `at`: the test's own line
-    # where such a failure surfaced.
+    # where such a failure surfaced (for a call into the product, the test's line that made it: PSE's
+    # proxy frames between them are hidden from pytest's traceback).
     out = call("run_pytest", context(_tree(tmp_path / "p", RAISING), mode))
     found = {t["test"]: (t.get("message"), t.get("where"), t.get("at")) for t in out.facts["tests"]}
     assert found == {
-        "test_calc.py::test_add": ("NameError: name 'totl' is not defined", "pkg/calc.py:3", None),
-        "test_calc.py::test_div": ("ZeroDivisionError: division by zero", "pkg/calc.py:7", None),
+        "test_calc.py::test_add": (
+            "NameError: name 'totl' is not defined",
+            "pkg/calc.py:3",
+            "test_calc.py:5",
+        ),
+        "test_calc.py::test_div": ("ZeroDivisionError: division by zero", "pkg/calc.py:7", "test_calc.py:9"),
         "test_calc.py::test_value": ("assert 2.0 == 3", None, "test_calc.py:13"),
         "test_calc.py::test_own": ("KeyError: 'x'", None, "test_calc.py:17"),
     }, out.output
