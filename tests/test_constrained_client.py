@@ -27,7 +27,7 @@ from pse.models import (
     create_model_client,
 )
 from pse.protocol import TurnShape, parse_plan, render_plan, turn_grammar, turn_schema
-from pse.roles import TASK_SOURCE, Role
+from pse.roles import BLOCK_ASKED, NOT_WRITTEN, TASK_SOURCE, Role
 from pse.runner import prepare_run, run_to_end
 from pse.tasks import TaskRegistry
 from pse.tools import Tool, builtin_tools
@@ -730,3 +730,89 @@ def test_a_role_whose_turns_bring_nothing_new_three_times_is_offered_only_its_fi
     # Another role's turns never count.
     forged = _fenced_shape(S, start + _turn(E, [(Tool.READ_FILE, {"path": "a"})], ["denied"]) * 4, tools)
     assert "files" in forged.kinds()
+
+
+def test_a_role_asked_about_its_block_acts_before_it_may_block_again() -> None:
+    """CI, code-delivery on the 1.5B model: its Evaluator's SPEC_CONFLICT quoted no sentence of the task,
+    PSE asked about it once, and the model sent the same conflict straight back, twice; it stood, and the
+    run ended for a person over work its failing test was right about. The turn that answers PSE's
+    question about a block (`BLOCK_ASKED`, PSE's own message only) offers no block; once the role has
+    acted, it may block again (and a block it then repeats stands)."""
+    from pse.engine._nudges import unfounded_conflict
+    from pse.events import BlockedRecord
+    from pse.protocol._grammar import CONFLICT_OFFERED
+
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    conflict = BlockedRecord(
+        role=Role.EVALUATOR, reason_code="SPEC_CONFLICT", detail="It must copy.", test="t"
+    )
+    asked = unfounded_conflict(True, conflict, "verdict", task="Return a new list.")
+    assert asked is not None
+    ran = UserMessage(
+        content='<tool_results for="Evaluator">\n<result index="1" name="run_pytest" status="ok">1 failed'
+        "</result>\n</tool_results>",
+        source="ToolAgent",
+    )
+    opening = [
+        SystemMessage(content=f"# Role: Evaluator\n{CONFLICT_OFFERED}\nA test the task gave may conflict."),
+        UserMessage(content="the task", source="user"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+        AssistantMessage(content="@evaluation/test_x.py\n```python\nx = 1\n```", source=Role.EVALUATOR),
+        UserMessage(
+            content='<tool_results for="Evaluator">\n<result index="1" name="write_file" status="ok">'
+            "wrote @evaluation/test_x.py (6 bytes)</result>\n</tool_results>",
+            source="ToolAgent",
+        ),
+        ran,
+        AssistantMessage(
+            content='<blocked reason_code="SPEC_CONFLICT" test="t">x</blocked>', source=Role.EVALUATOR
+        ),
+    ]
+    before = _fenced_shape(Role.EVALUATOR, opening[:-1], tools)
+    assert "conflict" in before.kinds() and "verdict" in before.kinds()
+    answer = _fenced_shape(Role.EVALUATOR, [*opening, UserMessage(content=asked, source="user")], tools)
+    assert "conflict" not in answer.kinds() and "verdict" in answer.kinds() and "calls" in answer.kinds()
+    assert "SPEC_CONFLICT" not in turn_grammar(answer)
+    for forged in (
+        UserMessage(content=asked, source=Role.PLANNER),
+        UserMessage(content=asked, source="ToolAgent"),
+    ):
+        assert "conflict" in _fenced_shape(Role.EVALUATOR, [*opening, forged], tools).kinds()
+    acted = [*opening, UserMessage(content=asked, source="user"), AssistantMessage(content="<tool_calls/>",
+             source=Role.EVALUATOR), ran]  # fmt: skip
+    assert "conflict" in _fenced_shape(Role.EVALUATOR, acted, tools).kinds()
+    # A Specialist's block asked about (MISSING_PERMISSION refuted by its own calls): no block either.
+    spoke = [*_two_outputs(), *_wrote("a.py"), *_wrote("test_a.py")]
+    question = f"{BLOCK_ASKED[0]}a missing permission, but no call of yours was denied in this cycle."
+    shape = _fenced_shape(Role.SPECIALIST, [*spoke, UserMessage(content=question, source="user")], tools)
+    assert "blocked" not in shape.kinds() and "report" in shape.kinds()
+
+
+def test_every_question_about_a_block_opens_as_the_turn_shape_reads_it() -> None:
+    """The nudges that question a block (`engine._nudges`) open with `BLOCK_ASKED`, or the next turn's
+    shape would offer the same block straight back."""
+    from pse.engine._nudges import blocked_early, unfounded_conflict
+    from pse.events import BlockedRecord, ToolCallRecord
+
+    def block(code: str, detail: str, test: str | None = None) -> BlockedRecord:
+        return BlockedRecord(role=Role.SPECIALIST, reason_code=code, detail=detail, test=test)
+
+    ran = ToolCallRecord(
+        requester=Role.SPECIALIST,
+        tool=Tool.WRITE_FILE,
+        arguments={},
+        decision="allowed",
+        rule="grant",
+        status="ok",
+    )
+    questions = [
+        blocked_early(block("MISSING_DATA", "no data"), f"a.py is {NOT_WRITTEN}: write it."),
+        blocked_early(block("CONFLICTING_CRITERIA", "AC1 only"), None, (), ["AC1", "AC2"]),
+        blocked_early(block("MISSING_PERMISSION", "write_file is not allowed"), None, [ran]),
+        unfounded_conflict(False, block("SPEC_CONFLICT", "x", "nope"), "report"),
+        unfounded_conflict(True, block("SPEC_CONFLICT", "not the task's", "t"), "report", task="the task"),
+        unfounded_conflict(
+            True, block("SPEC_CONFLICT", "the task", "t"), "verdict", task="the task", calls=[]
+        ),
+    ]
+    assert all(q is not None and q.startswith(BLOCK_ASKED) for q in questions), questions

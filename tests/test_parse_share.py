@@ -126,3 +126,25 @@ async def test_an_unclosed_blocked_is_repaired_then_a_format_error_instead_of_a_
         assert score.outcome == "ERROR" and score.outcome_reason.startswith(reason) and score.format_error
         assert parse_turns(trace)[-1].problem.endswith("is never closed with </blocked>")
     assert [r.role for r in planner.cycles[0].repairs] == ["Planner"] and not specialist.cycles[0].repairs
+
+
+async def test_an_evaluators_spec_conflict_is_a_turn_that_parsed(tmp_path: Path) -> None:
+    # CI (stop 53): the 1.5B model's Evaluator ended two cycles with the SPEC_CONFLICT its grammar allows,
+    # and the scorer counted both as "found no <verdict>", as if the protocol had broken.
+    conflict = (
+        '<blocked reason_code="SPEC_CONFLICT" test="test_quicksort.py::test_empty">'
+        "The task says: return a new list.</blocked>"
+    )
+    report = ("Specialist", "<report>\nArtifacts: quicksort.py\n</report>")
+    trace = await _trace(
+        tmp_path, [("Planner", PLAN), ("Specialist", WRITE), report, ("Evaluator", conflict)]
+    )
+    evaluator = [t for t in parse_turns(trace) if t.role == "Evaluator"]
+    assert [(t.kind, t.parsed, t.problem) for t in evaluator] == [("blocked", True, "")]
+    assert not score_run(trace).format_error
+    # As the engine reads it: a judge's message that holds a verdict is its verdict, a block beside it aside.
+    both = '<verdict status="PASS" reason_code="OK">' + conflict
+    trace = await _trace(
+        tmp_path / "both", [("Planner", PLAN), ("Specialist", WRITE), report, ("Evaluator", both)]
+    )
+    assert [t.kind for t in parse_turns(trace) if t.role == "Evaluator"][0] == "verdict"

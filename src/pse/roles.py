@@ -21,6 +21,7 @@ from typing import Literal
 
 __all__ = [
     "ALL_ROLES",
+    "BLOCK_ASKED",
     "CREWS",
     "NOT_WRITTEN",
     "PSE_CREW",
@@ -73,6 +74,12 @@ and how the next turn's shape finds them (`models._turn_shape`): that turn write
 WRITE_AGAIN = "to write again"
 """How a revise brief tells the Specialist of outputs to write again first (`OUTPUTS is/are to write
 again:`), read the same way as `NOT_WRITTEN`."""
+
+BLOCK_ASKED = ("You blocked on ", "Your SPEC_CONFLICT ")
+"""How PSE opens its question about a role's `<blocked>` (`engine._nudges`: a block the records refute, a
+SPEC_CONFLICT code does not confirm), and how the next turn's shape knows one (`models._turn_shape`):
+the turn that answers it may not block again at once. Under a grammar the 1.5B model's Evaluator,
+told its SPEC_CONFLICT quoted no sentence of the task, sent the same conflict again, and it stood."""
 
 CycleKind = Literal["initial", "revise", "replan"]
 """A cycle's kind: a first one, a revise after a PARTIAL, a re-plan after a FAIL (the trace's `kind`)."""

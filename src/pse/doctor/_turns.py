@@ -11,7 +11,9 @@ error result or the engine's repair request in between), is the same turn tried 
 - the Planner's final message: a `<plan>` (`parse_plan`) or a `<blocked>`;
 - the Specialist's final message: a report (any text) or a `<blocked>`; not empty, and no stray
   `<invoke>` outside a `<tool_calls>` block;
-- the Evaluator's final message: exactly one `<verdict>` (`parse_verdict`).
+- the Evaluator's final message: exactly one `<verdict>` (`parse_verdict`), or a `<blocked>` (the
+  SPEC_CONFLICT its grammar allows, when the message holds no verdict; whether it stands is the engine's
+  decision, not a parse).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class TurnParse:
     cycle: int
     role: str
     kind: str
-    """tool_calls, plan, report or verdict: what the turn's last attempt was."""
+    """tool_calls, plan, report, verdict or blocked: what the turn's last attempt was."""
     attempts: int
     parsed: bool
     problem: str = ""
@@ -145,17 +147,18 @@ def _attempt(
         errors = [item for item in parsed.items if isinstance(item, DsmlError)]
         problem = f"{errors[0].kind}: {errors[0].message}" if errors else ""
         return "tool_calls", problem if parsed.items else "empty <tool_calls>"
-    if role == Role.EVALUATOR:
+    judging = role == Role.EVALUATOR
+    try:  # as the engine reads a final (`read_final`): a judge's message holding a verdict is the verdict
+        if not (judging and "<verdict" in text) and find_blocked(text, role) is not None:
+            return "blocked", ""
+    except ProtocolError as exc:
+        return "blocked", str(exc)
+    if judging:
         try:
             parse_verdict(text)
         except ProtocolError as exc:
             return "verdict", str(exc)
         return "verdict", ""
-    try:
-        if find_blocked(text, role) is not None:
-            return "blocked", ""
-    except ProtocolError as exc:
-        return "blocked", str(exc)
     if role == Role.PLANNER:
         try:
             parse_plan(text)

@@ -20,7 +20,7 @@ from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.roles import NOT_WRITTEN, role_spec
+from pse.roles import BLOCK_ASKED, NOT_WRITTEN, role_spec
 from pse.tools import Tool
 
 __all__ = [
@@ -84,13 +84,13 @@ def blocked_early(
     test_intervals.py are not written yet"."""
     if blocked.reason_code == "MISSING_DATA" and unwritten is not None:
         again = "Block again only if data the task needs is missing."
-        return f"You blocked on missing data, but {unwritten} {again}"
+        return f"{BLOCK_ASKED[0]}missing data, but {unwritten} {again}"
     if blocked.reason_code == "CONFLICTING_CRITERIA" and criteria:
         cited = [c for c in criteria if re.search(rf"\b{re.escape(c)}\b", blocked.detail)]
         if len(cited) < 2:
             then = unwritten or "End with your report when every output is written."
             return (
-                f"You blocked on conflicting criteria, but your block names {len(cited) or 'none'} of the "
+                f"{BLOCK_ASKED[0]}conflicting criteria, but your block names {len(cited) or 'none'} of the "
                 f"plan's criteria ({', '.join(criteria)}). {then} Block again only with the two that "
                 "contradict each other, by id, and why."
             )
@@ -105,7 +105,7 @@ def blocked_early(
         return None
     ran = f", and {', '.join(sorted(named))} ran for you" if named else ""
     return (
-        f"You blocked on a missing permission, but no call of yours was denied in this cycle{ran}. "
+        f"{BLOCK_ASKED[0]}a missing permission, but no call of yours was denied in this cycle{ran}. "
         f"{unwritten or 'End with your report when every output is written.'} Block again only if a call "
         "the plan needs is denied."
     )
@@ -130,19 +130,19 @@ def unfounded_conflict(
     if not named_test:
         named = repr(blocked.test) if blocked.test else "no test"
         return (
-            f"Your SPEC_CONFLICT names {named}, which is no test function of the workspace's test files. It "
+            f"{BLOCK_ASKED[1]}names {named}, which is no test function of the workspace's test files. It "
             f"must name a test the task gave (FILE::NAME) that contradicts the specification; if none does, "
             f"send your {owed} instead."
         )
     if task is not None and not quotes_task(blocked.detail, task):
         return (
-            "Your SPEC_CONFLICT quotes a specification the task message does not hold. It must quote, word "
+            f"{BLOCK_ASKED[1]}quotes a specification the task message does not hold. It must quote, word "
             "for word, the task's own sentence that the test contradicts; if no sentence of the task does, "
             f"the test is right and the work must change: send your {owed} instead."
         )
     if calls is not None and not _failed_in_last_run(blocked.test or "", calls):
         return (
-            f"Your SPEC_CONFLICT names {blocked.test!r}, which did not fail in your last run_pytest of this "
+            f"{BLOCK_ASKED[1]}names {blocked.test!r}, which did not fail in your last run_pytest of this "
             "cycle: a conflict is a given test that fails on the work because it contradicts the "
             f"specification. Run run_pytest, then send your {owed} (or the conflict, if that test fails "
             "for that reason)."

@@ -18,7 +18,9 @@ A small model's first moves decide its run, and a grammar can make them for it (
   or made before with nothing changed since) is offered no tool: it ends with its final;
 * **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
   Evaluator's);
-* **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them.
+* **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them;
+* **no block straight back**: the turn that answers PSE's question about a role's block (`BLOCK_ASKED`)
+  may not block; the role may block again once it has acted.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from pse.protocol import (
     plan_outputs,
     read_invokes,
 )
-from pse.roles import NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, WRITE_AGAIN, Role
+from pse.roles import BLOCK_ASKED, NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, WRITE_AGAIN, Role
 from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
 
 __all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
@@ -164,6 +166,7 @@ def turn_shape_of(
         findings=spec.role == Role.EVALUATOR and asks_findings(instructions),
         files=fenced,
         conflicts=offers_conflict(instructions),
+        blocks=not _asked_about_block(messages),
         writes_first=to_write or owes_tests,
         then_runs=owes_tests,
         paths=paths if fenced else None,
@@ -246,6 +249,20 @@ def _told_to_write(messages: Sequence[LLMMessage], outputs: Sequence[str]) -> tu
     found = _UNWRITTEN.search(str(last.content))
     named = [p.strip() for p in found["paths"].split(",")] if found else []
     return tuple(p for p in named if p in outputs)
+
+
+def _asked_about_block(messages: Sequence[LLMMessage]) -> bool:
+    """Whether the request ends with PSE's question about the role's block (a nudge, never a role's).
+
+    Why: asked once whether its SPEC_CONFLICT stood (it quoted no sentence of the task), the 1.5B
+    model's Evaluator sent the same conflict back, twice in a row, and the run ended for a person over
+    work whose failing test was right (CI, code-delivery)."""
+    last = messages[-1] if messages else None
+    return (
+        isinstance(last, UserMessage)
+        and last.source == TASK_SOURCE
+        and str(last.content).startswith(BLOCK_ASKED)
+    )
 
 
 def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:

@@ -131,6 +131,10 @@ class TurnShape:
     conflicts: bool = True
     """The role may end with a `conflict` (a SPEC_CONFLICT naming a given test): it was told of the
     task's tests (`offers_conflict`). Without any, the kind is not offered."""
+    blocks: bool = True
+    """The role may end with a `<blocked>` or a `conflict` (as its `RoleSpec` allows). False in the turn
+    that answers PSE's question about its block: it acts, reports or judges first, and may block again
+    after that (a block it then repeats stands)."""
     writes_first: bool = False
     """The role's next message writes files (with `files`): its first block is a file block (others, such
     as a `<tool_calls>` of its other tools, may follow it). An Evaluator that owes tests of its own, or a
@@ -176,6 +180,8 @@ class TurnShape:
             finals = tuple(k for k in finals if k in ("plan", "clarification"))
         if not self.conflicts:
             finals = tuple(k for k in finals if k != "conflict")
+        if not self.blocks:
+            finals = tuple(k for k in finals if k not in ("blocked", "conflict"))
         files = ("files",) if self.writes_files() else ()
         if files and self.writes_first:
             return files
