@@ -110,3 +110,30 @@ async def test_a_conflict_quoting_what_the_task_does_not_say_is_asked_once(tmp_p
         "is right and the work must change: send your verdict instead."
     )
     assert trace.cycles[0].blocked is None and trace.cycles[0].verdict is not None
+
+
+async def test_a_conflict_quoting_what_crossed_from_the_last_cycle_is_asked_once(tmp_path: Path) -> None:
+    """CI, code-delivery on the 1.5B model: in a revise cycle its Evaluator quoted its own summary of the
+    cycle before, which the revise brief carries, and the conflict stood as if the task said it. Only the
+    task's own words count, never what crossed from the last cycle (roles' words, tools' output)."""
+    own = "a.py must say hello."
+    partial = VERDICT.replace('"PASS"', '"PARTIAL"').replace("ALL_MET", "TESTS_FAILING")
+    partial = partial.replace('met="true">it does', 'met="false">it does not').replace("Done.", own)
+    _, trace, _ = await run_task(
+        TASK,
+        turns=[
+            *_turns(RUN_PYTEST, partial),
+            ("Specialist", WRITE),
+            ("Specialist", REPORT),
+            ("Evaluator", RUN_PYTEST),
+            ("Evaluator", _conflict("test_given.py::test_hi", own)),
+            ("Evaluator", partial),
+        ],
+        workspace_files={"test_given.py": GIVEN},
+        runs_dir=tmp_path,
+        max_partial_retries=1,
+    )
+    assert own in (trace.cycles[1].step_buffer or "")  # it crossed: the quote is of the brief, not the task
+    [asked] = [r.error for r in trace.cycles[1].repairs]
+    assert asked.startswith("Your SPEC_CONFLICT quotes a specification the task message does not hold.")
+    assert trace.cycles[1].blocked is None and trace.cycles[1].verdict is not None

@@ -64,6 +64,14 @@ class NextCycle:
     briefs: Mapping[str, str] = field(default_factory=dict)
     carried: tuple[tuple[str, str], ...] = ()
     notes: Mapping[str, str] = field(default_factory=dict)
+    task: str | None = None
+    """The task's own words the packet holds (a person's answers included), without what crossed from the
+    last cycle, which quotes roles and tools: what a SPEC_CONFLICT must quote. None: the whole packet."""
+
+    @property
+    def spec(self) -> str:
+        """The text the cycle's specification is: `task`, or the packet where nothing crossed into it."""
+        return self.packet if self.task is None else self.task
 
     def opening(
         self,
@@ -125,6 +133,7 @@ def next_cycle(
             briefs={roles[0]: task, **bare},
             carried=tuple((r, render_plan(plan)) for r in author),
             notes={roles[0]: buffer},
+            task=task,
         )
     buffer = note + replan_packet(
         cycle=index, reason=last.result_reason, verdict=last.verdict, plan=plan, cap=cap
@@ -135,7 +144,7 @@ def next_cycle(
     if last.gate.failures and not steps:  # the workspace keeps the last cycle's files: what PSE found in them
         left = left_behind(gate=last.gate, artifacts=artifact_list(seen.root), failing=failing, cap=cap)
         notes = {r: left for r in roles if role_spec(r).final == "report"}
-    return NextCycle("replan", f"{task}\n\n{buffer}", buffer, bare, notes=notes)
+    return NextCycle("replan", f"{task}\n\n{buffer}", buffer, bare, notes=notes, task=task)
 
 
 def _kept_note(kept: Mapping[str, StepSpec]) -> str:
@@ -168,6 +177,7 @@ def again(spec: NextCycle, interrupted: CycleRecord, task: str) -> NextCycle:
         spec.carried,
         # a revise's note is its step_buffer; a re-plan's is what the last cycle left
         {role: interrupted.step_buffer for role in spec.notes} if spec.kind == "revise" else spec.notes,
+        task=spec.task,
     )
 
 

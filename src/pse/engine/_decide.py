@@ -98,7 +98,8 @@ class RunState:
         trace: the run's record: its state, counters, plan, answers and cycles (the one under way last).
         rules: what the run is held to.
         kind: the kind of the cycle under way (None between cycles).
-        packet: the cycle's task message (what a nudge holds a quote against).
+        packet: the task's own words of the cycle (`NextCycle.spec`: its task message without what
+            crossed from the last cycle, which quotes roles and tools): what a nudge holds a quote against.
         failing: step mode: why a step failed the cycle so far (the other steps' retries end).
     """
 

@@ -244,7 +244,7 @@ class Engine:
             self._save()  # a cycle that ended the run is saved once, with its outcome, by `_finalize`
 
     def _run_state(self, spec: NextCycle | None, failing: str | None) -> RunState:
-        kind, packet = (spec.kind, spec.packet) if spec is not None else (None, "")
+        kind, packet = (spec.kind, spec.spec) if spec is not None else (None, "")
         return RunState(self.trace, self.rules, kind, packet, failing)
 
     def _open(self, spec: NextCycle, first: str, interrupted: CycleRecord | None) -> CycleRecord:
