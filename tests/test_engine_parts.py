@@ -454,6 +454,15 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
         ],  # nothing called
     ):
         assert to_write_again(alone, plan, lambda paths: "") == ""
+    # A test the task gave failed on it: that test stays as it is, so the code is to write again, alone.
+    # (code-delivery in CI: told the acceptance test failed on quicksort.py, the model copied that test
+    # into its own test file and left quicksort.py as it was.)
+    given = {"test": "test_acceptance.py::test_new_list", "outcome": "failed", "author": "task"}
+    assert to_write_again(run(given), plan, lambda paths: "") == (
+        f"slug.py is {WRITE_AGAIN}: the task's own tests failed on it, the code they call, and they stay as "
+        "they are: the code must change. Write it whole, doing what the task says; keep your tests."
+    )
+    assert to_write_again(run({**given, "outcome": "errors"}), plan, lambda paths: "") == ""
 
 
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_the_history_row_from_disk_equals_the_row_of_the_model(tmp_path: Path) -
     summary = asyncio.run(run_to_end(prepare_run("code-delivery", settings)))
     path = Path(summary.trace)
     assert RunEntry.of_json(json.loads(path.read_text())) == load_trace(path).row()
-    assert load_trace(path).row().tokens == 30429
+    assert load_trace(path).row().tokens == 30841
 
 
 def test_reopened_drops_the_cancelled_cycle_and_keeps_what_it_spent(tmp_path: Path) -> None:

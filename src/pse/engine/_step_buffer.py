@@ -152,18 +152,22 @@ def _last_run(calls: Sequence[ToolCallRecord]) -> Mapping[str, object]:
 def to_write_again(
     calls: Sequence[ToolCallRecord], plan: PlanRecord, said: Callable[[list[str]], str]
 ) -> str:
-    """The outputs a revise is to write again first, when the Evaluator's last run failed tests of both
-    authors (the Specialist's, and the Evaluator's own that failed on the work, not on their own code)
-    that called them: two independent checks fail on the same code, so the fault is most likely the code's.
-    `said`: what the task says of those outputs. "" otherwise.
+    """The outputs a revise is to write again first, when the Evaluator's last run failed tests that
+    called them: a test the task gave (it stays as it is: only the code can change), or tests of both
+    authors (the Specialist's, and the Evaluator's own that failed on the work, not on their own code): two
+    independent checks fail on the same code, so the fault is most likely the code's. `said`: what the task
+    says of those outputs. "" otherwise.
 
     Why: told its test failed at `assert slugify("Hello, World!") == "hello-world"`, a line of the task's
     own words, the 1.5B model's revise rewrote its test file and left `slug.py` as it was, wrong
-    (heldout-12). The words `WRITE_AGAIN` are what the next turn's shape reads: its first file block is
+    (heldout-12); told the task's acceptance test failed on `quicksort.py`, it copied that test into its
+    own test file (code-delivery, CI). The words `WRITE_AGAIN` are what the next turn's shape reads: its first file block is
     one of these outputs (`models._turn_shape`). The module is not shown: a model copies what it is shown."""
     faulty = _faulty_files(calls)
     failed = [t for t in _last_tests(calls) if t.get("outcome") == "failed" and not _faulty(t, faulty)]
-    if not {Role.SPECIALIST, Role.EVALUATOR} <= {t.get("author") for t in failed}:
+    authors = {t.get("author") for t in failed}
+    given = "task" in authors
+    if not given and not {Role.SPECIALIST, Role.EVALUATOR} <= authors:
         return ""
     called = _last_run(calls).get("exercised")
     again = [path for path in plan.outputs if isinstance(called, dict) and path in called]
@@ -171,10 +175,16 @@ def to_write_again(
         return ""
     one = len(again) == 1
     it = "it" if one else "them"
+    why = (
+        f"the task's own tests failed on {it}, the code they call, and they stay as they are: the code must "
+        "change."
+        if given
+        else f"your tests and the Evaluator's own tests both failed on {it}, the code they call, so the "
+        "fault is most likely there, not in the tests."
+    )
     text = (
-        f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: your tests and the Evaluator's own "
-        f"tests both failed on {it}, the code they call, so the fault is most likely there, not in the "
-        f"tests. Write {'it' if one else 'each'} whole, doing what the task says; keep your tests."
+        f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: {why} Write {'it' if one else 'each'} "
+        "whole, doing what the task says; keep your tests."
     )
     quoted = said(again)
     return f"{text} What the task says of {it}: {quoted}" if quoted else text
