@@ -198,3 +198,50 @@ def test_the_evaluation_area_takes_tests_not_a_copy_of_a_module(tmp_path: Path) 
     assert not (area / "words.py").exists()
     for path in ("test_words.py", "words_test.py", "tests/helpers.py", "cases.json"):
         assert write_file(ctx, f"@evaluation/{path}", "X = 1\n").status == "ok", path
+
+
+def test_run_pytest_on_a_file_of_the_evaluation_area_runs_that_own_test(tmp_path: Path, mode: str) -> None:
+    """Held-out top-words: the 1.5B model's Evaluator wrote `@evaluation/test_top_words.py` and ran
+    run_pytest on that very path; the tool looked for it among the workspace's tests, refused it as "no
+    such test file", and the review went on with no run of its tests. A target in the evaluation area
+    runs those own tests (no workspace test), a file of the area that is not there is refused with what
+    to do, and a role without the area is refused as its file tools are."""
+    import os
+
+    from pse.exceptions import SandboxViolation
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext, builtin_tools
+    from pse.tools._files import write_file
+
+    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
+    workspace.mkdir()
+    area.mkdir()
+    (workspace / "words.py").write_text("def top_words(text, n):\n    return []\n")
+    (workspace / "test_words.py").write_text(
+        "from words import top_words\n\n\ndef test_w():\n    assert 1 / 0\n"
+    )
+    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
+    ws = Path(os.path.realpath(workspace))
+    ctx = ToolContext(ws, box, evaluation=Path(os.path.realpath(area)), evaluation_writable=True)
+    mine = "from words import top_words\n\n\ndef test_empty():\n    assert top_words('', 1) == []\n\n\n"
+    mine += "def test_one():\n    assert top_words('a a', 1) == [('a', 2)]\n"
+    assert write_file(ctx, "@evaluation/test_top_words.py", mine).status == "ok"
+    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
+    out = run_pytest(ctx, target="@evaluation/test_top_words.py")
+    assert out.facts["target"] == "@evaluation/test_top_words.py" and out.facts["report"] == "checker"
+    assert [(t["test"], t["outcome"]) for t in out.facts["tests"]] == [
+        ("@evaluation/test_top_words.py::test_empty", "passed"),
+        ("@evaluation/test_top_words.py::test_one", "failed"),
+    ]  # its own tests only: the workspace's failing test_w did not run
+    node = run_pytest(ctx, target="@evaluation/test_top_words.py::test_empty")
+    assert (node.status, node.facts["passed"], node.facts["failed"]) == ("ok", 1, 0)
+    with pytest.raises(ValueError, match="holds no test file of your evaluation area"):
+        run_pytest(ctx, target="@evaluation/test_other.py")
+    specialist = ToolContext(ws, box)
+    with pytest.raises(SandboxViolation, match="names the evaluation area"):
+        run_pytest(specialist, target="@evaluation/test_top_words.py")
+    everything = run_pytest(ctx, target=".")  # the full run still runs the workspace's and its own
+    assert {t["test"].partition("::")[0] for t in everything.facts["tests"]} == {
+        "test_words.py",
+        "@evaluation/test_top_words.py",
+    }

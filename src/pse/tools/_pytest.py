@@ -37,7 +37,7 @@ from pse.tools._checks import (
     normalize_target,
 )
 from pse.tools._evidence import Manifest
-from pse.tools._files import EVALUATION_PREFIX
+from pse.tools._files import EVALUATION_PREFIX, resolve_path
 from pse.tools._own_tests import code_faults
 from pse.tools._proof import Session, output_facts, unproven
 from pse.tools._protected import PYTEST_CONFIG_FILES
@@ -176,6 +176,30 @@ def _tests_for(manifest: Manifest, target: str) -> list[str]:
     return [chosen[0] + sep + node] if sep else chosen
 
 
+def _in_area(target: str) -> bool:
+    """Whether a target names the evaluation area (`@evaluation`, `@evaluation/FILE[::NODE]`)."""
+    path = target.partition("::")[0].strip()
+    return path == EVALUATION_PREFIX or path.startswith(EVALUATION_PREFIX + "/")
+
+
+def _own_tests_for(ctx: ToolContext, own: list[str], target: str) -> list[str]:
+    """The Evaluator's own test files (or node ids) a target in its evaluation area names; every one for
+    `@evaluation`. The 1.5B model's Evaluator wrote `@evaluation/test_top_words.py` and ran run_pytest on
+    that very path, which named no workspace test file and was refused (held-out top-words)."""
+    path, sep, node = target.partition("::")
+    resolve_path(ctx, path)  # a role without the area is refused, as its file tools are
+    inside = str(PurePosixPath(path.strip()[len(EVALUATION_PREFIX) :].lstrip("/") or "."))
+    if inside == ".":
+        return own
+    chosen = [t for t in own if t == inside or t.startswith(inside.rstrip("/") + "/")]
+    if not chosen:
+        raise ValueError(
+            f"target {target!r} holds no test file of your evaluation area (no such test file): write it "
+            "with write_file first, or run run_pytest with target . to run every test"
+        )
+    return [chosen[0] + sep + node] if sep else chosen
+
+
 def _own_author(manifest: Manifest) -> str:
     """The evaluation area's tests belong to whoever wrote that area (only the Evaluator can)."""
     who = {f.author for f in manifest.files if f.area == "evaluation"}
@@ -213,7 +237,10 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
     manifest = manifest_of(ctx)
     shown = manifest.describe() + config_note(authored_config(manifest))
     own = manifest.tests("evaluation") if ctx.evaluation is not None else []
-    chosen = list(dict.fromkeys(t for where in wheres for t in _tests_for(manifest, where)))
+    theirs = [w for w in wheres if not _in_area(w)]
+    chosen = list(dict.fromkeys(t for where in theirs for t in _tests_for(manifest, where)))
+    if not theirs:  # only the Evaluator's own tests, as it named them
+        own = list(dict.fromkeys(t for where in wheres for t in _own_tests_for(ctx, own, where)))
     plans = plan_sessions(manifest, chosen, own, _own_author(manifest))
     facts: dict[str, Any] = {"target": " ".join(normalize_target(w) for w in wheres), "report": None}
     if not plans:
