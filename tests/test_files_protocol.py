@@ -120,12 +120,15 @@ def _shape(**extra: object) -> TurnShape:
 def test_the_grammar_takes_file_blocks_first_in_a_message_and_refuses_a_fence_line_inside_one() -> None:
     grammar = Grammar(turn_grammar(_shape(paths=("solution.py", "pkg/"))))
     assert grammar.accepts("solution.py\n```python\ndef f():\n\n\n    return 1\n```")
-    two = "pkg/a.py\n```\nx = 1\n```\npkg/b.py\n```\ny = 2\n```"
+    two = "pkg/a.py\n```python\nx = 1\n```\npkg/b.py\n```python\ny = 2\n```"
     assert not grammar.accepts(two)  # 4,096 characters: one whole file a message, never two cut ones
     assert Grammar(turn_grammar(_shape(paths=("solution.py", "pkg/"), max_chars=8192))).accepts(two)
-    assert not grammar.accepts("other.py\n```\nx\n```")  # not one of the plan's outputs
-    assert not grammar.accepts("solution.py\n```\n```\nx\n```")  # a fence line inside the content
-    assert not grammar.accepts("Here it is.\nsolution.py\n```\nx\n```")  # no prose before a block
+    assert not grammar.accepts("other.py\n```python\nx\n```")  # not one of the plan's outputs
+    assert not grammar.accepts("solution.py\n```python\n```\nx\n```")  # a fence line inside the content
+    assert not grammar.accepts("Here it is.\nsolution.py\n```python\nx\n```")  # no prose before a block
+    # A bare fence: the 1.5B model then wrote its language as the file's first line (held-out roman).
+    assert not grammar.accepts("solution.py\n```\npython\nx = 1\n```")
+    assert grammar.accepts("solution.py\n```py\nx = 1\n```")
     assert not grammar.accepts('<tool_calls>\n<invoke name="write_file">\n</invoke>\n</tool_calls>')
 
 

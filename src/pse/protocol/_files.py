@@ -211,7 +211,7 @@ def _fence_for(content: str) -> str:
 def file_block(path: str, content: str) -> str:
     """`content` as a file block of `path`: the path, then the content in a fence it cannot close."""
     fence = _fence_for(content)
-    language = _LANGUAGES.get(path.rsplit(".", 1)[-1].lower(), "") if "." in path else ""
+    language = _LANGUAGES.get(path.rsplit(".", 1)[-1].lower(), "text") if "." in path else "text"
     body = content if not content or content.endswith("\n") else content + "\n"
     return f"{path}\n{fence}{language}\n{body}{fence}"
 
@@ -303,7 +303,8 @@ def file_rules(
     Each file's content is at most `sizes.value` characters (unbounded: any text with no line that starts
     with a fence).
 
-    Each block starts on a line of its own (the prose before it ends with a line break: `_grammar`) and
+    The fence opens with an info word (the language, which the reader drops), never bare: offered a bare
+    fence, the 1.5B model wrote its language as the file's first line. Each block starts on a line of its own (the prose before it ends with a line break: `_grammar`) and
     what follows starts on the line after its closing fence
     (so the parser reads the path as a line and the fence as closed); a path has an extension (so the
     parser reads it as a path) and at most `2 * sizes.path + 10` characters; with `paths`, it is one of
@@ -318,7 +319,9 @@ def file_rules(
         f'file-block ::= file-path {literal(chr(10) + "```")} file-language "\\n" ( file-first file-body )? '
         f"{literal(chr(10) + '```')}",
         *_path_rules(sizes, paths),
-        "file-language ::= [a-z0-9+#-]{0,16}",
+        # An info word always: offered a bare fence, the 1.5B model wrote the language on the next line,
+        # inside the file (`python` as roman.py's first line, a NameError; held-out roman and its tests).
+        "file-language ::= [a-z0-9+#-]{1,16}",
         'file-first ::= [^`\\n] | "`" [^`\\n] | "``" [^`\\n]',
     ]
     for left in range(1, items):
