@@ -463,6 +463,18 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
         "they are: the code must change. Write it whole, doing what the task says; keep your tests."
     )
     assert to_write_again(run({**given, "outcome": "errors"}), plan, lambda paths: "") == ""
+    # The Specialist's test file could not be collected (heldout-14 account: told so, the model rewrote a
+    # right account.py four times and never test_account.py): that file is to write again, the code kept.
+    uncollected = {"test": "test_slug.py", "outcome": "errors", "author": "Specialist",
+                   "message": "collection failure: SyntaxError: unterminated string literal"}  # fmt: skip
+    assert to_write_again(run(uncollected), plan, lambda paths: "") == (
+        f"test_slug.py is {WRITE_AGAIN}: pytest could not collect test_slug.py, so its tests checked nothing. "
+        "Write it whole, doing what the task says."
+    )
+    both = to_write_again(run(uncollected, given), plan, lambda paths: "")
+    assert both.startswith(f"slug.py, test_slug.py are {WRITE_AGAIN}: the task's own tests failed on it")
+    theirs_uncollected = {**uncollected, "author": "Evaluator", "test": "@evaluation/test_e.py"}
+    assert to_write_again(run(theirs_uncollected), plan, lambda paths: "") == ""  # not the Specialist's
 
 
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:

@@ -152,42 +152,77 @@ def _last_run(calls: Sequence[ToolCallRecord]) -> Mapping[str, object]:
 def to_write_again(
     calls: Sequence[ToolCallRecord], plan: PlanRecord, said: Callable[[list[str]], str]
 ) -> str:
-    """The outputs a revise is to write again first, when the Evaluator's last run failed tests that
-    called them: a test the task gave (it stays as it is: only the code can change), or tests of both
-    authors (the Specialist's, and the Evaluator's own that failed on the work, not on their own code): two
-    independent checks fail on the same code, so the fault is most likely the code's. `said`: what the task
-    says of those outputs. "" otherwise.
+    """The outputs a revise is to write again first, by the Evaluator's last run: the code that failed
+    tests called, when those are a test the task gave (it stays as it is: only the code can change), or
+    tests of both authors (the Specialist's, and the Evaluator's own that failed on the work, not on their
+    own code): two independent checks fail on the same code, so the fault is most likely the code's; and
+    the Specialist's test files that pytest could not collect (they checked nothing). `said`: what the
+    task says of those outputs. "" otherwise.
 
     Why: told its test failed at `assert slugify("Hello, World!") == "hello-world"`, a line of the task's
     own words, the 1.5B model's revise rewrote its test file and left `slug.py` as it was, wrong
     (heldout-12); told the task's acceptance test failed on `quicksort.py`, it copied that test into its
-    own test file (code-delivery, CI). The words `WRITE_AGAIN` are what the next turn's shape reads: its first file block is
-    one of these outputs (`models._turn_shape`). The module is not shown: a model copies what it is shown."""
-    faulty = _faulty_files(calls)
-    failed = [t for t in _last_tests(calls) if t.get("outcome") == "failed" and not _faulty(t, faulty)]
-    authors = {t.get("author") for t in failed}
-    given = "task" in authors
-    if not given and not {Role.SPECIALIST, Role.EVALUATOR} <= authors:
-        return ""
-    called = _last_run(calls).get("exercised")
-    again = [path for path in plan.outputs if isinstance(called, dict) and path in called]
+    own test file (code-delivery, CI); told its `test_account.py` could not be collected, it rewrote a
+    right `account.py` four times and never the test file (heldout-14). The words `WRITE_AGAIN` are what
+    the next turn's shape reads: its first file block is one of these outputs (`models._turn_shape`). The
+    module is not shown: a model copies what it is shown."""
+    tests = _last_tests(calls)
+    code = _code_to_write_again(tests, _faulty_files(calls), _last_run(calls).get("exercised"), plan)
+    given = code is not None and code[1]
+    modules = code[0] if code is not None else []
+    broken = [p for p in plan.outputs if p in _uncollected(tests, Role.SPECIALIST) and p not in modules]
+    again = modules + broken
     if not again:
         return ""
-    one = len(again) == 1
-    it = "it" if one else "them"
-    why = (
-        f"the task's own tests failed on {it}, the code they call, and they stay as they are: the code must "
-        "change."
-        if given
-        else f"your tests and the Evaluator's own tests both failed on {it}, the code they call, so the "
-        "fault is most likely there, not in the tests."
-    )
+    one, it = len(again) == 1, "it" if len(again) == 1 else "them"
+    reasons = []
+    if modules:
+        them = "it" if len(modules) == 1 else "them"
+        reasons.append(
+            f"the task's own tests failed on {them}, the code they call, and they stay as they are: the code "
+            "must change."
+            if given
+            else f"your tests and the Evaluator's own tests both failed on {them}, the code they call, so "
+            "the fault is most likely there, not in the tests."
+        )
+    if broken:
+        reasons.append(
+            f"pytest could not collect {', '.join(broken)}, so "
+            f"{'its' if len(broken) == 1 else 'their'} tests checked nothing."
+        )
+    keep = "; keep your tests." if not broken else "."
     text = (
-        f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: {why} Write {'it' if one else 'each'} "
-        "whole, doing what the task says; keep your tests."
+        f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: {' '.join(reasons)} Write "
+        f"{'it' if one else 'each'} whole, doing what the task says{keep}"
     )
     quoted = said(again)
     return f"{text} What the task says of {it}: {quoted}" if quoted else text
+
+
+def _code_to_write_again(
+    tests: Sequence[dict[str, object]], faulty: set[str], called: object, plan: PlanRecord
+) -> tuple[list[str], bool] | None:
+    """(the outputs the failing tests called, whether a task test was among them), when a task test or
+    both authors' tests failed on the work; None otherwise."""
+    failed = [t for t in tests if t.get("outcome") == "failed" and not _faulty(t, faulty)]
+    authors = {t.get("author") for t in failed}
+    given = "task" in authors
+    if not given and not {Role.SPECIALIST, Role.EVALUATOR} <= authors:
+        return None
+    again = [path for path in plan.outputs if isinstance(called, dict) and path in called]
+    return (again, given) if again else None
+
+
+def _uncollected(tests: Sequence[dict[str, object]], author: str) -> set[str]:
+    """The test files of `author` that pytest could not collect (an `errors` record naming the file, with
+    no test in it)."""
+    return {
+        str(t.get("test"))
+        for t in tests
+        if t.get("author") == author
+        and t.get("outcome") in ("errors", "error")
+        and "::" not in str(t.get("test"))
+    }
 
 
 def _at(test: dict[str, object], read: Read | None) -> str:
