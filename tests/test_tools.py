@@ -101,6 +101,12 @@ def test_write_file(ws: Path) -> None:
         "ok", "wrote new/deep/a.py (9 bytes)", {"bytes": 9, "area": "workspace", "path": "new/deep/a.py"}
     )
     assert (ws / "new" / "deep" / "a.py").read_text() == "x = 'é'\n"
+    again = call("write_file", ctx, path="new/deep/a.py", content="x = 'é'\n")  # the same bytes again
+    assert (
+        again.output
+        == "wrote new/deep/a.py (9 bytes)\nnote: new/deep/a.py already held exactly these bytes: this write changed nothing"
+    )
+    assert "already held" not in call("write_file", ctx, path="new/deep/a.py", content="x = 1\n").output
     with pytest.raises(ValueError, match="needs a read-write grant"):
         call("write_file", context(ws), path="b.py", content="")
 

@@ -23,6 +23,8 @@ from pse.tools._ruff import safe_fixes
 __all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
 
 EVALUATION_PREFIX = "@evaluation"
+_SAME_CHECK_BYTES = 1 << 20
+"""Largest file a write compares with what it replaces (to say it changed nothing)."""
 """Paths under this prefix name the evaluation area, e.g. `@evaluation/test_acceptance.py`."""
 MAX_READ_BYTES = 4_000_000
 """read_file reads at most this much of a file; the executor then caps what the role sees."""
@@ -172,6 +174,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
             "own, written from the task's words: a copy of the workspace's tests proves only what their "
             "writer chose to check. Write tests of your own, with cases the task states"
         )
+    before = real.read_bytes() if real.is_file() and real.stat().st_size <= _SAME_CHECK_BYTES else None
     real.parent.mkdir(parents=True, exist_ok=True)
     data = _write(ctx, path, content)
     fixed: list[str] = []
@@ -191,6 +194,10 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
         )
     if fixed:
         hints.insert(0, f"ruff applied its safe fixes ({', '.join(fixed)}) to the file; read it to see it")
+    if before is not None and before == content.encode("utf-8"):
+        # In a revise told its module was to write again, the 1.5B model at temperature 0 wrote it byte
+        # for byte as the review had failed it, then reported (code-delivery, CI).
+        hints.insert(0, f"{rel} already held exactly these bytes: this write changed nothing")
     return ToolOutcome(
         "ok",
         "\n".join([f"wrote {_shown(area, root, real)} ({len(data)} bytes)", *(f"note: {h}" for h in hints)]),
