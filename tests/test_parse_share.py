@@ -147,4 +147,4 @@ async def test_an_evaluators_spec_conflict_is_a_turn_that_parsed(tmp_path: Path)
     trace = await _trace(
         tmp_path / "both", [("Planner", PLAN), ("Specialist", WRITE), report, ("Evaluator", both)]
     )
-    assert [t.kind for t in parse_turns(trace) if t.role == "Evaluator"][0] == "verdict"
+    assert next(t.kind for t in parse_turns(trace) if t.role == "Evaluator") == "verdict"

@@ -304,12 +304,12 @@ def file_rules(
     with a fence).
 
     The fence opens with an info word (the language, which the reader drops), never bare: offered a bare
-    fence, the 1.5B model wrote its language as the file's first line. Each block starts on a line of its own (the prose before it ends with a line break: `_grammar`) and
-    what follows starts on the line after its closing fence
-    (so the parser reads the path as a line and the fence as closed); a path has an extension (so the
-    parser reads it as a path) and at most `2 * sizes.path + 10` characters; with `paths`, it is one of
-    them (`_path_rules`). With `must_call` (and room for it), the message ends with the `<tool_calls>`
-    block: an Evaluator writes its tests and runs them in one turn.
+    fence, the 1.5B model wrote its language as the file's first line. Each block starts on a line of
+    its own (the prose before it ends with a line break: `_grammar`) and what follows starts on the line
+    after its closing fence (so the parser reads the path as a line and the fence as closed); a path has
+    an extension (so the parser reads it as a path) and at most `2 * sizes.path + 10` characters; with
+    `paths`, it is one of them (`_path_rules`). With `must_call` (and room for it), the message ends with
+    the `<tool_calls>` block: an Evaluator writes its tests and runs them in one turn.
     """
     must_call = must_call and then_calls and sizes.invokes > 1
     items = sizes.invokes
