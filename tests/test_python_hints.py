@@ -221,6 +221,13 @@ def test_the_evaluators_tests_import_from_the_workspace(tmp_path: Path) -> None:
     )
     assert outcome.facts["names_bound"] == ["from account import Account"]
     assert (area / "test_mine.py").read_text().startswith("from account import Account\n")
+    # A copy of the workspace's class in its own test file (held-out slugify's Evaluator did so): told.
+    copy = "class Account:\n    balance = 0\n\n\ndef test_a():\n    assert Account().balance == 0\n"
+    copied = write_file(ctx, "@evaluation/test_copy.py", copy)
+    assert copied.facts["hints"] == [
+        "test_copy.py defines Account, as account.py does: its tests run this copy, not account.py. Delete "
+        "the copy and import it: from account import Account"
+    ]
 
 
 def test_a_misspelt_name_is_renamed_to_the_one_close_name_the_file_binds(tmp_path: Path) -> None:

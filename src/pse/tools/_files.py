@@ -187,7 +187,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
         content, added = missing_imports(real, rel, content, None if area == "workspace" else ctx.workspace)
         if added:
             data = _write(ctx, path, content)
-    hints = python_hints(real, rel, content)
+    hints = python_hints(real, rel, content, None if area == "workspace" else ctx.workspace)
     if added:
         hints.insert(
             0, f"PSE bound the names it read and never bound ({'; '.join(added)}); read it to see it"

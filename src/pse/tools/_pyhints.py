@@ -332,18 +332,20 @@ def _module_names(path: Path) -> set[str]:
             return set()
 
 
-def python_hints(real: Path, rel: str, content: str) -> list[str]:
-    """Hints on the Python file just written at `real` (workspace path `rel`) with `content`.
+def python_hints(real: Path, rel: str, content: str, modules: Path | None = None) -> list[str]:
+    """Hints on the Python file just written at `real` (workspace path `rel`) with `content`; `modules`:
+    the folder of the modules its code imports (the workspace, for a file of the evaluation area; by
+    default the file's own folder).
 
     Never raises: a hint is PSE's analysis of a role's file, and a failure of that analysis is a note
     to the role (the checks judge the file as it is), never a failure of the run."""
     try:
-        return _hints(real, rel, content)
+        return _hints(real, rel, content, modules if modules is not None else real.parent)
     except Exception as exc:  # any analysis error: a note, not an ERROR (issue 45)
         return [f"PSE could not analyse {rel} ({type(exc).__name__}); the checks judge it as it is"]
 
 
-def _hints(real: Path, rel: str, content: str) -> list[str]:
+def _hints(real: Path, rel: str, content: str, modules: Path) -> list[str]:
     if not rel.endswith(".py"):
         return []
     tree = _parsed(rel, content)
@@ -351,13 +353,15 @@ def _hints(real: Path, rel: str, content: str) -> list[str]:
         return [f"{tree}; write it again"]
     stubs = _stubs(rel, tree)
     hints = [f"{stubs}; write its code"] if stubs is not None else []
-    unbound = _unbound_problem(rel, tree, content, real.parent)
+    unbound = _unbound_problem(rel, tree, content, modules)
     if unbound is not None:
         hints.append(unbound)
     if not is_test_file(PurePosixPath(rel).name):
         return hints
     mine = _top_level_names(tree)
-    for module, defined in _siblings(real.parent, real.name).items():
+    # A test file that defines what a module beside it does tests its own copy, evidence of nothing
+    # delivered: both of held-out slugify's test files did (heldout-15), the Evaluator's in its area.
+    for module, defined in _siblings(modules, real.name if modules == real.parent else "").items():
         if copied := sorted(mine & defined):
             hints.append(
                 f"{rel} defines {', '.join(copied)}, as {module}.py does: its tests run this copy, not "
