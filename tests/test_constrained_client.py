@@ -553,7 +553,7 @@ def test_a_specialist_told_an_output_is_not_written_yet_writes_it_next() -> None
 
 
 def test_a_specialist_told_an_output_is_to_write_again_writes_it_first() -> None:
-    """A revise brief that names outputs to write again (`engine._step_buffer.to_write_again`): the
+    """A revise brief that names outputs to write again (`engine._last_run.to_write_again`): the
     Specialist's next turn writes one of those first; a role's or a tool's same words change nothing."""
     from pse.roles import WRITE_AGAIN
 

@@ -419,7 +419,8 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
     1.5B model's revise rewrote the test and left slug.py wrong. When the Specialist's tests and the
     Evaluator's own tests both failed on the code they call, the brief says that code is to write again,
     with what the task says of it, and nothing of what the Evaluator's tests expect."""
-    from pse.engine._step_buffer import revise_packet, to_write_again
+    from pse.engine._last_run import to_write_again
+    from pse.engine._step_buffer import revise_packet
     from pse.roles import WRITE_AGAIN
 
     plan = PlanRecord(goal="g", outputs=["slug.py", "test_slug.py"])

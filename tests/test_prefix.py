@@ -52,13 +52,13 @@ def test_a_run_books_the_figures_per_role_and_cycle_and_pse_stats_gives_the_shar
     assert {r: c for r, (c, _) in by_role.items()} == {
         r: t["prompt"] for r, t in trace["tokens"]["by_role"].items()
     }
-    assert by_role == {"Planner": (1618, 0), "Specialist": (11625, 8194), "Evaluator": (15007, 9580)}
+    assert by_role == {"Planner": (1618, 0), "Specialist": (12037, 8400), "Evaluator": (15007, 9580)}
     per_cycle = [{r: t["prefix_reusable"] for r, t in c["tokens"].items()} for c in trace["cycles"]]
     assert per_cycle == [
         {"Planner": 0, "Specialist": 3040, "Evaluator": 3858},
-        {"Specialist": 5154, "Evaluator": 5722},
+        {"Specialist": 5360, "Evaluator": 5722},
     ]
-    assert compute_stats(tmp_path).reusable_prefix_share == round((8194 + 9580) / (1618 + 11625 + 15007), 4)
+    assert compute_stats(tmp_path).reusable_prefix_share == round((8400 + 9580) / (1618 + 12037 + 15007), 4)
 
 
 def test_a_revise_cycle_opens_with_what_the_first_cycle_sent_then_its_step_buffer(

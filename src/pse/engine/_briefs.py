@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pse.engine._decide import answered, kept_steps
 from pse.engine._graph import StepSpec, task_criteria
+from pse.engine._last_run import to_write_again
 from pse.engine._said import quoted_for, to_write
 from pse.engine._step_buffer import (
     artifact_list,
@@ -23,7 +24,6 @@ from pse.engine._step_buffer import (
     left_behind,
     replan_packet,
     revise_packet,
-    to_write_again,
 )
 from pse.engine._workspace import Workspace
 from pse.events import PlanRecord, StepAttemptRecord
