@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pse.events import PlanRecord, ToolCallRecord
 from pse.roles import WRITE_AGAIN, Role
-from pse.tools import Tool
+from pse.tools import COLLECTION_FAILURE, Tool
 
 __all__ = ["faulty_files", "is_faulty", "last_run", "last_run_fact", "last_tests", "to_write_again"]
 
@@ -113,12 +113,10 @@ def _code_to_write_again(
 
 
 def _uncollected(tests: Sequence[dict[str, object]], author: str) -> set[str]:
-    """The test files of `author` that pytest could not collect (an `errors` record naming the file, with
-    no test in it)."""
+    """The test files of `author` that pytest could not collect: the run's record says so in the words
+    the step_buffer reads too (`COLLECTION_FAILURE`)."""
     return {
-        str(t.get("test"))
+        str(t.get("test")).partition("::")[0]
         for t in tests
-        if t.get("author") == author
-        and t.get("outcome") in ("errors", "error")
-        and "::" not in str(t.get("test"))
+        if t.get("author") == author and str(t.get("message", "")).startswith(f"{COLLECTION_FAILURE}:")
     }
