@@ -105,11 +105,14 @@ def test_shown_back_as_file_blocks_and_read_again_the_same() -> None:
     assert "<tool_calls>" not in shown and files_as_calls(shown) == calls
 
 
-def test_a_withheld_write_is_shown_as_a_line_never_as_a_block_to_copy() -> None:
+def test_a_withheld_write_is_not_shown_neither_as_a_block_nor_as_a_line_to_copy() -> None:
     calls = files_as_calls("solution.py\n```python\ndef f(:\n```")
     withheld = calls.replace("def f(:\n", WITHHELD)
+    assert calls_as_files(withheld, withheld=WITHHELD) == ""  # nothing a model can start a message with
+    text = "Fixed.\n\nsolution.py\n```python\ndef f(:\n```\n\nnotes.md\n```text\n# N\n```\n"
+    withheld = files_as_calls(text).replace("def f(:\n", WITHHELD)
     shown = calls_as_files(withheld, withheld=WITHHELD)
-    assert "```" not in shown and WITHHELD not in shown and "solution.py" in shown
+    assert shown == "Fixed.\n\nnotes.md\n```markdown\n# N\n```"  # the prose and the other write stay
 
 
 def _shape(**extra: object) -> TurnShape:

@@ -4,7 +4,7 @@
 AssistantAgent of a role          its own turns and the ToolAgent's answers, in DSML
    │
 FencedWritesClient   request:  the role's own earlier turns: each `write_file` invoke shown as a file
-   │                           block (`protocol.calls_as_files`); a write PSE withholds, as a line
+   │                           block (`protocol.calls_as_files`); a write PSE withholds, not at all
    │                 response: each file block → a `<tool_calls>` block of one `write_file` invoke
    │                           (`protocol.files_as_calls`), in place
 provider client (constrained: its grammar allows file blocks for this role)

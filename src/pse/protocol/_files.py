@@ -218,19 +218,25 @@ def file_block(path: str, content: str) -> str:
 
 def calls_as_files(text: str, *, withheld: str | None = None) -> str:
     """`text` with each `write_file` invoke of its `<tool_calls>` blocks shown as a file block, in order;
-    other invokes stay DSML (consecutive ones in one block). A write whose content is `withheld` (PSE hid
-    a broken file from its author) is shown as a line saying so, never as a block: a small model copies
-    what it is shown. Text whose blocks do not parse is returned as it is."""
+    other invokes stay DSML (consecutive ones in one block). Text whose blocks do not parse is returned
+    as it is.
+
+    A write whose content is `withheld` (PSE hid a broken file from its author) is not shown at all: the
+    answer to it names the path and says why. A small model copies what it is shown: a line standing in
+    for the write ("what you wrote is not shown here") opened 5 of the 1.5B model's later messages in 3
+    held-out runs, once as "Please provide the content of test_csvmean.py so that I can help you fix it"
+    (heldout-15); a block, its broken bytes. A message of nothing but such a write is shown empty."""
     blocks = request_blocks(text)
     if not blocks:
         return text
     out, pos = [], 0
     for start, end, invokes in blocks:
         out.append(text[pos:start])
-        out.append(_as_files(invokes, withheld))
-        pos = end
+        shown = _as_files(invokes, withheld)
+        out.append(shown)
+        pos = end if shown else len(text) - len(text[end:].lstrip())  # nothing shown: nor the gap after
     out.append(text[pos:])
-    return "".join(out)
+    return "".join(out) if withheld is None or withheld not in text else "".join(out).strip()
 
 
 def _as_files(invokes: Sequence[tuple[str, list[tuple[str, str]], str | None]], withheld: str | None) -> str:
@@ -248,9 +254,7 @@ def _as_files(invokes: Sequence[tuple[str, list[tuple[str, str]], str | None]], 
             parts.append(render_tool_calls(pending))
             pending = []
         path, content = arguments["path"], arguments["content"]
-        if withheld is not None and content == withheld:
-            parts.append(f"({path}: what you wrote is not shown here; the answer to it says why.)")
-        else:
+        if withheld is None or content != withheld:
             parts.append(file_block(path, content))
     if pending:
         parts.append(render_tool_calls(pending))

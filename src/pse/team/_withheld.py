@@ -4,8 +4,9 @@ was not code to run, or a write the ToolAgent refused.
 A small model shown its own broken file copies it: asked to write the file again, Qwen2.5-Coder-1.5B
 wrote the same stray `]` on every turn of a cycle (issue 29's run 11), told the error, the line, or both.
 Given the same turn with that write's content withheld, it wrote the file anew, and it parsed. So a
-role's model sees, in place of such a content, a short placeholder, and the ToolAgent's note (path,
-error, line) stays as it was: what to fix without the text to copy.
+role's model sees, in place of such a content, a short placeholder (`WITHHELD`; a file-block role sees
+no block at all, `FencedWritesClient`), and the ToolAgent's note (path, error, line) stays as it was:
+what to fix without the text to copy.
 
 A write the ToolAgent refused (its result is not `ok`: nothing was written) is withheld the same way.
 At temperature 0 the 1.5B model's Evaluator wrote the same test file seven times in one cycle, each
