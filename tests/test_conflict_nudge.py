@@ -137,3 +137,18 @@ async def test_a_conflict_quoting_what_crossed_from_the_last_cycle_is_asked_once
     [asked] = [r.error for r in trace.cycles[1].repairs]
     assert asked.startswith("Your SPEC_CONFLICT quotes a specification the task message does not hold.")
     assert trace.cycles[1].blocked is None and trace.cycles[1].verdict is not None
+
+
+async def test_a_block_the_records_refute_is_asked_once_even_after_the_repairs_are_used(
+    tmp_path: Path,
+) -> None:
+    """Held-out csv-mean (heldout-15): asked for its outputs until the repairs were used, the 1.5B model's
+    Specialist blocked with "Why does pd need to be imported?" under CONFLICTING_CRITERIA, and the run
+    ended for a person. A block is asked about once a phase past the count; asked, the role acts."""
+    vague = '<blocked reason_code="CONFLICTING_CRITERIA">Why does pd need to be imported?</blocked>'
+    specialist = [REPORT, vague, WRITE, REPORT]  # a report owing a.py (the one repair), then the block
+    turns = [("Planner", PLAN), *[("Specialist", s) for s in specialist], ("Evaluator", VERDICT)]
+    summary, trace, _ = await run_task(TASK, turns=turns, runs_dir=tmp_path)
+    asked = [r.error for r in trace.cycles[0].repairs]
+    assert len(asked) == 2 and asked[-1].startswith("You blocked on conflicting criteria")
+    assert summary.outcome == "PASSED" and trace.cycles[0].blocked is None

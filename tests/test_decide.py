@@ -325,10 +325,28 @@ def test_a_block_on_missing_data_while_outputs_are_unwritten_is_asked_once_then_
     assert isinstance(nxt, AskAgain) and nxt.request.startswith(
         "You blocked on missing data, but quicksort.py"
     )
-    assert decide(run(State.RUNNING, plan=PLAN), dataclasses.replace(early, asked=1)) == EndCycle(
+    assert decide(run(State.RUNNING, plan=PLAN), dataclasses.replace(early, asked=1, asked_block=True)) == EndCycle(
         "BLOCKED", "Specialist blocked: MISSING_DATA", Move(State.BLOCKED, "Specialist blocked: MISSING_DATA"),
         blocked=blocked,
     )  # fmt: skip
+
+
+def test_a_block_the_records_refute_is_asked_about_once_even_after_the_repairs_are_used() -> None:
+    """Held-out csv-mean (heldout-15): the 1.5B model's Specialist, asked twice for its test file (the
+    repairs of its phase used), blocked under CONFLICTING_CRITERIA with "Why does pd need to be
+    imported?", and the run ended for a person with a right module never reviewed. A block ends the
+    cycle where a repair costs a turn: it is asked about once a phase, outside PSE_FORMAT_RETRIES."""
+    vague = BlockedRecord(
+        role=S, reason_code="CONFLICTING_CRITERIA", detail="Why does pd need to be imported?"
+    )
+    used = dataclasses.replace(said(S, blocked=vague), asked=RULES.limits.format_retries)
+    nxt = decide(run(State.RUNNING, plan=PLAN), used)
+    assert isinstance(nxt, AskAgain) and nxt.request.startswith("You blocked on conflicting criteria")
+    asked = dataclasses.replace(used, asked=used.asked + 1, asked_block=True)
+    assert decide(run(State.RUNNING, plan=PLAN), asked).blocked == vague  # type: ignore[union-attr]
+    # only a block question goes past the count: a report owing an output does not
+    owing = dataclasses.replace(said(S), seen=Seen(missing=("quicksort.py",)), asked=used.asked)
+    assert isinstance(decide(run(State.RUNNING, plan=PLAN), owing), RunPhase)
 
 
 def test_a_conflict_between_criteria_that_names_no_two_criteria_is_asked_once() -> None:
@@ -343,7 +361,7 @@ def test_a_conflict_between_criteria_that_names_no_two_criteria_is_asked_once() 
         "End with your report when every output is written. Block again only with the two that contradict "
         "each other, by id, and why."
     )
-    again = dataclasses.replace(said(S, blocked=vague), asked=1)
+    again = dataclasses.replace(said(S, blocked=vague), asked=1, asked_block=True)
     assert decide(run(State.RUNNING, plan=PLAN), again).blocked == vague  # type: ignore[union-attr]
     shown = vague.model_copy(update={"detail": "AC1 wants it sorted in place, AC2 a new list"})
     assert decide(run(State.RUNNING, plan=PLAN), said(S, blocked=shown)).blocked == shown  # type: ignore[union-attr]
@@ -366,7 +384,7 @@ def test_a_block_on_a_permission_no_call_was_denied_is_asked_once() -> None:
         "BLOCKED", "Specialist blocked: MISSING_PERMISSION",
         Move(State.BLOCKED, "Specialist blocked: MISSING_PERMISSION"), blocked=blocked,
     )  # fmt: skip
-    again = dataclasses.replace(said(S, blocked=blocked), asked=1)
+    again = dataclasses.replace(said(S, blocked=blocked), asked=1, asked_block=True)
     assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read]), again) == ended
     denied = read.model_copy(update={"decision": "denied", "status": "denied"})
     assert decide(run(State.RUNNING, plan=PLAN, tool_calls=[read, denied]), said(S, blocked=blocked)) == ended

@@ -117,7 +117,8 @@ class Settings(BaseSettings):
         le=5,
         description="Times a role is asked again, per cycle, when its turn lacks the element it owes "
         "(or, for the Evaluator, when its PASS comes before a required check: not run, or stale since a "
-        "write; or when its FAIL gives a reason about the work, such as TESTS_FAILING, not the plan).",
+        "write; or when its FAIL gives a reason about the work, such as TESTS_FAILING, not the plan). A "
+        "<blocked> its own records refute is asked about once a phase even past this count.",
     )
     model_context_tokens: int | None = Field(
         None, gt=0, description="Context window of the models, tokens (None: not checked before a call)."

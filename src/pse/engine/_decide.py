@@ -50,7 +50,7 @@ from pse.engine._values import (
     repair_request,
 )
 from pse.events import BlockedRecord, GateRecord, VerdictRecord
-from pse.roles import CrewSpec, CycleKind, PhaseSpec, role_spec
+from pse.roles import BLOCK_ASKED, CrewSpec, CycleKind, PhaseSpec, role_spec
 from pse.trace import CycleRecord, Trace
 
 __all__ = [
@@ -225,7 +225,9 @@ def _after_phase(run: RunState, r: PhaseResult) -> Next:
         if graph is not None:
             problem = f"plan: {graph}"
     early = _nudged(run, r) if problem is None else None
-    if (wrong := problem or early) is not None and r.asked < rules.limits.format_retries:
+    if (wrong := problem or early) is not None and (
+        r.asked < rules.limits.format_retries or _block_owed(r, early)
+    ):
         return AskAgain(r.role, repair_request(r.role, problem) if problem is not None else wrong, wrong)
     if final.blocked is not None:
         why = f"{final.blocked.role} blocked: {final.blocked.reason_code}"
@@ -262,6 +264,15 @@ def _after_phase(run: RunState, r: PhaseResult) -> Next:
             return RunSteps((*moves, *_entering(state, [("RUNNING", f"{count} step(s) to run")])), plan)
         return RunPhase(following.role, (*moves, *_entering(state, following.enters)), plan=plan)
     return _judged(run, r, tuple(moves), None)
+
+
+def _block_owed(r: PhaseResult, question: str | None) -> bool:
+    """Whether `r`'s `<blocked>` is asked about though the phase's repairs are used: once a phase, as a
+    block the records refute ends the cycle (often the run, for a person) where a repair only costs a
+    turn. Held-out csv-mean's Specialist, asked twice for its test file, blocked under
+    CONFLICTING_CRITERIA with "Why does pd need to be imported?" and its right module was never
+    reviewed (heldout-15)."""
+    return r.final.blocked is not None and not r.asked_block and (question or "").startswith(BLOCK_ASKED)
 
 
 def _judged(run: RunState, r: PhaseResult, moves: tuple[Move, ...], error: str | None) -> EndCycle:

@@ -25,7 +25,7 @@ from pse.engine._crew import RunControl
 from pse.engine._values import CycleStop, Final, PhaseResult, Seen, read_final
 from pse.events import FormatRepair, FormatRepairEvent, MessageEvent, MessageRecord
 from pse.exceptions import RunCancelled, RunFailure
-from pse.roles import TASK_SOURCE, TOOL_AGENT
+from pse.roles import BLOCK_ASKED, TASK_SOURCE, TOOL_AGENT
 from pse.team import ContextFactory, FailureBox, Phase, RoleSetup
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord
@@ -87,7 +87,7 @@ class PhaseRun:
     ) -> None:
         self.seat, self.opening, self.record, self.control, self.box = seat, opening, record, run, box
         self.look, self.questions = look, questions
-        self.asked = 0
+        self.asked, self.asked_block = 0, False
         self._messages = self._calls = 0
 
     async def run(self) -> PhaseResult:
@@ -104,7 +104,13 @@ class PhaseRun:
             c for c in record.tool_calls[self._calls :] if c.requester == seat.role and c.step == seat.step
         )
         result = PhaseResult(
-            seat.role, said, calls=calls, asked=self.asked, step=seat.step, attempt=seat.attempt
+            seat.role,
+            said,
+            calls=calls,
+            asked=self.asked,
+            asked_block=self.asked_block,
+            step=seat.step,
+            attempt=seat.attempt,
         )
         if stop is not None or box.failure is not None:
             failed = f"{type(box.failure).__name__}: {box.failure}" if box.failure is not None else None
@@ -114,9 +120,10 @@ class PhaseRun:
 
     def ask(self, request: str, error: str) -> None:
         """Open the phase again: the role sees its phase as its model saw it, then `request` (a repair,
-        counted against PSE_FORMAT_RETRIES, and filed as one)."""
+        counted against PSE_FORMAT_RETRIES, and filed as one; a question about a block is marked)."""
         seat, record = self.seat, self.record
         self.asked += 1
+        self.asked_block = self.asked_block or request.startswith(BLOCK_ASKED)
         fix = FormatRepair(role=seat.role, error=error, attempt=self.asked)
         record.repairs.append(fix)
         self.control.events.emit(

@@ -103,6 +103,7 @@ class PhaseResult:
             tool machinery), None when the role ended it.
         failed: the model's infrastructure failure (`Type: message`) that cut it short, if one did.
         asked: how many times this phase was asked again already (format repairs and nudges).
+        asked_block: whether one of those was a question about the role's `<blocked>` (`BLOCK_ASKED`).
         seen: what PSE saw as it ended.
         step: the step of a steps plan it belongs to (None: the cycle's own phase).
         attempt: the step's attempt (1 for the first).
@@ -115,6 +116,7 @@ class PhaseResult:
     stopped: CycleStop | None = None
     failed: str | None = None
     asked: int = 0
+    asked_block: bool = False
     seen: Seen = Seen()
     step: str | None = None
     attempt: int = 0
