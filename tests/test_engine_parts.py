@@ -476,6 +476,26 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
     assert both.startswith(f"slug.py, test_slug.py are {WRITE_AGAIN}: the task's own tests failed on it")
     theirs_uncollected = {**uncollected, "author": "Evaluator", "test": "@evaluation/test_e.py"}
     assert to_write_again(run(theirs_uncollected), plan, lambda paths: "") == ""  # not the Specialist's
+    # Its tests failed where the Evaluator's own tests of the same code passed (heldout-15 account: its
+    # test set a read-only property, and the revise rewrote the right account.py): its tests are to write.
+    passed = {**theirs, "outcome": "passed", "message": ""}
+    assert to_write_again(run(mine, passed), plan, lambda paths: "") == (
+        f"test_slug.py is {WRITE_AGAIN}: your tests in test_slug.py failed on slug.py, where the Evaluator's "
+        "own tests of the same code passed, so the fault is most likely in your tests, not in the code. "
+        "Write it whole, doing what the task says; keep slug.py."
+    )
+    for disagree in (
+        run(mine),  # no test of the Evaluator's ran
+        run(mine, passed, {**given, "outcome": "errors"}),  # a test the task gave did not pass
+        run(mine, {**passed, "test": "@evaluation/test_mine.py::t"},  # the Evaluator's only test is faulty
+            own_faults=[{"file": "@evaluation/test_mine.py", "fault": "it calls run_pytest, a tool"}]),
+        [_call("run_pytest", exit_code=1, facts={"tests": [mine, passed], "exercised": {}})],  # no code called
+    ):  # fmt: skip
+        assert to_write_again(disagree, plan, lambda paths: "") == "", disagree
+    # one of the Evaluator's failed too: both authors' tests fail on the code, which is to write again
+    assert to_write_again(run(mine, passed, theirs), plan, lambda paths: "").startswith(
+        f"slug.py is {WRITE_AGAIN}"
+    )
 
 
 def test_a_test_module_that_cannot_be_imported_says_why_and_where(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """What the Evaluator's last `run_pytest` of a cycle found, as the ToolAgent recorded it (its facts, its
 tests, the files of its own tests that failed on their own code), and what a revise writes first because
 of it (`to_write_again`): the code tests of the task or of both authors failed on, a test file that did not
-collect. Read by the step_buffer's list of failing tests and by the revise brief.
+collect or failed alone. Read by the step_buffer's list of failing tests and by the revise brief.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def to_write_again(
     """The outputs a revise is to write again first, by the Evaluator's last run: the code that failed
     tests called, when those are a test the task gave (it stays as it is: only the code can change), or
     tests of both authors (the Specialist's, and the Evaluator's own that failed on the work, not on their
-    own code): two independent checks fail on the same code, so the fault is most likely the code's; and
-    the Specialist's test files that pytest could not collect (they checked nothing). `said`: what the
-    task says of those outputs. "" otherwise.
+    own code): two independent checks fail on the same code, so the fault is most likely the code's; the
+    Specialist's test files that pytest could not collect (they checked nothing); and, where no code is,
+    the Specialist's test files that failed where every other test ran passed (`_tests_at_fault`).
+    `said`: what the task says of those outputs. "" otherwise.
 
     Why: told its test failed at `assert slugify("Hello, World!") == "hello-world"`, a line of the task's
     own words, the 1.5B model's revise rewrote its test file and left `slug.py` as it was, wrong
@@ -66,11 +67,15 @@ def to_write_again(
     the next turn's shape reads: its first file block is one of these outputs (`models._turn_shape`). The
     module is not shown: a model copies what it is shown."""
     tests = last_tests(calls)
-    code = _code_to_write_again(tests, faulty_files(calls), last_run(calls).get("exercised"), plan)
+    faulty, called = faulty_files(calls), last_run(calls).get("exercised")
+    code = _code_to_write_again(tests, faulty, called, plan)
     given = code is not None and code[1]
     modules = code[0] if code is not None else []
     broken = [p for p in plan.outputs if p in _uncollected(tests, Role.SPECIALIST) and p not in modules]
-    again = modules + broken
+    wrong = (
+        [p for p in _tests_at_fault(tests, faulty, called, plan) if p not in broken] if code is None else []
+    )
+    again = modules + broken + wrong
     if not again:
         return ""
     one, it = len(again) == 1, "it" if len(again) == 1 else "them"
@@ -89,13 +94,50 @@ def to_write_again(
             f"pytest could not collect {', '.join(broken)}, so "
             f"{'its' if len(broken) == 1 else 'their'} tests checked nothing."
         )
-    keep = "; keep your tests." if not broken else "."
+    code_called = [p for p in plan.outputs if isinstance(called, dict) and p in called and p not in again]
+    if wrong:
+        reasons.append(
+            f"your tests in {', '.join(wrong)} failed on {', '.join(code_called)}, where the Evaluator's own "
+            "tests of the same code passed, so the fault is most likely in your tests, not in the code."
+        )
+    keep = (
+        f"; keep {', '.join(code_called)}."
+        if wrong and code_called
+        else "; keep your tests."
+        if not broken
+        else "."
+    )
     text = (
         f"{', '.join(again)} {'is' if one else 'are'} {WRITE_AGAIN}: {' '.join(reasons)} Write "
         f"{'it' if one else 'each'} whole, doing what the task says{keep}"
     )
     quoted = said(again)
     return f"{text} What the task says of {it}: {quoted}" if quoted else text
+
+
+def _tests_at_fault(
+    tests: Sequence[dict[str, object]], faulty: set[str], called: object, plan: PlanRecord
+) -> list[str]:
+    """The Specialist's test files (outputs of `plan`) whose tests failed where every other test ran
+    passed: the Evaluator's own (at least one, none failing on its own code) and the task's, on code of
+    the plan's outputs they called. Two checks disagree, and the independent one holds: held-out account's
+    `test_account.py` set `balance`, a read-only property, and the 1.5B model's revise rewrote the right
+    `account.py` it failed on (heldout-15; merge-intervals and roman the same: the Specialist's expected
+    values were wrong)."""
+    if not isinstance(called, dict) or not any(p in called for p in plan.outputs):
+        return []
+    counted = [t for t in tests if not is_faulty(t, faulty)]
+    others = [t for t in counted if t.get("author") != Role.SPECIALIST]
+    if not any(t.get("author") == Role.EVALUATOR and t.get("outcome") == "passed" for t in others):
+        return []
+    if any(t.get("outcome") != "passed" for t in others):
+        return []
+    files = {
+        str(t.get("test")).partition("::")[0]
+        for t in counted
+        if t.get("author") == Role.SPECIALIST and t.get("outcome") == "failed"
+    }
+    return [p for p in plan.outputs if p in files]
 
 
 def _code_to_write_again(
