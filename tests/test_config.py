@@ -203,6 +203,7 @@ def test_a_small_model_named_by_the_readme_variables_alone_names_its_temperature
     monkeypatch.setenv("PSE_MODEL", "qwen2.5-coder-1.5b")
     small = load_settings()
     assert (small.model_temperature, small.model_max_tokens, small.format_retries) == (0.8, 4096, 2)
+    assert small.max_criterion_failures == 3  # the first cycle and its two revisions
     assert load_settings(model_temperature=0).model_temperature == 0  # what the user sets wins, 0 too
     monkeypatch.setenv("PSE_MODEL_TEMPERATURE", "0.3")
     assert load_settings().model_temperature == 0.3

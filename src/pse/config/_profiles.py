@@ -15,7 +15,8 @@ configured as the user says (`PSE_WRITE_FORMAT=fenced`, `PSE_MODEL_MAX_TOKENS`, 
   (issue 44); a turn that ends
   (a token limit, and a grammar sized at one character a token, so a model looping on digits is closed
   by it), a call timeout that fits a model writing ten tokens a second on a CPU, the repairs a small
-  model's one-time nudges use, tool output a short window can hold, and a context window of 16,384
+  model's one-time nudges use, as many failures of one criterion as a plan has cycles (its checks change
+  sides between cycles), tool output a short window can hold, and a context window of 16,384
   tokens (the packaged server's `n_ctx`; set `PSE_MODEL_CONTEXT_TOKENS` to your server's), so a phase
   that outgrows it is compacted instead of refused by the server. Without them the 1.5B model's first
   call of a run never returned, twice in a row (no token limit; issue 44).
@@ -46,6 +47,7 @@ SMALL_MODEL_DEFAULTS: dict[str, object] = {
     "constrain_chars_per_token": 1,
     "model_timeout_s": 600.0,
     "format_retries": 2,
+    "max_criterion_failures": 3,
     "tool_output_limit": 4000,
     "model_context_tokens": 16384,
 }

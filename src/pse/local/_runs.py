@@ -53,6 +53,11 @@ QWEN_RUN: Mapping[str, object] = MappingProxyType(
         "turns_per_cycle": 20,
         "max_partial_retries": 2,
         "max_fail_retries": 1,
+        # As many failures of one criterion as a plan has cycles (the first and its two revisions): a
+        # small model's checks change sides between cycles. On held-out account and merge-intervals
+        # (heldout-15) both authors' tests failed on the module in cycle 1, only the Specialist's own in
+        # cycle 2, and a cap of 2 ended the run before the revision that would rewrite that test file.
+        "max_criterion_failures": 3,
         # Each one-time nudge is a repair: at 1, a Specialist nudged for an early report could not be
         # told that the test file it then wrote does not parse, and the review ran on it (run 9).
         "format_retries": 2,
