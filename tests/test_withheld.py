@@ -224,3 +224,22 @@ async def test_a_file_a_role_writes_under_an_inputs_name_does_not_replace_the_in
     # written, and (no check admitted it) moved out of what the run delivers when it ended
     assert write.status == "ok" and "Return 0." in (prepared.run_dir / "left-out" / "PROBLEM").read_text()
     assert (read.status, read.output, read.facts["input"]) == ("ok", problem, "PROBLEM")
+
+
+def test_a_write_is_withheld_by_the_name_the_tool_agent_gives_its_file(tmp_path: Path) -> None:
+    """heldout-15 roman: the Evaluator wrote `@evaluation/test_roman.py` that did not parse and was shown
+    it again, since the note names the file within its area (`test_roman.py`): it wrote the same 1,474
+    bytes five times. The note is the write tool's own, for a path spelled either way."""
+    area = tmp_path / "evaluation"
+    area.mkdir()
+    sandbox = Sandbox(tmp_path, SandboxLimits(timeout_s=30), "fallback")
+    ctx = ToolContext(tmp_path, sandbox, True, evaluation=area, evaluation_writable=True)
+    write = builtin_tools().get("write_file")
+    assert write is not None
+    for path in ("@evaluation/test_quicksort.py", "@evaluation//test_quicksort.py", "./test_quicksort.py"):
+        outcome = write.function(ctx, path=path, content=BROKEN)
+        said = _said(
+            WRITE.replace('<parameter name="path">test_quicksort.py', f'<parameter name="path">{path}')
+        )
+        view = withhold_broken_writes([said, _results(("write_file", outcome.output))])
+        assert read_invokes(str(view[0].content)) == [("write_file", [("path", path), ("content", WITHHELD)])]

@@ -21,13 +21,14 @@ is not `ok`, or says its path does not parse as Python or reads a name nothing i
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
 
 from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
-from pse.tools import NOT_BOUND, NOT_PYTHON, WITHHELD, Tool
+from pse.tools import EVALUATION_PREFIX, NOT_BOUND, NOT_PYTHON, WITHHELD, Tool
 
 __all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
 
@@ -69,8 +70,13 @@ def _not_code(path: str, note: str) -> bool:
     """Whether the ToolAgent's result for the write of `path` says the file is not code to run: it does
     not parse, or it reads a name nothing in it binds (what PSE could bind, it bound at the write). The
     1.5B model wrote `roman.py` as `obj['python_code']` and, told the name was never bound, wrote the
-    same 19 bytes twice more (heldout-9)."""
-    return f"{path} {NOT_PYTHON}" in note or (f"{path} uses " in note and NOT_BOUND in note)
+    same 19 bytes twice more (heldout-9).
+
+    The note names the file within its area (`test_x.py` for `@evaluation/test_x.py`, `x.py` for
+    `./x.py`): read by that name, or the Evaluator is shown its own test file that did not parse and
+    writes it again, byte for byte (held-out roman: the same 1,474 bytes five times, heldout-15)."""
+    rel = posixpath.normpath(path.strip().removeprefix(EVALUATION_PREFIX).lstrip("/"))
+    return f"{rel} {NOT_PYTHON}" in note or (f"{rel} uses " in note and NOT_BOUND in note)
 
 
 def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
