@@ -153,7 +153,7 @@ def test_names_bound_anywhere_or_by_python_are_not_unbound(tmp_path: Path) -> No
 def test_the_imports_a_file_lacks_are_added_where_one_reading_is_certain(tmp_path: Path) -> None:
     """Told of the missing import, the 1.5B model wrote the same file again (held-out csv-mean's `csv`,
     test files without the module they test): an import with one reading needs no model."""
-    from pse.tools._pyhints import missing_imports
+    from pse.tools._bind import missing_imports
 
     _write(tmp_path, "account.py", ACCOUNT)
     tests = '"""Tests."""\nfrom __future__ import annotations\n\n\ndef test_a():\n    with pytest.raises(ValueError):\n        Account().f(csv)\n'
@@ -233,7 +233,7 @@ def test_the_evaluators_tests_import_from_the_workspace(tmp_path: Path) -> None:
 def test_a_misspelt_name_is_renamed_to_the_one_close_name_the_file_binds(tmp_path: Path) -> None:
     """HumanEval-5: the 1.5B model wrote `delimiter` for its parameter `delimeter`, and wrote the same
     file again after every note; Python's NameError says "Did you mean: 'delimeter'?"."""
-    from pse.tools._pyhints import missing_imports
+    from pse.tools._bind import missing_imports
 
     typo = (
         "def intersperse(numbers, delimeter):\n    result = []  # delimiter goes between\n"
@@ -245,3 +245,35 @@ def test_a_misspelt_name_is_renamed_to_the_one_close_name_the_file_binds(tmp_pat
     assert missing_imports(tmp_path / "s.py", "s.py", "é = 'ü'; x = [é, délimiter]\nlimiter = 1\n")[0] == (
         "é = 'ü'; x = [é, limiter]\nlimiter = 1\n"
     )
+
+
+def test_an_import_from_a_module_nothing_provides_is_read_from_the_one_that_defines_it(
+    tmp_path: Path,
+) -> None:
+    """heldout-15 top-words: the Evaluator's `from top_words import top_words`, where `words.py` defines
+    `top_words`, failed collection in each of three cycles. Nothing provides `top_words`, one module
+    defines every name it imports: the import reads from that module. Where a module of that name
+    exists, two modules define the names, or one defines only some, the file is left as it is."""
+    from pse.tools._files import write_file
+    from sandbox_support import evaluation_context
+
+    words = "def top_words(text, n):\n    return []\n\n\ndef count(text):\n    return 0\n"
+    test = "from top_words import top_words\n\n\ndef test_a():\n    assert top_words('', 1) == []\n"
+    ctx, _, area = evaluation_context(tmp_path, {"words.py": words})
+    outcome = write_file(ctx, "@evaluation/test_top.py", test)
+    assert (area / "test_top.py").read_text() == test.replace("from top_words", "from words")
+    assert outcome.facts["names_bound"] == ["no module top_words: from words import top_words"]
+    for name, content in (
+        ("test_b.py", test.replace("import top_words", "import top_words, shout")),  # words.py lacks shout
+        ("test_c.py", test.replace("top_words import", "json import").replace("top_words(", "loads(")),
+        ("test_d.py", test.replace("top_words import top_words", "top_words import *")),
+    ):
+        assert "names_bound" not in write_file(ctx, f"@evaluation/{name}", content).facts
+        assert (area / name).read_text() == content
+    for where, files in (
+        ("two", {"words.py": words, "text.py": words}),
+        ("own", {"words.py": words, "top_words.py": "X = 1\n"}),
+    ):
+        (tmp_path / where).mkdir()
+        ctx, _, _ = evaluation_context(tmp_path / where, files)  # two define it; a module of that name exists
+        assert "names_bound" not in write_file(ctx, "@evaluation/test_top.py", test).facts

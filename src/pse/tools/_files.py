@@ -13,10 +13,11 @@ from pathlib import Path, PurePosixPath
 
 from pse.exceptions import SandboxViolation
 from pse.sandbox import resolve_in_workspace
+from pse.tools._bind import missing_imports
 from pse.tools._evidence import is_test_file, test_side
 from pse.tools._own_tests import borrowed_tests
 from pse.tools._protected import check_config_reason
-from pse.tools._pyhints import WITHHELD, missing_imports, python_hints
+from pse.tools._pyhints import WITHHELD, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 from pse.tools._ruff import safe_fixes
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-import difflib
 import os
 import re
 import stat
-import sys
 import threading
 from pathlib import Path, PurePosixPath
 
@@ -27,10 +25,12 @@ __all__ = [
     "NOT_BOUND",
     "NOT_PYTHON",
     "WITHHELD",
-    "missing_imports",
+    "constant_of",
     "parse_python",
     "python_hints",
     "python_problem",
+    "scan_names",
+    "sibling_modules",
     "syntax_problem",
     "unbound_names",
 ]
@@ -94,7 +94,7 @@ def syntax_problem(rel: str, source: str | bytes) -> str | None:
     return parsed if isinstance(parsed, str) else None
 
 
-def _constant(statement: ast.stmt) -> object:
+def constant_of(statement: ast.stmt) -> object:
     """The value of a statement that is a bare constant (a docstring, `...`); None otherwise."""
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
         return statement.value.value
@@ -104,8 +104,8 @@ def _constant(statement: ast.stmt) -> object:
 def _docstring_only(body: list[ast.stmt]) -> bool:
     """A function body that is its docstring and nothing else (or with `pass` / `...` after it)."""
     first, rest = body[0], body[1:]
-    return isinstance(_constant(first), str) and all(
-        isinstance(s, ast.Pass) or _constant(s) is ... for s in rest
+    return isinstance(constant_of(first), str) and all(
+        isinstance(s, ast.Pass) or constant_of(s) is ... for s in rest
     )
 
 
@@ -148,11 +148,11 @@ def _waived(line: str) -> bool:
 
 
 def unbound_names(tree: ast.Module, source: str | bytes = "") -> list[str]:
-    """The names `tree` reads that nothing in the file binds (`_scan`)."""
-    return _scan(tree, source)[0]
+    """The names `tree` reads that nothing in the file binds (`scan_names`)."""
+    return scan_names(tree, source)[0]
 
 
-def _scan(tree: ast.Module, source: str | bytes = "") -> tuple[list[str], set[str]]:
+def scan_names(tree: ast.Module, source: str | bytes = "") -> tuple[list[str], set[str]]:
     """The names `tree` reads that nothing in the file binds, anywhere, and that are no builtin, in order of
     first use; and the names the file binds. A file that imports `*` binds names no parser can see, and
     reads none unbound.
@@ -205,98 +205,10 @@ def _unbound_problem(rel: str, tree: ast.Module, source: str | bytes, beside: Pa
         return said
     imports = [
         f"from {stem} import {', '.join(found)}"
-        for stem, defined in _siblings(beside, PurePosixPath(rel).name).items()
+        for stem, defined in sibling_modules(beside, PurePosixPath(rel).name).items()
         if (found := [name for name in names if name in defined])
     ]
     return f"{said}: {'; '.join(imports)}" if imports else said
-
-
-_ACTS_WHEN_IMPORTED = frozenset({"this", "antigravity"})
-_IMPORTABLE = frozenset(
-    name for name in sys.stdlib_module_names if not name.startswith("_") and name not in _ACTS_WHEN_IMPORTED
-) | {"pytest"}
-"""Names a missing `import NAME` may bind: the standard library's public modules (none that acts when
-imported), and pytest, which runs every test."""
-_LEADING_COMMENT = ("#",)
-
-
-def missing_imports(real: Path, rel: str, content: str, beside: Path | None = None) -> tuple[str, list[str]]:
-    """`content`, the Python file `rel` just written at `real`, with the names it reads and never binds
-    bound where one reading is certain, and what was done, one line each (none: `content` as it was).
-
-    A name the file reads and nothing in it binds (`_scan`) gets:
-
-    * an import, from a module of `beside` (its own folder by default; the workspace for the
-      Evaluator's tests in its own area), not a test module, that alone defines it at top level
-      (`from account import Account`), else of the standard library's module, or pytest, of that name
-      (`import csv`); the imports go after the docstring and `__future__` imports;
-    * else the one name the file binds that is close to it (`difflib`, ratio 0.8), as Python's own
-      `NameError` suggests: `delimiter → delimeter` renames each read of it.
-
-    Nothing else changes: every changed line raised `NameError` before. Why: told of the missing name at
-    its write and before its report, the 1.5B model wrote the same file again, every time (held-out
-    csv-mean's `csv`, account's and csv-mean's test files without the module they test, HumanEval-5's
-    `delimiter`); a repair with one reading needs no model, as ruff's safe fixes need none."""
-    try:
-        tree = parse_python(content)
-    except (SyntaxError, ValueError):
-        return content, []
-    names, bound = _scan(tree, content)
-    if not names:
-        return content, []
-    defined = _siblings(beside or real.parent, real.name)
-    modules: dict[str, list[str]] = {}
-    plain: list[str] = []
-    renames: dict[str, str] = {}
-    for name in names:
-        owners = [stem for stem, found in defined.items() if name in found]
-        close = difflib.get_close_matches(name, sorted(bound), n=2, cutoff=0.8)
-        if len(owners) == 1:
-            modules.setdefault(owners[0], []).append(name)
-        elif not owners and name in _IMPORTABLE:
-            plain.append(f"import {name}")
-        elif not owners and len(close) == 1:
-            renames[name] = close[0]
-    lines = [*plain, *(f"from {stem} import {', '.join(found)}" for stem, found in modules.items())]
-    if not lines and not renames:
-        return content, []
-    source = _renamed(content, tree, renames).splitlines(keepends=True)
-    after = 0
-    for index, node in enumerate(tree.body):
-        docstring = index == 0 and isinstance(_constant(node), str)
-        if not (docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
-            break
-        after = node.end_lineno or node.lineno
-    if after == 0:
-        while after < len(source) and source[after].startswith(_LEADING_COMMENT):
-            after += 1  # a shebang, an encoding line, a comment at the top stay first
-    head = "".join(source[:after])
-    if head and not head.endswith("\n"):
-        head += "\n"
-    fixed = head + "".join(f"{line}\n" for line in lines) + "".join(source[after:])
-    try:
-        parse_python(fixed)
-    except (SyntaxError, ValueError):
-        return content, []
-    return fixed, [*lines, *(f"{old} → {new}" for old, new in renames.items())]
-
-
-def _renamed(content: str, tree: ast.Module, renames: dict[str, str]) -> str:
-    """`content` with each read of a name of `renames` replaced, by its position (a string or a comment
-    that holds the name is left alone)."""
-    if not renames:
-        return content
-    lines = content.splitlines(keepends=True)
-    reads = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in renames
-    ]
-    for node in sorted(reads, key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        raw = lines[node.lineno - 1].encode("utf-8")  # ast's columns count UTF-8 bytes
-        start, end = node.col_offset, node.end_col_offset or node.col_offset + len(node.id.encode("utf-8"))
-        lines[node.lineno - 1] = (raw[:start] + renames[node.id].encode("utf-8") + raw[end:]).decode("utf-8")
-    return "".join(lines)
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -304,7 +216,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, kinds)}
 
 
-def _siblings(folder: Path, own: str) -> dict[str, set[str]]:
+def sibling_modules(folder: Path, own: str) -> dict[str, set[str]]:
     """The modules of `folder` a Python file named `own` there may import from, by name, each with the
     functions and classes it defines at top level: not `own` itself, no test module, only a module whose
     name is an identifier (one an `import` statement can name)."""
@@ -361,7 +273,7 @@ def _hints(real: Path, rel: str, content: str, modules: Path) -> list[str]:
     mine = _top_level_names(tree)
     # A test file that defines what a module beside it does tests its own copy, evidence of nothing
     # delivered: both of held-out slugify's test files did (heldout-15), the Evaluator's in its area.
-    for module, defined in _siblings(modules, real.name if modules == real.parent else "").items():
+    for module, defined in sibling_modules(modules, real.name if modules == real.parent else "").items():
         if copied := sorted(mine & defined):
             hints.append(
                 f"{rel} defines {', '.join(copied)}, as {module}.py does: its tests run this copy, not "

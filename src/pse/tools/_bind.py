@@ -1,0 +1,150 @@
+"""Binding what a Python file reads and nothing provides, where one reading is certain: the import of
+a module beside it, or of the standard library, that defines the name; the one close name the file binds;
+the module an import names that nothing provides, read from the one module beside it that defines what
+it imports (`missing_imports`). A repair with one reading needs no model, as ruff's safe fixes need none;
+`pse.tools._pyhints` says what has none.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+from pse.tools._pyhints import constant_of, parse_python, scan_names, sibling_modules
+
+__all__ = ["missing_imports"]
+
+_ACTS_WHEN_IMPORTED = frozenset({"this", "antigravity"})
+_IMPORTABLE = frozenset(
+    name for name in sys.stdlib_module_names if not name.startswith("_") and name not in _ACTS_WHEN_IMPORTED
+) | {"pytest"}
+"""Names a missing `import NAME` may bind: the standard library's public modules (none that acts when
+imported), and pytest, which runs every test."""
+_LEADING_COMMENT = ("#",)
+
+
+def missing_imports(real: Path, rel: str, content: str, beside: Path | None = None) -> tuple[str, list[str]]:
+    """`content`, the Python file `rel` just written at `real`, with the names it reads and never binds
+    bound where one reading is certain, and what was done, one line each (none: `content` as it was).
+
+    A name the file reads and nothing in it binds (`scan_names`) gets:
+
+    * an import, from a module of `beside` (its own folder by default; the workspace for the
+      Evaluator's tests in its own area), not a test module, that alone defines it at top level
+      (`from account import Account`), else of the standard library's module, or pytest, of that name
+      (`import csv`); the imports go after the docstring and `__future__` imports;
+    * else the one name the file binds that is close to it (`difflib`, ratio 0.8), as Python's own
+      `NameError` suggests: `delimiter → delimeter` renames each read of it.
+
+    An import from a module nothing provides (no file or folder of `beside`, nothing Python can find)
+    of names one module of `beside` alone defines is read from that module (`_moved_imports`).
+
+    Nothing else changes: every changed line raised `NameError` (or `ModuleNotFoundError`) before. Why:
+    told of the missing name at its write and before its report, the 1.5B model wrote the same file
+    again, every time (held-out csv-mean's `csv`, account's and csv-mean's test files without the module
+    they test, HumanEval-5's `delimiter`); a repair with one reading needs no model, as ruff's safe fixes
+    need none."""
+    try:
+        tree = parse_python(content)
+    except (SyntaxError, ValueError):
+        return content, []
+    defined = sibling_modules(beside or real.parent, real.name)
+    content, moved = _moved_imports(content, tree, defined, beside or real.parent)
+    if moved:
+        tree = parse_python(content)
+    names, bound = scan_names(tree, content)
+    if not names:
+        return content, moved
+    modules: dict[str, list[str]] = {}
+    plain: list[str] = []
+    renames: dict[str, str] = {}
+    for name in names:
+        owners = [stem for stem, found in defined.items() if name in found]
+        close = difflib.get_close_matches(name, sorted(bound), n=2, cutoff=0.8)
+        if len(owners) == 1:
+            modules.setdefault(owners[0], []).append(name)
+        elif not owners and name in _IMPORTABLE:
+            plain.append(f"import {name}")
+        elif not owners and len(close) == 1:
+            renames[name] = close[0]
+    lines = [*plain, *(f"from {stem} import {', '.join(found)}" for stem, found in modules.items())]
+    if not lines and not renames:
+        return content, moved
+    source = _renamed(content, tree, renames).splitlines(keepends=True)
+    after = 0
+    for index, node in enumerate(tree.body):
+        docstring = index == 0 and isinstance(constant_of(node), str)
+        if not (docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
+            break
+        after = node.end_lineno or node.lineno
+    if after == 0:
+        while after < len(source) and source[after].startswith(_LEADING_COMMENT):
+            after += 1  # a shebang, an encoding line, a comment at the top stay first
+    head = "".join(source[:after])
+    if head and not head.endswith("\n"):
+        head += "\n"
+    fixed = head + "".join(f"{line}\n" for line in lines) + "".join(source[after:])
+    try:
+        parse_python(fixed)
+    except (SyntaxError, ValueError):
+        return content, moved
+    return fixed, [*moved, *lines, *(f"{old} → {new}" for old, new in renames.items())]
+
+
+def _moved_imports(
+    content: str, tree: ast.Module, defined: dict[str, set[str]], folder: Path
+) -> tuple[str, list[str]]:
+    """`content` with each `from MODULE import names` of a module nothing provides (`_provided`) read from
+    the one module of `folder` that defines every one of those names, and what was done. The 1.5B
+    model's Evaluator wrote `from top_words import top_words` for a `top_words` that `words.py` defines,
+    and its test file failed collection in each of three cycles (held-out top-words, heldout-15)."""
+    lines = content.splitlines(keepends=True)
+    moved: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module or "." in node.module:
+            continue
+        wanted = {alias.name for alias in node.names}
+        if "*" in wanted or _provided(node.module, folder):
+            continue
+        owners = [stem for stem, found in defined.items() if wanted <= found]
+        if len(owners) != 1:
+            continue
+        line = lines[node.lineno - 1]
+        new, count = re.subn(rf"^(\s*from\s+){re.escape(node.module)}\b", rf"\g<1>{owners[0]}", line)
+        if count:
+            lines[node.lineno - 1] = new
+            moved.append(f"no module {node.module}: from {owners[0]} import {', '.join(sorted(wanted))}")
+    return "".join(lines), moved
+
+
+def _provided(module: str, folder: Path) -> bool:
+    """Whether an import of `module` (a top-level name) finds something: a file or folder of `folder`
+    by that name, the standard library, or what this Python can find."""
+    if (folder / f"{module}.py").exists() or (folder / module).exists() or module in sys.stdlib_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return True  # not certain: left alone
+
+
+def _renamed(content: str, tree: ast.Module, renames: dict[str, str]) -> str:
+    """`content` with each read of a name of `renames` replaced, by its position (a string or a comment
+    that holds the name is left alone)."""
+    if not renames:
+        return content
+    lines = content.splitlines(keepends=True)
+    reads = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in renames
+    ]
+    for node in sorted(reads, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        raw = lines[node.lineno - 1].encode("utf-8")  # ast's columns count UTF-8 bytes
+        start, end = node.col_offset, node.end_col_offset or node.col_offset + len(node.id.encode("utf-8"))
+        lines[node.lineno - 1] = (raw[:start] + renames[node.id].encode("utf-8") + raw[end:]).decode("utf-8")
+    return "".join(lines)
