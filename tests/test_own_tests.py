@@ -184,6 +184,63 @@ def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passe
     assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)
 
 
+def test_an_own_test_file_that_does_not_parse_is_left_out_and_right_work_passes(
+    tmp_path: Path, mode: str
+) -> None:
+    """Held-out roman (heldout-16): the Evaluator's test file that did not parse in cycle 2 stayed in its
+    area, failed cycle 3's run too, and the 1.5B model wrote its next tests under a new name. A file that
+    does not parse tests nothing: the run leaves it out and says so (`own_faults`), and the Evaluator's
+    other file, which passes, is the independent evidence the gate needs."""
+    checks = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
+    turns = [
+        {"role": "Planner", "content": PLAN},
+        {"role": "Specialist", "content": render_tool_calls(
+            [("write_file", {"path": "quicksort.py", "content": FIXED}),
+             ("write_file", {"path": "test_quicksort.py", "content": TESTS})])},
+        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
+        {"role": "Evaluator", "content": render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_broken.py", "content": "def test_a(:\n"}),
+             ("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *checks])},
+        {"role": "Evaluator", "content": EVALUATOR_PASS},
+    ]  # fmt: skip
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    run = next(c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest")
+    fault = "@evaluation/test_broken.py does not parse as Python: invalid syntax (line 1: def test_a(:)"
+    assert run["facts"]["own_faults"] == [{"file": "@evaluation/test_broken.py", "fault": fault}]
+    assert f"[left out of this run: {fault}: a test file that does not parse tests nothing" in run["output"]
+    assert {t["test"].partition("::")[0] for t in run["facts"]["tests"]} == {
+        "test_quicksort.py",
+        "@evaluation/test_mine.py",
+    }
+    assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)
+
+
+def test_own_tests_none_of_which_parse_are_no_evidence(tmp_path: Path, mode: str) -> None:
+    """Left out, a file that does not parse is no test of the Evaluator's either: with only such files,
+    the Evaluator's run has no session of its own, and the `independent_tests` gate cannot pass."""
+    import os
+
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext, builtin_tools
+    from pse.tools._files import write_file
+
+    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
+    workspace.mkdir()
+    area.mkdir()
+    (workspace / "quicksort.py").write_text(FIXED)
+    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
+    ws = Path(os.path.realpath(workspace))
+    ctx = ToolContext(ws, box, evaluation=Path(os.path.realpath(area)), evaluation_writable=True)
+    write_file(ctx, "@evaluation/test_broken.py", "def test_a(:\n")
+    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
+    out = run_pytest(ctx, target=".")
+    assert out.status == "error" and out.facts["passed"] == 0
+    assert [f["file"] for f in out.facts["own_faults"]] == ["@evaluation/test_broken.py"]
+    assert "nothing ran" in out.output
+
+
 def test_the_evaluation_area_takes_tests_not_a_copy_of_a_module(tmp_path: Path) -> None:
     """heldout-8 top-words: the 1.5B model's Evaluator wrote the Specialist's `words.py` into its area as
     `@evaluation/words.py`, ran pytest and said PASS on no test of its own. A module in the evaluation
