@@ -152,3 +152,30 @@ async def test_a_block_the_records_refute_is_asked_once_even_after_the_repairs_a
     asked = [r.error for r in trace.cycles[0].repairs]
     assert len(asked) == 2 and asked[-1].startswith("You blocked on conflicting criteria")
     assert summary.outcome == "PASSED" and trace.cycles[0].blocked is None
+
+
+async def test_a_revise_that_writes_its_failed_module_byte_for_byte_is_asked_to_change_it(
+    tmp_path: Path,
+) -> None:
+    """code-delivery in CI, at temperature 0: told `quicksort.py` was to write again (the task's tests
+    failed on it), the 1.5B model wrote it byte for byte as it was, reported, and the next review failed
+    the same test on the same bytes. The report is asked about once: the file is still what the review
+    failed; written changed, the work is reviewed and passes."""
+    wrong = WRITE.replace('HI = "hi"', 'def hi():\n    return "hello"')
+    right = WRITE.replace('HI = "hi"', 'def hi():\n    return "hi"')
+    given = "from a import hi\n\n\ndef test_hi():\n    assert hi() == 'hi'\n"
+    partial = VERDICT.replace('"PASS"', '"PARTIAL"').replace("ALL_MET", "TESTS_FAILING")
+    partial = partial.replace('met="true">it does', 'met="false">test_hi fails')
+    turns = [("Planner", PLAN), ("Specialist", wrong), ("Specialist", REPORT), ("Evaluator", RUN_PYTEST),
+             ("Evaluator", partial),  # cycle 2, a revise
+             ("Specialist", wrong), ("Specialist", REPORT), ("Specialist", right), ("Specialist", REPORT),
+             ("Evaluator", RUN_PYTEST), ("Evaluator", VERDICT)]  # fmt: skip
+    summary, trace, _ = await run_task(
+        TASK, turns=turns, workspace_files={"test_given.py": given}, runs_dir=tmp_path
+    )
+    assert [c.kind for c in trace.cycles] == ["initial", "revise"]
+    [asked] = [r.error for r in trace.cycles[1].repairs]
+    assert asked.startswith(
+        "a.py is still the very bytes the review failed: no write of this cycle changed it"
+    )
+    assert summary.outcome == "PASSED"

@@ -464,6 +464,11 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
         "they are: the code must change. Write it whole, doing what the task says; keep your tests."
     )
     assert to_write_again(run({**given, "outcome": "errors"}), plan, lambda paths: "") == ""
+    untouched = {
+        "slug.py": {"imported": False, "calls": 0, "proven": False}
+    }  # a task test that never calls it
+    assert to_write_again([_call("run_pytest", exit_code=1, facts={"tests": [given], "exercised": untouched})],
+                          plan, lambda paths: "") == ""  # fmt: skip
     # The Specialist's test file could not be collected (heldout-14 account: told so, the model rewrote a
     # right account.py four times and never test_account.py): that file is to write again, the code kept.
     uncollected = {"test": "test_slug.py", "outcome": "errors", "author": "Specialist",
@@ -490,6 +495,8 @@ def test_a_module_both_authors_tests_fail_on_is_the_first_to_write_again() -> No
         run(mine, {**passed, "test": "@evaluation/test_mine.py::t"},  # the Evaluator's only test is faulty
             own_faults=[{"file": "@evaluation/test_mine.py", "fault": "it calls run_pytest, a tool"}]),
         [_call("run_pytest", exit_code=1, facts={"tests": [mine, passed], "exercised": {}})],  # no code called
+        [_call("run_pytest", exit_code=1, facts={"tests": [mine, passed],  # listed, never reached
+                                                 "exercised": {"slug.py": {"imported": False, "calls": 0}}})],
     ):  # fmt: skip
         assert to_write_again(disagree, plan, lambda paths: "") == "", disagree
     # one of the Evaluator's failed too: both authors' tests fail on the code, which is to write again

@@ -89,7 +89,14 @@ Note = Literal["to_write", "outputs"]
 """What PSE adds to a role's opening: `to_write`, the plan's outputs it is to write (and what the task
 says of the first); `outputs`, what the plan's outputs hold as its phase starts (read by PSE)."""
 Nudge = Literal[
-    "unparsed", "unwritten", "blocked_early", "pass_early", "own_faults", "contradicted", "fail_for_work"
+    "unparsed",
+    "unwritten",
+    "unchanged",
+    "blocked_early",
+    "pass_early",
+    "own_faults",
+    "contradicted",
+    "fail_for_work",
 ]
 """A premature final a role is asked about once (`engine._nudges`); a `<blocked>` whose SPEC_CONFLICT is
 unfounded is asked about for every role."""
@@ -150,7 +157,7 @@ ROLE_SPECS: Mapping[str, RoleSpec] = {
             '<blocked reason_code="…">why</blocked> if the plan cannot be carried out)',
             finals=("report", "blocked", "conflict"),
             notes=("to_write",),
-            nudges=("unparsed", "unwritten", "blocked_early"),
+            nudges=("unparsed", "unwritten", "unchanged", "blocked_early"),
         ),
         RoleSpec(
             name=Role.EVALUATOR,

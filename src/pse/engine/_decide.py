@@ -308,6 +308,7 @@ def _nudged(run: RunState, r: PhaseResult) -> str | None:
         conflicts=run.rules.conflicts,
         told=(run.rules.told.get(r.role, ""), run.packet),
         packet=run.packet,
+        before=run.trace.cycles[-2].tool_calls if run.kind == "revise" and len(run.trace.cycles) > 1 else (),
     )
 
 

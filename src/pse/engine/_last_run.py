@@ -12,7 +12,15 @@ from pse.events import PlanRecord, ToolCallRecord
 from pse.roles import WRITE_AGAIN, Role
 from pse.tools import COLLECTION_FAILURE, Tool
 
-__all__ = ["faulty_files", "is_faulty", "last_run", "last_run_fact", "last_tests", "to_write_again"]
+__all__ = [
+    "faulty_files",
+    "is_faulty",
+    "last_run",
+    "last_run_fact",
+    "last_tests",
+    "outputs_to_write_again",
+    "to_write_again",
+]
 
 
 def faulty_files(calls: Sequence[ToolCallRecord]) -> set[str]:
@@ -66,15 +74,8 @@ def to_write_again(
     right `account.py` four times and never the test file (heldout-14). The words `WRITE_AGAIN` are what
     the next turn's shape reads: its first file block is one of these outputs (`models._turn_shape`). The
     module is not shown: a model copies what it is shown."""
-    tests = last_tests(calls)
-    faulty, called = faulty_files(calls), last_run(calls).get("exercised")
-    code = _code_to_write_again(tests, faulty, called, plan)
-    given = code is not None and code[1]
-    modules = code[0] if code is not None else []
-    broken = [p for p in plan.outputs if p in _uncollected(tests, Role.SPECIALIST) and p not in modules]
-    wrong = (
-        [p for p in _tests_at_fault(tests, faulty, called, plan) if p not in broken] if code is None else []
-    )
+    modules, broken, wrong, given = _again(calls, plan)
+    called = last_run(calls).get("exercised")
     again = modules + broken + wrong
     if not again:
         return ""
@@ -94,7 +95,7 @@ def to_write_again(
             f"pytest could not collect {', '.join(broken)}, so "
             f"{'its' if len(broken) == 1 else 'their'} tests checked nothing."
         )
-    code_called = [p for p in plan.outputs if isinstance(called, dict) and p in called and p not in again]
+    code_called = [p for p in plan.outputs if reached(called, p) and p not in again]
     if wrong:
         reasons.append(
             f"your tests in {', '.join(wrong)} failed on {', '.join(code_called)}, where the Evaluator's own "
@@ -124,7 +125,7 @@ def _tests_at_fault(
     `test_account.py` set `balance`, a read-only property, and the 1.5B model's revise rewrote the right
     `account.py` it failed on (heldout-15; merge-intervals and roman the same: the Specialist's expected
     values were wrong)."""
-    if not isinstance(called, dict) or not any(p in called for p in plan.outputs):
+    if not any(reached(called, p) for p in plan.outputs):
         return []
     counted = [t for t in tests if not is_faulty(t, faulty)]
     others = [t for t in counted if t.get("author") != Role.SPECIALIST]
@@ -140,6 +141,26 @@ def _tests_at_fault(
     return [p for p in plan.outputs if p in files]
 
 
+def outputs_to_write_again(calls: Sequence[ToolCallRecord], plan: PlanRecord) -> list[str]:
+    """The outputs `to_write_again` names, in its order."""
+    modules, broken, wrong, _ = _again(calls, plan)
+    return modules + broken + wrong
+
+
+def _again(calls: Sequence[ToolCallRecord], plan: PlanRecord) -> tuple[list[str], list[str], list[str], bool]:
+    """(the code to write again, the Specialist's test files that did not collect, those at fault, whether
+    a test the task gave failed on the code)."""
+    tests = last_tests(calls)
+    faulty, called = faulty_files(calls), last_run(calls).get("exercised")
+    code = _code_to_write_again(tests, faulty, called, plan)
+    modules = code[0] if code is not None else []
+    broken = [p for p in plan.outputs if p in _uncollected(tests, Role.SPECIALIST) and p not in modules]
+    wrong = (
+        [p for p in _tests_at_fault(tests, faulty, called, plan) if p not in broken] if code is None else []
+    )
+    return modules, broken, wrong, code is not None and code[1]
+
+
 def _code_to_write_again(
     tests: Sequence[dict[str, object]], faulty: set[str], called: object, plan: PlanRecord
 ) -> tuple[list[str], bool] | None:
@@ -150,8 +171,18 @@ def _code_to_write_again(
     given = "task" in authors
     if not given and not {Role.SPECIALIST, Role.EVALUATOR} <= authors:
         return None
-    again = [path for path in plan.outputs if isinstance(called, dict) and path in called]
+    again = [path for path in plan.outputs if reached(called, path)]
     return (again, given) if again else None
+
+
+def reached(exercised: object, path: str) -> bool:
+    """Whether the run's tests reached the module `path` (its `exercised` record: imported, or called
+    into). A declared module is listed whether or not a test touched it."""
+    record = exercised.get(path) if isinstance(exercised, dict) else None
+    if not isinstance(record, dict):
+        return False
+    calls = record.get("calls")
+    return record.get("imported") is True or (isinstance(calls, int) and calls > 0)
 
 
 def _uncollected(tests: Sequence[dict[str, object]], author: str) -> set[str]:

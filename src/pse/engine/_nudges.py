@@ -16,12 +16,13 @@ import re
 from collections.abc import Sequence
 
 from pse.engine._escalation import quotes_task
+from pse.engine._last_run import outputs_to_write_again
 from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import BLOCK_ASKED, NOT_WRITTEN, role_spec
-from pse.tools import Tool
+from pse.tools import UNCHANGED, Tool
 
 __all__ = [
     "FIXABLE",
@@ -31,6 +32,7 @@ __all__ = [
     "nudge",
     "own_faults",
     "pass_early",
+    "unchanged",
     "unfounded_conflict",
     "unparsed",
     "unwritten",
@@ -63,6 +65,32 @@ def unparsed(found: Sequence[str], plan: PlanRecord | None) -> str | None:
         return None
     again = "it" if len(found) == 1 else "each"
     return "; ".join(found) + f". Write {again} again with write_file before you report."
+
+
+def unchanged(again: Sequence[str], own: Sequence[ToolCallRecord]) -> str | None:
+    """Why a revise's report is asked about once: an output its brief named to write again
+    (`outputs_to_write_again`) is still the very bytes the review failed, since no write of it in this
+    cycle changed it (each said `UNCHANGED`) or none was made. At temperature 0 the 1.5B model wrote
+    code-delivery's `quicksort.py` byte for byte as the task's tests had failed it, then reported (CI), and
+    the next review failed the same test on the same bytes."""
+    writes = [c for c in own if c.tool == Tool.WRITE_FILE and c.status == "ok"]
+    same = [
+        path
+        for path in again
+        if all(
+            any(UNCHANGED in str(line) for line in c.facts.get("hints") or [])
+            for c in writes
+            if c.facts.get("path") == path
+        )
+    ]
+    if not same:
+        return None
+    one, it = len(same) == 1, "it" if len(same) == 1 else "them"
+    return (
+        f"{', '.join(same)} {'is' if one else 'are'} still the very bytes the review failed: no write of "
+        f"this cycle changed {it}, and the tests that failed on {it} fail again. Write "
+        f"{'it' if one else 'each'} again, changed to do what the task says, before you report."
+    )
 
 
 def blocked_early(
@@ -301,6 +329,7 @@ def nudge(
     conflicts: bool,
     told: Sequence[str],
     packet: str,
+    before: Sequence[ToolCallRecord] = (),
 ) -> str | None:
     """What `result`'s final sent too early, by its role's `RoleSpec.nudges` (a report's, first the outputs
     that are not code, then those unwritten; a verdict's, the first that holds), or why its `<blocked>`
@@ -313,6 +342,7 @@ def nudge(
         conflicts: the task gave tests (a SPEC_CONFLICT may stand).
         told: what the role was told, the most specific first (its system message, the task message).
         packet: the cycle's task message (a SPEC_CONFLICT quotes its sentence).
+        before: a revise's last cycle's tool records (what its brief named to write again).
     """
     spec, final, seen = role_spec(result.role), result.final, result.seen
     wants = spec.nudges
@@ -320,6 +350,7 @@ def nudge(
     said = [
         unparsed(seen.broken, plan) if "unparsed" in wants else None,
         unwritten(seen.missing, plan, told) if "unwritten" in wants else None,
+        unchanged(outputs_to_write_again(before, plan), own) if "unchanged" in wants and plan else None,
     ]
     early = " ".join(text for text in said if text) or None
     if early is None and "pass_early" in wants and owed is not None:

@@ -21,12 +21,14 @@ from pse.tools._pyhints import WITHHELD, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 from pse.tools._ruff import safe_fixes
 
-__all__ = ["EVALUATION_PREFIX", "list_files", "read_file", "resolve_path", "write_file"]
+__all__ = ["EVALUATION_PREFIX", "UNCHANGED", "list_files", "read_file", "resolve_path", "write_file"]
 
 EVALUATION_PREFIX = "@evaluation"
+"""Paths under this prefix name the evaluation area, e.g. `@evaluation/test_acceptance.py`."""
+UNCHANGED = "this write changed nothing"
+"""What a `write_file` of the very bytes its file held says (in its `hints`)."""
 _SAME_CHECK_BYTES = 1 << 20
 """Largest file a write compares with what it replaces (to say it changed nothing)."""
-"""Paths under this prefix name the evaluation area, e.g. `@evaluation/test_acceptance.py`."""
 MAX_READ_BYTES = 4_000_000
 """read_file reads at most this much of a file; the executor then caps what the role sees."""
 MAX_LIST_ENTRIES = 1000
@@ -198,7 +200,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     if before is not None and before == content.encode("utf-8"):
         # In a revise told its module was to write again, the 1.5B model at temperature 0 wrote it byte
         # for byte as the review had failed it, then reported (code-delivery, CI).
-        hints.insert(0, f"{rel} already held exactly these bytes: this write changed nothing")
+        hints.insert(0, f"{rel} already held exactly these bytes: {UNCHANGED}")
     return ToolOutcome(
         "ok",
         "\n".join([f"wrote {_shown(area, root, real)} ({len(data)} bytes)", *(f"note: {h}" for h in hints)]),
