@@ -335,8 +335,12 @@ async def test_blocked_specialist_escalates(tmp_path: Path) -> None:
 
 
 def _retry_turns() -> list[tuple[str, str]]:
-    partial_cycle = [S_BAD, S_REPORT, E_CHECKS, E_PARTIAL]
-    return [PLAN, *partial_cycle, *partial_cycle, *partial_cycle, S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
+    # Each revise writes the module anew, wrong again in the same way and of the same size (a revise that
+    # wrote it back byte for byte would be asked once more to change it).
+    other = ("Specialist", S_BAD[1].replace("smaller", "lesser"))
+    assert count_tokens(other[1]) == count_tokens(S_BAD[1])
+    partial = [[bad, S_REPORT, E_CHECKS, E_PARTIAL] for bad in (S_BAD, other, S_BAD)]
+    return [PLAN, *partial[0], *partial[1], *partial[2], S_FIX, S_REPORT2, E_CHECKS2, E_PASS]
 
 
 def _prompt_tokens(trace: Trace) -> list[int]:

@@ -243,3 +243,21 @@ def test_a_write_is_withheld_by_the_name_the_tool_agent_gives_its_file(tmp_path:
         )
         view = withhold_broken_writes([said, _results(("write_file", outcome.output))])
         assert read_invokes(str(view[0].content)) == [("write_file", [("path", path), ("content", WITHHELD)])]
+
+
+def test_a_write_that_changed_nothing_is_withheld(tmp_path: Path) -> None:
+    """code-delivery at temperature 0: told to write quicksort.py again, the 1.5B model wrote it byte for
+    byte as the review failed it. Shown that no-op write, a model copies it once more: it is withheld,
+    the note saying it changed nothing kept; a write that changed the file is shown."""
+    sandbox = Sandbox(tmp_path, SandboxLimits(timeout_s=30), "fallback")
+    ctx = ToolContext(tmp_path, sandbox, True)
+    write = builtin_tools().get("write_file")
+    assert write is not None
+    code = "def f():\n    return 1\n"
+    said = _said(WRITE.replace("test_quicksort.py", "f.py").replace(BROKEN, code))
+    first = write.function(ctx, path="f.py", content=code)
+    assert withhold_broken_writes([said, _results(("write_file", first.output))])[0] is said
+    again = write.function(ctx, path="f.py", content=code)
+    assert "this write changed nothing" in again.output
+    view = withhold_broken_writes([said, _results(("write_file", again.output))])
+    assert read_invokes(str(view[0].content)) == [("write_file", [("path", "f.py"), ("content", WITHHELD)])]

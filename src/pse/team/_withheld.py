@@ -1,5 +1,5 @@
 """A role's model context that withholds the content of a write that did not stand: a Python file that
-was not code to run, or a write the ToolAgent refused.
+was not code to run, a write the ToolAgent refused, or one that changed nothing.
 
 A small model shown its own broken file copies it: asked to write the file again, Qwen2.5-Coder-1.5B
 wrote the same stray `]` on every turn of a cycle (issue 29's run 11), told the error, the line, or both.
@@ -11,12 +11,13 @@ what to fix without the text to copy.
 A write the ToolAgent refused (its result is not `ok`: nothing was written) is withheld the same way.
 At temperature 0 the 1.5B model's Evaluator wrote the same test file seven times in one cycle, each
 refused as a copy of the Specialist's tests, until the turn cap (heldout-11, slugify): what it was shown
-of its refused write is what it wrote again.
+of its refused write is what it wrote again. So is a write of the very bytes its file held (it changed
+nothing): shown it, a model told to change the file copies it once more.
 
 Only the model's view changes: the messages the context holds, the trace and the files are the role's
 own. A write is withheld when the ToolAgent's result for that very invoke (same index, `write_file`)
 is not `ok`, or says its path does not parse as Python or reads a name nothing in it binds
-(`_not_code`); a message PSE cannot read back as invokes is left whole.
+(`_not_code`), or that it changed nothing (`_unchanged`); a message PSE cannot read back as invokes is left whole.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage
 
 from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
-from pse.tools import EVALUATION_PREFIX, NOT_BOUND, NOT_PYTHON, WITHHELD, Tool
+from pse.tools import EVALUATION_PREFIX, NOT_BOUND, NOT_PYTHON, UNCHANGED, WITHHELD, Tool
 
 __all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
 
@@ -44,8 +45,8 @@ class WithholdingContext(UnboundedChatCompletionContext):
 
 
 def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
-    """`messages` with each write the next result refuses, or says is not code to run, shown as
-    `WITHHELD`."""
+    """`messages` with each write the next result refuses, says is not code to run, or says changed
+    nothing, shown as `WITHHELD`."""
     view = list(messages)
     for i in range(len(view) - 1):
         message, answer = view[i], view[i + 1]
@@ -53,17 +54,19 @@ def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:
             isinstance(message, AssistantMessage)
             and isinstance(message.content, str)
             and isinstance(answer.content, str)
-            and (
-                NOT_PYTHON in answer.content or NOT_BOUND in answer.content or _REFUSED.search(answer.content)
-            )
+            and _may_withhold(answer.content)
         ):
             view[i] = _withheld(message, answer.content)
     return view
 
 
 def _may_withhold(answer: str) -> bool:
-    """A cheap look, before the results are parsed: a write refused, or a note that a file is not code."""
-    return NOT_PYTHON in answer or NOT_BOUND in answer or _REFUSED.search(answer) is not None
+    """A cheap look, before the results are parsed: a write refused, a note that a file is not code, or
+    that a write changed nothing."""
+    return (
+        any(note in answer for note in (NOT_PYTHON, NOT_BOUND, UNCHANGED))
+        or _REFUSED.search(answer) is not None
+    )
 
 
 def _not_code(path: str, note: str) -> bool:
@@ -79,6 +82,14 @@ def _not_code(path: str, note: str) -> bool:
     return f"{rel} {NOT_PYTHON}" in note or (f"{rel} uses " in note and NOT_BOUND in note)
 
 
+def _unchanged(path: str, note: str) -> bool:
+    """Whether the ToolAgent's result for the write of `path` says it wrote the very bytes the file held.
+    Shown its no-op write of a file a revise was to write again, a model copies those bytes once more:
+    the 1.5B model wrote code-delivery's `quicksort.py` back byte for byte, as the review failed it."""
+    rel = posixpath.normpath(path.strip().removeprefix(EVALUATION_PREFIX).lstrip("/"))
+    return f"{rel} already held exactly these bytes: {UNCHANGED}" in note
+
+
 def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
     assert isinstance(message.content, str)
     invokes = read_invokes(message.content)
@@ -92,7 +103,11 @@ def _withheld(message: AssistantMessage, answer: str) -> AssistantMessage:
         r.index
         for r, (name, params) in zip(results, invokes, strict=True)
         if r.name == name == Tool.WRITE_FILE
-        and (r.status != "ok" or _not_code(dict(params).get("path", ""), r.output))
+        and (
+            r.status != "ok"
+            or _not_code(dict(params).get("path", ""), r.output)
+            or _unchanged(dict(params).get("path", ""), r.output)
+        )
     }
     if not broken:
         return message
