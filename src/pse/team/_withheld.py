@@ -17,7 +17,8 @@ nothing): shown it, a model told to change the file copies it once more.
 Only the model's view changes: the messages the context holds, the trace and the files are the role's
 own. A write is withheld when the ToolAgent's result for that very invoke (same index, `write_file`)
 is not `ok`, or says its path does not parse as Python or reads a name nothing in it binds
-(`_not_code`), or that it changed nothing (`_unchanged`); a message PSE cannot read back as invokes is left whole.
+(`_not_code`), or that it changed nothing (`_unchanged`); a message PSE cannot read back as invokes is
+left whole.
 """
 
 from __future__ import annotations
