@@ -150,6 +150,23 @@ PARTIAL = (
 )
 
 
+CHECKS = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
+
+
+def _right_work_then(*evaluator: str) -> list[dict[str, str]]:
+    """The turns of a right module and its passing tests, written and reported, then the Evaluator's."""
+    write = render_tool_calls(
+        [("write_file", {"path": "quicksort.py", "content": FIXED}),
+         ("write_file", {"path": "test_quicksort.py", "content": TESTS})]
+    )  # fmt: skip
+    return [
+        {"role": "Planner", "content": PLAN},
+        {"role": "Specialist", "content": write},
+        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
+        *({"role": "Evaluator", "content": e} for e in evaluator),
+    ]
+
+
 def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passes(
     tmp_path: Path, mode: str
 ) -> None:
@@ -157,20 +174,14 @@ def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passe
     its own code. Its PARTIAL would send the Specialist to fix right code (on roman, the 1.5B model
     emptied it): the run names the fault, the PARTIAL is asked about once, and the Evaluator's fixed file
     passes the work in its first cycle."""
-    checks = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
-    turns = [
-        {"role": "Planner", "content": PLAN},
-        {"role": "Specialist", "content": render_tool_calls(
-            [("write_file", {"path": "quicksort.py", "content": FIXED}),
-             ("write_file", {"path": "test_quicksort.py", "content": TESTS})])},
-        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
-        {"role": "Evaluator", "content": render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_mine.py", "content": BROKEN_OWN}), *checks])},
-        {"role": "Evaluator", "content": PARTIAL},
-        {"role": "Evaluator", "content": render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *checks])},
-        {"role": "Evaluator", "content": EVALUATOR_PASS},
-    ]  # fmt: skip
+    turns = _right_work_then(
+        render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_mine.py", "content": BROKEN_OWN}), *CHECKS]
+        ),
+        PARTIAL,
+        render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *CHECKS]),
+        EVALUATOR_PASS,
+    )
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": turns}))
     summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
@@ -191,18 +202,9 @@ def test_an_own_test_file_that_does_not_parse_is_left_out_and_right_work_passes(
     area, failed cycle 3's run too, and the 1.5B model wrote its next tests under a new name. A file that
     does not parse tests nothing: the run leaves it out and says so (`own_faults`), and the Evaluator's
     other file, which passes, is the independent evidence the gate needs."""
-    checks = [("run_pytest", {"target": "."}), ("run_ruff", {"target": "."})]
-    turns = [
-        {"role": "Planner", "content": PLAN},
-        {"role": "Specialist", "content": render_tool_calls(
-            [("write_file", {"path": "quicksort.py", "content": FIXED}),
-             ("write_file", {"path": "test_quicksort.py", "content": TESTS})])},
-        {"role": "Specialist", "content": "<report>Artifacts: quicksort.py, test_quicksort.py</report>"},
-        {"role": "Evaluator", "content": render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_broken.py", "content": "def test_a(:\n"}),
-             ("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *checks])},
-        {"role": "Evaluator", "content": EVALUATOR_PASS},
-    ]  # fmt: skip
+    broken = ("write_file", {"path": "@evaluation/test_broken.py", "content": "def test_a(:\n"})
+    mine = ("write_file", {"path": "@evaluation/test_mine.py", "content": MINE})
+    turns = _right_work_then(render_tool_calls([broken, mine, *CHECKS]), EVALUATOR_PASS)
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": turns}))
     summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
