@@ -21,7 +21,7 @@ from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.roles import BLOCK_ASKED, NOT_WRITTEN, role_spec
+from pse.roles import BLOCK_ASKED, NOT_WRITTEN, WRITE_AGAIN, role_spec
 from pse.tools import UNCHANGED, Tool
 
 __all__ = [
@@ -70,7 +70,8 @@ def unparsed(found: Sequence[str], plan: PlanRecord | None) -> str | None:
 def unchanged(again: Sequence[str], own: Sequence[ToolCallRecord]) -> str | None:
     """Why a revise's report is asked about once: an output its brief named to write again
     (`outputs_to_write_again`) is still the very bytes the review failed, since no write of it in this
-    cycle changed it (each said `UNCHANGED`) or none was made. At temperature 0 the 1.5B model wrote
+    cycle changed it (each said `UNCHANGED`) or none was made. Said as the brief says it (`WRITE_AGAIN`), so
+    under a grammar the next turn writes one of them first. At temperature 0 the 1.5B model wrote
     code-delivery's `quicksort.py` byte for byte as the task's tests had failed it, then reported (CI), and
     the next review failed the same test on the same bytes."""
     writes = [c for c in own if c.tool == Tool.WRITE_FILE and c.status == "ok"]
@@ -87,9 +88,10 @@ def unchanged(again: Sequence[str], own: Sequence[ToolCallRecord]) -> str | None
         return None
     one, it = len(same) == 1, "it" if len(same) == 1 else "them"
     return (
-        f"{', '.join(same)} {'is' if one else 'are'} still the very bytes the review failed: no write of "
-        f"this cycle changed {it}, and the tests that failed on {it} fail again. Write "
-        f"{'it' if one else 'each'} again, changed to do what the task says, before you report."
+        f"{', '.join(same)} {'is' if one else 'are'} {WRITE_AGAIN}: {'it is' if one else 'they are'} still "
+        f"the very bytes the review failed (no write of this cycle changed {it}), and the tests that failed "
+        f"on {it} fail again. Write {'it' if one else 'each'} whole, changed to do what the task says, "
+        "before you report."
     )
 
 
