@@ -177,3 +177,18 @@ async def test_a_revise_that_writes_its_failed_module_byte_for_byte_is_asked_to_
     [asked] = [r.error for r in trace.cycles[1].repairs]
     assert asked.startswith("a.py is to write again: it is still the very bytes the review failed")
     assert summary.outcome == "PASSED"
+
+
+def test_unchanged_reads_the_bytes_the_review_ran_on_not_the_writes_of_the_cycle() -> None:
+    """A resumed revise writes its fix again over the fix it wrote before the interruption: that write
+    changed nothing, yet the file is not what the review failed. The nudge compares the output's bytes
+    now with those the review's last run ran with (its sha256), whatever was written in between."""
+    from pse.engine._nudges import unchanged
+
+    reviewed = {"a.py": "aa", "test_a.py": "tt"}
+    assert unchanged(["a.py"], reviewed, [("a.py", "aa")]) is not None  # the very bytes the review failed
+    assert unchanged(["a.py"], reviewed, [("a.py", "bb")]) is None  # changed since, by any write
+    assert unchanged(["a.py"], {}, [("a.py", "aa")]) is None  # the review ran on no a.py
+    assert unchanged(["a.py"], reviewed, []) is None  # not there now: the unwritten nudge's case
+    both = unchanged(["a.py", "test_a.py"], reviewed, [("a.py", "aa"), ("test_a.py", "tt")])
+    assert both is not None and both.startswith("a.py, test_a.py are to write again: they are still")

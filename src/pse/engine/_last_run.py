@@ -19,6 +19,7 @@ __all__ = [
     "last_run_fact",
     "last_tests",
     "outputs_to_write_again",
+    "ran_with",
     "to_write_again",
 ]
 
@@ -139,6 +140,18 @@ def _tests_at_fault(
         if t.get("author") == Role.SPECIALIST and t.get("outcome") == "failed"
     }
     return [p for p in plan.outputs if p in files]
+
+
+def ran_with(calls: Sequence[ToolCallRecord]) -> dict[str, str]:
+    """The sha256 of each file the Evaluator's last `run_pytest` of a cycle ran with, by path (its
+    `evidence`, from the check's own snapshot)."""
+    evidence = last_run(calls).get("evidence")
+    files = evidence.get("files") if isinstance(evidence, dict) else None
+    return {
+        str(f["path"]): str(f["sha256"])
+        for f in files or []
+        if isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("sha256"), str)
+    }
 
 
 def outputs_to_write_again(calls: Sequence[ToolCallRecord], plan: PlanRecord) -> list[str]:

@@ -16,13 +16,13 @@ import re
 from collections.abc import Sequence
 
 from pse.engine._escalation import quotes_task
-from pse.engine._last_run import outputs_to_write_again
+from pse.engine._last_run import outputs_to_write_again, ran_with
 from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
 from pse.roles import BLOCK_ASKED, NOT_WRITTEN, WRITE_AGAIN, role_spec
-from pse.tools import UNCHANGED, Tool
+from pse.tools import Tool
 
 __all__ = [
     "FIXABLE",
@@ -67,23 +67,15 @@ def unparsed(found: Sequence[str], plan: PlanRecord | None) -> str | None:
     return "; ".join(found) + f". Write {again} again with write_file before you report."
 
 
-def unchanged(again: Sequence[str], own: Sequence[ToolCallRecord]) -> str | None:
+def unchanged(again: Sequence[str], reviewed: dict[str, str], now: Sequence[tuple[str, str]]) -> str | None:
     """Why a revise's report is asked about once: an output its brief named to write again
-    (`outputs_to_write_again`) is still the very bytes the review failed, since no write of it in this
-    cycle changed it (each said `UNCHANGED`) or none was made. Said as the brief says it (`WRITE_AGAIN`), so
-    under a grammar the next turn writes one of them first. At temperature 0 the 1.5B model wrote
+    (`outputs_to_write_again`) is still the very bytes the review failed (its sha256 now, `now`, is the
+    one the review's last run ran with, `reviewed`). Said as the brief says it (`WRITE_AGAIN`), so under
+    a grammar the next turn writes one of them first. At temperature 0 the 1.5B model wrote
     code-delivery's `quicksort.py` byte for byte as the task's tests had failed it, then reported (CI), and
     the next review failed the same test on the same bytes."""
-    writes = [c for c in own if c.tool == Tool.WRITE_FILE and c.status == "ok"]
-    same = [
-        path
-        for path in again
-        if all(
-            any(UNCHANGED in str(line) for line in c.facts.get("hints") or [])
-            for c in writes
-            if c.facts.get("path") == path
-        )
-    ]
+    current = dict(now)
+    same = [path for path in again if path in reviewed and current.get(path) == reviewed[path]]
     if not same:
         return None
     one, it = len(same) == 1, "it" if len(same) == 1 else "them"
@@ -352,7 +344,9 @@ def nudge(
     said = [
         unparsed(seen.broken, plan) if "unparsed" in wants else None,
         unwritten(seen.missing, plan, told) if "unwritten" in wants else None,
-        unchanged(outputs_to_write_again(before, plan), own) if "unchanged" in wants and plan else None,
+        unchanged(outputs_to_write_again(before, plan), ran_with(before), seen.sha256)
+        if "unchanged" in wants and plan
+        else None,
     ]
     early = " ".join(text for text in said if text) or None
     if early is None and "pass_early" in wants and owed is not None:

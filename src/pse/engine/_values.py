@@ -82,12 +82,15 @@ class Seen:
         broken: why each Python output of the plan is not code yet (a report's; `unparsed_outputs`).
         named_test: whether the test a `<blocked>` SPEC_CONFLICT names is a test function of the workspace.
         gate: the hard gates over the phase's review (a verdict's): its own cycle's, or its step's.
+        sha256: (output, the sha256 of its bytes now) for each of the plan's outputs that is a file (a
+            report's): what a revise's outputs are compared with, the bytes its review ran on.
     """
 
     missing: tuple[str, ...] = ()
     broken: tuple[str, ...] = ()
     named_test: bool = True
     gate: GateRecord | None = None
+    sha256: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

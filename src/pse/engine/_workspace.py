@@ -8,6 +8,7 @@ exists, the hard gates over a review) and for an opening (what the outputs hold)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,13 @@ def _read_regular(workspace: Path, path: str, limit: int) -> bytes | None:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             return None
         return fh.read(limit)
+
+
+def _sha256(workspace: Path, path: str) -> str | None:
+    """The sha256 of a role-written file, as a check's snapshot hashes it (None: not a regular file within
+    `_PARSE_LIMIT`)."""
+    data = _read_regular(workspace, path, _PARSE_LIMIT + 1)
+    return hashlib.sha256(data).hexdigest() if data is not None and len(data) <= _PARSE_LIMIT else None
 
 
 def unparsed_outputs(workspace: Path, paths: Sequence[str]) -> list[str]:
@@ -159,6 +167,7 @@ class Workspace:
         return Seen(
             missing=tuple(p for p in outputs if not (self.root / p).is_file()),
             broken=tuple(unparsed_outputs(self.root, outputs)),
+            sha256=tuple((p, digest) for p in outputs if (digest := _sha256(self.root, p)) is not None),
             named_test=names_a_test(self.root, blocked.test or "")
             if blocked is not None and blocked.reason_code == SPEC_CONFLICT
             else True,
