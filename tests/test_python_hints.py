@@ -277,3 +277,19 @@ def test_an_import_from_a_module_nothing_provides_is_read_from_the_one_that_defi
         (tmp_path / where).mkdir()
         ctx, _, _ = evaluation_context(tmp_path / where, files)  # two define it; a module of that name exists
         assert "names_bound" not in write_file(ctx, "@evaluation/test_top.py", test).facts
+
+
+def test_a_test_file_that_holds_no_test_is_not_code_yet() -> None:
+    """heldout-17 roman: told its test file was to write again, the 1.5B model wrote it as one empty line
+    and reported. A test file pytest finds no test in is not delivered yet; a test function, a method of
+    any class (a `unittest.TestCase` is collected whatever its name), or a file that is no test file is."""
+    assert python_problem("test_roman.py", "\n") == (
+        "test_roman.py holds no test (a test_* function, or one in a Test* class)"
+    )
+    assert python_problem("tests/roman_test.py", "import pytest\n") is not None
+    for fine in (
+        "def test_a():\n    assert 1\n",
+        "import unittest\n\n\nclass RomanCases(unittest.TestCase):\n    def test_a(self):\n        pass\n",
+    ):
+        assert python_problem("test_roman.py", fine) is None
+    assert python_problem("roman.py", "\n") is None
