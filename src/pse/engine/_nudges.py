@@ -81,7 +81,7 @@ def unchanged(again: Sequence[str], reviewed: dict[str, str], now: Sequence[tupl
     one, it = len(same) == 1, "it" if len(same) == 1 else "them"
     return (
         f"{', '.join(same)} {'is' if one else 'are'} {WRITE_AGAIN}: {'it is' if one else 'they are'} still "
-        f"the very bytes the review failed (no write of this cycle changed {it}), and the tests that failed "
+        f"the very bytes the review failed (the ones its last run ran on), and the tests that failed "
         f"on {it} fail again. Write {'it' if one else 'each'} whole, changed to do what the task says, "
         "before you report."
     )
