@@ -70,6 +70,11 @@ def _may_withhold(answer: str) -> bool:
     )
 
 
+def _as_noted(path: str) -> str:
+    """`path` as the ToolAgent's notes name a file: within its area, normalized."""
+    return posixpath.normpath(path.strip().removeprefix(EVALUATION_PREFIX).lstrip("/"))
+
+
 def _not_code(path: str, note: str) -> bool:
     """Whether the ToolAgent's result for the write of `path` says the file is not code to run: it does
     not parse, or it reads a name nothing in it binds (what PSE could bind, it bound at the write). The
@@ -79,7 +84,7 @@ def _not_code(path: str, note: str) -> bool:
     The note names the file within its area (`test_x.py` for `@evaluation/test_x.py`, `x.py` for
     `./x.py`): read by that name, or the Evaluator is shown its own test file that did not parse and
     writes it again, byte for byte (held-out roman: the same 1,474 bytes five times, heldout-15)."""
-    rel = posixpath.normpath(path.strip().removeprefix(EVALUATION_PREFIX).lstrip("/"))
+    rel = _as_noted(path)
     return f"{rel} {NOT_PYTHON}" in note or (f"{rel} uses " in note and NOT_BOUND in note)
 
 
@@ -87,7 +92,7 @@ def _unchanged(path: str, note: str) -> bool:
     """Whether the ToolAgent's result for the write of `path` says it wrote the very bytes the file held.
     Shown its no-op write of a file a revise was to write again, a model copies those bytes once more:
     the 1.5B model wrote code-delivery's `quicksort.py` back byte for byte, as the review failed it."""
-    rel = posixpath.normpath(path.strip().removeprefix(EVALUATION_PREFIX).lstrip("/"))
+    rel = _as_noted(path)
     return f"{rel} already held exactly these bytes: {UNCHANGED}" in note
 
 
