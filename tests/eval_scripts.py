@@ -50,6 +50,8 @@ HE53_SOLUTION = 'def add(x: int, y: int):\n    """Add two numbers x and y."""\n 
 HE53_TESTS = "from solution import add\n\n\ndef test_examples():\n    assert add(2, 3) == 5\n    assert add(5, 7) == 12\n"
 HE53_ACCEPTANCE = (
     "from solution import add\n\n\n"
+    "def test_the_docstrings_examples():\n"
+    "    assert add(2, 3) == 5\n\n\n"
     "def test_add_is_commutative_and_exact():\n"
     "    assert add(7, 5) == add(5, 7) == 12\n"
     "    assert add(0, 1) == 1\n"
@@ -94,6 +96,18 @@ def _pytest(*own: tuple[str, str]) -> str:
 
 
 PASS_ALL = {"AC1": "examples hold (pytest)", "AC2": "the acceptance tests pass", "AC3": "pytest passed"}
+"""A PASS whose criteria name none of the Evaluator's tests: the lying Evaluator's (and the single agent's)."""
+PASS_HE0 = {
+    "AC1": "test_no_pair_close_enough passed",
+    "AC2": "test_close_numbers_that_are_not_neighbours passed",
+    "AC3": "pytest passed",
+}
+"""A PASS whose criteria each name a test of the Evaluator's own that passed (`criteria_backed`)."""
+PASS_HE53 = {
+    "AC1": "test_the_docstrings_examples passed",
+    "AC2": "test_add_is_commutative_and_exact passed",
+    "AC3": "pytest passed",
+}
 
 
 def pse_he0() -> list[Turn]:
@@ -122,7 +136,7 @@ def pse_he0() -> list[Turn]:
         {"role": "Specialist", "content": _write(("solution.py", HE0_FIXED))},
         {"role": "Specialist", "content": REPORT},
         {"role": "Evaluator", "content": _pytest()},
-        {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_ALL, "Every criterion is met.")},
+        {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_HE0, "Every criterion is met.")},
     ]
 
 
@@ -136,7 +150,7 @@ def pse_he53() -> list[Turn]:
         },
         {"role": "Specialist", "content": REPORT},
         {"role": "Evaluator", "content": _pytest(("@evaluation/test_acceptance.py", HE53_ACCEPTANCE))},
-        {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_ALL, "Every criterion is met.")},
+        {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_HE53, "Every criterion is met.")},
     ]
 
 

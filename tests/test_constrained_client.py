@@ -740,7 +740,7 @@ def test_a_role_asked_about_its_block_acts_before_it_may_block_again() -> None:
     acted, it may block again (and a block it then repeats stands)."""
     from pse.engine._nudges import unfounded_conflict
     from pse.events import BlockedRecord
-    from pse.protocol._grammar import CONFLICT_OFFERED
+    from pse.protocol._request import CONFLICT_OFFERED
 
     tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
     conflict = BlockedRecord(

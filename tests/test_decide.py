@@ -815,7 +815,8 @@ def test_the_decisions_modules_import_no_autogen_model_team_or_tool_runner() -> 
                     todo.append(node.module.removeprefix("pse.engine."))
             elif isinstance(node, ast.Import):
                 reached += [a.name for a in node.names]
-    assert sorted(seen) == ["_decide", "_escalation", "_gates", "_graph", "_last_run", "_limits", "_nudges",
-                            "_retries", "_said", "_state", "_step_buffer", "_values"]  # fmt: skip
+    assert sorted(seen) == ["_decide", "_escalation", "_gates", "_graph", "_judge_tests", "_last_run",
+                            "_limits", "_nudges", "_retries", "_said", "_state", "_step_buffer",
+                            "_values"]  # fmt: skip
     banned = ("autogen", "pse.team", "pse.models", "pse.toolagent", "pse.sandbox", "pse.runner")
     assert [m for m in reached if m.startswith(banned)] == []

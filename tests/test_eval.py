@@ -89,7 +89,9 @@ def test_single_claims_a_false_pass_pse_repairs_it_and_a_lying_evaluator_without
     lied = rows[("HumanEval-0", "pse-nogates")]
     assert (lied["claimed_outcome"], lied["false_pass"]) == ("PASSED", True)
     assert lied["gate_failures"] == [
-        "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
+        "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)",
+        "criteria_backed: met, naming no test of the Evaluator's own that passed (one test per criterion): "
+        "AC1, AC2; its tests that passed: none",
     ]
     assert all(rows[("HumanEval-53", arm)]["true_pass"] for arm in ("pse", "single", "pse-nogates"))
 

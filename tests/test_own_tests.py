@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attack_support import EVALUATOR_PASS, FIXED, MODES, PLAN, TESTS, own_tests_task, run_attack
+from attack_support import FIXED, MODES, PLAN, TESTS, own_tests_task, run_attack
 from pse.engine._workspace import outputs_note
 from pse.protocol import render_tool_calls
 from pse.tools._own_tests import borrowed_tests, code_faults
@@ -143,7 +143,19 @@ BROKEN_OWN = (
 )
 """Held-out roman's Evaluator file: a test of its own, then a tool asked of pytest at module level (its
 `import pytest` PSE adds at the write, line 1)."""
-MINE = "from quicksort import quicksort\n\n\ndef test_mine():\n    assert quicksort([2, 2, 1]) == [1, 2, 2]\n"
+MINE = (
+    "from quicksort import quicksort\n\n\ndef test_mine():\n    assert quicksort([2, 2, 1]) == [1, 2, 2]\n\n\n"
+    "def test_cases():\n    assert quicksort([]) == [] and quicksort([3, 1]) == [1, 3]\n"
+)
+OWN_PASS = (
+    '<verdict status="PASS">\n  <reason_code>ALL_MET</reason_code>\n'
+    '  <criterion id="AC1" met="true">test_mine passed</criterion>\n'
+    '  <criterion id="AC2" met="true">test_cases passed</criterion>\n'
+    '  <criterion id="AC3" met="true">pytest: every test passed</criterion>\n'
+    '  <criterion id="AC4" met="true">ruff: All checks passed!</criterion>\n'
+    "  <summary>All 4 criteria met, each by a test of mine or its check.</summary>\n</verdict>"
+)
+"""The demo's PASS, each criterion naming a test of the Evaluator's own (AC3 and AC4 name their checks)."""
 PARTIAL = (
     '<verdict status="PARTIAL">\n  <reason_code>TESTS_FAILING</reason_code>\n'
     '  <criterion id="AC1" met="false">pytest failed</criterion>\n  <summary>tests fail</summary>\n</verdict>'
@@ -180,7 +192,7 @@ def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passe
         ),
         PARTIAL,
         render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *CHECKS]),
-        EVALUATOR_PASS,
+        OWN_PASS,
     )
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": turns}))
@@ -204,7 +216,7 @@ def test_an_own_test_file_that_does_not_parse_is_left_out_and_right_work_passes(
     other file, which passes, is the independent evidence the gate needs."""
     broken = ("write_file", {"path": "@evaluation/test_broken.py", "content": "def test_a(:\n"})
     mine = ("write_file", {"path": "@evaluation/test_mine.py", "content": MINE})
-    turns = _right_work_then(render_tool_calls([broken, mine, *CHECKS]), EVALUATOR_PASS)
+    turns = _right_work_then(render_tool_calls([broken, mine, *CHECKS]), OWN_PASS)
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": turns}))
     summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
@@ -304,3 +316,58 @@ def test_run_pytest_on_a_file_of_the_evaluation_area_runs_that_own_test(tmp_path
         "test_words.py",
         "@evaluation/test_top_words.py",
     }
+
+
+ONE_TEST = (
+    "from quicksort import quicksort\n\n\ndef test_mine():\n    assert quicksort([2, 2, 1]) == [1, 2, 2]\n"
+)
+UNBACKED_PASS = OWN_PASS.replace("test_cases passed", "the six cases are covered")
+
+
+def test_a_pass_whose_criterion_names_no_test_of_its_own_is_asked_then_passes_with_one(
+    tmp_path: Path, mode: str
+) -> None:
+    """Held-out top-words (heldout-17): five criteria marked met on one test of the Evaluator's own,
+    whose one case a wrong module passed. Here AC2 names none: the PASS is asked about once, the
+    Evaluator writes the test AC2 lacked, names it, and the right work passes in its first cycle."""
+    turns = _right_work_then(
+        render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_mine.py", "content": ONE_TEST}), *CHECKS]
+        ),
+        UNBACKED_PASS,
+        render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *CHECKS]),
+        OWN_PASS,
+    )
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    cycle = trace["cycles"][0]
+    asked = [r["error"] for r in cycle["repairs"] if "Your PASS came before the evidence" in r["error"]]
+    assert len(asked) == 1
+    assert "run_pytest with a test of your own for AC2 (" in asked[0] and "passed: test_mine." in asked[0]
+    first = next(c for c in cycle["tool_calls"] if c["tool"] == "run_pytest")
+    assert "[your tests, by name: test_mine passed]" in first["output"]
+    assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)
+    backed = next(g for g in cycle["gate"]["results"] if g["name"] == "criteria_backed")
+    assert backed["passed"]
+
+
+def test_a_pass_that_names_no_test_of_its_own_again_is_refused_by_the_gate(tmp_path: Path, mode: str) -> None:
+    """An Evaluator that, asked, sends the same PASS: the verdict stands, and the gate refuses it."""
+    turns = _right_work_then(
+        render_tool_calls(
+            [("write_file", {"path": "@evaluation/test_mine.py", "content": ONE_TEST}), *CHECKS]
+        ),
+        UNBACKED_PASS,
+        UNBACKED_PASS,
+    )
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": turns}))
+    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    assert summary.outcome != "PASSED"
+    cycle = trace["cycles"][0]
+    assert cycle["result"] == "PARTIAL"
+    assert cycle["result_reason"] == (
+        "HARD_GATE: criteria_backed: met, naming no test of the Evaluator's own that passed (one test per "
+        "criterion): AC2; its tests that passed: test_mine"
+    )

@@ -365,9 +365,9 @@ class TestCheckAttacks:
             "that do not exercise the delivered file prove nothing about it"
         ]
         gate = self._gate([own], ws, independent_tests=True)
-        assert gate.failures[-1] == (
+        assert (
             "independent_tests: the last full pytest run held no test the Evaluator wrote (@evaluation/)"
-        )
+        ) in gate.failures
         mine = "from quicksort import quicksort\n\n\ndef test_duplicates():\n    assert quicksort([2, 1, 2]) == [1, 2, 2]\n"
         spy = ex.execute_sync(
             "Specialist", _calls(("write_file", {"path": "@evaluation/test_spy.py", "content": "x"}))
@@ -382,8 +382,9 @@ class TestCheckAttacks:
             "Specialist": {"passed": 1, "failed": 0, "errors": 0, "skipped": 0},
             "Evaluator": {"passed": 0, "failed": 1, "errors": 0, "skipped": 0},
         }
+        assert "[your tests, by name: test_duplicates failed]" in judged.output  # what a criterion names
         gate = self._gate([judged], ws, independent_tests=True)
-        assert "independent_tests: the Evaluator's own tests did not pass" in gate.failures[-1]
+        assert any("independent_tests: the Evaluator's own tests did not pass" in f for f in gate.failures)
 
     def test_the_specialist_cannot_read_the_evaluation_area_even_with_bash(
         self, tmp_path: Path, sandbox_mode: str

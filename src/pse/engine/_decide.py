@@ -304,7 +304,7 @@ def _nudged(run: RunState, r: PhaseResult) -> str | None:
         r,
         run.cycle.plan,
         calls,
-        owed=evidence_owed(calls, gates) if gates.enforced else None,
+        owed=evidence_owed(calls, gates, r.final.verdict, run.cycle.plan) if gates.enforced else None,
         conflicts=run.rules.conflicts,
         told=(run.rules.told.get(r.role, ""), run.packet),
         packet=run.packet,

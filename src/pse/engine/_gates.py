@@ -13,7 +13,8 @@ A PASS stands only if, in this cycle:
   later write makes it stale);
 * no check-configuration file a role wrote is in the workspace unless the task declares it;
 * when the task requires independent tests, that last full pytest run held tests the Evaluator wrote
-  in its evaluation area, and they all passed;
+  in its evaluation area, and they all passed; and each criterion it marks met names one of them, a
+  test of its own for each criterion (`criteria_backed`, `pse.tools._backing`);
 * every plan criterion has a `met` entry in the verdict, and all of them are met;
 * the verdict holds no `<finding>` the task's gate rule blocks on (`[verification] block_findings`,
   default `high`: no unresolved high-severity finding).
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from pse.engine._judge_tests import Backing, backing_gate, backing_owed, independent_gate, own_tests_ran
 from pse.events import SEVERITIES, GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.roles import Role
 from pse.tools import Tool, check_tool
@@ -68,6 +70,10 @@ class GatePolicy:
     def target(self, check: str) -> str:
         """The target the last run of `check` must have covered."""
         return str(PurePosixPath(self.targets.get(check, ".")))
+
+    def backing(self) -> Backing:
+        """What backs a criterion marked met: the judge's own tests in its full pytest runs, the checks."""
+        return Backing(self.judge, self.target("pytest"), tuple(self.required_checks))
 
     def owing(self, plan: PlanRecord | None) -> PlanRecord | None:
         """`plan` as the run holds it: its outputs are the files of `expected_outputs` (the task's word),
@@ -194,12 +200,18 @@ def _check_gate(
     )
 
 
-def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> list[str]:
+def evidence_owed(
+    tool_calls: Sequence[ToolCallRecord],
+    policy: GatePolicy,
+    verdict: VerdictRecord | None = None,
+    plan: PlanRecord | None = None,
+) -> list[str]:
     """The required checks an Evaluator's PASS comes before: never run by it this cycle, run before the
     last write, or run over less than the declared target; and where its own tests are owed
     (`independent_tests`), tests of its own in its last full pytest run. What it can still do in its
     phase; how a run went (failed, unproven) is for the gates and its verdict to weigh, not a reason to
-    ask again."""
+    ask again. With `verdict`, a PASS of `plan`: the criteria it marks met that name no passing test of
+    the judge's own (`criteria_backed`)."""
     writes = [i for i, c in enumerate(tool_calls) if _is_write(c)]
     last_write = writes[-1] if writes else -1
     owed = []
@@ -215,58 +227,15 @@ def evidence_owed(tool_calls: Sequence[ToolCallRecord], policy: GatePolicy) -> l
             owed.append(f"{call} (not run yet)")
         elif runs[-1][0] < last_write:
             owed.append(f"{call} (files were written after its last run)")
-    if policy.independent_tests and not _own_tests_ran(tool_calls, policy):
+    if policy.independent_tests and not own_tests_ran(tool_calls, policy.backing()):
         owed.append(
             "tests of your own (write them with write_file at @evaluation/test_NAME.py, from the task's "
             "words, then run_pytest with target '.': your last full run held none of yours)"
         )
+    elif policy.independent_tests and verdict is not None and verdict.status == "PASS":
+        backing = backing_owed(verdict, plan, tool_calls, policy.backing())
+        owed += [backing] if backing else []
     return owed
-
-
-def _full_runs(calls: Sequence[ToolCallRecord], policy: GatePolicy) -> list[tuple[int, ToolCallRecord]]:
-    """The judge's run_pytest calls over the whole declared target that wrote a readable record."""
-    return [
-        (i, c)
-        for i, c in _check_runs("pytest", calls, policy.judge)
-        if str(c.facts.get("target", "")) == policy.target("pytest") and c.facts.get("report") == "checker"
-    ]
-
-
-def _own_tests_ran(calls: Sequence[ToolCallRecord], policy: GatePolicy) -> bool:
-    """Whether the judge's last full pytest run held a test it wrote (passed or not: how it went is for
-    the gate). The 1.5B model's Evaluator said PASS on no test of its own (heldout-8 top-words); the gate
-    refused it, and the revise that followed sent the Specialist to fix what was the Evaluator's to do."""
-    full = _full_runs(calls, policy)
-    mine = (full[-1][1].facts.get("by_author") or {}).get(policy.judge, {}) if full else {}
-    return sum(int(v) for v in mine.values()) > 0
-
-
-def _independent_gate(calls: Sequence[ToolCallRecord], last_write: int, policy: GatePolicy) -> GateResult:
-    name = "independent_tests"
-    full = _full_runs(calls, policy)
-    if not full:
-        return GateResult(name=name, passed=False, detail="no full run_pytest of the Evaluator's own tests")
-    index, last = full[-1]
-    mine = (last.facts.get("by_author") or {}).get(policy.judge, {})
-    ran = sum(int(v) for v in mine.values())
-    if ran == 0:
-        return GateResult(
-            name=name,
-            passed=False,
-            detail="the last full pytest run held no test the Evaluator wrote (@evaluation/)",
-        )
-    bad = int(mine.get("failed", 0)) + int(mine.get("errors", 0))
-    if bad or not int(mine.get("passed", 0)):
-        return GateResult(
-            name=name, passed=False, detail=f"the Evaluator's own tests did not pass: {dict(mine)}"
-        )
-    if last_write > index:
-        return GateResult(
-            name=name, passed=False, detail="a file was written after the Evaluator's last full run"
-        )
-    return GateResult(
-        name=name, passed=True, detail=f"{mine.get('passed')} test(s) the Evaluator wrote passed"
-    )
 
 
 def _config_gate(written: Mapping[str, str], policy: GatePolicy) -> GateResult:
@@ -314,7 +283,7 @@ def evaluate_gates(
     results += [_check_gate(check, tool_calls, last_write, policy) for check in policy.required_checks]
     results.append(_config_gate(dict(role_written_config or {}), policy))
     if policy.independent_tests:
-        results.append(_independent_gate(tool_calls, last_write, policy))
+        results.append(independent_gate(tool_calls, last_write, policy.backing()))
     if plan is None or verdict is None:
         results.append(
             GateResult(name="criteria_covered", passed=False, detail="no plan or no verdict to compare")
@@ -338,6 +307,8 @@ def evaluate_gates(
                     detail=f"PASS with unmet criteria: {', '.join(unmet)}" if unmet else "all criteria met",
                 )
             )
+        if verdict.status == "PASS" and policy.independent_tests:
+            results.append(backing_gate(verdict, plan, tool_calls, policy.backing()))
         if verdict.status == "PASS" and verdict.findings:  # a verdict without findings: no such gate
             results.append(_findings_gate(verdict, policy))
     failures = [f"{r.name}: {r.detail}" for r in results if not r.passed]

@@ -33,20 +33,21 @@ from dataclasses import dataclass
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
 from pse.config import ModelSpec
+from pse.events import PlanRecord
 from pse.models._digest import message_texts
 from pse.protocol import (
     ToolSignature,
     TurnShape,
     asks_findings,
     files_as_calls,
+    last_plan,
     offers_conflict,
     parse_tool_results,
-    plan_criteria,
     plan_outputs,
     read_invokes,
 )
 from pse.roles import BLOCK_ASKED, NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, WRITE_AGAIN, Role
-from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, Tool
+from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, OWN_TESTS, Tool, names_check, passed_names
 
 __all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
 
@@ -106,7 +107,8 @@ def turn_shape_of(
     # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
     # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
     authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
-    criteria = plan_criteria(message_texts(authored)) if spec.role == Role.EVALUATOR else None
+    judged = last_plan(message_texts(authored)) if spec.role == Role.EVALUATOR else None
+    criteria = tuple(c.id for c in judged.criteria) if judged is not None else None
     # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
     own = f'<tool_results for="{spec.role}"'
     evidence = any(
@@ -170,7 +172,28 @@ def turn_shape_of(
         writes_first=to_write or owes_tests,
         then_runs=owes_tests,
         paths=paths if fenced else None,
+        backing=_backing(messages, own) if spec.role == Role.EVALUATOR else (),
+        checked=_checked(judged, tools),
     )
+
+
+def _checked(plan: PlanRecord | None, tools: Sequence[ToolSignature]) -> tuple[str, ...]:
+    """The criteria of `plan` that name a check the role may run (`pytest`, `run_ruff`)."""
+    checks = [
+        str(t.name).removeprefix("run_") for t in tools if t.name in _CHECKS and t.name != Tool.RUN_CHECK
+    ]
+    return tuple(c.id for c in plan.criteria if any(names_check(c.text, k) for k in checks)) if plan else ()
+
+
+def _backing(messages: Sequence[LLMMessage], own: str) -> tuple[str, ...]:
+    """The role's own tests that passed in its last run_pytest that listed them (`pse.tools._backing`),
+    read from its own tool results only."""
+    for message in reversed(messages):
+        if isinstance(message, UserMessage) and message.source == TOOL_AGENT:
+            text = str(message.content).lstrip()
+            if text.startswith(own) and OWN_TESTS in text:
+                return passed_names(text)
+    return ()
 
 
 def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:

@@ -18,17 +18,7 @@ from pse.protocol._functions import (
     output_functions,
     tool_function,
 )
-from pse.protocol._grammar import (
-    FINDINGS_ASKED,
-    MAX_PLAN_ITEMS,
-    PROSE_CHARS,
-    TurnShape,
-    asks_findings,
-    offers_conflict,
-    plan_criteria,
-    plan_outputs,
-    turn_grammar,
-)
+from pse.protocol._grammar import MAX_PLAN_ITEMS, PROSE_CHARS, TurnShape, turn_grammar
 from pse.protocol._native import (
     NativeCall,
     NativeTurn,
@@ -36,6 +26,14 @@ from pse.protocol._native import (
     function_results,
     read_native,
     render_native,
+)
+from pse.protocol._request import (
+    FINDINGS_ASKED,
+    asks_findings,
+    last_plan,
+    offers_conflict,
+    plan_criteria,
+    plan_outputs,
 )
 from pse.protocol._results import ResultItem, parse_tool_results, render_tool_results, truncate_text
 from pse.protocol._schema import protocol_from_json, turn_schema
@@ -82,6 +80,7 @@ __all__ = [
     "find_file_blocks",
     "function_results",
     "has_tool_calls",
+    "last_plan",
     "offers_conflict",
     "output_functions",
     "parse_plan",

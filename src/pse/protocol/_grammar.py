@@ -8,10 +8,12 @@ from the messages it is sent, with PSE's own `parse_plan`). `turn_grammar` turns
 * **Specialist**: its `<report>` (Artifacts / Evidence / Assumptions / Unresolved lines), a `<blocked>`,
   or tool calls.
 * **Evaluator**: tool calls, or one `<verdict>` with a status, an UPPER_SNAKE reason code, exactly the
-  plan's criteria in plan order (each once) and a summary; an Evaluator told of findings (a repository
-  run's, `asks_findings`) may name up to `GrammarSizes.findings` of them before the summary,
-  `<finding id="F1" severity="high|medium|low" [criterion="AC2"] [path="src/x.py"] [line="41"]>`, numbered
-  in order, each attribute optional but id and severity, a criterion one of the plan's.
+  plan's criteria in plan order (each once) and a summary; a criterion it marks met names a test of its
+  own its last run passed, where that run listed any (`TurnShape.backing`); an Evaluator told of
+  findings (a repository run's, `asks_findings`) may name up to `GrammarSizes.findings` of them before
+  the summary, `<finding id="F1" severity="high|medium|low" [criterion="AC2"] [path="src/x.py"]
+  [line="41"]>`, numbered in order, each attribute optional but id and severity, a criterion one of the
+  plan's.
 * The Specialist, the Evaluator and the single agent may also end with a `conflict`:
   `<blocked reason_code="SPEC_CONFLICT" test="TEST">SENTENCE</blocked>`, a given test that contradicts
   the specification, named, with the sentence it contradicts.
@@ -31,11 +33,9 @@ block it shows (tests/test_grammar.py holds that against the reference cassettes
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pse.events import SEVERITIES
-from pse.exceptions import ProtocolError
 from pse.protocol._budget import (
     CONFLICT_TEST_CHARS,
     FINDING_LINE_DIGITS,
@@ -47,28 +47,11 @@ from pse.protocol._budget import (
 from pse.protocol._call_grammar import call_rules, open_tag
 from pse.protocol._files import FILE_TOOL, file_rules
 from pse.protocol._gbnf import char_class, literal, repeat
-from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES, parse_plan
+from pse.protocol._tags import BLOCKED_REASONS, SPEC_CONFLICT, VERDICT_STATUSES
 from pse.protocol._types import ToolSignature
 from pse.roles import ROLE_SPECS, Role
 
-__all__ = [
-    "FINDINGS_ASKED",
-    "MAX_PLAN_ITEMS",
-    "PROSE_CHARS",
-    "TurnShape",
-    "asks_findings",
-    "offers_conflict",
-    "plan_criteria",
-    "plan_outputs",
-    "turn_grammar",
-]
-
-FINDINGS_ASKED = '<finding id="FINDING_ID" severity="SEVERITY"'
-"""The line of `prompts/findings.md` that tells an Evaluator of findings (a repository run's): an
-Evaluator whose instructions hold it may name findings under the grammar and the schemas."""
-
-CONFLICT_OFFERED = "## Tests the task gave"
-"""The heading of `prompts/spec_conflict.md`: a role whose instructions hold it may end with a conflict."""
+__all__ = ["MAX_PLAN_ITEMS", "PROSE_CHARS", "TurnShape", "turn_grammar"]
 
 _PATH_CHAR = char_class('."<> \t\r\n', negate=True)
 
@@ -90,6 +73,7 @@ def _common(sizes: GrammarSizes) -> list[str]:
     ]
 
 
+_PASSED = " passed"
 _CLOSE_TAG = literal('">')
 _MET = literal('" met="')
 _SELF_CLOSE = literal('"/>')
@@ -145,6 +129,12 @@ class TurnShape:
     paths: tuple[str, ...] | None = None
     """Where a file block may write (with `files`): these paths, a path ending in `/` any file under it;
     None, any relative path. The Specialist's are its plan's outputs, the Evaluator's its area."""
+    backing: tuple[str, ...] = ()
+    """For an Evaluator, its own tests that passed in its last run_pytest, by name: a criterion it marks
+    met names one of them (`test_ties passed`), the evidence the `criteria_backed` gate confirms."""
+    checked: tuple[str, ...] = ()
+    """The criteria whose plan text names a check the role runs ("pytest passes"): that check shows one,
+    and the Evaluator says what it showed in its own words."""
 
     def call_tools(self) -> tuple[ToolSignature, ...]:
         """The tools the role calls in a `<tool_calls>` block (all but `write_file` when it writes files
@@ -188,46 +178,6 @@ class TurnShape:
         return finals + files + (("calls",) if self.call_tools() else ())
 
 
-def plan_criteria(texts: Iterable[str]) -> tuple[str, ...] | None:
-    """The criterion ids of the last plan in `texts` (a request's messages, in order), or None.
-
-    The Evaluator is sent the plan it judges (as the Planner's final message, or in its brief on a
-    revise cycle); reading it back with `parse_plan` needs no hook in the engine. Texts that hold no
-    valid plan are skipped; tool results never count (`parse_plan` strips them).
-    """
-    for text in reversed(list(texts)):
-        if "<plan" not in text:
-            continue
-        try:
-            return tuple(c.id for c in parse_plan(text).criteria)
-        except ProtocolError:
-            continue
-    return None
-
-
-def plan_outputs(texts: Iterable[str]) -> tuple[str, ...] | None:
-    """The output paths of the last plan in `texts` (as `plan_criteria` finds it), or None."""
-    for text in reversed(list(texts)):
-        if "<plan" not in text:
-            continue
-        try:
-            return tuple(parse_plan(text).outputs)
-        except ProtocolError:
-            continue
-    return None
-
-
-def offers_conflict(texts: Iterable[str]) -> bool:
-    """Whether a request's messages (its system message first) tell the role of tests the task gave,
-    and so of the `SPEC_CONFLICT` way out (`prompts/spec_conflict.md`)."""
-    return any(CONFLICT_OFFERED in text for text in texts)
-
-
-def asks_findings(texts: Iterable[str]) -> bool:
-    """Whether a request's messages (its system message first) tell the role of findings."""
-    return any(FINDINGS_ASKED in text for text in texts)
-
-
 def turn_grammar(shape: TurnShape) -> str:
     """The GBNF of every message `shape.role` may send now (root rule `root`).
 
@@ -242,7 +192,7 @@ def turn_grammar(shape: TurnShape) -> str:
         elif kind == "report":
             rules += _report_rules(sizes)
         elif kind == "verdict":
-            rules += _verdict_rules(shape.criteria, sizes, shape.findings)
+            rules += _verdict_rules(shape.criteria, sizes, shape)
         elif kind == "blocked":
             rules += _blocked_rules()
         elif kind == "conflict":
@@ -338,16 +288,26 @@ def _criterion_open(cid: str) -> str:
     return literal(f'<criterion id="{cid}" met="')
 
 
-def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes, findings: bool) -> list[str]:
+def _verdict_rules(criteria: tuple[str, ...] | None, sizes: GrammarSizes, shape: TurnShape) -> list[str]:
     statuses = " | ".join(literal(s) for s in VERDICT_STATUSES)
     reason = f"{open_tag('reason_code')} code {literal('</reason_code>')}"
     close = f"{open_tag('summary')} text {literal('</summary>')} ws {literal('</verdict>')}"
     judged = f"met {_CLOSE_TAG} text {literal('</criterion>')} ws"
+    names = [name for name in shape.backing if len(name) + len(_PASSED) <= sizes.text]
+    backed = judged
+    if names:  # a criterion met names the test of its own that shows it (`pse.tools._backing`)
+        test = f"( {' | '.join(literal(name) for name in names)} ) {literal(_PASSED)}"
+        backed = (
+            f"( {literal('true')} {_CLOSE_TAG} {test} | {literal('false')} {_CLOSE_TAG} text ) "
+            f"{literal('</criterion>')} ws"
+        )
     if criteria:
-        items = " ".join(f"{_criterion_open(cid)} {judged}" for cid in criteria)
+        items = " ".join(
+            f"{_criterion_open(cid)} {judged if cid in shape.checked else backed}" for cid in criteria
+        )
     else:
         items = f"( any-criterion ){{1,{sizes.items}}}"
-    found = findings and sizes.findings > 0
+    found = shape.findings and sizes.findings > 0
     rules = [
         f"verdict ::= {_open('verdict', 'status')} ( {statuses} ) {_CLOSE_TAG} ws {reason} ws {items} "
         + ("finding-1 " if found else "")

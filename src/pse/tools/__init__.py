@@ -20,6 +20,7 @@ from pse.tool_names import (
     mcp_tool_name,
     split_mcp_name,
 )
+from pse.tools._backing import OWN_TESTS, named_outcomes, names_check, passed_names, unbacked
 from pse.tools._checks import normalize_target
 from pse.tools._commands import bash, run_check
 from pse.tools._evidence import (
@@ -54,6 +55,7 @@ __all__ = [
     "MCP_WILDCARD",
     "NOT_BOUND",
     "NOT_PYTHON",
+    "OWN_TESTS",
     "PROTECTED_BY_DEFAULT",
     "UNCHANGED",
     "WITHHELD",
@@ -80,9 +82,12 @@ __all__ = [
     "is_test_file",
     "list_files",
     "mcp_tool_name",
+    "named_outcomes",
+    "names_check",
     "normalize_target",
     "parse_pytest_summary",
     "parse_python",
+    "passed_names",
     "protecting_glob",
     "pytest_plugin_missing",
     "python_problem",
@@ -94,6 +99,7 @@ __all__ = [
     "split_mcp_name",
     "syntax_problem",
     "test_names",
+    "unbacked",
     "write_file",
 ]
 

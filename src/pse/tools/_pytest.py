@@ -26,6 +26,7 @@ from typing import Any
 
 from pse.exceptions import ToolInfrastructureError
 from pse.sandbox import read_inside
+from pse.tools._backing import named_line, named_outcomes
 from pse.tools._checks import (
     authored_config,
     check_target,
@@ -281,6 +282,9 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
                 test |= {"where": case.where} if case.where else {}
                 tests.append(test | ({"at": case.at} if case.at else {}))
     facts.update(counts, by_author=by_author, tests=tests)
+    own_sessions = [s for s, plan in zip(sessions, plans, strict=True) if plan.own]
+    if own_sessions:  # after every session: the names a met criterion cites (`_backing`)
+        shown += named_line(named_outcomes(tests, own_sessions[0].author)) + "\n"
     faults = _own_faults(ctx, sessions, plans)
     if faults:
         facts["own_faults"] = unparsed + faults
