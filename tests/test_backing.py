@@ -19,7 +19,7 @@ from pse.events import CriterionResult, PlanItem, PlanRecord, ToolCallRecord, Ve
 from pse.protocol import TurnShape, turn_grammar
 from pse.roles import Role
 from pse.tools import OWN_TESTS, named_outcomes, names_check, passed_names, unbacked
-from pse.tools._backing import name_of_test, named_line
+from pse.tools._backing import for_criterion, name_of_test, named_line
 from reference_turns import role_tools
 
 PLAN = PlanRecord(
@@ -106,6 +106,10 @@ def test_each_criterion_met_needs_a_test_of_its_own_one_test_each() -> None:
     assert unbacked({"AC1": "all five cases hold", "AC2": "test_ties passed"}, passed) == ["AC1"]
     # A matching, not first come: AC1 names two tests, AC2 one of them; both are backed.
     assert unbacked({"AC1": "test_case and test_ties pass", "AC2": "test_case passed"}, passed) == []
+    # A test named for its criterion backs it, whatever the verdict names (HumanEval-1: one test named
+    # for the function, written again under the same name when asked for more).
+    assert unbacked({"AC1": "test_ac1 passed", "AC2": "test_ac1 passed"}, ["test_ac1", "test_AC2_ties"]) == []
+    assert for_criterion("test_ac2", "AC2") and not for_criterion("test_ac21", "AC2")
     # A name inside another word, or a failed or unknown test, backs nothing.
     assert unbacked({"AC1": "test_case_folding passed"}, passed) == ["AC1"]
     assert unbacked({"AC1": "words.test_case passed"}, passed) == ["AC1"]
@@ -174,9 +178,10 @@ def test_a_pass_is_asked_once_for_the_tests_its_criteria_lack() -> None:
     run = _run(("test_top_words", "passed"))
     verdict = _verdict("test_top_words passed", "test_top_words passed", "met")
     assert evidence_owed([run], POLICY, verdict, PLAN) == [
-        "run_pytest with a test of your own for AC2 and AC3 (a criterion you mark met names the test of "
-        "yours that shows it, as `test_NAME passed`, one test per criterion; your tests that passed: "
-        "test_top_words. Write the missing ones in your test file, from the task's words)"
+        "run_pytest with a test of your own for AC2 and AC3: write `def test_ac2():` and `def test_ac3():` "
+        "in your test file, each asserting what its criterion says, from the task's words; then each "
+        "criterion you mark met names its own test (`test_ac2 passed`), one test per criterion (your tests "
+        "that passed: test_top_words)"
     ]
     assert evidence_owed([run], POLICY) == []  # no verdict: nothing to weigh
     assert evidence_owed([run], POLICY, _verdict("x", status="PARTIAL"), PLAN) == []

@@ -344,7 +344,8 @@ def test_a_pass_whose_criterion_names_no_test_of_its_own_is_asked_then_passes_wi
     cycle = trace["cycles"][0]
     asked = [r["error"] for r in cycle["repairs"] if "Your PASS came before the evidence" in r["error"]]
     assert len(asked) == 1
-    assert "run_pytest with a test of your own for AC2 (" in asked[0] and "passed: test_mine." in asked[0]
+    assert "run_pytest with a test of your own for AC2: write `def test_ac2():`" in asked[0]
+    assert "(your tests that passed: test_mine)" in asked[0]
     first = next(c for c in cycle["tool_calls"] if c["tool"] == "run_pytest")
     assert "[your tests, by name: test_mine passed]" in first["output"]
     assert (summary.outcome, len(trace["cycles"])) == ("PASSED", 1)

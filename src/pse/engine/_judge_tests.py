@@ -35,11 +35,13 @@ def backing_owed(
     unbacked, passed = unbacked_criteria(verdict, plan, calls, rule)
     if not unbacked:
         return None
+    tests = [f"test_{cid.lower()}" for cid in unbacked]
     return (
-        f"run_pytest with a test of your own for {_listed(unbacked)} (a criterion you mark met names the "
-        "test of yours that shows it, as `test_NAME passed`, one test per criterion; your tests that "
-        f"passed: {_listed(passed) if passed else 'none'}. Write the missing ones in your test file, from "
-        "the task's words)"
+        f"run_pytest with a test of your own for {_listed(unbacked)}: write "
+        + _listed([f"`def {name}():`" for name in tests])
+        + " in your test file, each asserting what its criterion says, from the task's words; then each "
+        f"criterion you mark met names its own test (`{tests[0]} passed`), one test per criterion (your "
+        f"tests that passed: {_listed(passed) if passed else 'none'})"
     )
 
 

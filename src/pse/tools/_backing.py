@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "OWN_TESTS",
+    "for_criterion",
     "name_of_test",
     "named_line",
     "named_outcomes",
@@ -66,6 +67,14 @@ def passed_names(text: str) -> tuple[str, ...]:
     return tuple(m.group(1) for m in items if m is not None and m.group(2) == "passed")
 
 
+def for_criterion(name: str, cid: str) -> bool:
+    """Whether the test `name` is named for the criterion `cid`: `test_ac2`, `test_AC2_ties` for AC2 (not
+    `test_ac21`). Such a test backs its criterion whatever the verdict's words name: asked for a test per
+    criterion, the 1.5B model wrote its one test function again, bigger, under the same name
+    (HumanEval-1); given the names to write, it copies them."""
+    return re.match(rf"test_{re.escape(cid)}(?![0-9])", name, re.IGNORECASE) is not None
+
+
 def names_check(text: str, check: str) -> bool:
     """Whether `text` (a plan's criterion) names the check `check`, as itself or as its tool
     (`pytest`, `run_pytest`, `Pytest`)."""
@@ -76,7 +85,8 @@ def unbacked(
     findings: Mapping[str, str], passed: Sequence[str], checked: Mapping[str, Sequence[str]] | None = None
 ) -> list[str]:
     """The criteria among `findings` (id → what the verdict says of a criterion it marks met) backed by
-    none of the `passed` test names it names, nor by a required check its plan text names (`checked`:
+    none of the `passed` test names it names or named for it (`for_criterion`), nor by a required check
+    its plan text names (`checked`:
     id → those checks; "pytest passes on the workspace" is the check's to show, and its gate does), one
     each: a test or a check two criteria name backs one of them.
 
@@ -85,6 +95,7 @@ def unbacked(
     wants = {
         cid: [
             *(name for name in passed if re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", finding)),
+            *(name for name in passed if for_criterion(name, cid)),
             *(f"check:{check}" for check in (checked or {}).get(cid, ())),
         ]
         for cid, finding in findings.items()
