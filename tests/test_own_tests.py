@@ -12,7 +12,7 @@ import pytest
 from attack_support import FIXED, MODES, PLAN, TESTS, own_tests_task, run_attack
 from pse.engine._workspace import outputs_note
 from pse.protocol import render_tool_calls
-from pse.tools._own_tests import borrowed_tests, code_faults
+from pse.tools._own_tests import borrowed_tests, code_faults, hollow_tests
 from sandbox_support import evaluation_context
 
 
@@ -372,3 +372,71 @@ def test_a_pass_that_names_no_test_of_its_own_again_is_refused_by_the_gate(tmp_p
         "HARD_GATE: criteria_backed: met, naming no test of the Evaluator's own that passed (one test per "
         "criterion): AC2; its tests that passed: test_mine"
     )
+
+
+HOLLOW = (
+    "import math\nfrom quicksort import quicksort\n\n\ndef test_ac1():\n    pass\n\n\n"
+    "def test_ac2():\n    assert math.sqrt(4) == 2\n\n\n"
+    "def test_ac3():\n    assert quicksort([2, 1]) == [1, 2]\n"
+)
+
+
+def test_hollow_tests_are_those_that_assert_nothing_of_the_work() -> None:
+    assert hollow_tests(HOLLOW) == ["test_ac1", "test_ac2"]
+    unit = (
+        "import unittest\nimport pytest\nimport quicksort as q\n\n\nclass TestQ(unittest.TestCase):\n"
+        "    def test_a(self):\n        self.assertEqual(q.quicksort([]), [])\n\n"
+        "    def test_b(self):\n        with pytest.raises(TypeError):\n            q.quicksort(None)\n\n"
+        "    def test_c(self):\n        q.quicksort([1])\n"
+    )
+    assert hollow_tests(unit) == ["test_c"]  # it calls the work and asserts nothing
+
+
+def test_a_test_that_asserts_nothing_of_the_work_backs_no_criterion(tmp_path: Path, mode: str) -> None:
+    """Asked for `def test_ac2():`, a model can write `pass`: such a test passes on any work. run_pytest
+    says so by name, and the gate takes it for no test (in both sandbox modes, the real ToolAgent)."""
+    import os
+
+    from pse.engine._gates import GatePolicy, evaluate_gates
+    from pse.events import CriterionResult, PlanItem, PlanRecord, ToolCallRecord, VerdictRecord
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext, builtin_tools
+    from pse.tools._files import write_file
+
+    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
+    workspace.mkdir()
+    area.mkdir()
+    (workspace / "quicksort.py").write_text(FIXED)
+    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
+    ws = Path(os.path.realpath(workspace))
+    ctx = ToolContext(
+        ws,
+        box,
+        evaluation=Path(os.path.realpath(area)),
+        evaluation_writable=True,
+        author=lambda area, _: "Evaluator" if area == "evaluation" else "task",
+    )
+    write_file(ctx, "@evaluation/test_q.py", HOLLOW)
+    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
+    out = run_pytest(ctx, target=".")
+    assert (out.facts["passed"], out.facts["hollow"]) == (3, ["test_ac1", "test_ac2"])
+    assert (
+        "[your tests, by name: test_ac1 asserts nothing of the work, test_ac2 asserts nothing of the work, "
+        "test_ac3 passed]"
+    ) in out.output
+    plan = PlanRecord(goal="g", criteria=[PlanItem(id=f"AC{i}", text=f"c{i}") for i in (1, 2, 3)])
+    verdict = VerdictRecord(
+        status="PASS",
+        reason_code="ALL_MET",
+        criteria=[CriterionResult(id=f"AC{i}", met=True, finding=f"test_ac{i} passed") for i in (1, 2, 3)],
+    )
+    call = ToolCallRecord(
+        requester="Evaluator", tool="run_pytest", arguments={"target": "."}, decision="allowed", rule="r",
+        status=out.status, facts=out.facts,
+    )  # fmt: skip
+    policy = GatePolicy(required_checks=("pytest",), independent_tests=True)
+    gate = evaluate_gates(verdict=verdict, plan=plan, tool_calls=[call], policy=policy, workspace=ws)
+    assert [f for f in gate.failures if f.startswith("criteria_backed")] == [
+        "criteria_backed: met, naming no test of the Evaluator's own that passed (one test per criterion): "
+        "AC1, AC2; its tests that passed: test_ac3"
+    ]

@@ -51,7 +51,8 @@ def unbacked_criteria(
     """The criteria `verdict` marks met that name no test of the judge's own that passed in its last full
     run, and whose plan text names no required check, one each (`unbacked`); and the names that passed."""
     full = _full_runs(calls, rule.judge, rule.target)
-    named = named_outcomes(full[-1][1].facts.get("tests") or [], rule.judge) if full else {}
+    facts = full[-1][1].facts if full else {}
+    named = named_outcomes(facts.get("tests") or [], rule.judge, facts.get("hollow") or ())
     passed = [name for name, outcome in named.items() if outcome == "passed"]
     texts = {c.id: c.text for c in plan.criteria} if plan is not None else {}
     checked = {cid: [k for k in rule.checks if names_check(text, k)] for cid, text in texts.items()}

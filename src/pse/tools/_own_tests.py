@@ -24,7 +24,7 @@ from pse.tool_names import Tool
 from pse.tools._evidence import candidate_files, is_test_file
 from pse.tools._pyhints import NOT_BOUND, parse_python, syntax_problem, unbound_names
 
-__all__ = ["FIXTURE_LOOKUP", "borrowed_tests", "code_faults", "test_names"]
+__all__ = ["FIXTURE_LOOKUP", "borrowed_tests", "code_faults", "hollow_tests", "test_names"]
 
 FIXTURE_LOOKUP = re.compile(r"^file .+, line \d+$")
 """The first line of pytest's report of a test that asks for a fixture nothing defines."""
@@ -35,16 +35,69 @@ _READ_LIMIT = 16_000_000
 """Workspace test files larger than this are not compared (nor could a model copy from one)."""
 
 
-def _tests(tree: ast.Module) -> dict[str, str]:
-    """Each test pytest collects from `tree` (`test*` functions, at top level or in a `Test*` class),
-    by its code (`_shape`)."""
-    found: dict[str, str] = {}
+def _test_defs(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The tests pytest collects from `tree`: `test*` functions, at top level or in a `Test*` class."""
+    found = []
     for node in tree.body:
         members = node.body if isinstance(node, ast.ClassDef) and node.name.startswith("Test") else [node]
         for member in members:
             if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and member.name.startswith("test"):
-                found.setdefault(_shape(member), member.name)
+                found.append(member)
     return found
+
+
+def _tests(tree: ast.Module) -> dict[str, str]:
+    """Each test pytest collects from `tree`, by its code (`_shape`)."""
+    found: dict[str, str] = {}
+    for test in _test_defs(tree):
+        found.setdefault(_shape(test), test.name)
+    return found
+
+
+_NOT_THE_WORK = frozenset({*sys.stdlib_module_names, "pytest", "_pytest"})
+
+
+def hollow_tests(source: str | bytes) -> list[str]:
+    """The tests of `source` that assert nothing of the work: no assertion (`assert`, `self.assert…`,
+    `pytest.raises`), or no call into a name the file imports from outside the standard library and
+    pytest. Such a test passes on any work, so it backs no criterion (`_backing`): asked for
+    `def test_ac2():`, a model can write `pass` or `assert True`. A test that reaches the work only
+    through a fixture counts as hollow too (a false alarm the Evaluator answers with a direct call)."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return []
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in _NOT_THE_WORK:
+                imported |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {
+                (alias.asname or alias.name).split(".")[0]
+                for alias in node.names
+                if alias.name.split(".")[0] not in _NOT_THE_WORK
+            }
+    hollow = []
+    for test in _test_defs(tree):
+        calls = [node for node in ast.walk(test) if isinstance(node, ast.Call)]
+        asserts = any(isinstance(node, ast.Assert) for node in ast.walk(test)) or any(
+            _called(call).startswith("assert") or _called(call) == "raises" for call in calls
+        )
+        if not (asserts and any(_root(call.func) in imported for call in calls)):
+            hollow.append(test.name)
+    return hollow
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _root(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _shape(test: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

@@ -39,7 +39,7 @@ from pse.tools._checks import (
 )
 from pse.tools._evidence import Manifest
 from pse.tools._files import EVALUATION_PREFIX, resolve_path
-from pse.tools._own_tests import code_faults
+from pse.tools._own_tests import code_faults, hollow_tests
 from pse.tools._proof import Session, output_facts, unproven
 from pse.tools._protected import PYTEST_CONFIG_FILES
 from pse.tools._pyhints import syntax_problem
@@ -244,12 +244,12 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
     chosen = list(dict.fromkeys(t for where in theirs for t in _tests_for(manifest, where)))
     if not theirs:  # only the Evaluator's own tests, as it named them
         own = list(dict.fromkeys(t for where in wheres for t in _own_tests_for(ctx, own, where)))
-    own, unparsed = _parsing(ctx, own)
+    own, unparsed, hollow = _parsing(ctx, own)
     if unparsed:
         shown += f"[left out of this run: {'; '.join(f['fault'] for f in unparsed)}: {_UNPARSED}]\n"
     plans = plan_sessions(manifest, chosen, own, _own_author(manifest))
     facts: dict[str, Any] = {"target": " ".join(normalize_target(w) for w in wheres), "report": None}
-    facts |= {"own_faults": unparsed} if unparsed else {}
+    facts |= ({"own_faults": unparsed} if unparsed else {}) | ({"hollow": hollow} if hollow else {})
     if not plans:
         facts.update(dict.fromkeys(_COUNTS, 0), by_author={}, unproven=["no test file is evidence"])
         facts["evidence"] = evidence_facts(manifest, [])
@@ -284,7 +284,7 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
     facts.update(counts, by_author=by_author, tests=tests)
     own_sessions = [s for s, plan in zip(sessions, plans, strict=True) if plan.own]
     if own_sessions:  # after every session: the names a met criterion cites (`_backing`)
-        shown += named_line(named_outcomes(tests, own_sessions[0].author)) + "\n"
+        shown += named_line(named_outcomes(tests, own_sessions[0].author, hollow)) + "\n"
     faults = _own_faults(ctx, sessions, plans)
     if faults:
         facts["own_faults"] = unparsed + faults
@@ -304,8 +304,9 @@ def pytest_over(ctx: ToolContext, targets: list[str]) -> ToolOutcome:
     return replace(outcome, status="error") if problems and outcome.status == "ok" else outcome
 
 
-def _parsing(ctx: ToolContext, own: list[str]) -> tuple[list[str], list[dict[str, str]]]:
-    """The Evaluator's own test files (or node ids) that parse, and a fault for each file that does not.
+def _parsing(ctx: ToolContext, own: list[str]) -> tuple[list[str], list[dict[str, str]], list[str]]:
+    """The Evaluator's own test files (or node ids) that parse, a fault for each file that does not, and
+    the names of its tests that assert nothing of the work (`hollow_tests`).
 
     A test file that does not parse tests nothing, and left in the Evaluator's session it fails every
     later run, whatever the work is: the evaluation area outlives a cycle, and the 1.5B model wrote its
@@ -313,9 +314,10 @@ def _parsing(ctx: ToolContext, own: list[str]) -> tuple[list[str], list[dict[str
     cycle 3's run too, and the run ended at the turn cap). Left out, its fault is said and recorded; the
     `independent_tests` gate still needs an own test that ran and passed."""
     if ctx.evaluation is None:
-        return own, []
+        return own, [], []
     kept: list[str] = []
     problems: dict[str, str | None] = {}
+    hollow: list[str] = []
     for test in own:
         file = test.partition("::")[0]
         if file not in problems:
@@ -323,6 +325,7 @@ def _parsing(ctx: ToolContext, own: list[str]) -> tuple[list[str], list[dict[str
             rel = f"{EVALUATION_PREFIX}/{file}"
             readable = data is not None and len(data) < _FAULTS_READ
             problems[file] = syntax_problem(rel, data) if readable and data is not None else None
+            hollow += hollow_tests(data) if readable and data is not None and problems[file] is None else []
         if problems[file] is None:
             kept.append(test)
     faults = [
@@ -330,7 +333,7 @@ def _parsing(ctx: ToolContext, own: list[str]) -> tuple[list[str], list[dict[str
         for file, problem in problems.items()
         if problem is not None
     ]
-    return kept, faults
+    return kept, faults, hollow
 
 
 def _own_faults(ctx: ToolContext, sessions: list[Session], plans: list[SessionPlan]) -> list[dict[str, str]]:
