@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,6 +180,20 @@ def _right_work_then(*evaluator: str) -> list[dict[str, str]]:
     ]
 
 
+def _mine(content: str) -> str:
+    """The Evaluator's turn: its test file `@evaluation/test_mine.py`, then the checks."""
+    return render_tool_calls(
+        [("write_file", {"path": "@evaluation/test_mine.py", "content": content}), *CHECKS]
+    )
+
+
+def _own_run(tmp_path: Path, mode: str, *evaluator: str) -> tuple[Any, dict[str, Any]]:
+    """The own-tests task on right work, the Evaluator's turns `evaluator`: the summary and the trace."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": _right_work_then(*evaluator)}))
+    return run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+
+
 def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passes(
     tmp_path: Path, mode: str
 ) -> None:
@@ -186,17 +201,7 @@ def test_a_partial_over_its_own_tests_defect_is_asked_again_and_right_work_passe
     its own code. Its PARTIAL would send the Specialist to fix right code (on roman, the 1.5B model
     emptied it): the run names the fault, the PARTIAL is asked about once, and the Evaluator's fixed file
     passes the work in its first cycle."""
-    turns = _right_work_then(
-        render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_mine.py", "content": BROKEN_OWN}), *CHECKS]
-        ),
-        PARTIAL,
-        render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *CHECKS]),
-        OWN_PASS,
-    )
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": turns}))
-    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    summary, trace = _own_run(tmp_path, mode, _mine(BROKEN_OWN), PARTIAL, _mine(MINE), OWN_PASS)
     first = next(c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest")
     fault = "@evaluation/test_mine.py line 9 asks pytest for run_pytest, which pytest does not have"
     assert [f["file"] for f in first["facts"]["own_faults"]] == ["@evaluation/test_mine.py"]
@@ -216,10 +221,7 @@ def test_an_own_test_file_that_does_not_parse_is_left_out_and_right_work_passes(
     other file, which passes, is the independent evidence the gate needs."""
     broken = ("write_file", {"path": "@evaluation/test_broken.py", "content": "def test_a(:\n"})
     mine = ("write_file", {"path": "@evaluation/test_mine.py", "content": MINE})
-    turns = _right_work_then(render_tool_calls([broken, mine, *CHECKS]), OWN_PASS)
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": turns}))
-    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    summary, trace = _own_run(tmp_path, mode, render_tool_calls([broken, mine, *CHECKS]), OWN_PASS)
     run = next(c for c in trace["cycles"][0]["tool_calls"] if c["tool"] == "run_pytest")
     fault = "@evaluation/test_broken.py does not parse as Python: invalid syntax (line 1: def test_a(:)"
     assert run["facts"]["own_faults"] == [{"file": "@evaluation/test_broken.py", "fault": fault}]
@@ -330,17 +332,7 @@ def test_a_pass_whose_criterion_names_no_test_of_its_own_is_asked_then_passes_wi
     """Held-out top-words (heldout-17): five criteria marked met on one test of the Evaluator's own,
     whose one case a wrong module passed. Here AC2 names none: the PASS is asked about once, the
     Evaluator writes the test AC2 lacked, names it, and the right work passes in its first cycle."""
-    turns = _right_work_then(
-        render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_mine.py", "content": ONE_TEST}), *CHECKS]
-        ),
-        UNBACKED_PASS,
-        render_tool_calls([("write_file", {"path": "@evaluation/test_mine.py", "content": MINE}), *CHECKS]),
-        OWN_PASS,
-    )
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": turns}))
-    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    summary, trace = _own_run(tmp_path, mode, _mine(ONE_TEST), UNBACKED_PASS, _mine(MINE), OWN_PASS)
     cycle = trace["cycles"][0]
     asked = [r["error"] for r in cycle["repairs"] if "Your PASS came before the evidence" in r["error"]]
     assert len(asked) == 1
@@ -355,16 +347,7 @@ def test_a_pass_whose_criterion_names_no_test_of_its_own_is_asked_then_passes_wi
 
 def test_a_pass_that_names_no_test_of_its_own_again_is_refused_by_the_gate(tmp_path: Path, mode: str) -> None:
     """An Evaluator that, asked, sends the same PASS: the verdict stands, and the gate refuses it."""
-    turns = _right_work_then(
-        render_tool_calls(
-            [("write_file", {"path": "@evaluation/test_mine.py", "content": ONE_TEST}), *CHECKS]
-        ),
-        UNBACKED_PASS,
-        UNBACKED_PASS,
-    )
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": turns}))
-    summary, trace = run_attack(tmp_path, mode, script, "own-tests", tasks_dir=own_tests_task(tmp_path))
+    summary, trace = _own_run(tmp_path, mode, _mine(ONE_TEST), UNBACKED_PASS, UNBACKED_PASS)
     assert summary.outcome != "PASSED"
     cycle = trace["cycles"][0]
     assert cycle["result"] == "PARTIAL"
