@@ -236,22 +236,7 @@ def test_an_own_test_file_that_does_not_parse_is_left_out_and_right_work_passes(
 def test_own_tests_none_of_which_parse_are_no_evidence(tmp_path: Path, mode: str) -> None:
     """Left out, a file that does not parse is no test of the Evaluator's either: with only such files,
     the Evaluator's run has no session of its own, and the `independent_tests` gate cannot pass."""
-    import os
-
-    from pse.sandbox import Sandbox, SandboxLimits
-    from pse.tools import ToolContext, builtin_tools
-    from pse.tools._files import write_file
-
-    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
-    workspace.mkdir()
-    area.mkdir()
-    (workspace / "quicksort.py").write_text(FIXED)
-    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
-    ws = Path(os.path.realpath(workspace))
-    ctx = ToolContext(ws, box, evaluation=Path(os.path.realpath(area)), evaluation_writable=True)
-    write_file(ctx, "@evaluation/test_broken.py", "def test_a(:\n")
-    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
-    out = run_pytest(ctx, target=".")
+    out = _own_pytest(tmp_path, mode, "@evaluation/test_broken.py", "def test_a(:\n")
     assert out.status == "error" and out.facts["passed"] == 0
     assert [f["file"] for f in out.facts["own_faults"]] == ["@evaluation/test_broken.py"]
     assert "nothing ran" in out.output
@@ -378,30 +363,11 @@ def test_hollow_tests_are_those_that_assert_nothing_of_the_work() -> None:
 def test_a_test_that_asserts_nothing_of_the_work_backs_no_criterion(tmp_path: Path, mode: str) -> None:
     """Asked for `def test_ac2():`, a model can write `pass`: such a test passes on any work. run_pytest
     says so by name, and the gate takes it for no test (in both sandbox modes, the real ToolAgent)."""
-    import os
-
     from pse.engine._gates import GatePolicy, evaluate_gates
     from pse.events import CriterionResult, PlanItem, PlanRecord, ToolCallRecord, VerdictRecord
-    from pse.sandbox import Sandbox, SandboxLimits
-    from pse.tools import ToolContext, builtin_tools
-    from pse.tools._files import write_file
 
-    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
-    workspace.mkdir()
-    area.mkdir()
-    (workspace / "quicksort.py").write_text(FIXED)
-    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
-    ws = Path(os.path.realpath(workspace))
-    ctx = ToolContext(
-        ws,
-        box,
-        evaluation=Path(os.path.realpath(area)),
-        evaluation_writable=True,
-        author=lambda area, _: "Evaluator" if area == "evaluation" else "task",
-    )
-    write_file(ctx, "@evaluation/test_q.py", HOLLOW)
-    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
-    out = run_pytest(ctx, target=".")
+    out = _own_pytest(tmp_path, mode, "@evaluation/test_q.py", HOLLOW)
+    ws = tmp_path / "ws"
     assert (out.facts["passed"], out.facts["hollow"]) == (3, ["test_ac1", "test_ac2"])
     assert (
         "[your tests, by name: test_ac1 asserts nothing of the work, test_ac2 asserts nothing of the work, "
@@ -423,3 +389,29 @@ def test_a_test_that_asserts_nothing_of_the_work_backs_no_criterion(tmp_path: Pa
         "criteria_backed: met, naming no test of the Evaluator's own that passed (one test per criterion): "
         "AC1, AC2; its tests that passed: test_ac3"
     ]
+
+
+def _own_pytest(tmp_path: Path, mode: str, path: str, content: str) -> Any:
+    """run_pytest over a right quicksort.py and the Evaluator's test file `path` (the real ToolAgent's
+    tools in sandbox `mode`)."""
+    import os
+
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext, builtin_tools
+    from pse.tools._files import write_file
+
+    workspace, area = tmp_path / "ws", tmp_path / "evaluation"
+    workspace.mkdir()
+    area.mkdir()
+    (workspace / "quicksort.py").write_text(FIXED)
+    box = Sandbox(workspace, SandboxLimits(timeout_s=60), mode)  # type: ignore[arg-type]
+    ctx = ToolContext(
+        Path(os.path.realpath(workspace)),
+        box,
+        evaluation=Path(os.path.realpath(area)),
+        evaluation_writable=True,
+        author=lambda where, _: "Evaluator" if where == "evaluation" else "task",
+    )
+    write_file(ctx, path, content)
+    run_pytest = builtin_tools().get("run_pytest").function  # type: ignore[union-attr]
+    return run_pytest(ctx, target=".")
