@@ -119,7 +119,7 @@ def pse_he0() -> list[Turn]:
             "content": _write(("solution.py", HE0_BUGGY), ("test_solution.py", HE0_TESTS)),
         },
         {"role": "Specialist", "content": REPORT},
-        {"role": "Evaluator", "content": _pytest(("@evaluation/test_acceptance.py", HE0_ACCEPTANCE))},
+        {"role": "Evaluator", "content": _pytest(("@evaluation/test_criteria.py", HE0_ACCEPTANCE))},
         {
             "role": "Evaluator",
             "content": _verdict(
@@ -149,7 +149,7 @@ def pse_he53() -> list[Turn]:
             "content": _write(("solution.py", HE53_SOLUTION), ("test_solution.py", HE53_TESTS)),
         },
         {"role": "Specialist", "content": REPORT},
-        {"role": "Evaluator", "content": _pytest(("@evaluation/test_acceptance.py", HE53_ACCEPTANCE))},
+        {"role": "Evaluator", "content": _pytest(("@evaluation/test_criteria.py", HE53_ACCEPTANCE))},
         {"role": "Evaluator", "content": _verdict("PASS", "ALL_MET", PASS_HE53, "Every criterion is met.")},
     ]
 

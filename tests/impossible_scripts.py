@@ -123,7 +123,7 @@ def pse_denied_he0() -> list[Turn]:
             "content": _write(("solution.py", HE0_RIGHT), ("test_solution.py", HE0_TESTS)),
         },
         {"role": "Specialist", "content": report},
-        {"role": "Evaluator", "content": _pytest(("@evaluation/test_acceptance.py", HE0_ACCEPTANCE))},
+        {"role": "Evaluator", "content": _pytest(("@evaluation/test_criteria.py", HE0_ACCEPTANCE))},
         {"role": "Evaluator", "content": _conflict("test_visible.py::test_2", HE0_SENTENCE)},
     ]
 

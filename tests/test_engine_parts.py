@@ -350,7 +350,7 @@ def test_a_pass_is_owed_the_required_checks_not_run_since_the_last_write() -> No
     theirs = _call("run_pytest", facts={"by_author": {"Specialist": {"passed": 2}}}, target=".")
     mine = _call("run_pytest", facts={"by_author": {"Evaluator": {"failed": 1}}}, target=".")
     assert evidence_owed([theirs], own) == [
-        "tests of your own (write them with write_file at @evaluation/test_NAME.py, from the task's words, "
+        "tests of your own (write them with write_file at @evaluation/test_criteria.py, from the task's words, "
         "then run_pytest with target '.': your last full run held none of yours)"
     ]  # heldout-8 top-words: a PASS on no test of its own, which the gate refused after the phase
     assert evidence_owed([mine], own) == []  # how they went is for the gate

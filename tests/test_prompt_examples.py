@@ -180,7 +180,7 @@ def test_the_evaluator_is_told_where_its_tests_go_and_to_run_every_required_chec
         assert "every required check" in evaluator, task
         assert "with target `.`" in evaluator, task
     humaneval = _prompts(tmp_path / "he", "humaneval")[Role.EVALUATOR]  # independent_tests = true
-    assert "`@evaluation/test_NAME.py`" in humaneval
+    assert "`@evaluation/test_criteria.py`" in humaneval
     assert "never an `@evaluation/` path alone" in humaneval
     code_delivery = _prompts(tmp_path / "cd", "code-delivery")[Role.EVALUATOR]
     assert "@evaluation/" not in code_delivery  # no evaluation area there: nothing to point at

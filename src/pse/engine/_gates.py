@@ -229,7 +229,7 @@ def evidence_owed(
             owed.append(f"{call} (files were written after its last run)")
     if policy.independent_tests and not own_tests_ran(tool_calls, policy.backing()):
         owed.append(
-            "tests of your own (write them with write_file at @evaluation/test_NAME.py, from the task's "
+            "tests of your own (write them with write_file at @evaluation/test_criteria.py, from the task's "
             "words, then run_pytest with target '.': your last full run held none of yours)"
         )
     elif policy.independent_tests and verdict is not None and verdict.status == "PASS":

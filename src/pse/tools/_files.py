@@ -24,7 +24,7 @@ from pse.tools._ruff import safe_fixes
 __all__ = ["EVALUATION_PREFIX", "UNCHANGED", "list_files", "read_file", "resolve_path", "write_file"]
 
 EVALUATION_PREFIX = "@evaluation"
-"""Paths under this prefix name the evaluation area, e.g. `@evaluation/test_acceptance.py`."""
+"""Paths under this prefix name the evaluation area, e.g. `@evaluation/test_criteria.py`."""
 UNCHANGED = "this write changed nothing"
 """What a `write_file` of the very bytes its file held says (in its `hints`)."""
 _SAME_CHECK_BYTES = 1 << 20
