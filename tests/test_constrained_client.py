@@ -602,19 +602,23 @@ def test_a_specialist_shown_where_its_code_raised_writes_first() -> None:
     assert not then.writes_first and "report" in then.kinds()
 
 
-def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_area() -> None:
+def test_an_evaluator_that_owes_its_own_tests_writes_them_first_in_its_one_file() -> None:
+    """In csv-mean (heldout-19) the 1.5B model's Evaluator wrote `@evaluation/test_csvmean.py`, a test that
+    takes a parameter no fixture gives; asked to fix its tests it wrote the file its prompt names, and
+    the broken one failed every run until the cap. Its file blocks may take that one path only."""
     tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
     opening: list[Any] = [
         SystemMessage(content="# Role: Evaluator"),
         UserMessage(content=_PLAN, source="user"),
     ]
     shape = _fenced_shape(Role.EVALUATOR, opening, tools)
-    assert shape.kinds() == ("files",) and shape.paths == ("@evaluation/",) and shape.then_runs
+    assert (
+        shape.kinds() == ("files",) and shape.paths == ("@evaluation/test_criteria.py",) and shape.then_runs
+    )
     grammar = turn_grammar(shape)
     assert 'files-1 ::= "\\n" ws calls-after-1' in grammar  # its tests, then the run of them: one turn
-    assert (
-        'file-path ::= "@evaluation/"' in grammar and "run_pytest" in grammar and "read_file" not in grammar
-    )
+    assert 'file-path ::= "@evaluation/test_criteria.py"' in grammar
+    assert "run_pytest" in grammar and "read_file" not in grammar
 
 
 def test_a_judges_verdict_waits_for_a_check_run_since_its_last_write() -> None:
@@ -816,3 +820,35 @@ def test_every_question_about_a_block_opens_as_the_turn_shape_reads_it() -> None
         ),
     ]
     assert all(q is not None and q.startswith(BLOCK_ASKED) for q in questions), questions
+
+
+def test_a_role_told_of_its_last_turn_is_offered_only_its_final() -> None:
+    """Held-out roman and csv-mean (heldout-19) ended TIMEOUT at the turn cap, a right module on disk and
+    the Evaluator's tool call in flight: its phase had no room left for the call's answer and a verdict.
+    PSE's notice of a last turn (`LAST_TURN`, PSE's own message only) offers no tool; a question about a
+    block just before the notice is still read as one."""
+    from pse.engine._nudges import unfounded_conflict
+    from pse.events import BlockedRecord
+    from pse.team import LAST_TURN_NOTICE
+
+    E = Role.EVALUATOR
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE, Tool.RUN_PYTEST]
+    opening: list[Any] = [
+        SystemMessage(content="# Role: Evaluator"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    notice = UserMessage(content=LAST_TURN_NOTICE, source=TASK_SOURCE)
+    first = _fenced_shape(E, opening, tools)
+    assert first.writes_first and first.kinds() == ("files",)  # its tests first, as ever
+    last = _fenced_shape(E, [*opening, notice], tools)
+    assert last.tools == () and "verdict" in last.kinds() and "files" not in last.kinds()
+    # The same words from a role (a Specialist's report quoting them) are not PSE's notice.
+    quoted = _fenced_shape(
+        E, [*opening, UserMessage(content=LAST_TURN_NOTICE, source=Role.SPECIALIST)], tools
+    )
+    assert quoted.kinds() == ("files",)
+    conflict = BlockedRecord(role=E, reason_code="SPEC_CONFLICT", detail="It must copy.", test="t")
+    asked = unfounded_conflict(True, conflict, "verdict", task="Return a new list.")
+    assert asked is not None
+    answer = _fenced_shape(E, [*opening, UserMessage(content=asked, source=TASK_SOURCE), notice], tools)
+    assert answer.tools == () and "blocked" not in answer.kinds() and "verdict" in answer.kinds()

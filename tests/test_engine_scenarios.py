@@ -219,6 +219,24 @@ async def test_turn_cap_is_a_timeout(tmp_path: Path) -> None:
     assert trace.counters.partial_retries == 0 and trace.counters.fail_retries == 0
 
 
+async def test_a_phase_leaves_the_phases_after_it_room_for_their_finals(tmp_path: Path) -> None:
+    """A cycle's turn cap is shared: the 1.5B model's Specialist wrote the same file until the cap and its
+    right module was never judged (held-out roman). Each phase keeps `FINAL_TURNS` for each phase after
+    it (a check, its result, a verdict), so the Specialist's phase of a 10-turn cycle ends after 6 of
+    its own; one that reports in them leaves the Evaluator the room to judge."""
+    writes = [PLAN, S_BAD, S_FIX, S_BAD, S_FIX]  # a model that ignores PSE's notice of its last turn
+    trace, _ = await _run(tmp_path / "capped", writes, turns_per_cycle=10)
+    assert trace.outcome == "TIMEOUT" and trace.cycles[0].turns == 1 + 6
+    assert trace.outcome_reason == (
+        "turn cap: 10 turns in one cycle (PSE_TURNS_PER_CYCLE), 3 of them kept for the phases after the "
+        "Specialist's"
+    )
+    trace, _ = await _run(
+        tmp_path / "judged", [PLAN, S_BAD, S_FIX, S_REPORT2, E_CHECKS2, E_PASS], turns_per_cycle=10
+    )
+    assert trace.outcome == "PASSED" and trace.cycles[0].turns == 1 + 5 + 3
+
+
 async def test_model_unavailable_is_an_error_without_using_a_retry(tmp_path: Path) -> None:
     trace, _ = await _run(
         tmp_path,

@@ -175,3 +175,26 @@ async def test_cancelling_the_task_that_runs_a_phase_cancels_the_tool_agent_turn
         await running
     await asyncio.sleep(0)
     assert tools.cancelled
+
+
+async def test_a_role_with_no_room_for_a_call_and_its_answer_is_told_it_has_its_last_turn() -> None:
+    """The cap counts every message of the phase: a tool call sent with less than `FINAL_TURNS` of room
+    left is answered and then the cap ends the phase with no final (TIMEOUT, held-out roman and
+    csv-mean). That request ends with PSE's notice of a last turn; the ones before it do not."""
+    from pse.team import FINAL_TURNS, LAST_TURN_NOTICE
+    from pse.testing import ScriptedModel
+
+    assert FINAL_TURNS == 3
+    model = ScriptedModel([CALL, CALL, "done: the report"])
+    role = RoleSetup("Specialist", "You execute.", model)
+    phase = Phase(
+        role, [UserMessage(content="the task", source=TASK_SOURCE)], FakeToolAgent(), FailureBox(), 5
+    )
+    seen = await _collect(phase, CancellationToken())
+    assert [s for s, _ in seen] == ["Specialist", TOOL_AGENT, "Specialist", TOOL_AGENT, "Specialist"]
+    lasts = [request[-1].content for request in model.requests]
+    assert [text == LAST_TURN_NOTICE for text in lasts] == [False, False, True]  # room 5, 3, then 1
+    assert phase.finished.fired  # the cap fired on the same message: the final ends the phase all the same
+    # What the role's context holds is unchanged: the notice is in the model's view only.
+    held = [m.content for m in await phase.agent.model_context.get_messages()]
+    assert LAST_TURN_NOTICE not in held[:-1] and held[-1] == "done: the report"

@@ -23,6 +23,7 @@ __all__ = [
     "ALL_ROLES",
     "BLOCK_ASKED",
     "CREWS",
+    "LAST_TURN",
     "NOT_WRITTEN",
     "PSE_CREW",
     "REVIEW_CREW",
@@ -80,6 +81,13 @@ BLOCK_ASKED = ("You blocked on ", "Your SPEC_CONFLICT ")
 SPEC_CONFLICT code does not confirm), and how the next turn's shape knows one (`models._turn_shape`):
 the turn that answers it may not block again at once. Under a grammar the 1.5B model's Evaluator,
 told its SPEC_CONFLICT quoted no sentence of the task, sent the same conflict again, and it stood."""
+
+LAST_TURN = "This is your last turn in this phase"
+"""How PSE opens the notice that ends a role's request when its phase has room for one message of its
+own only: a tool call now would be answered after the phase's turn cap, and no final would follow
+(`team.WithholdingContext`). The next turn's shape offers no tool (`models._turn_shape`): the role ends
+with its final on what it has. Held-out roman and csv-mean (heldout-19): a right module, and the run
+ended TIMEOUT at the cap of 20 turns with the Evaluator's tool call in flight and no verdict."""
 
 CycleKind = Literal["initial", "revise", "replan"]
 """A cycle's kind: a first one, a revise after a PARTIAL, a re-plan after a FAIL (the trace's `kind`)."""

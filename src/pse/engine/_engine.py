@@ -51,7 +51,7 @@ from pse.engine._workspace import Workspace
 from pse.events import CycleStarted, PlanRecord, VerdictEvent, utc_now
 from pse.protocol import render_plan
 from pse.roles import TASK_SOURCE
-from pse.team import FailureBox, HistoryContexts, ScopedContexts
+from pse.team import FINAL_TURNS, FailureBox, HistoryContexts, ScopedContexts
 from pse.tokens import count_tokens
 from pse.trace import CycleRecord, Trace, outcome_event, write_trace
 
@@ -304,8 +304,14 @@ class Engine:
             brief = crew.contexts.opening(
                 role, spec.opening(role, finals, plan, setup.system_message, self.workspace)
             )
+            # Each phase leaves the phases after it room to end with their finals (`FINAL_TURNS` each),
+            # but keeps that much itself where the cycle has it: a Specialist that wrote the same file
+            # until the cap left its right module unjudged (held-out roman).
+            later = [p.role for p in self.rules.crew.phases_for(spec.kind)]
+            keep = FINAL_TURNS * (len(later) - later.index(role) - 1 if role in later else 0)
             cap = f"turn cap: {turns} turns in one cycle (PSE_TURNS_PER_CYCLE)"
-            left = lambda: turns - cycle.turns  # noqa: E731 - a cycle's turns shrink as it goes
+            cap += f", {keep} of them kept for the phases after the {role}'s" if keep else ""
+            left = lambda: min(turns - cycle.turns, max(FINAL_TURNS, turns - cycle.turns - keep))  # noqa: E731
         else:
             cap = f"turn cap: {turns} turns in the final review"
             left = lambda: turns  # noqa: E731

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from pse.engine._judge_tests import Backing, backing_gate, backing_owed, independent_gate, own_tests_ran
 from pse.events import SEVERITIES, GateRecord, GateResult, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.roles import Role
-from pse.tools import Tool, check_tool
+from pse.tools import OWN_TEST_FILE, Tool, check_tool
 
 __all__ = ["GatePolicy", "evaluate_gates", "evidence_owed"]
 
@@ -229,7 +229,7 @@ def evidence_owed(
             owed.append(f"{call} (files were written after its last run)")
     if policy.independent_tests and not own_tests_ran(tool_calls, policy.backing()):
         owed.append(
-            "tests of your own (write them with write_file at @evaluation/test_criteria.py, from the task's "
+            f"tests of your own (write them with write_file at {OWN_TEST_FILE}, from the task's "
             "words, then run_pytest with target '.': your last full run held none of yours)"
         )
     elif policy.independent_tests and verdict is not None and verdict.status == "PASS":

@@ -14,10 +14,12 @@ A small model's first moves decide its run, and a grammar can make them for it (
   wrote the same file ten times over); an Evaluator that owes tests of its own writes them and runs
   them in one turn;
 * **no endless looks**: a Specialist whose last `LOOKS_BEFORE_ACTING` results only looked is offered none;
+* **a last turn is a final**: a role whose phase has room for no tool call and its answer before the turn
+  cap (PSE's notice, `LAST_TURN`, ends its request) is offered no tool;
 * **no endless turns**: a role whose turns brought it nothing new `STALE_TURNS` times (every call failed,
   or made before with nothing changed since) is offered no tool: it ends with its final;
-* **where a file block writes**: the plan's outputs (the Specialist's), the evaluation area (the
-  Evaluator's);
+* **where a file block writes**: the plan's outputs (the Specialist's), the one test file of the
+  Evaluator's own (`OWN_TEST_FILE`);
 * **findings** and the **SPEC_CONFLICT** ending where the role's instructions tell it of them;
 * **no block straight back**: the turn that answers PSE's question about a role's block (`BLOCK_ASKED`)
   may not block; the role may block again once it has acted.
@@ -46,8 +48,25 @@ from pse.protocol import (
     plan_outputs,
     read_invokes,
 )
-from pse.roles import BLOCK_ASKED, NOT_WRITTEN, SINGLE_AGENT, TASK_SOURCE, TOOL_AGENT, WRITE_AGAIN, Role
-from pse.tools import EVALUATION_PREFIX, FAULT_HEADING, OWN_TESTS, Tool, names_check, passed_names
+from pse.roles import (
+    BLOCK_ASKED,
+    LAST_TURN,
+    NOT_WRITTEN,
+    SINGLE_AGENT,
+    TASK_SOURCE,
+    TOOL_AGENT,
+    WRITE_AGAIN,
+    Role,
+)
+from pse.tools import (
+    EVALUATION_PREFIX,
+    FAULT_HEADING,
+    OWN_TEST_FILE,
+    OWN_TESTS,
+    Tool,
+    names_check,
+    passed_names,
+)
 
 __all__ = ["LOOKS_BEFORE_ACTING", "STALE_TURNS", "UNKNOWN_GROUND", "TaskGround", "turn_shape_of"]
 
@@ -104,6 +123,10 @@ def turn_shape_of(
         ground: what the task put in the workspace and expects out of it.
     """
     tools = tuple(tools)
+    # PSE's notice of the role's last turn in its phase ends the request (`team.WithholdingContext`); the
+    # readers of PSE's last message read the one before it.
+    last = _pse_says(messages, LAST_TURN)
+    messages = messages[:-1] if last else messages
     # The plan is the Planner's message (or PSE's own brief): a <plan> another role wrote, such as
     # one inside the Specialist's report, never narrows the criteria the Evaluator may judge.
     authored = [m for m in messages if isinstance(m, UserMessage) and m.source in _PLAN_SOURCES]
@@ -154,10 +177,14 @@ def turn_shape_of(
     looked = writes and _looks_in_a_row(messages, own) >= LOOKS_BEFORE_ACTING
     if looked or to_write or owes_tests:
         tools = tuple(t for t in tools if t.name not in _LOOKS)
-    if spec.role != Role.PLANNER and _stale_turns(messages, own, writes) >= STALE_TURNS:
+    if last or (spec.role != Role.PLANNER and _stale_turns(messages, own, writes) >= STALE_TURNS):
         tools, to_write, owes_tests = (), False, False  # its final now: what it has is all it will get
     fenced = spec.write_format == "fenced"
-    paths = (told or outputs) if writes and outputs else (_AREA if spec.role == Role.EVALUATOR else None)
+    # An Evaluator's tests go in one file its prompt names: in csv-mean (heldout-19) the 1.5B model wrote
+    # `@evaluation/test_csvmean.py` with a test that took a parameter no fixture gives, then, asked to
+    # fix its tests, wrote the named file again, and the broken one failed every run until the cap.
+    judges = (OWN_TEST_FILE,) if spec.role == Role.EVALUATOR else None
+    paths = (told or outputs) if writes and outputs else judges
     return TurnShape(
         spec.role,
         tools,
@@ -280,12 +307,15 @@ def _asked_about_block(messages: Sequence[LLMMessage]) -> bool:
     Why: asked once whether its SPEC_CONFLICT stood (it quoted no sentence of the task), the 1.5B
     model's Evaluator sent the same conflict back, twice in a row, and the run ended for a person over
     work whose failing test was right (CI, code-delivery)."""
+    return _pse_says(messages, BLOCK_ASKED)
+
+
+def _pse_says(messages: Sequence[LLMMessage], opening: str | tuple[str, ...]) -> bool:
+    """Whether the request ends with a message of PSE's own (never a role's) that starts with `opening`."""
     last = messages[-1] if messages else None
-    return (
-        isinstance(last, UserMessage)
-        and last.source == TASK_SOURCE
-        and str(last.content).startswith(BLOCK_ASKED)
-    )
+    if not (isinstance(last, UserMessage) and last.source == TASK_SOURCE):
+        return False
+    return str(last.content).startswith(opening)
 
 
 def _written(messages: Sequence[LLMMessage], own: str) -> set[str]:

@@ -6,13 +6,15 @@ final message; the engine runs the phases in order and applies the state table b
 """
 
 from pse.team._clients import FailureBox, FailureTrackingClient
-from pse.team._conditions import RoleFinished, TurnCap
+from pse.team._conditions import FINAL_TURNS, RoleFinished, TurnCap
 from pse.team._contexts import ContextFactory, CycleOpening, HistoryContexts, ScopedContexts
 from pse.team._phase import WIND_DOWN_S, Phase, RoleTeam
 from pse.team._team import RoleSetup, describe
-from pse.team._withheld import WITHHELD, WithholdingContext, withhold_broken_writes
+from pse.team._withheld import LAST_TURN_NOTICE, WITHHELD, WithholdingContext, withhold_broken_writes
 
 __all__ = [
+    "FINAL_TURNS",
+    "LAST_TURN_NOTICE",
     "WIND_DOWN_S",
     "WITHHELD",
     "ContextFactory",

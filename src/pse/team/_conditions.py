@@ -9,7 +9,12 @@ from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMess
 
 from pse.protocol import has_tool_calls
 
-__all__ = ["RoleFinished", "TurnCap"]
+__all__ = ["FINAL_TURNS", "RoleFinished", "TurnCap"]
+
+FINAL_TURNS = 3
+"""The fewest messages a phase ends in with a final on evidence of the role's own: its tool call, the
+ToolAgent's answer, its final. A role with less room than that in its phase is told it has its last
+turn (`WithholdingContext`), and a phase leaves this many to each phase after it in the cycle."""
 
 
 class _Condition(TerminationCondition):
@@ -62,6 +67,10 @@ class TurnCap(_Condition):
         super().rearm()
         self.count = 0
         self.limit = self.limit if limit is None else limit
+
+    def room(self) -> int:
+        """How many more messages the phase may hold before the cap fires."""
+        return self.limit - self.count
 
     async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
         self.count += sum(1 for m in messages if isinstance(m, BaseChatMessage))

@@ -123,17 +123,17 @@ class RoleTeam:
     def __init__(self, role: RoleSetup, tool_agent: ChatAgent) -> None:
         self.role = role
         self.client = FailureTrackingClient(role.client, FailureBox())
+        self.finished = RoleFinished(role.name)
+        self.cap = TurnCap(0)
         self.agent: ChatAgent = role.agent or AssistantAgent(
             name=role.name,
             model_client=self.client,
             system_message=role.system_message,
             description=describe(role.name),
-            model_context=WithholdingContext(),
+            model_context=WithholdingContext(room=self.cap.room),
             model_client_stream=False,
         )
         self.seat, self.tool_seat = _Seat(self.agent), _Seat(tool_agent)
-        self.finished = RoleFinished(role.name)
-        self.cap = TurnCap(0)
         # The team's runtime is PSE's, started for each phase and stopped after it: its per-hop spans
         # (publish, process) are not traced; each agent turn still gets AutoGen's `invoke_agent` span.
         self.runtime = SingleThreadedAgentRuntime(

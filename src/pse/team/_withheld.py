@@ -19,30 +19,55 @@ own. A write is withheld when the ToolAgent's result for that very invoke (same 
 is not `ok`, or says its path does not parse as Python or reads a name nothing in it binds
 (`_not_code`), or that it changed nothing (`_unchanged`); a message PSE cannot read back as invokes is
 left whole.
+
+The same view ends with PSE's notice of a role's last turn in its phase (`LAST_TURN_NOTICE`) when the
+phase's turn cap leaves room for no tool call and its answer before a final: at the cap the phase ends
+TIMEOUT, and held-out roman and csv-mean ended so with a right module on disk and no verdict.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 
 from autogen_core.model_context import UnboundedChatCompletionContext
-from autogen_core.models import AssistantMessage, LLMMessage
+from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 
 from pse.protocol import parse_tool_results, read_invokes, render_tool_calls
+from pse.roles import LAST_TURN, TASK_SOURCE
+from pse.team._conditions import FINAL_TURNS
 from pse.tools import EVALUATION_PREFIX, NOT_BOUND, NOT_PYTHON, UNCHANGED, WITHHELD, Tool
 
-__all__ = ["WITHHELD", "WithholdingContext", "withhold_broken_writes"]
+__all__ = ["LAST_TURN_NOTICE", "WITHHELD", "WithholdingContext", "withhold_broken_writes"]
 
 _REFUSED = re.compile(r'name="write_file" status="(?!ok")')
 """A write_file result that is not `ok` (a cheap look before the results are parsed)."""
 
 
+LAST_TURN_NOTICE = (
+    f"{LAST_TURN}: a tool call now would get no answer before the turn cap. Send your final message now"
+    " (your plan, report or verdict), on what you have."
+)
+"""What ends a role's request when its phase has room for one message of its own only (`room`)."""
+
+
 class WithholdingContext(UnboundedChatCompletionContext):
-    """AutoGen's unbounded context, seen through `withhold_broken_writes`."""
+    """AutoGen's unbounded context, seen through `withhold_broken_writes`, and ended with
+    `LAST_TURN_NOTICE` when `room` (the messages the phase may still hold) is under `FINAL_TURNS`: a
+    tool call then would be answered by the ToolAgent and the cap would end the phase with no final.
+    The notice is in the model's view only, as the withheld writes are; the turn's shape reads it and
+    offers no tool (`models._turn_shape`), so a grammar makes the final what the model sends."""
+
+    def __init__(self, room: Callable[[], int] | None = None) -> None:
+        super().__init__()
+        self._room = room
 
     async def get_messages(self) -> list[LLMMessage]:
-        return withhold_broken_writes(self._messages)
+        view = withhold_broken_writes(self._messages)
+        if self._room is not None and 0 < self._room() < FINAL_TURNS:  # 0: the phase is over
+            view.append(UserMessage(content=LAST_TURN_NOTICE, source=TASK_SOURCE))
+        return view
 
 
 def withhold_broken_writes(messages: list[LLMMessage]) -> list[LLMMessage]:

@@ -34,7 +34,15 @@ from pse.tools._evidence import (
     is_test_file,
     protecting_glob,
 )
-from pse.tools._files import EVALUATION_PREFIX, UNCHANGED, list_files, read_file, resolve_path, write_file
+from pse.tools._files import (
+    EVALUATION_PREFIX,
+    OWN_TEST_FILE,
+    UNCHANGED,
+    list_files,
+    read_file,
+    resolve_path,
+    write_file,
+)
 from pse.tools._own_tests import test_names
 from pse.tools._protected import check_config_reason, declared_config
 from pse.tools._pyhints import NOT_BOUND, NOT_PYTHON, WITHHELD, parse_python, python_problem, syntax_problem
@@ -56,6 +64,7 @@ __all__ = [
     "NOT_BOUND",
     "NOT_PYTHON",
     "OWN_TESTS",
+    "OWN_TEST_FILE",
     "PROTECTED_BY_DEFAULT",
     "UNCHANGED",
     "WITHHELD",

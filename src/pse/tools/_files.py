@@ -21,10 +21,21 @@ from pse.tools._pyhints import WITHHELD, python_hints
 from pse.tools._registry import ToolContext, ToolOutcome
 from pse.tools._ruff import safe_fixes
 
-__all__ = ["EVALUATION_PREFIX", "UNCHANGED", "list_files", "read_file", "resolve_path", "write_file"]
+__all__ = [
+    "EVALUATION_PREFIX",
+    "OWN_TEST_FILE",
+    "UNCHANGED",
+    "list_files",
+    "read_file",
+    "resolve_path",
+    "write_file",
+]
 
 EVALUATION_PREFIX = "@evaluation"
 """Paths under this prefix name the evaluation area, e.g. `@evaluation/test_criteria.py`."""
+OWN_TEST_FILE = f"{EVALUATION_PREFIX}/test_criteria.py"
+"""The one file an Evaluator that owes tests of its own writes them in (its prompt names it; under a
+grammar, the only path its file blocks may take)."""
 UNCHANGED = "this write changed nothing"
 """What a `write_file` of the very bytes its file held says (in its `hints`)."""
 _SAME_CHECK_BYTES = 1 << 20
