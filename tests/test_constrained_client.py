@@ -852,3 +852,52 @@ def test_a_role_told_of_its_last_turn_is_offered_only_its_final() -> None:
     assert asked is not None
     answer = _fenced_shape(E, [*opening, UserMessage(content=asked, source=TASK_SOURCE), notice], tools)
     assert answer.tools == () and "blocked" not in answer.kinds() and "verdict" in answer.kinds()
+
+
+def test_writes_withheld_from_a_file_block_view_still_count_as_turns_that_brought_nothing_new() -> None:
+    """HumanEval-10 (he10-g): in a revise the 1.5B model's Specialist wrote `solution.py` ten times until
+    the turn cap, three that did not parse and seven of the very bytes it held. The fenced format shows a
+    withheld write as nothing at all, so those turns paired no call with their result and never counted
+    as stale. Each now stands as a withheld write (its path from its result), in both write formats."""
+    from autogen_core.models import AssistantMessage
+
+    from pse.models._fenced import FencedWritesClient
+    from pse.team import withhold_broken_writes
+
+    S = Role.SPECIALIST
+
+    def write(content: str, note: str = "") -> list[Any]:
+        call = (
+            '<tool_calls>\n<invoke name="write_file">\n<parameter name="path">solution.py</parameter>\n'
+            f'<parameter name="content">{content}</parameter>\n</invoke>\n</tool_calls>'
+        )
+        result = f"wrote solution.py ({len(content)} bytes)" + (f"\nnote: {note}" if note else "")
+        return [
+            AssistantMessage(content=call, source=S),
+            UserMessage(
+                content=f'<tool_results for="Specialist">\n<result index="1" name="write_file" status="ok">'
+                f"{result}</result>\n</tool_results>",
+                source="ToolAgent",
+            ),
+        ]
+
+    same = "solution.py already held exactly these bytes: this write changed nothing"
+    broken = "solution.py does not parse as Python: invalid syntax (line 1: def f(:)"
+    start: list[Any] = [
+        SystemMessage(content="# Role: Specialist"),
+        UserMessage(content=_PLAN, source=Role.PLANNER),
+    ]
+    tools = [Tool.READ_FILE, Tool.WRITE_FILE]
+    there = frozenset({"solution.py"})
+    for held in (
+        start + write("x = 1\n") + write("x = 1\n", same) * 3,
+        start + write("def f(:\n", broken) + write("def f(::\n", broken) + write("def f(:::\n", broken),
+    ):
+        view = withhold_broken_writes(held)
+        shown = FencedWritesClient._shown(view)
+        assert not any(
+            isinstance(m, AssistantMessage) and m.content for m in shown[-6::2]
+        )  # shown as nothing
+        assert _fenced_shape(S, shown, tools, present=there).kinds() == ("report", "blocked")
+        assert _fenced_shape(S, view, tools, present=there).kinds() == ("report", "blocked")  # as invokes too
+        assert "files" in _fenced_shape(S, shown[:-2], tools, present=there).kinds()  # two: not yet

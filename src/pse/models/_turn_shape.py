@@ -38,6 +38,7 @@ from pse.config import ModelSpec
 from pse.events import PlanRecord
 from pse.models._digest import message_texts
 from pse.protocol import (
+    ResultItem,
     ToolSignature,
     TurnShape,
     asks_findings,
@@ -63,6 +64,7 @@ from pse.tools import (
     FAULT_HEADING,
     OWN_TEST_FILE,
     OWN_TESTS,
+    WITHHELD,
     Tool,
     names_check,
     passed_names,
@@ -281,10 +283,39 @@ def _turns(messages: Sequence[LLMMessage], own: str) -> list[_Turn]:
             _, results = parse_tool_results(str(answer.content))
         except ValueError:
             continue
-        if invokes is None or len(invokes) != len(results):
-            continue
-        turns.append(([(name, dict(params)) for name, params in invokes], [r.status for r in results]))
+        calls = _aligned(invokes, results) if invokes is not None else None
+        if calls is not None:
+            turns.append((calls, [r.status for r in results]))
     return turns
+
+
+_WROTE = re.compile(r"wrote (\S+) \(\d+ bytes\)")
+
+
+def _aligned(
+    invokes: Sequence[tuple[str, Sequence[tuple[str, str]]]], results: Sequence[ResultItem]
+) -> list[tuple[str, dict[str, str]]] | None:
+    """The calls of a turn as the role sent them, one for each result, in order: a write PSE withheld from
+    the role's view (`team.WithholdingContext`) stands where the view shows none (the fenced format shows
+    such a write as nothing at all), its content `WITHHELD` and its path as its result names it. None
+    when the calls and the results do not pair.
+
+    Why: shown as nothing, the 1.5B model's writes of the very bytes its file held counted as no turn at
+    all, and its Specialist wrote `solution.py` ten times over until the turn cap (HumanEval-10)."""
+    calls: list[tuple[str, dict[str, str]]] = []
+    shown = list(invokes)
+    for result in results:
+        wrote = _WROTE.match(result.output) if result.name == Tool.WRITE_FILE else None
+        if shown and shown[0][0] == result.name:
+            params = dict(shown[0][1])
+            if wrote is None or wrote[1] == params.get("path", "").strip():
+                calls.append((result.name, params))
+                shown.pop(0)
+                continue
+        if result.name != Tool.WRITE_FILE:
+            return None
+        calls.append((Tool.WRITE_FILE, {"path": wrote[1] if wrote else "", "content": WITHHELD}))
+    return None if shown else calls
 
 
 _UNWRITTEN = re.compile(rf"(?P<paths>[^\s,:]+(?:, [^\s,:]+)*) (?:is|are) (?:{NOT_WRITTEN}|{WRITE_AGAIN}):")
@@ -347,6 +378,8 @@ def _stale_turns(messages: Sequence[LLMMessage], own: str, writes: bool) -> int:
         old = True
         for (name, params), status in zip(calls, statuses, strict=True):
             path = params.get("path", "").strip()
+            if name == Tool.WRITE_FILE and params.get("content") == WITHHELD:
+                continue  # refused, not code to run, or the bytes its file held: nothing new
             if name == Tool.WRITE_FILE:
                 same = held.get(path) == params.get("content")
                 if status == "ok" and not same:
