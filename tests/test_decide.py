@@ -112,6 +112,18 @@ def pytest_run(passed: int, failed: int = 0) -> ToolCallRecord:
                           rule="roles.Evaluator.run_pytest", status="ok", facts=facts)  # fmt: skip
 
 
+def judged_run(*own: str, specialist: str = "errors") -> ToolCallRecord:
+    """A run of the Evaluator's own tests with the outcomes `own`, beside the Specialist's test file with
+    the outcome `specialist` (heldout-20 account: its import failed collection)."""
+    tests = [
+        {"test": f"@evaluation/test_criteria.py::test_{i}", "outcome": o, "author": E}
+        for i, o in enumerate(own)
+    ]
+    tests.append({"test": "test_account.py", "outcome": specialist, "author": S})
+    run = pytest_run(sum(o == "passed" for o in own), sum(o == "failed" for o in own))
+    return run.model_copy(update={"status": "error", "facts": {**run.facts, "tests": tests}})
+
+
 FAULT = "@evaluation/test_roman.py line 36 asks pytest for run_pytest, which pytest does not have"
 FAULTED = pytest_run(2).model_copy(
     update={
@@ -515,6 +527,12 @@ def test_an_unreadable_verdict_is_repaired_once_then_is_a_review_error() -> None
         # a FAIL over work the Specialist can fix under the plan
         (verdict("FAIL", "TESTS_FAILING", "AC1"), [pytest_run(1, 1)], RULES,
          "Your FAIL asks for a new plan, but its reason, TESTS_FAILING"),
+        # a FAIL for the approach where every test of the judge's own passed (heldout-20 account): asked;
+        # one of its own failed, or none of its own ran (only the Specialist's): it stands
+        (verdict("FAIL", "WRONG_APPROACH", "AC1"), [judged_run("passed", "passed")], RULES,
+         "Your FAIL asks for a new plan, but your own tests passed on the work (2 passed, none failed)"),
+        (verdict("FAIL", "WRONG_APPROACH", "AC1"), [judged_run("passed", "failed")], RULES, None),
+        (verdict("FAIL", "WRONG_APPROACH", "AC1"), [judged_run(specialist="passed")], RULES, None),
         # a BLOCKED over a file the work lacks (held-out csv-mean's test.csv), not over a person's call
         (verdict("BLOCKED", "MISSING_DATA", "AC1"), [pytest_run(0, 1)], RULES,
          "Your BLOCKED stops the run for a person, but its reason, MISSING_DATA"),

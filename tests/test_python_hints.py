@@ -293,3 +293,59 @@ def test_a_test_file_that_holds_no_test_is_not_code_yet() -> None:
     ):
         assert python_problem("test_roman.py", fine) is None
     assert python_problem("roman.py", "\n") is None
+
+
+def test_a_relative_import_in_a_file_of_no_package_is_the_absolute_one_it_can_only_mean(
+    tmp_path: Path,
+) -> None:
+    """heldout-20 account: the Specialist's `from .account import Account` failed collection ("attempted
+    relative import with no known parent package") in two cycles over a right `account.py`, and the
+    revises broke it; heldout-19 csv-mean: the Evaluator's `from .csvmean import column_mean` the same.
+    At the top of its area, beside no `__init__.py`, such a file is in no package: the import can only
+    mean the module of the workspace it names, or the one that defines what it imports. In a package,
+    deeper in the tree (a namespace package), or with no one meaning, the file stays as it was."""
+    import os
+
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext
+    from pse.tools._files import write_file
+    from sandbox_support import evaluation_context
+
+    (tmp_path / "eval").mkdir()
+    test = (
+        "import pytest\nfrom .account import Account\n\n\ndef test_a():\n    assert Account().balance == 0\n"
+    )
+    ctx, _, area = evaluation_context(tmp_path / "eval", {"account.py": ACCOUNT})
+    outcome = write_file(ctx, "@evaluation/test_mine.py", test)
+    assert (area / "test_mine.py").read_text() == test.replace("from .account", "from account")
+    assert outcome.facts["names_bound"] == ["no package here: from account import Account"]
+    renamed = test.replace(".account import", ".bank import")  # no bank.py: account.py defines it
+    assert write_file(ctx, "@evaluation/test_bank.py", renamed).facts["names_bound"] == [
+        "no package here, no module bank: from account import Account"
+    ]
+    module_form = "from . import account\n\n\ndef test_a():\n    assert account.Account().balance == 0\n"
+    write_file(ctx, "@evaluation/test_module.py", module_form)
+    assert (area / "test_module.py").read_text().startswith("import account\n")
+
+    space = tmp_path / "ws"
+    space.mkdir()
+    (space / "account.py").write_text(ACCOUNT)
+    ws = ToolContext(
+        Path(os.path.realpath(space)), Sandbox(space, SandboxLimits(timeout_s=30), "fallback"), writable=True
+    )
+    assert write_file(ws, "test_account.py", test).facts["names_bound"] == [
+        "no package here: from account import Account"
+    ]
+    assert (space / "test_account.py").read_text() == test.replace("from .account", "from account")
+    (space / "pkg").mkdir()
+    (space / "pkg" / "account.py").write_text(ACCOUNT)
+    for path in ("pkg/test_account.py", "test_nowhere.py"):  # a namespace package; no module, no owner
+        content = (
+            test
+            if path.startswith("pkg/")
+            else test.replace(".account", ".nowhere").replace("Account", "Nothing")
+        )
+        assert "names_bound" not in write_file(ws, path, content).facts
+        assert (space / path).read_text() == content
+    (space / "__init__.py").write_text("")
+    assert "names_bound" not in write_file(ws, "test_again.py", test).facts  # the workspace is a package

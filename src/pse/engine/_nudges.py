@@ -16,12 +16,12 @@ import re
 from collections.abc import Sequence
 
 from pse.engine._escalation import quotes_task
-from pse.engine._last_run import outputs_to_write_again, ran_with
+from pse.engine._last_run import last_tests, outputs_to_write_again, ran_with
 from pse.engine._said import quoted_for
 from pse.engine._values import PhaseResult
 from pse.events import BlockedRecord, PlanRecord, ToolCallRecord, VerdictRecord
 from pse.protocol import SPEC_CONFLICT
-from pse.roles import BLOCK_ASKED, NOT_WRITTEN, WRITE_AGAIN, role_spec
+from pse.roles import BLOCK_ASKED, NOT_WRITTEN, WRITE_AGAIN, Role, role_spec
 from pse.tools import Tool
 
 __all__ = [
@@ -272,7 +272,7 @@ FIXABLE = frozenset({"TESTS_FAILING", "LINT_FAILING", "CHECK_FAILING", "OUTPUT_M
 """Reasons about the work, not the plan: the evaluator prompt's examples of a PARTIAL's reason."""
 
 
-def fail_for_work(verdict: VerdictRecord | None) -> str | None:
+def fail_for_work(verdict: VerdictRecord | None, calls: Sequence[ToolCallRecord] = ()) -> str | None:
     """Why an Evaluator's FAIL is asked about once: its own reason is work the Specialist can fix under the
     plan (a failing test, a finding, a missing output), which is a PARTIAL — a revise that keeps the plan
     and says what to fix — not a FAIL, which throws the plan away. The 1.5B model said FAIL with
@@ -282,6 +282,13 @@ def fail_for_work(verdict: VerdictRecord | None) -> str | None:
     Told its conflict quoted no sentence of the task, the 1.5B model sent the same words as a FAIL, and
     the re-plan's Specialist, told nothing of the failing test, wrote its file again unchanged (run 21).
     The verdict it sends next stands, whatever it is.
+
+    A FAIL for any other reason is asked too where its own last run says the work holds: every test of
+    the Evaluator's own that ran passed (`calls`: the phase's tool records). The plan's approach then does
+    what the judge's own checks ask of it, and what is left is the Specialist's to fix under it. The 1.5B
+    model's Evaluator said FAIL (WRONG_APPROACH) over a right `account.py` its four tests passed, for the
+    Specialist's test file that pytest could not collect, twice; each re-plan's Specialist wrote the
+    module again, the last time wrong (heldout-20).
 
     A BLOCKED verdict over such work is asked too, and over MISSING_DATA: it stops the run for a person.
     The 1.5B model's Evaluator blocked on MISSING_DATA over a `test.csv` the Specialist's own test read
@@ -306,12 +313,27 @@ def fail_for_work(verdict: VerdictRecord | None) -> str | None:
             "Send your verdict again."
         )
     if verdict.reason_code not in FIXABLE:
-        return None
+        passed = _own_tests_held(calls)
+        if not passed:
+            return None
+        return (
+            f"Your FAIL asks for a new plan, but your own tests passed on the work ({passed} passed, none "
+            "failed): under this plan it does what your tests check. What is still wrong is the "
+            "Specialist's to fix under it: that is PARTIAL, with the criterion not met and the evidence "
+            "that shows it. Send your verdict again; FAIL only if the plan itself is wrong."
+        )
     return (
         f"Your FAIL asks for a new plan, but its reason, {verdict.reason_code}, is work the Specialist "
         "can fix under this plan: that is PARTIAL. Send your verdict again; FAIL only if the plan itself "
         "is wrong."
     )
+
+
+def _own_tests_held(calls: Sequence[ToolCallRecord]) -> int:
+    """How many of the Evaluator's own tests its last test run passed, where every one of them that ran
+    passed (0: none ran, or one did not pass)."""
+    own = [t for t in last_tests(calls) if t.get("author") == Role.EVALUATOR]
+    return len(own) if own and all(t.get("outcome") == "passed" for t in own) else 0
 
 
 def nudge(
@@ -356,7 +378,7 @@ def nudge(
     if early is None and "contradicted" in wants:
         early = contradicted(final.verdict, own, conflicts)
     if early is None and "fail_for_work" in wants:
-        early = fail_for_work(final.verdict)
+        early = fail_for_work(final.verdict, own)
     if final.blocked is None:
         return early
     ids = [c.id for c in plan.criteria] if plan is not None else []
