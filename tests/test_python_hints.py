@@ -190,8 +190,8 @@ def test_a_write_adds_the_imports_and_says_so(tmp_path: Path) -> None:
     assert (tmp_path / "test_account.py").read_text().startswith("from account import Account\n")
     assert outcome.facts["names_bound"] == ["from account import Account"]
     assert (
-        "note: PSE bound the names it read and never bound (from account import Account); read it to see it"
-        in outcome.output
+        "note: PSE changed the file where one reading is certain (from account import Account); read it to "
+        "see it" in outcome.output
     )
 
 
@@ -221,13 +221,15 @@ def test_the_evaluators_tests_import_from_the_workspace(tmp_path: Path) -> None:
     )
     assert outcome.facts["names_bound"] == ["from account import Account"]
     assert (area / "test_mine.py").read_text().startswith("from account import Account\n")
-    # A copy of the workspace's class in its own test file (held-out slugify's Evaluator did so): told.
+    # A copy of the workspace's class in its own test file (held-out slugify's Evaluator did so): told, never
+    # removed: a helper of the judge's that shares a name with the work would be replaced by the work's.
     copy = "class Account:\n    balance = 0\n\n\ndef test_a():\n    assert Account().balance == 0\n"
     copied = write_file(ctx, "@evaluation/test_copy.py", copy)
     assert copied.facts["hints"] == [
         "test_copy.py defines Account, as account.py does: its tests run this copy, not account.py. Delete "
         "the copy and import it: from account import Account"
     ]
+    assert (area / "test_copy.py").read_text() == copy
 
 
 def test_a_misspelt_name_is_renamed_to_the_one_close_name_the_file_binds(tmp_path: Path) -> None:
@@ -349,3 +351,40 @@ def test_a_relative_import_in_a_file_of_no_package_is_the_absolute_one_it_can_on
         assert (space / path).read_text() == content
     (space / "__init__.py").write_text("")
     assert "names_bound" not in write_file(ws, "test_again.py", test).facts  # the workspace is a package
+
+
+def test_a_test_files_copy_of_the_function_it_tests_is_removed_and_the_delivered_one_imported(
+    tmp_path: Path,
+) -> None:
+    """About half the held-out runs (heldout-15 to heldout-20) had a test file that started with its own
+    copy of the function it tests, kept after the note at each write: its tests proved nothing of the
+    delivered module. A module that is no test file keeps what it defines."""
+    import os
+
+    from pse.sandbox import Sandbox, SandboxLimits
+    from pse.tools import ToolContext
+    from pse.tools._files import write_file
+
+    slug = "import re\n\n\ndef slugify(title):\n    return re.sub(r'\\W+', '-', title.lower()).strip('-')\n"
+    (tmp_path / "slug.py").write_text(slug)
+    ctx = ToolContext(
+        Path(os.path.realpath(tmp_path)),
+        Sandbox(tmp_path, SandboxLimits(timeout_s=30), "fallback"),
+        writable=True,
+    )
+    test = (
+        "import pytest\n\n\ndef slugify(title):\n    return '-'.join(title.lower().split())\n\n\n"
+        "@pytest.mark.parametrize('title', ['Hello World'])\ndef test_slug(title):\n"
+        "    assert slugify(title) == 'hello-world'\n"
+    )
+    outcome = write_file(ctx, "test_slug.py", test)
+    assert outcome.facts["names_bound"] == [
+        "removed slugify, a copy of slug.py's: the tests run the delivered one",
+        "from slug import slugify",
+    ]
+    text = (tmp_path / "test_slug.py").read_text()
+    assert text.startswith("from slug import slugify\nimport pytest\n") and "def slugify" not in text
+    assert "def test_slug(title)" in text and "@pytest.mark.parametrize" in text
+    helper = "def slugify(title):\n    return title\n"
+    assert "names_bound" not in write_file(ctx, "helpers.py", helper).facts
+    assert (tmp_path / "helpers.py").read_text() == helper

@@ -204,7 +204,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolOutcome:
     hints = python_hints(real, rel, content, None if area == "workspace" else ctx.workspace)
     if added:
         hints.insert(
-            0, f"PSE bound the names it read and never bound ({'; '.join(added)}); read it to see it"
+            0, f"PSE changed the file where one reading is certain ({'; '.join(added)}); read it to see it"
         )
     if fixed:
         hints.insert(0, f"ruff applied its safe fixes ({', '.join(fixed)}) to the file; read it to see it")
