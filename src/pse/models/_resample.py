@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 
-from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, UserMessage
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage
 
+from pse.models._answers import answered
 from pse.models._constrained import ConstraintLog
 from pse.models._wrapper import CallOptions, WrapperChatCompletionClient
-from pse.protocol import parse_tool_results
-from pse.roles import TOOL_AGENT
 from pse.tools import UNCHANGED, Tool
 
 __all__ = ["RESAMPLE_TEMPERATURE", "ResamplingClient", "repeated_itself"]
@@ -36,20 +35,8 @@ held-out runs measured best (docs/models.md)."""
 
 def repeated_itself(messages: Sequence[LLMMessage], role: str) -> bool:
     """Whether the last `write_file` the ToolAgent answered for `role` in `messages` changed nothing."""
-    own = f'<tool_results for="{role}"'
-    for message in reversed(messages):
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        try:
-            writes = [r for r in parse_tool_results(text)[1] if r.name == Tool.WRITE_FILE]
-        except ValueError:
-            continue
-        if writes:
-            return UNCHANGED in writes[-1].output
-    return False
+    writes = [r for r in answered(messages, f'<tool_results for="{role}"') if r.name == Tool.WRITE_FILE]
+    return bool(writes) and UNCHANGED in writes[-1].output
 
 
 class ResamplingClient(WrapperChatCompletionClient):

@@ -36,6 +36,7 @@ from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, Use
 
 from pse.config import ModelSpec
 from pse.events import PlanRecord
+from pse.models._answers import answer_texts, answered
 from pse.models._digest import message_texts
 from pse.protocol import (
     ResultItem,
@@ -55,7 +56,6 @@ from pse.roles import (
     NOT_WRITTEN,
     SINGLE_AGENT,
     TASK_SOURCE,
-    TOOL_AGENT,
     WRITE_AGAIN,
     Role,
 )
@@ -136,10 +136,7 @@ def turn_shape_of(
     criteria = tuple(c.id for c in judged.criteria) if judged is not None else None
     # Its own tool results, as the ToolAgent sent them: text another role wrote never counts.
     own = f'<tool_results for="{spec.role}"'
-    evidence = any(
-        isinstance(m, UserMessage) and m.source == TOOL_AGENT and str(m.content).lstrip().startswith(own)
-        for m in messages
-    )
+    evidence = bool(answer_texts(messages, own))
     if spec.role in (Role.EVALUATOR, SINGLE_AGENT) and any(t.name in _CHECKS for t in tools):
         # A judge's verdict rests on a check it ran since the last write: told to run pytest before
         # its PASS, the 1.5B model's Evaluator sent PARTIAL for TESTS_FAILING, with no test run.
@@ -217,11 +214,9 @@ def _checked(plan: PlanRecord | None, tools: Sequence[ToolSignature]) -> tuple[s
 def _backing(messages: Sequence[LLMMessage], own: str) -> tuple[str, ...]:
     """The role's own tests that passed in its last run_pytest that listed them (`pse.tools._backing`),
     read from its own tool results only."""
-    for message in reversed(messages):
-        if isinstance(message, UserMessage) and message.source == TOOL_AGENT:
-            text = str(message.content).lstrip()
-            if text.startswith(own) and OWN_TESTS in text:
-                return passed_names(text)
+    for text in reversed(answer_texts(messages, own)):
+        if OWN_TESTS in text:
+            return passed_names(text)
     return ()
 
 
@@ -232,12 +227,7 @@ def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
     times, until the turn cap, and never wrote; a note on the repeated read changed nothing. Under a
     grammar, a turn that cannot look must act."""
     count = 0
-    for message in reversed(messages):
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
+    for text in reversed(answer_texts(messages, own)):
         names = _RESULT_NAME.findall(text)
         if not names or any(name not in _LOOKS for name in names):
             break
@@ -247,18 +237,7 @@ def _looks_in_a_row(messages: Sequence[LLMMessage], own: str) -> int:
 
 def _results(messages: Sequence[LLMMessage], own: str) -> list[tuple[str, str]]:
     """(tool, status) of every result the ToolAgent sent the role in this request, in order."""
-    found: list[tuple[str, str]] = []
-    for message in messages:
-        if not (isinstance(message, UserMessage) and message.source == TOOL_AGENT):
-            continue
-        text = str(message.content).lstrip()
-        if not text.startswith(own):
-            continue
-        try:
-            found += [(r.name, r.status) for r in parse_tool_results(text)[1]]
-        except ValueError:
-            continue
-    return found
+    return [(r.name, r.status) for r in answered(messages, own)]
 
 
 _Turn = tuple[list[tuple[str, dict[str, str]]], list[str]]
