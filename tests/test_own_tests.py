@@ -89,6 +89,7 @@ def test_an_evaluator_that_owes_its_own_tests_is_shown_the_specialists_by_name_o
 
 
 TOOL = "a tool is called with <tool_calls>, never from a test"
+SOURCE = "what a module's text holds says nothing of what it does; call its code and assert what the task says it returns"
 
 
 @pytest.mark.parametrize(
@@ -111,6 +112,15 @@ TOOL = "a tool is called with <tool_calls>, never from a test"
           "is defined"]),
         ("def test_a(:\n", {"": "collection failure: SyntaxError: invalid syntax"},
          ["t.py does not parse as Python: invalid syntax (line 1: def test_a(:)"]),
+        # heldout-21 top-words and slugify: a failed test comparing a module's text with a copy of it
+        ("from words import top\n\n\ndef test_a():\n    with open('words.py') as f:\n        "
+         "assert f.read() == 'def top(text):\\n    return []\\n'\n    assert top('a') == ['a']\n\n\n"
+         "def test_b():\n    assert top('') == []\n",
+         {"test_a": "AssertionError: the file does not match", "test_b": "AssertionError: assert None == []"},
+         [f"t.py::test_a reads the text of words.py: {SOURCE}"]),
+        ("from pathlib import Path\n\n\nclass TestText:\n    def test_a(self):\n        "
+         "assert Path('slug.py').read_text() == ''\n",
+         {"TestText::test_a": "AssertionError"}, [f"t.py::test_a reads the text of slug.py: {SOURCE}"]),
     ],
 )  # fmt: skip
 def test_a_test_failing_on_its_own_code_is_told_from_one_failing_on_the_work(
@@ -132,6 +142,11 @@ def test_a_test_failing_on_its_own_code_is_told_from_one_failing_on_the_work(
         ("import pytest\nfrom m import f\n\n\ndef test_a():\n    with pytest.raises(ValueError):\n        f()\n",
          {"test_a": "Failed: DID NOT RAISE <class 'ValueError'>"}),
         ("def test_a(:\n", {}),  # no failure: nothing to explain
+        # a test reading a data file, or a module's text in a test that passed, is no fault
+        ("from m import f\n\n\ndef test_a():\n    assert f(open('data.csv').read()) == 1\n",
+         {"test_a": "AssertionError: assert 2 == 1"}),
+        ("def test_a():\n    assert open('m.py').read()\n\n\ndef test_b():\n    assert 0\n",
+         {"test_b": "AssertionError"}),
     ],
 )  # fmt: skip
 def test_a_failure_on_the_work_is_no_fault_of_the_test(source: str, failures: dict[str, str]) -> None:

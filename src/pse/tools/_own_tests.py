@@ -172,7 +172,7 @@ def code_faults(rel: str, source: str | bytes, failures: dict[str, str]) -> list
     parse; it reads a name nothing in it binds (a tool's name among them) and a test failed with that
     `NameError`; it asks a module for what the module does not have (`pytest.run_pytest()`: pytest, or
     a standard-library module already loaded here) and a test failed on that attribute; a test asks for
-    a fixture nothing defines.
+    a fixture nothing defines; a test that failed reads the text of a Python file (`_reads_source`).
 
     None can be the tested code's doing: a name the tested module defines is still unbound here if the
     file never imports it, and a file that imports `*` binds names no parser sees, so it reads none
@@ -203,7 +203,31 @@ def code_faults(rel: str, source: str | bytes, failures: dict[str, str]) -> list
         for test, message in failures.items()
         if test and FIXTURE_LOOKUP.match(message)
     ]
+    failed = {test.rpartition("::")[2].partition("[")[0] for test in failures}
+    found += [
+        f"{rel}::{test.name} reads the text of {source_file}: what a module's text holds says nothing of "
+        "what it does; call its code and assert what the task says it returns"
+        for test in _test_defs(tree)
+        if test.name in failed and (source_file := _reads_source(test))
+    ]
     return found
+
+
+_READS = frozenset({"open", "read_file", "read_text", "read_bytes", "Path"})
+
+
+def _reads_source(test: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The Python file whose text `test` reads (`open("m.py")`, `Path("m.py").read_text()`, a `read_file`
+    called as Python), or "". The 1.5B model's Evaluator, shown the outputs' text at its phase's start,
+    wrote tests asserting `open("words.py").read() == ...` with a copy of it in triple quotes, which
+    failed on any other bytes: three times in two held-out runs (`heldout-21` slugify, top-words), each
+    time over a module the revise it sent then rewrote."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and _called(node) in _READS:
+            for arg in node.args[:1]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.endswith(".py"):
+                    return arg.value
+    return ""
 
 
 def _missing_attributes(tree: ast.Module) -> list[tuple[int, str, str]]:
