@@ -213,7 +213,7 @@ def code_faults(rel: str, source: str | bytes, failures: dict[str, str]) -> list
     return found
 
 
-_READS = frozenset({"open", "read_file", "read_text", "read_bytes", "Path"})
+_READS = frozenset({"open", Tool.READ_FILE, "read_text", "read_bytes", "Path"})
 
 
 def _reads_source(test: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
