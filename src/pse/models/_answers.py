@@ -1,6 +1,6 @@
-"""The ToolAgent's answers to one role in a request: what the turn shape and the resampling read of what
-the role did. Only messages the ToolAgent sent, addressed to the role, count: text a role wrote, or
-another role's results, never do."""
+"""The ToolAgent's answers to one role in a request: what the turn shape reads of what the role did.
+Only messages the ToolAgent sent, addressed to the role, count: text a role wrote, or another role's
+results, never do."""
 
 from __future__ import annotations
 

@@ -21,7 +21,6 @@ from pse.models._native import NativeProtocolClient
 from pse.models._probe import SERVER_PROBES, ConstraintProbes
 from pse.models._ratelimit import limiter_for
 from pse.models._recording import CassetteRecorder, RecordingChatCompletionClient
-from pse.models._resample import ResamplingClient
 from pse.models._resilient import ResilientChatCompletionClient
 from pse.models._retrying import RetryPolicy
 from pse.models._scripted import CassettePlayer, ScriptedChatCompletionClient
@@ -61,14 +60,12 @@ def create_model_client(
     """Build the model client of `role` from the settings (per-role overrides first, then the globals).
 
     Real providers come wrapped in `ResilientChatCompletionClient` (timeout, retries, typed errors,
-    and the process's shared rate limit when one is set), an OpenAI-compatible one with a temperature
-    set in `ResamplingClient` (a role's calls after a write that changed nothing sample), then, given
-    the role's `tools` and unless `spec.constrain` is off, in `ConstrainedChatCompletionClient` (the
-    grammar or JSON schema of each turn); a role whose write format is `fenced` in `FencedWritesClient`
-    (file blocks with the model, DSML above it); with a `recorder`, the client is further wrapped in
-    `RecordingChatCompletionClient`, which so records protocol text even from a JSON-constrained model.
-    Nothing is printed: the caller announces a defaulted scripted provider (see
-    `ModelSpec.provider_was_defaulted`).
+    and the process's shared rate limit when one is set), then, given the role's `tools` and unless
+    `spec.constrain` is off, in `ConstrainedChatCompletionClient` (the grammar or JSON schema of each
+    turn); a role whose write format is `fenced` in `FencedWritesClient` (file blocks with the model,
+    DSML above it); with a `recorder`, the client is further wrapped in `RecordingChatCompletionClient`, which
+    so records protocol text even from a JSON-constrained model. Nothing is printed: the caller
+    announces a defaulted scripted provider (see `ModelSpec.provider_was_defaulted`).
 
     Args:
         settings: PSE settings.
@@ -103,8 +100,6 @@ def create_model_client(
         policy = RetryPolicy(settings.model_timeout_s, settings.model_max_retries, settings.model_backoff_s)
         inner = _openai(settings, spec) if spec.provider == "openai" else _ollama(settings, spec)
         client = ResilientChatCompletionClient(inner, spec, policy, meter, limiter_for(settings))
-        if spec.provider == "openai" and settings.model_temperature is not None:
-            client = ResamplingClient(client, role, settings.model_temperature, constraint_log)
         if tools is not None and spec.constrain != "off":
             client = with_constraint(
                 client,
