@@ -835,6 +835,6 @@ def test_the_decisions_modules_import_no_autogen_model_team_or_tool_runner() -> 
                 reached += [a.name for a in node.names]
     assert sorted(seen) == ["_decide", "_escalation", "_gates", "_graph", "_judge_tests", "_last_run",
                             "_limits", "_nudges", "_retries", "_said", "_state", "_step_buffer",
-                            "_values"]  # fmt: skip
+                            "_values", "_verdict_nudges"]  # fmt: skip
     banned = ("autogen", "pse.team", "pse.models", "pse.toolagent", "pse.sandbox", "pse.runner")
     assert [m for m in reached if m.startswith(banned)] == []
